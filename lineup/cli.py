@@ -1,0 +1,86 @@
+"""Command-line entry point. Parsing only: each command lives in
+`lineup.commands.<name>` with `configure(parser)` and `run(args) -> int`.
+Commands import their heavy parts (Textual above all) inside `run`, so that
+non-interactive commands never load the TUI."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+# name -> one-line help. Order is the order shown in --help.
+COMMANDS: dict[str, str] = {
+    "chat": "side-by-side chat (the default command)",
+    "models": "list configured model aliases; --check sends one tiny request each",
+    "run": "run a sample set against several models",
+    "vote": "blind voting queue over unvoted cases",
+    "sessions": "list saved sessions",
+    "replay": "open a saved session read-only, or re-run it against other models",
+    "report": "ratings with confidence intervals, failure modes, latency and cost",
+    "export": "export a session as JSONL, CSV or Markdown",
+    "import": "import our JSONL export, Chatbot Arena battles, or another lineup database",
+    "sample": "stratified sample of prompts from request logs",
+}
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    """Bad usage or bad input: printed as one clear line, exit code 2."""
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--db", default=os.environ.get("LINEUP_DB"),
+                        help="database file (env LINEUP_DB; default: the user data dir)")
+    parser.add_argument("--config", default=os.environ.get("LINEUP_CONFIG"),
+                        help="config.toml (env LINEUP_CONFIG; default: the user config dir)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="lineup", description=__doc__.split("\n")[0] if __doc__ else None)
+    parser.add_argument("--version", action="version", version=f"lineup {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, help_text in COMMANDS.items():
+        module = _command_module(name)
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        _common(p)
+        if module is not None:
+            module.configure(p)
+    return parser
+
+
+def _version() -> str:
+    from lineup import __version__
+
+    return __version__
+
+
+def _command_module(name: str):
+    try:
+        return importlib.import_module(f"lineup.commands.{name.replace('-', '_')}_cmd")
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.startswith("lineup.commands."):
+            return None
+        raise
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")):
+        argv.insert(0, "chat")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    module = _command_module(args.command)
+    if module is None:
+        print(f"lineup: '{args.command}' is not available in this build", file=sys.stderr)
+        return EXIT_FAILURE
+    try:
+        return int(module.run(args) or 0)
+    except UsageError as exc:
+        print(f"lineup {args.command}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"lineup {args.command}: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,237 @@
+"""The contract between providers and everything above them.
+
+A provider turns a `ChatRequest` into an async stream of `StreamEvent`s.
+Every stream starts with `RequestSent` and ends with exactly one terminal
+event: `Finish` (the model stopped) or `StreamError` (it did not). In between
+come `TextDelta`, `ReasoningDelta`, `ToolCall`, `UsageReport` and `Retrying`.
+Timestamps (`t`) are `time.perf_counter()` seconds taken where the bytes
+arrived; `StreamResult` turns them into the figures the store keeps.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ErrorKind(StrEnum):
+    auth = "auth"                  # 401/403, missing or rejected key
+    rate_limited = "rate_limited"  # 429 (retry_after when the server said)
+    overloaded = "overloaded"      # 529, Anthropic overloaded_error, 503 "overloaded"
+    server = "server"              # 5xx, error event / line inside a 200 stream
+    timeout = "timeout"            # connect or read timeout (a stalled stream)
+    truncated = "truncated"        # the stream ended without its terminator
+    bad_response = "bad_response"  # not the protocol: HTML page, invalid JSON or UTF-8
+    cancelled = "cancelled"        # the user (or the app) cancelled it
+    connection = "connection"      # refused, DNS failure, TLS error, reset before any byte
+    not_found = "not_found"        # 404: unknown model or wrong base URL
+    bad_request = "bad_request"    # other 4xx: the request itself was refused
+    config = "config"              # missing key variable etc., found before any request
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class RequestSent(_Event):
+    type: Literal["sent"] = "sent"
+    t: float
+    wall: float = Field(description="time.time() when the request went out")
+    attempt: int = 1
+
+
+class TextDelta(_Event):
+    type: Literal["text"] = "text"
+    text: str
+    t: float
+
+
+class ReasoningDelta(_Event):
+    type: Literal["reasoning"] = "reasoning"
+    text: str
+    t: float
+
+
+class ToolCall(_Event):
+    type: Literal["tool_call"] = "tool_call"
+    id: str | None
+    name: str
+    arguments: Any
+
+
+class UsageReport(_Event):
+    """Token counts as the provider reported them (cumulative, last one wins)."""
+
+    type: Literal["usage"] = "usage"
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    reasoning_tokens: int | None = None
+
+
+class Retrying(_Event):
+    """A failed attempt before the first token; another follows after `delay` s."""
+
+    type: Literal["retrying"] = "retrying"
+    attempt: int
+    delay: float
+    kind: ErrorKind
+    message: str
+
+
+class Finish(_Event):
+    type: Literal["finish"] = "finish"
+    reason: str | None = Field(description="the provider's raw finish reason")
+    t: float
+
+
+class StreamError(_Event):
+    """Terminal failure. `message` never contains a key or an Authorization
+    header; it may name the model (the session layer hides it when blind)."""
+
+    type: Literal["error"] = "error"
+    kind: ErrorKind
+    message: str
+    t: float
+    status: int | None = None
+    retry_after: float | None = None
+
+
+StreamEvent = RequestSent | TextDelta | ReasoningDelta | ToolCall | UsageReport | Retrying | Finish | StreamError
+
+
+class ImagePart(BaseModel):
+    """An image sent with a user message; `data` is base64 without a data: prefix."""
+
+    model_config = ConfigDict(frozen=True)
+    mime: str
+    data: str
+    path: str | None = None
+    sha256: str | None = None
+
+
+class Message(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    role: Literal["user", "assistant"]
+    content: str
+    images: tuple[ImagePart, ...] = ()
+
+
+class SamplingParams(BaseModel):
+    """Fixed for a session unless overridden; `None` means "provider default"."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    seed: int | None = None
+    stop: tuple[str, ...] | None = None
+
+    def merged(self, override: "SamplingParams | None") -> "SamplingParams":
+        """These params with every field `override` sets replacing ours."""
+        if override is None:
+            return self
+        return self.model_copy(update=override.model_dump(exclude_none=True))
+
+
+class ChatRequest(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    model: str
+    messages: tuple[Message, ...]
+    system: str | None = None
+    params: SamplingParams = SamplingParams()
+
+
+class StreamResult:
+    """Folds a stream's events into what is shown and recorded.
+
+    Feed every event to `add`; read the fields at any time (a checkpoint) or
+    after the terminal event. Chunk timings are kept compactly: milliseconds
+    since the request went out and the number of characters, per delta.
+    """
+
+    __slots__ = (
+        "text_parts", "reasoning_parts", "tool_calls", "finish_reason", "error",
+        "input_tokens", "output_tokens", "reasoning_tokens", "sent_t", "sent_wall",
+        "first_token_t", "end_t", "chunk_ms", "chunk_chars", "attempts",
+    )
+
+    def __init__(self) -> None:
+        self.text_parts: list[str] = []
+        self.reasoning_parts: list[str] = []
+        self.tool_calls: list[ToolCall] = []
+        self.finish_reason: str | None = None
+        self.error: StreamError | None = None
+        self.input_tokens: int | None = None
+        self.output_tokens: int | None = None
+        self.reasoning_tokens: int | None = None
+        self.sent_t: float | None = None
+        self.sent_wall: float | None = None
+        self.first_token_t: float | None = None
+        self.end_t: float | None = None
+        self.chunk_ms: list[int] = []
+        self.chunk_chars: list[int] = []
+        self.attempts = 0
+
+    def add(self, event: StreamEvent) -> None:
+        kind = event.type
+        if kind == "text" or kind == "reasoning":
+            if not event.text:
+                return
+            (self.text_parts if kind == "text" else self.reasoning_parts).append(event.text)
+            if self.first_token_t is None:
+                self.first_token_t = event.t
+            base = self.sent_t if self.sent_t is not None else event.t
+            self.chunk_ms.append(round((event.t - base) * 1000))
+            self.chunk_chars.append(len(event.text))
+        elif kind == "sent":
+            self.sent_t, self.sent_wall, self.attempts = event.t, event.wall, event.attempt
+        elif kind == "usage":
+            if event.input_tokens is not None:
+                self.input_tokens = event.input_tokens
+            if event.output_tokens is not None:
+                self.output_tokens = event.output_tokens
+            if event.reasoning_tokens is not None:
+                self.reasoning_tokens = event.reasoning_tokens
+        elif kind == "tool_call":
+            self.tool_calls.append(event)
+        elif kind == "finish":
+            self.finish_reason, self.end_t = event.reason, event.t
+        elif kind == "error":
+            self.error, self.end_t = event, event.t
+
+    @property
+    def text(self) -> str:
+        return "".join(self.text_parts)
+
+    @property
+    def reasoning(self) -> str | None:
+        return "".join(self.reasoning_parts) if self.reasoning_parts else None
+
+    @property
+    def ttft_ms(self) -> float | None:
+        if self.first_token_t is None or self.sent_t is None:
+            return None
+        return (self.first_token_t - self.sent_t) * 1000
+
+    @property
+    def duration_ms(self) -> float | None:
+        if self.end_t is None or self.sent_t is None:
+            return None
+        return (self.end_t - self.sent_t) * 1000
+
+    def output_tokens_or_estimate(self) -> tuple[int, bool]:
+        """(count, estimated): the provider's figure, else ~4 characters a token."""
+        if self.output_tokens is not None:
+            return self.output_tokens, False
+        chars = sum(self.chunk_chars)
+        return (max(1, round(chars / 4)) if chars else 0), True
+
+    def tokens_per_s(self) -> float | None:
+        """Output tokens per second from first token to end (the decode speed)."""
+        if self.first_token_t is None or self.end_t is None:
+            return None
+        span = self.end_t - self.first_token_t
+        tokens, _ = self.output_tokens_or_estimate()
+        return tokens / span if span > 0 and tokens > 1 else None

@@ -1,0 +1,96 @@
+"""What every provider is: something that turns a `ChatRequest` into a
+cancellable `ChatStream` of typed events (see `lineup.events`)."""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator
+
+import anyio
+
+from lineup.events import ChatRequest, ErrorKind, StreamError, StreamEvent
+
+TERMINAL = ("finish", "error")
+
+
+class ChatStream:
+    """Async iterator over one response's events, cancellable from any task.
+
+    `cancel()` cancels only the step in flight (a cancel scope entered and left
+    inside `__anext__`, never held across a yield), which makes httpx close the
+    connection at once; the stream then ends with `StreamError(cancelled)`.
+    Exactly one terminal event (`finish` or `error`) ends every stream.
+    """
+
+    def __init__(self, events: AsyncIterator[StreamEvent]) -> None:
+        self._events = events
+        self._scope: anyio.CancelScope | None = None
+        self._cancel_requested = False
+        self._done = False
+
+    def cancel(self) -> None:
+        self._cancel_requested = True
+        if self._scope is not None:
+            self._scope.cancel()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel_requested
+
+    def __aiter__(self) -> "ChatStream":
+        return self
+
+    async def __anext__(self) -> StreamEvent:
+        if self._done:
+            raise StopAsyncIteration
+        event: StreamEvent | None = None
+        with anyio.CancelScope() as scope:
+            self._scope = scope
+            if self._cancel_requested:
+                scope.cancel()
+            try:
+                event = await self._events.__anext__()
+            except StopAsyncIteration:
+                event = None
+        self._scope = None
+        if self._cancel_requested and (scope.cancelled_caught or event is None or event.type not in TERMINAL):
+            await self.aclose()
+            return StreamError(kind=ErrorKind.cancelled, message="cancelled", t=time.perf_counter())
+        if event is None:
+            # A provider generator that ended without a terminal event is a bug
+            # in that provider; report it rather than hang or pretend success.
+            self._done = True
+            return StreamError(kind=ErrorKind.truncated, message="stream ended without a terminal event",
+                               t=time.perf_counter())
+        if event.type in TERMINAL:
+            self._done = True
+            await self.aclose()
+        return event
+
+    async def aclose(self) -> None:
+        self._done = True
+        with anyio.CancelScope(shield=True):
+            aclose = getattr(self._events, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+
+class Provider(ABC):
+    """One configured model behind one wire protocol."""
+
+    #: True when the provider's answers are synthetic (demo): they are marked
+    #: in every record and left out of ratings unless asked for.
+    is_demo: bool = False
+    #: Whether user messages may carry images for this provider.
+    accepts_images: bool = True
+
+    def stream(self, request: ChatRequest) -> ChatStream:
+        return ChatStream(self.events(request))
+
+    @abstractmethod
+    def events(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
+        """The raw event generator: `RequestSent` first, one terminal event last."""
+
+    async def aclose(self) -> None:
+        """Release connections (httpx client) held by this provider."""
