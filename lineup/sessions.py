@@ -1,0 +1,490 @@
+"""Sessions: fan one turn out to N contestants at once, keep each contestant's
+own thread, assign blind labels, cancel and retry, and write everything to the
+store as it happens. Shared by the TUI (`ChatSession`) and batch commands
+(`record_stream`). No UI and no SQL here: the store is an `AsyncStore`.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import random
+import re
+import secrets
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+import anyio
+
+from lineup.config import Config, ModelConfig
+from lineup.events import (
+    ChatRequest,
+    ErrorKind,
+    ImagePart,
+    Message,
+    SamplingParams,
+    StreamError,
+    StreamEvent,
+    StreamResult,
+)
+from lineup.ids import new_ulid
+from lineup.providers import make_provider
+from lineup.providers.base import ChatStream, Provider
+from lineup.store import AsyncStore
+from lineup.store.records import (
+    ContestantRecord,
+    OutputRecord,
+    SessionRecord,
+    TagRecord,
+    TurnRecord,
+    VoteRecord,
+)
+
+LABELS = "ABCDEFGH"
+MAX_CONTESTANTS = len(LABELS)
+CHECKPOINT_EVERY_S = 1.0
+HIDDEN = "[hidden]"
+
+# Words that give a vendor away, by provider. Ollama models are named after
+# their family, which `_identity_words` adds from the model name itself.
+VENDOR_WORDS: dict[str, tuple[str, ...]] = {
+    "openai": ("OpenAI", "ChatGPT", "GPT"),
+    "anthropic": ("Anthropic", "Claude"),
+    "gemini": ("Google", "Gemini", "DeepMind", "Bard"),
+    "ollama": ("Ollama",),
+    "demo": (),
+}
+# Families commonly served through OpenAI-compatible servers and Ollama.
+FAMILY_WORDS = (
+    "llama", "mistral", "mixtral", "qwen", "gemma", "phi", "deepseek", "grok", "command-r",
+    "claude", "gpt", "gemini", "yi", "falcon", "olmo", "granite", "nemotron", "kimi", "glm",
+)
+
+
+def default_rater() -> str:
+    """Who is voting: LINEUP_RATER, else the login name."""
+    try:
+        return os.environ.get("LINEUP_RATER") or getpass.getuser()
+    except Exception:  # no login name in some containers
+        return "rater"
+
+
+def _identity_words(cfg: ModelConfig) -> set[str]:
+    """Every word that would tell a reader which model this is."""
+    words = {cfg.alias, cfg.model}
+    words.update(VENDOR_WORDS.get(cfg.provider, ()))
+    # model ids like "openai/gpt-4o-mini" or "llama3.1:8b": their parts too
+    for part in re.split(r"[/:@]", cfg.model) + re.split(r"[/:@]", cfg.alias):
+        if len(part) >= 3:
+            words.add(part)
+    lowered = cfg.model.lower()
+    words.update(f for f in FAMILY_WORDS if f in lowered)
+    if cfg.base_url:
+        host = urlsplit(cfg.base_url).hostname
+        if host and host not in ("localhost", "127.0.0.1", "::1"):
+            words.add(host)
+    words.discard("")
+    return words
+
+
+def _identity_pattern(words: Iterable[str]) -> re.Pattern[str] | None:
+    ordered = sorted({w for w in words if w}, key=len, reverse=True)
+    if not ordered:
+        return None
+    alternation = "|".join(re.escape(w) for w in ordered)
+    # Not inside a longer word ("gpt" must not hit "egypt"); digits/versions may follow.
+    return re.compile(rf"(?<![A-Za-z0-9])(?:{alternation})(?![A-Za-z])", re.IGNORECASE)
+
+
+def blind_safe(text: str, contestants: Sequence["Contestant"]) -> str:
+    """`text` with every contestant's model, alias, provider, vendor and host replaced."""
+    words: set[str] = set()
+    for c in contestants:
+        words |= _identity_words(c.config)
+    pattern = _identity_pattern(words)
+    return pattern.sub(HIDDEN, text) if pattern else text
+
+
+def names_itself(text: str, cfg: ModelConfig) -> str | None:
+    """The first word in an answer that names its own model or vendor, if any."""
+    pattern = _identity_pattern(_identity_words(cfg) - {cfg.alias} | {cfg.alias})
+    match = pattern.search(text) if pattern else None
+    return match.group(0) if match else None
+
+
+@dataclass(slots=True)
+class Contestant:
+    """One pane: a configured model, its label and its own thread."""
+
+    config: ModelConfig
+    label: str
+    position: int
+    params: SamplingParams
+    history: list[Message] = field(default_factory=list)
+    provider: Provider | None = None
+    stream: ChatStream | None = None
+    last_output: OutputRecord | None = None
+
+    @property
+    def alias(self) -> str:
+        return self.config.alias
+
+    def get_provider(self) -> Provider:
+        if self.provider is None:
+            self.provider = make_provider(self.config)
+        return self.provider
+
+
+@dataclass(slots=True)
+class PaneUpdate:
+    """What the UI receives for every stream event of one contestant."""
+
+    index: int
+    event: StreamEvent
+    result: StreamResult
+    output_id: str
+    turn_id: str
+
+
+def contestant_record(c: Contestant) -> ContestantRecord:
+    cfg = c.config
+    return ContestantRecord(
+        alias=cfg.alias, provider=cfg.provider, model=cfg.model, base_url=cfg.base_url,
+        params=c.params.model_dump(exclude_none=True),
+        price=cfg.price.model_dump() if cfg.price else None,
+        label=c.label, position=c.position, is_demo=cfg.is_demo,
+    )
+
+
+def output_from_result(base: OutputRecord, result: StreamResult, cfg: ModelConfig, *,
+                       blind: bool, contestants: Sequence[Contestant]) -> OutputRecord:
+    """The final record of one answer, from what its stream reported."""
+    err = result.error
+    if err is None:
+        status = "complete" if result.finish_reason is not None or result.end_t is not None else "interrupted"
+    elif err.kind == ErrorKind.cancelled:
+        status = "cancelled"
+    else:
+        status = "error"
+    tokens, estimated = result.output_tokens_or_estimate()
+    message = err.message if err else None
+    if message and blind:
+        message = blind_safe(message, contestants)
+    cost = cfg.price.cost(result.input_tokens, tokens) if cfg.price else None
+    return base.model_copy(update=dict(
+        status=status, text=result.text, reasoning=result.reasoning,
+        error_kind=err.kind.value if err else None, error_message=message,
+        finish_reason=result.finish_reason, sent_at=result.sent_wall,
+        ttft_ms=result.ttft_ms, duration_ms=result.duration_ms,
+        chunk_ms=list(result.chunk_ms), chunk_chars=list(result.chunk_chars),
+        input_tokens=result.input_tokens, output_tokens=tokens, tokens_estimated=estimated,
+        reasoning_tokens=result.reasoning_tokens, cost=cost,
+    ))
+
+
+async def record_stream(
+    store: AsyncStore,
+    contestant: Contestant,
+    request: ChatRequest,
+    base: OutputRecord,
+    *,
+    blind: bool,
+    contestants: Sequence[Contestant],
+    on_update: Callable[[PaneUpdate], None] | None = None,
+) -> tuple[OutputRecord, StreamResult]:
+    """Stream one answer into the store: started, checkpointed about once a
+    second, finished with its final status. Error text is scrubbed of model
+    identities when blind before anyone (UI or store) sees it."""
+    await store.start_output(base)
+    result = StreamResult()
+    stream = contestant.get_provider().stream(request)
+    contestant.stream = stream
+    last_checkpoint = time.monotonic()
+    index = contestant.position
+    try:
+        async for event in stream:
+            if blind and event.type == "error":
+                event = event.model_copy(update={"message": blind_safe(event.message, contestants)})
+            elif blind and event.type == "retrying":
+                event = event.model_copy(update={"message": blind_safe(event.message, contestants)})
+            result.add(event)
+            if on_update is not None:
+                on_update(PaneUpdate(index, event, result, base.id, base.turn_id))
+            now = time.monotonic()
+            if now - last_checkpoint >= CHECKPOINT_EVERY_S and event.type in ("text", "reasoning"):
+                last_checkpoint = now
+                await store.checkpoint_output(base.id, result.text, result.reasoning,
+                                              list(result.chunk_ms), list(result.chunk_chars))
+    finally:
+        contestant.stream = None
+        final = output_from_result(base, result, contestant.config, blind=blind, contestants=contestants)
+        with anyio.CancelScope(shield=True):
+            await store.finish_output(final)
+    return final, result
+
+
+class ChatSession:
+    """A live side-by-side session: the TUI's model of what is on screen."""
+
+    def __init__(self, store: AsyncStore, record: SessionRecord, contestants: list[Contestant]) -> None:
+        self.store = store
+        self.record = record
+        self.contestants = contestants
+        self.turns: list[TurnRecord] = []
+        self.votes: list[VoteRecord] = []
+
+    # ----- creation -------------------------------------------------------
+    @classmethod
+    async def create(
+        cls,
+        store: AsyncStore,
+        models: Sequence[ModelConfig],
+        *,
+        blind: bool = False,
+        system: str | None = None,
+        params: SamplingParams = SamplingParams(),
+        defaults: SamplingParams = SamplingParams(),
+        seed: int | None = None,
+        title: str | None = None,
+        kind: str = "chat",
+        rerun_of: str | None = None,
+        label_seed: int | None = None,
+    ) -> "ChatSession":
+        if not 1 <= len(models) <= MAX_CONTESTANTS:
+            raise ValueError(f"a session takes 1 to {MAX_CONTESTANTS} models, not {len(models)}")
+        aliases = [m.alias for m in models]
+        if len(set(aliases)) != len(aliases):
+            raise ValueError(f"the same model twice: {', '.join(aliases)}")
+        order = list(models)
+        meta: dict = {}
+        if blind:
+            label_seed = secrets.randbits(32) if label_seed is None else label_seed
+            random.Random(label_seed).shuffle(order)
+            meta["label_seed"] = label_seed
+        session_params = params if seed is None else params.model_copy(update={"seed": seed})
+        contestants = [
+            Contestant(
+                config=cfg,
+                label=LABELS[i] if blind else cfg.alias,
+                position=i,
+                params=defaults.merged(cfg.params).merged(session_params),
+            )
+            for i, cfg in enumerate(order)
+        ]
+        record = SessionRecord(
+            id=new_ulid(), created=time.time(), kind=kind, title=title,
+            contestants=[contestant_record(c) for c in contestants],
+            system=system, params=session_params.model_dump(exclude_none=True), seed=seed,
+            blind=blind, revealed_at=None, sample_set_name=None, sample_set_hash=None,
+            rerun_of=rerun_of, meta=meta,
+        )
+        await store.create_session(record)
+        return cls(store, record, contestants)
+
+    @classmethod
+    async def resume(cls, store: AsyncStore, session_id: str, config: Config) -> "ChatSession":
+        """Continue a saved session: contestants, threads and votes as recorded."""
+        loaded = await store.load_session(session_id)
+        rec = loaded.session
+        contestants = []
+        for c in sorted(rec.contestants, key=lambda c: c.position):
+            cfg = config.models.get(c.alias)
+            if cfg is None or cfg.provider != c.provider or cfg.model != c.model:
+                cfg = _config_from_record(c, config)
+            contestants.append(Contestant(config=cfg, label=c.label, position=c.position,
+                                          params=SamplingParams(**c.params)))
+        session = cls(store, rec, contestants)
+        session.turns = list(loaded.turns)
+        session.votes = list(loaded.votes)
+        by_alias = {c.alias: c for c in contestants}
+        for turn in loaded.turns:
+            for c in contestants:
+                c.history.append(_user_message(turn))
+            answers: dict[str, OutputRecord] = {}
+            for out in loaded.outputs_for(turn.id):
+                if out.contestant in by_alias:
+                    prev = answers.get(out.contestant)
+                    if prev is None or out.attempt >= prev.attempt:
+                        answers[out.contestant] = out
+            for alias, out in answers.items():
+                by_alias[alias].last_output = out
+                if out.text:
+                    by_alias[alias].history.append(Message(role="assistant", content=out.text))
+        return session
+
+    # ----- properties -----------------------------------------------------
+    @property
+    def id(self) -> str:
+        return self.record.id
+
+    @property
+    def blind(self) -> bool:
+        return self.record.blind
+
+    @property
+    def revealed(self) -> bool:
+        return not self.record.blind or self.record.revealed_at is not None
+
+    @property
+    def system(self) -> str | None:
+        return self.record.system
+
+    def display_name(self, index: int) -> str:
+        c = self.contestants[index]
+        if self.revealed:
+            return c.alias if not self.blind else f"{c.label} · {c.alias}"
+        return c.label
+
+    def is_streaming(self, index: int) -> bool:
+        return self.contestants[index].stream is not None
+
+    @property
+    def streaming(self) -> bool:
+        return any(c.stream is not None for c in self.contestants)
+
+    # ----- turns ----------------------------------------------------------
+    async def send(
+        self,
+        prompt: str,
+        images: Sequence[ImagePart] = (),
+        on_update: Callable[[PaneUpdate], None] | None = None,
+    ) -> str:
+        """Send `prompt` to every contestant at once; return when all are done."""
+        turn = TurnRecord(
+            id=new_ulid(), session_id=self.id, position=len(self.turns), case_id=None, category=None,
+            user_message=prompt,
+            images=[{"path": i.path, "sha256": i.sha256, "mime": i.mime} for i in images],
+            created=time.time(),
+        )
+        await self.store.add_turn(turn)
+        self.turns.append(turn)
+        message = Message(role="user", content=prompt, images=tuple(images))
+        for c in self.contestants:
+            c.history.append(message)
+        async with anyio.create_task_group() as tg:
+            for c in self.contestants:
+                tg.start_soon(self._answer, c, turn, 1, on_update)
+        return turn.id
+
+    async def retry(self, index: int, on_update: Callable[[PaneUpdate], None] | None = None) -> None:
+        """A new attempt at the last turn for one contestant; the old one is kept."""
+        if not self.turns:
+            return
+        c = self.contestants[index]
+        if c.stream is not None:
+            c.stream.cancel()
+        turn = self.turns[-1]
+        if c.history and c.history[-1].role == "assistant":
+            c.history.pop()
+        attempt = (c.last_output.attempt + 1) if c.last_output and c.last_output.turn_id == turn.id else 1
+        await self._answer(c, turn, attempt, on_update)
+
+    async def _answer(self, c: Contestant, turn: TurnRecord, attempt: int,
+                      on_update: Callable[[PaneUpdate], None] | None) -> None:
+        request = ChatRequest(model=c.config.model, messages=tuple(c.history), system=self.system,
+                              params=c.params)
+        base = OutputRecord(
+            id=new_ulid(), session_id=self.id, turn_id=turn.id, contestant=c.alias, label=c.label,
+            attempt=attempt, status="streaming", text="", reasoning=None, error_kind=None,
+            error_message=None, finish_reason=None, sent_at=None, ttft_ms=None, duration_ms=None,
+            chunk_ms=[], chunk_chars=[], input_tokens=None, output_tokens=None, tokens_estimated=False,
+            reasoning_tokens=None, cost=None, is_demo=c.config.is_demo, created=time.time(),
+        )
+        final, _ = await record_stream(self.store, c, request, base, blind=self.blind,
+                                       contestants=self.contestants, on_update=on_update)
+        c.last_output = final
+        if final.text:
+            c.history.append(Message(role="assistant", content=final.text))
+        if self.blind and final.text:
+            leaked = names_itself(final.text, c.config)
+            if leaked:
+                await self.store.add_tag(TagRecord(
+                    id=new_ulid(), output_id=final.id, tag="identity_leak", rater="lineup",
+                    note="the answer names its own model or vendor", auto=True, created=time.time()))
+
+    def cancel(self, index: int) -> None:
+        stream = self.contestants[index].stream
+        if stream is not None:
+            stream.cancel()
+
+    def cancel_all(self) -> None:
+        for i in range(len(self.contestants)):
+            self.cancel(i)
+
+    # ----- judgements -----------------------------------------------------
+    def valid_choices(self) -> list[str]:
+        labels = [c.label for c in self.contestants]
+        return labels + (["tie", "both_bad"] if len(labels) == 2 else ["tie", "all_bad"])
+
+    async def vote(self, choice: str, *, ranking: Sequence[str] | None = None, note: str | None = None,
+                   rater: str | None = None) -> VoteRecord:
+        """Record a vote on the last turn (replacing an earlier one, history kept) and reveal."""
+        if not self.turns:
+            raise ValueError("nothing to vote on yet")
+        if choice not in self.valid_choices():
+            raise ValueError(f"unknown choice {choice!r}; expected one of {', '.join(self.valid_choices())}")
+        labels = [c.label for c in self.contestants]
+        if ranking is not None and sorted(ranking) != sorted(labels):
+            raise ValueError("a ranking must list every label once")
+        turn = self.turns[-1]
+        rater = rater or default_rater()
+        previous = next((v for v in reversed(self.votes)
+                         if v.turn_id == turn.id and v.rater == rater), None)
+        now = time.time()
+        vote = VoteRecord(
+            id=new_ulid(), session_id=self.id, turn_id=turn.id, rater=rater, choice=choice,
+            ranking=list(ranking) if ranking else None,
+            mapping={c.label: c.alias for c in self.contestants},
+            positions=[c.label for c in sorted(self.contestants, key=lambda c: c.position)],
+            created=now, revealed_at=now if self.blind else None, note=note,
+            supersedes=previous.id if previous else None,
+        )
+        await self.store.add_vote(vote)
+        self.votes.append(vote)
+        if self.blind and self.record.revealed_at is None:
+            await self.store.reveal_session(self.id, now)
+            self.record = self.record.model_copy(update={"revealed_at": now})
+        return vote
+
+    async def tag(self, index: int, tag: str, note: str | None = None, rater: str | None = None) -> TagRecord:
+        """Attach a failure-mode tag to this contestant's last answer."""
+        out = self.contestants[index].last_output
+        if out is None:
+            raise ValueError("no answer to tag yet")
+        rec = TagRecord(id=new_ulid(), output_id=out.id, tag=tag, rater=rater or default_rater(),
+                        note=note, auto=False, created=time.time())
+        await self.store.add_tag(rec)
+        return rec
+
+    async def aclose(self) -> None:
+        self.cancel_all()
+        for c in self.contestants:
+            if c.provider is not None:
+                await c.provider.aclose()
+
+
+def _user_message(turn: TurnRecord) -> Message:
+    """The user message of a saved turn (images re-read from disk when still there)."""
+    images = []
+    for img in turn.images:
+        path = img.get("path")
+        if path and os.path.exists(path):
+            import base64
+
+            with open(path, "rb") as fh:
+                images.append(ImagePart(mime=img.get("mime") or "image/png",
+                                        data=base64.b64encode(fh.read()).decode(), path=path,
+                                        sha256=img.get("sha256")))
+    return Message(role="user", content=turn.user_message, images=tuple(images))
+
+
+def _config_from_record(c: ContestantRecord, config: Config) -> ModelConfig:
+    """A model as it was frozen in a session, reachable again with today's key variable."""
+    same = next((m for m in config.models.values() if m.provider == c.provider and m.model == c.model), None)
+    return ModelConfig(
+        alias=c.alias, provider=c.provider, model=c.model, base_url=c.base_url,
+        api_key_env=same.api_key_env if same else None,
+        params=SamplingParams(**c.params), price=c.price,
+    )
