@@ -1,16 +1,69 @@
 """Configuration: which models exist (aliases), how to reach them, and the
 sampling parameters fixed for a session. Keys are never stored here: only the
-*name* of the environment variable that holds one."""
+*name* of the environment variable that holds one.
+
+The file is TOML (``LINEUP_CONFIG``, else ``config.toml`` in the platform's
+user config dir; see `default_config_path`)::
+
+    tags = ["too_formal", "wrong_language"]   # custom failure-mode tags (top level)
+
+    [defaults]                 # sampling parameters for every model
+    temperature = 0.7
+    max_tokens = 1024
+
+    [models.gpt4o]             # the table key is the alias
+    provider = "openai"        # openai | anthropic | ollama | gemini | demo
+    model = "gpt-4o"
+    base_url = "https://api.openai.com/v1"   # provider default when omitted
+    api_key_env = "OPENAI_API_KEY"           # the variable's NAME, never the key
+    params = { temperature = 0.2 }
+    price = { input_per_mtok = 2.5, output_per_mtok = 10.0 }
+
+Key rules: when ``api_key_env`` is omitted, openai models without their own
+``base_url`` use ``OPENAI_API_KEY`` and anthropic / gemini models always use
+their vendor's variable; ollama and local OpenAI-compatible servers (own
+``base_url``) send no key. ``api_key_env = ""`` means "no key" explicitly.
+A literal key written where a variable name belongs, or a key inside a
+``base_url``, is refused without ever repeating it.
+
+Without a file (or a file that defines no models) aliases are autodetected
+from the environment's keys and, when asked, a reachable Ollama; with nothing
+found, the offline demo models are used (`Config.autodetected` is True).
+"""
 
 from __future__ import annotations
 
-from typing import Literal
+import difflib
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from lineup.cli import UsageError
 from lineup.events import SamplingParams
+from lineup.providers import DEFAULT_BASE_URLS
 
 ProviderName = Literal["openai", "anthropic", "ollama", "gemini", "demo"]
+PROVIDERS: tuple[str, ...] = ("openai", "anthropic", "ollama", "gemini", "demo")
+
+#: Where each protocol lives when a model gives no `base_url` (owned by the
+#: providers package, which appends each protocol's own path).
+PROVIDER_DEFAULT_BASE_URL: dict[str, str | None] = {**DEFAULT_BASE_URLS, "demo": None}
+#: The key variable a model uses when its table names none (see module doc).
+PROVIDER_DEFAULT_KEY_ENV: dict[str, str | None] = {
+    "openai": "OPENAI_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+    "gemini": "GEMINI_API_KEY",
+    "ollama": None,
+    "demo": None,
+}
+OPENROUTER_BASE_URL = "https://openrouter.ai/api/v1"
+OLLAMA_PROBE_TIMEOUT = 0.3
 
 
 class Price(BaseModel):
@@ -51,6 +104,20 @@ class Config(BaseModel):
     tags: tuple[str, ...] = ()          # custom failure-mode tags, after the default taxonomy
     source: str | None = None           # the file it came from, for messages
     autodetected: bool = False          # no config file: aliases from the environment (or demo)
+    warnings: tuple[str, ...] = ()      # things the loader fixed or ignored (never containing a secret)
+
+    @property
+    def all_tags(self) -> tuple[str, ...]:
+        """The default failure-mode taxonomy followed by the custom tags."""
+        return DEFAULT_TAGS + tuple(t for t in self.tags if t not in DEFAULT_TAGS)
+
+    @property
+    def demo_only(self) -> bool:
+        return bool(self.models) and all(m.is_demo for m in self.models.values())
+
+    def params_for(self, model: ModelConfig, override: SamplingParams | None = None) -> SamplingParams:
+        """Effective sampling params: [defaults], then the model's own, then `override`."""
+        return self.defaults.merged(model.params).merged(override)
 
 
 DEFAULT_TAGS: tuple[str, ...] = (
@@ -58,3 +125,439 @@ DEFAULT_TAGS: tuple[str, ...] = (
     "unwarranted_refusal", "hallucination", "truncated", "too_verbose",
     "off_topic", "identity_leak", "unsafe",
 )
+
+
+# --------------------------------------------------------------------------- errors
+
+
+class ConfigError(UsageError):
+    """A bad config (exit 2). Each problem names the file and the key path,
+    e.g. ``config.toml: models.gpt4o.params.temperature: must be a number``.
+    Messages never contain a key."""
+
+    def __init__(self, problems: list[tuple[str, str]], file: str | None = None) -> None:
+        self.file = file
+        self.problems = problems
+        prefix = f"{file}: " if file else ""
+        lines = [f"{prefix}{path}: {what}" if path else f"{prefix}{what}" for path, what in problems]
+        super().__init__("\n".join(lines))
+
+
+def _key(part: Any) -> str:
+    """A key path segment as TOML writes it: bare when it can be, else quoted."""
+    s = str(part)
+    return s if re.fullmatch(r"[A-Za-z0-9_-]+", s) else '"' + s.replace('"', '\\"') + '"'
+
+
+def _join(*parts: Any) -> str:
+    return ".".join(_key(p) for p in parts if p != "")
+
+
+_TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "a boolean",
+               list: "an array", dict: "a table", tuple: "an array"}
+
+
+def _describe(value: Any) -> str:
+    return _TYPE_NAMES.get(type(value), type(value).__name__)
+
+
+def _validation_problems(exc: ValidationError, prefix: tuple[Any, ...]) -> list[tuple[str, str]]:
+    """pydantic errors as (key path, what is wrong); input values are never
+    repeated (only their type), since a misplaced key could be among them."""
+    out = []
+    for err in exc.errors(include_url=False):
+        loc = [p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-"))]
+        path = _join(*prefix, *loc)
+        kind = err["type"]
+        if kind == "extra_forbidden":
+            what = "unknown key"
+            if loc and str(loc[-1]).lower() in ("api_key", "key", "token", "apikey", "secret"):
+                what += ' (keys never go in the config: put it in an environment variable and set api_key_env = "ITS_NAME")'
+        elif kind == "missing":
+            what = "required key is missing"
+        else:
+            what = err["msg"][0].lower() + err["msg"][1:]
+            what = what.replace("valid tuple", "valid array").replace("valid dictionary", "valid table")
+            if "input" in err and kind not in ("greater_than", "greater_than_equal", "less_than_equal",
+                                               "less_than"):
+                what += f" (got {_describe(err['input'])})"
+        out.append((path, what))
+    return out
+
+
+# --------------------------------------------------------------------------- secrets
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_KEY_PREFIXES = ("sk-", "sk_", "sk-ant-", "sk-or-", "AIza", "gsk_", "xai-", "hf_", "ghp_", "github_pat_",
+                 "pplx-", "nvapi-", "r8_", "AKIA", "ya29.", "Bearer ")
+_SECRET_QUERY = re.compile(r"(key|api[_-]?key|apikey|token|access[_-]?token|secret|password|auth|sig)",
+                           re.IGNORECASE)
+
+
+def looks_like_key(value: str) -> bool:
+    """Whether `value` (meant to be a variable *name*) looks like a key itself."""
+    if value.startswith(_KEY_PREFIXES):
+        return True
+    if not _ENV_NAME.fullmatch(value):
+        return True     # not a variable name at all: treat as a possible secret, never echo
+    if len(value) >= 40:
+        return True
+    # variable names are UPPER_SNAKE (sometimes lower); keys mix cases and digits
+    has_lower, has_upper = any(c.islower() for c in value), any(c.isupper() for c in value)
+    has_digit = any(c.isdigit() for c in value)
+    return len(value) >= 20 and has_lower and has_upper and has_digit
+
+
+def url_secrets(url: str) -> list[str]:
+    """What in `url` looks like a credential: 'userinfo' and/or query names."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return []
+    found = []
+    if "@" in parts.netloc:
+        found.append("user:password@")
+    for name, _ in parse_qsl(parts.query, keep_blank_values=True):
+        if _SECRET_QUERY.search(name):
+            found.append(f"?{name}=")
+    return found
+
+
+def redact_url(url: str) -> str:
+    """`url` with any userinfo and credential-like query values replaced by ***."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparseable URL>"
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = "***@" + netloc.rsplit("@", 1)[1]
+    query = "&".join(
+        f"{name}=***" if _SECRET_QUERY.search(name) else (f"{name}={value}" if value else name)
+        for name, value in parse_qsl(parts.query, keep_blank_values=True)
+    )
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+# --------------------------------------------------------------------------- paths
+
+
+def default_config_path() -> Path:
+    """``config.toml`` in the platform's user config dir for "lineup"."""
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir("lineup", appauthor=False)) / "config.toml"
+
+
+def config_path(path: str | os.PathLike | None = None, env: Mapping[str, str] = os.environ) -> tuple[Path, bool]:
+    """(the file to read, whether it was named explicitly by argument or LINEUP_CONFIG)."""
+    if path:
+        return Path(path).expanduser(), True
+    if env.get("LINEUP_CONFIG"):
+        return Path(env["LINEUP_CONFIG"]).expanduser(), True
+    return default_config_path(), False
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def load_config(path: str | os.PathLike | None = None, env: Mapping[str, str] = os.environ, *,
+                probe_ollama: bool = False) -> Config:
+    """Read the config (see the module doc for where and what).
+
+    A file named explicitly (argument or ``LINEUP_CONFIG``) must exist. With
+    no file, or one that defines no ``[models.*]``, aliases are autodetected
+    from `env` (and from Ollama when `probe_ollama`), else the demo models.
+    Raises `ConfigError` naming the file, the key path and what is wrong.
+    """
+    file, explicit = config_path(path, env)
+    if not file.exists():
+        if explicit:
+            raise ConfigError([("", "config file not found")], str(file))
+        return autodetect(env, probe_ollama=probe_ollama)
+    try:
+        raw = file.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError([("", f"not UTF-8 text (byte {exc.start})")], str(file)) from None
+    except OSError as exc:
+        raise ConfigError([("", f"cannot read: {exc.strerror or exc}")], str(file)) from None
+    try:
+        data = tomllib.loads(raw)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError([("", _toml_error(exc))], str(file)) from None
+    config = parse_config(data, source=str(file))
+    if not config.models:
+        found = autodetect(env, probe_ollama=probe_ollama)
+        config = config.model_copy(update={"models": found.models, "autodetected": True,
+                                           "warnings": config.warnings + found.warnings})
+    return config
+
+
+def _toml_error(exc: tomllib.TOMLDecodeError) -> str:
+    msg = str(exc)
+    m = re.search(r"\(at line (\d+), column (\d+)\)", msg)
+    if m:
+        what = msg[: m.start()].strip()
+        return f"line {m.group(1)}, column {m.group(2)}: TOML syntax error: {what}"
+    m = re.search(r"\(at end of document\)", msg)
+    if m:
+        return f"end of file: TOML syntax error: {msg[: m.start()].strip()}"
+    return f"TOML syntax error: {msg}"
+
+
+def parse_config(data: Mapping[str, Any], source: str | None = None) -> Config:
+    """A `Config` from already-parsed TOML data; collects every problem found."""
+    problems: list[tuple[str, str]] = []
+    for key in data:
+        if key not in ("defaults", "models", "tags"):
+            problems.append((_key(key), "unknown key (expected defaults, models or tags)"))
+
+    defaults = SamplingParams()
+    if "defaults" in data:
+        if not isinstance(data["defaults"], dict):
+            problems.append(("defaults", f"must be a table (got {_describe(data['defaults'])})"))
+        else:
+            defaults_p = _params(data["defaults"], ("defaults",), problems)
+            defaults = defaults_p or defaults
+
+    tags = _tags(data.get("tags", []), problems)
+
+    models: dict[str, ModelConfig] = {}
+    raw_models = data.get("models", {})
+    if not isinstance(raw_models, dict):
+        problems.append(("models", f"must be a table of [models.ALIAS] tables (got {_describe(raw_models)})"))
+        raw_models = {}
+    for alias, table in raw_models.items():
+        model = _model(alias, table, problems)
+        if model is not None:
+            models[alias] = model
+
+    if problems:
+        raise ConfigError(problems, source)
+    return Config(defaults=defaults, models=models, tags=tags, source=source)
+
+
+def _params(table: dict, prefix: tuple[str, ...], problems: list) -> SamplingParams | None:
+    try:
+        params = SamplingParams.model_validate(table)
+    except ValidationError as exc:
+        problems.extend(_validation_problems(exc, prefix))
+        return None
+    before = len(problems)
+    if params.temperature is not None and not 0 <= params.temperature <= 2:
+        problems.append((_join(*prefix, "temperature"), "must be between 0 and 2"))
+    if params.top_p is not None and not 0 < params.top_p <= 1:
+        problems.append((_join(*prefix, "top_p"), "must be greater than 0 and at most 1"))
+    if params.max_tokens is not None and params.max_tokens < 1:
+        problems.append((_join(*prefix, "max_tokens"), "must be at least 1"))
+    return params if len(problems) == before else None
+
+
+def _tags(raw: Any, problems: list) -> tuple[str, ...]:
+    if not isinstance(raw, list):
+        problems.append(("tags", f"must be an array of strings (got {_describe(raw)})"))
+        return ()
+    out: list[str] = []
+    for i, tag in enumerate(raw):
+        if not isinstance(tag, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]{0,39}", tag):
+            problems.append((f"tags[{i}]", "must be a word of letters, digits, _ or - (at most 40 characters)"))
+        elif tag in out:
+            problems.append((f"tags[{i}]", f"duplicate tag {tag!r}"))
+        elif tag not in DEFAULT_TAGS:
+            out.append(tag)
+    return tuple(out)
+
+
+def _model(alias: str, table: Any, problems: list) -> ModelConfig | None:
+    where = ("models", alias)
+    if not isinstance(table, dict):
+        problems.append((_join(*where), f"must be a table (got {_describe(table)})"))
+        return None
+    before = len(problems)
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,63}", alias):
+        problems.append((_join(*where), "alias must start with a letter or digit and hold only letters, digits "
+                                        "and . _ / : @ + - (at most 64 characters)"))
+    data = dict(table)
+    if "alias" in data:
+        problems.append((_join(*where, "alias"), "unknown key (the alias is the table's name: [models.ALIAS])"))
+        data.pop("alias")
+
+    provider = data.get("provider")
+    if provider is None:
+        problems.append((_join(*where, "provider"), f"required key is missing (one of {', '.join(PROVIDERS)})"))
+    elif provider not in PROVIDERS:
+        shown = repr(provider) if isinstance(provider, str) and len(provider) < 30 and not looks_like_key(
+            provider.replace("-", "_")) else "this value"
+        problems.append((_join(*where, "provider"),
+                         f"unknown provider {shown}; expected one of {', '.join(PROVIDERS)}"))
+
+    key_env = data.get("api_key_env")
+    if isinstance(key_env, str) and key_env != "":
+        if looks_like_key(key_env):
+            problems.append((_join(*where, "api_key_env"),
+                             "this looks like an API key, not the name of an environment variable (value not "
+                             "shown). Put the key in the environment, e.g. export MY_API_KEY=..., and write "
+                             'api_key_env = "MY_API_KEY"'))
+            data.pop("api_key_env")
+
+    base_url = data.get("base_url")
+    if isinstance(base_url, str):
+        secrets = url_secrets(base_url)
+        if secrets:
+            problems.append((_join(*where, "base_url"),
+                             f"contains credentials ({', '.join(secrets)}; shown redacted: {redact_url(base_url)}). "
+                             "Keys come from the environment: set api_key_env to the variable's name"))
+            data.pop("base_url")
+        else:
+            try:
+                parts = urlsplit(base_url)
+                ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+            except ValueError:
+                ok = False
+            if not ok:
+                problems.append((_join(*where, "base_url"), "must be an http:// or https:// URL with a host"))
+                data.pop("base_url")
+
+    if "params" in data:
+        if isinstance(data["params"], dict):
+            params = _params(data["params"], (*where, "params"), problems)
+            if params is None:
+                data.pop("params")
+        else:
+            problems.append((_join(*where, "params"), f"must be a table (got {_describe(data['params'])})"))
+            data.pop("params")
+
+    if provider == "demo" and isinstance(data.get("model"), str):
+        from lineup.providers.demo import DEMO_STYLES
+
+        if data["model"] not in DEMO_STYLES:
+            problems.append((_join(*where, "model"),
+                             f"unknown demo style {data['model']!r}; expected one of {', '.join(DEMO_STYLES)}"))
+
+    if provider not in PROVIDERS:
+        data["provider"] = "demo"   # already reported; a placeholder so the other fields are still checked
+    if provider in PROVIDERS:
+        if "base_url" not in data and "base_url" not in table:
+            data["base_url"] = PROVIDER_DEFAULT_BASE_URL[provider]
+        if "api_key_env" not in table:
+            default_key = PROVIDER_DEFAULT_KEY_ENV[provider]
+            if provider == "openai" and "base_url" in table:
+                default_key = None
+            data["api_key_env"] = default_key
+    if data.get("api_key_env") == "":
+        data["api_key_env"] = None
+    try:
+        model = ModelConfig.model_validate({"alias": alias, **data})
+    except ValidationError as exc:
+        problems.extend(p for p in _validation_problems(exc, where) if p[0] != _join(*where, "alias"))
+        return None
+    return model if len(problems) == before else None
+
+
+# --------------------------------------------------------------------------- autodetect
+
+#: (env var, alias, provider, model, base_url or None for the default)
+AUTODETECT: tuple[tuple[str, str, str, str, str | None], ...] = (
+    ("OPENAI_API_KEY", "gpt-4o-mini", "openai", "gpt-4o-mini", None),
+    ("ANTHROPIC_API_KEY", "claude-sonnet", "anthropic", "claude-sonnet-4-5", None),
+    ("GEMINI_API_KEY", "gemini-flash", "gemini", "gemini-2.5-flash", None),
+    ("GOOGLE_API_KEY", "gemini-flash", "gemini", "gemini-2.5-flash", None),
+    ("OPENROUTER_API_KEY", "openrouter/gpt-4o-mini", "openai", "openai/gpt-4o-mini", OPENROUTER_BASE_URL),
+)
+
+
+def autodetect(env: Mapping[str, str] = os.environ, *, probe_ollama: bool = False) -> Config:
+    """Aliases for the keys present in `env` (and a reachable Ollama when
+    `probe_ollama`); the demo models when nothing is found."""
+    models: dict[str, ModelConfig] = {}
+    warnings: list[str] = []
+    for var, alias, provider, model, base_url in AUTODETECT:
+        if env.get(var, "").strip() and alias not in models:
+            models[alias] = ModelConfig(alias=alias, provider=provider, model=model, api_key_env=var,
+                                        base_url=base_url or PROVIDER_DEFAULT_BASE_URL[provider])
+    if probe_ollama:
+        base, warning = ollama_base_url(env)
+        if warning:
+            warnings.append(warning)
+        for name in list_ollama_models(base):
+            alias = "ollama/" + name.removesuffix(":latest")
+            models.setdefault(alias, ModelConfig(alias=alias, provider="ollama", model=name, base_url=base))
+    if not models:
+        from lineup.providers.demo import DEMO_MODELS
+
+        models = {m.alias: m for m in DEMO_MODELS}
+    return Config(models=models, autodetected=True, warnings=tuple(warnings))
+
+
+def ollama_base_url(env: Mapping[str, str] = os.environ) -> tuple[str, str | None]:
+    """(Ollama's base URL from OLLAMA_HOST or the default, a warning or None).
+    Accepts the forms Ollama itself does: ``host``, ``host:port``, ``http://host:port``."""
+    host = env.get("OLLAMA_HOST", "").strip()
+    if not host:
+        return PROVIDER_DEFAULT_BASE_URL["ollama"], None
+    if "://" not in host:
+        host = "http://" + host
+    warning = None
+    if url_secrets(host):
+        warning = f"OLLAMA_HOST contains credentials; they were removed (using {redact_url(host)})"
+    try:
+        parts = urlsplit(host)
+        hostname = parts.hostname or "localhost"
+        port = parts.port or (443 if parts.scheme == "https" else 11434)   # Ollama's own defaults
+    except ValueError:
+        return PROVIDER_DEFAULT_BASE_URL["ollama"], "OLLAMA_HOST is not a valid host[:port]; using the default"
+    if hostname in ("0.0.0.0", "::"):
+        hostname = "127.0.0.1"     # a listen-everywhere address; connect locally
+    netloc = f"[{hostname}]" if ":" in hostname else hostname
+    return urlunsplit((parts.scheme, f"{netloc}:{port}", parts.path.rstrip("/"), "", "")), warning
+
+
+def list_ollama_models(base_url: str, timeout: float = OLLAMA_PROBE_TIMEOUT) -> list[str]:
+    """Model names from Ollama's GET /api/tags; [] when it is not reachable
+    quickly or answers something else."""
+    import httpx
+
+    try:
+        with httpx.Client(timeout=timeout, trust_env=False) as client:
+            response = client.get(base_url.rstrip("/") + "/api/tags")
+        if response.status_code != 200:
+            return []
+        names = [m.get("name") or m.get("model") for m in response.json().get("models", [])]
+    except (httpx.HTTPError, ValueError, AttributeError, TypeError):
+        return []
+    return [n for n in names if isinstance(n, str) and n and n.isprintable()]
+
+
+# --------------------------------------------------------------------------- use
+
+
+def resolve_models(config: Config, aliases: list[str]) -> list[ModelConfig]:
+    """The models for `aliases`, in order; all configured models when empty.
+    ``demo/...`` aliases always resolve, configured or not."""
+    if not aliases:
+        return list(config.models.values())
+    from lineup.providers.demo import DEMO_MODELS
+
+    demo = {m.alias: m for m in DEMO_MODELS}
+    out: list[ModelConfig] = []
+    seen: set[str] = set()
+    for alias in aliases:
+        if alias in seen:
+            raise ConfigError([("", f"model alias {alias!r} given twice")], config.source)
+        seen.add(alias)
+        model = config.models.get(alias) or demo.get(alias)
+        if model is None:
+            known = list(config.models) + [a for a in demo if a not in config.models]
+            close = difflib.get_close_matches(alias, known, n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise ConfigError([("", f"unknown model alias {alias!r}.{hint} Known aliases: {', '.join(known)} "
+                                    "(see `lineup models`)")], config.source)
+        out.append(model)
+    return out
+
+
+def missing_key(model: ModelConfig, env: Mapping[str, str] = os.environ) -> str | None:
+    """The name of the key variable `model` needs but `env` lacks, else None."""
+    if model.api_key_env and not env.get(model.api_key_env, "").strip():
+        return model.api_key_env
+    return None

@@ -1,0 +1,170 @@
+"""`lineup models [--check] [--json]`: what aliases exist and whether they
+can be reached. Shows the *name* of each key variable and whether it is set,
+never its value; `--check` sends one tiny request per model, concurrently."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+EXAMPLE = ('[models.gpt4o] provider = "openai", model = "gpt-4o", api_key_env = "OPENAI_API_KEY" '
+           "(or just export OPENAI_API_KEY / ANTHROPIC_API_KEY / GEMINI_API_KEY)")
+CHECK_PROMPT = "Reply with the single word: ok"
+CHECK_MAX_TOKENS = 8
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--check", action="store_true", help="send one tiny request to each model and report "
+                                                             "the time to first token or the error")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument("--timeout", type=float, default=30.0, help="seconds per check (default 30)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from lineup.config import ConfigError, config_path, load_config, missing_key, redact_url
+
+    try:
+        config = load_config(args.config, probe_ollama=True)
+    except ConfigError as exc:
+        print(f"lineup models: bad config:\n{exc}", file=sys.stderr)
+        return 2
+    rows = [{
+        "alias": m.alias, "provider": m.provider, "model": m.model,
+        "base_url": redact_url(m.base_url) if m.base_url else None,
+        "api_key_env": m.api_key_env,
+        "key": None if not m.api_key_env else ("missing" if missing_key(m) else "present"),
+        "demo": m.is_demo,
+    } for m in config.models.values()]
+
+    failed = False
+    if args.check:
+        import anyio
+
+        checks = anyio.run(_check_all, list(config.models.values()), config, args.timeout)
+        for row, check in zip(rows, checks):
+            row["check"] = check
+        failed = any(not c["ok"] for c in checks)
+
+    path, _ = config_path(args.config)
+    if args.json:
+        print(json.dumps({"config": config.source, "autodetected": config.autodetected,
+                          "demo_only": config.demo_only, "warnings": list(config.warnings), "models": rows},
+                         indent=2))
+        return 1 if failed else 0
+
+    for warning in config.warnings:
+        print(f"warning: {_safe(warning)}", file=sys.stderr)
+    if config.source:
+        print(f"config: {_safe(config.source)}" + (" (no models in it: autodetected)" if config.autodetected else ""))
+    elif config.demo_only:
+        print("No models configured: using the offline demo models (synthetic answers, kept out of ratings).")
+        print(f"Add real ones in {_safe(str(path))}, e.g. {EXAMPLE}")
+    else:
+        print(f"No config file ({_safe(str(path))}): models autodetected from the environment.")
+    print()
+    _print_table(rows, args.check)
+    return 1 if failed else 0
+
+
+def _print_table(rows: list[dict], with_check: bool) -> None:
+    headers = ["ALIAS", "PROVIDER", "MODEL", "BASE URL", "KEY"] + (["CHECK"] if with_check else [])
+    table = []
+    for r in rows:
+        key = "-" if not r["api_key_env"] else f"{r['api_key_env']} ({r['key']})"
+        cells = [r["alias"], r["provider"], r["model"], r["base_url"] or "-", key]
+        if with_check:
+            c = r["check"]
+            cells.append(f"ok  ttft {c['ttft_ms']:.0f} ms" if c["ok"] and c["ttft_ms"] is not None
+                         else "ok" if c["ok"] else f"FAILED {c['error_kind']}: {c['error']}")
+        table.append([_safe(x) for x in cells])
+    widths = [max(len(h), *(len(row[i]) for row in table)) if table else len(h) for i, h in enumerate(headers)]
+    print("  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip())
+    for row in table:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+
+
+def _safe(text: str) -> str:
+    """Printable text only: config values and server messages could hold escape sequences."""
+    return "".join(ch if ch.isprintable() else "\ufffd" for ch in str(text))
+
+
+async def _check_all(models: list, config, timeout: float) -> list[dict]:
+    import anyio
+
+    results: list[dict] = [{} for _ in models]
+
+    async def one(i: int) -> None:
+        results[i] = await _check(models[i], config, timeout)
+
+    async with anyio.create_task_group() as tg:
+        for i in range(len(models)):
+            tg.start_soon(one, i)
+    return results
+
+
+def _provider_for(model):
+    """The provider for `model` (the registry in lineup.providers; demo built in)."""
+    try:
+        from lineup.providers import make_provider
+    except ImportError:
+        make_provider = None
+    if make_provider is not None:
+        return make_provider(model)
+    if model.is_demo:
+        from lineup.providers.demo import DemoProvider
+
+        return DemoProvider(model)
+    raise RuntimeError(f"no client available for provider {model.provider!r} in this build")
+
+
+async def _check(model, config, timeout: float) -> dict:
+    import anyio
+
+    from lineup.config import missing_key
+    from lineup.events import ChatRequest, Message, SamplingParams, StreamResult
+
+    def failure(kind: str, message: str, result: StreamResult | None = None) -> dict:
+        return {"ok": False, "ttft_ms": result.ttft_ms if result else None, "total_ms": None,
+                "error_kind": kind, "error": _scrub(message, model)}
+
+    var = missing_key(model)
+    if var:
+        return failure("config", f"{var} is not set")
+    try:
+        provider = _provider_for(model)
+    except Exception as exc:  # a bad provider set-up is this model's failure, not the command's
+        return failure("config", str(exc) or type(exc).__name__)
+    params = config.params_for(model, SamplingParams(max_tokens=CHECK_MAX_TOKENS))
+    request = ChatRequest(model=model.model, messages=(Message(role="user", content=CHECK_PROMPT),), params=params)
+    result = StreamResult()
+    started = time.perf_counter()
+    try:
+        stream = provider.stream(request)
+        with anyio.move_on_after(timeout) as scope:
+            async for event in stream:
+                result.add(event)
+        if scope.cancelled_caught:
+            await stream.aclose()
+            return failure("timeout", f"no complete answer within {timeout:g} s", result)
+    except Exception as exc:
+        return failure("bad_response", f"{type(exc).__name__}: {exc}", result)
+    finally:
+        await provider.aclose()
+    if result.error is not None:
+        return failure(str(result.error.kind), result.error.message, result)
+    return {"ok": True, "ttft_ms": result.ttft_ms,
+            "total_ms": result.duration_ms if result.duration_ms is not None else (time.perf_counter() - started) * 1000,
+            "error_kind": None, "error": None}
+
+
+def _scrub(message: str, model) -> str:
+    """Belt and braces: a key value never leaves this command, whatever a server echoed."""
+    for name in {model.api_key_env, "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY",
+                 "OPENROUTER_API_KEY"}:
+        value = os.environ.get(name or "", "")
+        if len(value) >= 4:
+            message = message.replace(value, "***")
+    return message[:300]

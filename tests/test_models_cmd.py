@@ -1,0 +1,226 @@
+"""`lineup models`: lists aliases with key presence (never the key), the demo
+hint, `--json`, and `--check` against demo models and loopback servers."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from lineup import config as cfgmod
+from lineup.cli import main
+
+SECRET = "sk-proj-UNIQUEsecretVALUE0123456789abcdef"
+AUTODETECT_VARS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "OPENROUTER_API_KEY",
+                   "LINEUP_CONFIG", "MY_LOCAL_KEY")
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def clean_env(monkeypatch, tmp_path):
+    """No keys, no config file, no Ollama (a closed loopback port), instant demo models."""
+    for var in AUTODETECT_VARS:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("OLLAMA_HOST", f"127.0.0.1:{_closed_port()}")
+    monkeypatch.setenv("LINEUP_DEMO_SPEED", "0")
+    monkeypatch.setattr(cfgmod, "default_config_path", lambda: tmp_path / "no-such-dir" / "config.toml")
+    return monkeypatch
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(["models", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_demo_models_with_hint(clean_env, capsys, tmp_path):
+    code, out, err = run_cli(capsys)
+    assert code == 0
+    assert "demo models" in out
+    assert str(tmp_path / "no-such-dir" / "config.toml") in out and "[models." in out   # where and how to add
+    for alias in ("demo/concise", "demo/thorough", "demo/quirky"):
+        assert alias in out
+
+
+CONFIG = """
+[models.gpt4o]
+provider = "openai"
+model = "gpt-4o"
+
+[models.claude]
+provider = "anthropic"
+model = "claude-sonnet-4-5"
+
+[models.local]
+provider = "openai"
+model = "llama"
+base_url = "http://127.0.0.1:{port}/v1"
+api_key_env = "MY_LOCAL_KEY"
+max_retries = 0
+
+[models.quick]
+provider = "demo"
+model = "concise"
+"""
+
+
+@pytest.fixture
+def config_file(tmp_path):
+    def make(port: int = 9) -> str:
+        path = tmp_path / "config.toml"
+        path.write_text(CONFIG.replace("{port}", str(port)), encoding="utf-8")
+        return str(path)
+    return make
+
+
+def test_lists_key_presence_never_the_value(clean_env, capsys, config_file):
+    clean_env.setenv("OPENAI_API_KEY", SECRET)
+    code, out, err = run_cli(capsys, "--config", config_file())
+    assert code == 0 and SECRET not in out + err
+    lines = {line.split()[0]: line for line in out.splitlines() if line.strip()}
+    assert "OPENAI_API_KEY (present)" in lines["gpt4o"] and "https://api.openai.com/v1" in lines["gpt4o"]
+    assert "ANTHROPIC_API_KEY (missing)" in lines["claude"]
+    assert "MY_LOCAL_KEY (missing)" in lines["local"]
+    assert "demo" in lines["quick"] and "concise" in lines["quick"]
+    assert f"config: {config_file()}" in out
+
+
+def test_json_output(clean_env, capsys, config_file):
+    clean_env.setenv("OPENAI_API_KEY", SECRET)
+    code, out, err = run_cli(capsys, "--config", config_file(), "--json")
+    assert code == 0 and SECRET not in out + err
+    data = json.loads(out)
+    rows = {r["alias"]: r for r in data["models"]}
+    assert rows["gpt4o"]["key"] == "present" and rows["gpt4o"]["api_key_env"] == "OPENAI_API_KEY"
+    assert rows["claude"]["key"] == "missing"
+    assert rows["quick"]["demo"] is True and rows["quick"]["key"] is None
+    assert data["autodetected"] is False and data["demo_only"] is False
+
+
+def test_check_demo_models_ok(clean_env, capsys):
+    code, out, err = run_cli(capsys, "--check", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["demo_only"] and len(data["models"]) >= 3
+    for row in data["models"]:
+        assert row["check"]["ok"] is True and row["check"]["ttft_ms"] is not None and row["check"]["error"] is None
+
+
+class _Server(BaseHTTPRequestHandler):
+    """An OpenAI-compatible endpoint: 401 that echoes the key it was sent
+    (a hostile server), or a tiny streamed answer."""
+
+    mode = "401"
+    seen_auth: list[str] = []
+
+    def do_POST(self):  # noqa: N802
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        auth = self.headers.get("authorization", "")
+        type(self).seen_auth.append(auth)
+        if self.mode == "401":
+            body = json.dumps({"error": {"message": f"Incorrect API key provided: {auth}", "type": "invalid_request_error",
+                                         "code": "invalid_api_key"}}).encode()
+            self.send_response(401)
+            self.send_header("content-type", "application/json")
+        else:
+            chunks = [{"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]},
+                      {"choices": [{"index": 0, "delta": {"content": "ok"}}]},
+                      {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+                      {"choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 1}}]
+            body = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def server():
+    handler = type("Handler", (_Server,), {"seen_auth": []})
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+    thread.start()
+    try:
+        yield srv.server_address[1], handler
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_check_reports_errors_without_leaking_key(clean_env, capsys, config_file, server):
+    port, handler = server
+    clean_env.setenv("MY_LOCAL_KEY", SECRET)
+    clean_env.setenv("OPENAI_API_KEY", SECRET + "x")
+    # gpt4o points at the real API host; keep it offline by checking only what is local
+    path = config_file(port)
+    text = open(path, encoding="utf-8").read().replace('model = "gpt-4o"', 'model = "gpt-4o"\nbase_url = '
+                                                       f'"http://127.0.0.1:{_closed_port()}/v1"\nmax_retries = 0')
+    open(path, "w", encoding="utf-8").write(text)
+    code, out, err = run_cli(capsys, "--config", path, "--check", "--json")
+    assert code == 1
+    assert SECRET not in out + err
+    assert handler.seen_auth == [f"Bearer {SECRET}"]          # the request really went out with the key
+    rows = {r["alias"]: r for r in json.loads(out)["models"]}
+    assert rows["local"]["check"]["ok"] is False and rows["local"]["check"]["error_kind"] == "auth"
+    assert rows["claude"]["check"] == {"ok": False, "ttft_ms": None, "total_ms": None, "error_kind": "config",
+                                       "error": "ANTHROPIC_API_KEY is not set"}
+    assert rows["gpt4o"]["check"]["error_kind"] == "connection"
+    assert rows["quick"]["check"]["ok"] is True
+
+    code, out, err = run_cli(capsys, "--config", path, "--check")      # the table form too
+    assert code == 1 and SECRET not in out + err
+    assert "FAILED auth" in out and "FAILED config: ANTHROPIC_API_KEY is not set" in out and "ok  ttft" in out
+
+
+def test_check_ok_against_streaming_server(clean_env, capsys, tmp_path, server):
+    port, handler = server
+    handler.mode = "ok"
+    path = tmp_path / "one.toml"
+    path.write_text(f'[models.local]\nprovider = "openai"\nmodel = "llama"\nbase_url = "http://127.0.0.1:{port}/v1"\n',
+                    encoding="utf-8")
+    code, out, err = run_cli(capsys, "--config", str(path), "--check", "--json")
+    assert code == 0, out + err
+    check = json.loads(out)["models"][0]["check"]
+    assert check["ok"] is True and check["ttft_ms"] is not None
+    assert handler.seen_auth == [""]                         # a local server without api_key_env: no header
+
+
+def test_bad_config_exit_2_without_echo(clean_env, capsys, tmp_path):
+    path = tmp_path / "bad.toml"
+    path.write_text(f'[models.a]\nprovider = "openai"\nmodel = "gpt-4o"\napi_key_env = "{SECRET}"\n', encoding="utf-8")
+    code, out, err = run_cli(capsys, "--config", str(path))
+    assert code == 2
+    assert str(path) in err and "models.a.api_key_env" in err and SECRET not in out + err
+
+
+def test_missing_explicit_config_exit_2(clean_env, capsys, tmp_path):
+    code, out, err = run_cli(capsys, "--config", str(tmp_path / "nope.toml"))
+    assert code == 2 and "config file not found" in err
+
+
+def test_scrub_and_escape_sequences(clean_env, capsys, tmp_path):
+    from lineup.commands.models_cmd import _scrub
+    from lineup.config import ModelConfig
+
+    clean_env.setenv("MY_LOCAL_KEY", SECRET)
+    model = ModelConfig(alias="a", provider="openai", model="m", api_key_env="MY_LOCAL_KEY")
+    assert _scrub(f"server said: bad key {SECRET}!", model) == "server said: bad key ***!"
+
+    path = tmp_path / "esc.toml"
+    path.write_text('[models.a]\nprovider = "demo"\nmodel = "concise"\n'
+                    '[models.b]\nprovider = "openai"\nmodel = "evil\\u001b[2J\\u001b]0;title\\u0007"\n'
+                    'base_url = "http://127.0.0.1:9/v1"\n', encoding="utf-8")
+    code, out, err = run_cli(capsys, "--config", str(path))
+    assert code == 0 and "\x1b" not in out and "\x07" not in out and "evil" in out
