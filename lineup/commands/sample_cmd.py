@@ -1,0 +1,88 @@
+"""`lineup sample LOGS --by FIELD -n N [--seed S] -o SET.jsonl`: a stratified,
+de-duplicated sample of real prompts, written as a sample set."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("logs", metavar="LOGS", help="request logs: JSONL, CSV/TSV, or an `llm` logs.db")
+    parser.add_argument("--by", required=True, metavar="FIELD",
+                        help="stratify by this field / column (dotted path in JSONL; a responses column in logs.db)")
+    parser.add_argument("-n", type=int, required=True, metavar="N", help="number of cases to draw")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (same seed, same sample; default 0)")
+    parser.add_argument("--prompt-field", metavar="F",
+                        help="the prompt field (default: prompt, input, question, message, text, ...)")
+    parser.add_argument("--threshold", type=float, default=None, metavar="J",
+                        help="near-duplicate threshold: word-shingle Jaccard (default 0.8; 1 = exact duplicates only)")
+    parser.add_argument("-o", "--output", required=True, metavar="SET.jsonl", help="sample set to write")
+
+
+def _printable(text: str, limit: int = 60) -> str:
+    """Log values are untrusted: no control characters reach the terminal."""
+    import unicodedata
+
+    clean = "".join(ch if unicodedata.category(ch)[0] != "C" else "\ufffd" for ch in text)
+    return clean if len(clean) <= limit else clean[: limit - 1] + "…"
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    from lineup.cli import UsageError
+    from lineup.sampleset import SampleSetError, load_sample_set
+    from lineup.sampling import DEFAULT_THRESHOLD, LogError, read_logs, sample_records, to_cases, write_jsonl
+
+    threshold = DEFAULT_THRESHOLD if args.threshold is None else args.threshold
+    if not 0.0 < threshold <= 1.0:
+        raise UsageError(f"--threshold must be in (0, 1], got {threshold}")
+    if args.n < 1:
+        raise UsageError(f"-n must be at least 1, got {args.n}")
+    out = Path(args.output)
+    if not out.parent.is_dir():
+        raise UsageError(f"{out}: the folder {out.parent} does not exist")
+    if out.resolve() == Path(args.logs).resolve():
+        raise UsageError("-o would overwrite the log file")
+    try:
+        logs = read_logs(args.logs, args.by, args.prompt_field)
+        result = sample_records(logs, args.n, seed=args.seed, threshold=threshold)
+    except LogError as exc:
+        raise UsageError(str(exc)) from None
+    except ValueError as exc:
+        raise UsageError(f"{args.logs}: {exc}") from None
+    if not result.chosen:
+        raise UsageError(f"{args.logs}: no prompts to sample")
+
+    console = Console(highlight=False, soft_wrap=False)
+    table = Table(title=f"strata by {_printable(logs.by)} ({logs.kind}, prompt field {_printable(logs.prompt_field)})")
+    for col in ("stratum", "logged", "unique", "sampled", "% unique", "% sample"):
+        table.add_column(col, justify="left" if col == "stratum" else "right")
+    total_unique = sum(r.unique for r in result.rows) or 1
+    total_sampled = len(result.chosen)
+    for r in result.rows:
+        table.add_row(
+            Text(_printable(r.stratum)), str(r.logged), str(r.unique), str(r.sampled),
+            f"{100 * r.unique / total_unique:.1f}", f"{100 * r.sampled / total_sampled:.1f}",
+        )
+    table.add_row(Text("total"), str(sum(r.logged for r in result.rows)), str(sum(r.unique for r in result.rows)),
+                  str(total_sampled), "100.0", "100.0", style="bold")
+    console.print(table)
+    d = result.dedup
+    console.print(Text(f"removed {d.exact} exact and {d.near} near duplicate(s) (shingle Jaccard >= {threshold:g})"))
+    if logs.skipped:
+        console.print(Text(f"skipped {logs.skipped} record(s) without a prompt (first at line/row {logs.first_skipped})"))
+    if total_sampled < args.n:
+        console.print(Text(f"only {total_sampled} unique prompt(s): took them all (asked for {args.n})"))
+
+    write_jsonl(to_cases(result), out)
+    try:
+        load_sample_set(out)  # what we write must be a valid set
+    except SampleSetError as exc:
+        raise RuntimeError(f"internal error: the written set does not validate:\n{exc}") from None
+    console.print(Text(f"wrote {total_sampled} case(s) to {out}"))
+    return 0

@@ -1,0 +1,311 @@
+"""Sample sets: JSONL files, one evaluation case per line (format in
+DESIGN.md and sample_sets/README.md).
+
+`load_sample_set` validates the whole file up front, so a run never stops
+half-way on a typo: every problem is reported as `FILE:LINE: FIELD: message`
+(bad JSON, wrong types, unknown fields, bad check specs, duplicate ids,
+missing, oversized or unsupported images).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+
+from lineup.checks import CHECK_TYPES, Check
+from lineup.events import ImagePart, Message, SamplingParams
+
+MAX_IMAGE_BYTES = 5 * 1024 * 1024
+MAX_ERRORS_SHOWN = 20
+
+# magic bytes -> MIME type: what the providers we speak accept as image parts.
+_IMAGE_MAGIC: tuple[tuple[bytes, str], ...] = (
+    (b"\x89PNG\r\n\x1a\n", "image/png"),
+    (b"\xff\xd8\xff", "image/jpeg"),
+    (b"GIF87a", "image/gif"),
+    (b"GIF89a", "image/gif"),
+)
+
+
+class SampleSetError(Exception):
+    """A sample set that cannot be used; `problems` are `FILE:LINE: FIELD: message` lines."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        shown = problems[:MAX_ERRORS_SHOWN]
+        extra = len(problems) - len(shown)
+        text = "\n".join(shown) + (f"\n… and {extra} more problem(s)" if extra > 0 else "")
+        super().__init__(text)
+
+
+def _relative_path(value: str) -> str:
+    if not value or Path(value).is_absolute():
+        raise ValueError(f"image path {value!r} must be relative to the set file")
+    return value
+
+
+ImagePath = Annotated[str, AfterValidator(_relative_path)]
+
+
+class ChatTurn(BaseModel):
+    """One scripted message of a `messages` case."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+class Case(BaseModel):
+    """One evaluation case: a prompt (or a scripted conversation), optional
+    follow-ups sent after each answer, images, checks and a reference note."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    id: str = Field(min_length=1, max_length=200, pattern=r"^[^\s]+$")
+    category: str = Field(min_length=1, max_length=200)
+    prompt: str | None = Field(default=None, min_length=1)
+    messages: tuple[ChatTurn, ...] | None = None
+    system: str | None = None
+    follow_ups: tuple[str, ...] = ()
+    images: tuple[ImagePath, ...] = Field(default=(), description="paths relative to the set file; sent with the first user turn")
+    checks: tuple[Check, ...] = ()
+    reference: str | None = None
+    tags: tuple[str, ...] = ()
+    params: SamplingParams | None = Field(default=None, description="sampling overrides for this case")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _leading_system_message(cls, data: Any) -> Any:
+        """A leading {"role": "system"} message becomes `system` (OpenAI-style logs have one)."""
+        if not isinstance(data, dict):
+            return data
+        msgs = data.get("messages")
+        if isinstance(msgs, list) and msgs and isinstance(msgs[0], dict) and msgs[0].get("role") == "system":
+            if data.get("system") is not None:
+                raise ValueError("both a system message and a 'system' field")
+            data = dict(data)
+            data["system"] = msgs[0].get("content")
+            data["messages"] = msgs[1:]
+        return data
+
+    @field_validator("follow_ups")
+    @classmethod
+    def _follow_ups_not_empty(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for i, text in enumerate(value):
+            if not text.strip():
+                raise ValueError(f"follow-up {i} is empty")
+        return value
+
+    @model_validator(mode="after")
+    def _prompt_or_messages(self) -> "Case":
+        if (self.prompt is None) == (self.messages is None):
+            raise ValueError("give exactly one of 'prompt' or 'messages'")
+        if self.messages is not None:
+            if not self.messages:
+                raise ValueError("'messages' is empty")
+            for i, m in enumerate(self.messages):
+                if m.role == "system":
+                    raise ValueError(f"messages.{i}: a system message may only come first")
+            if self.messages[-1].role != "user":
+                raise ValueError("'messages' must end with a user message (the one the model answers)")
+            for a, b in zip(self.messages, self.messages[1:]):
+                if a.role == b.role:
+                    raise ValueError("'messages' must alternate user and assistant")
+            if self.messages[0].role != "user":
+                raise ValueError("'messages' must start with a user message")
+        for i, check in enumerate(self.checks):
+            if check.turn is not None and not -self.answer_count <= check.turn < self.answer_count:
+                raise ValueError(f"checks.{i}.turn: {check.turn} is outside the case's {self.answer_count} answer(s)")
+        return self
+
+    @property
+    def answer_count(self) -> int:
+        """How many answers a model gives to this case (1 + follow-ups)."""
+        return 1 + len(self.follow_ups)
+
+    def user_turns(self) -> list[str]:
+        """The scripted user messages in order: the prompt (or every user
+        message of `messages`), then the follow-ups."""
+        if self.prompt is not None:
+            first = [self.prompt]
+        else:
+            first = [m.content for m in self.messages or () if m.role == "user"]
+        return first + list(self.follow_ups)
+
+    def opening_messages(self, images: tuple[ImagePart, ...] = ()) -> tuple[Message, ...]:
+        """The history of the first request; `images` ride on its last user message.
+        Each follow-up is then sent after the model's answer, as a plain user message."""
+        if self.prompt is not None:
+            return (Message(role="user", content=self.prompt, images=images),)
+        msgs = [Message(role=m.role, content=m.content) for m in self.messages or ()]  # type: ignore[arg-type]
+        msgs[-1] = Message(role="user", content=msgs[-1].content, images=images)
+        return tuple(msgs)
+
+
+class SampleSet(BaseModel):
+    """A loaded, validated set. `sha256` is the file's content hash, so a run
+    records exactly which version of the set it used."""
+
+    model_config = ConfigDict(frozen=True)
+    name: str
+    path: str
+    sha256: str
+    cases: tuple[Case, ...]
+    _images: dict[str, ImagePart] = PrivateAttr(default_factory=dict)
+
+    @property
+    def base_dir(self) -> Path:
+        return Path(self.path).parent
+
+    @property
+    def categories(self) -> list[str]:
+        return sorted({c.category for c in self.cases})
+
+    def case(self, case_id: str) -> Case:
+        for c in self.cases:
+            if c.id == case_id:
+                return c
+        raise KeyError(case_id)
+
+    def image_path(self, rel: str) -> Path:
+        return self.base_dir / rel
+
+    def images_for(self, case: Case) -> tuple[ImagePart, ...]:
+        """The case's images, loaded (and cached) as base64 image parts."""
+        parts = []
+        for rel in case.images:
+            part = self._images.get(rel)
+            if part is None:
+                part = self._images[rel] = load_image(self.image_path(rel), label=rel)
+            parts.append(part)
+        return tuple(parts)
+
+
+def image_mime(data: bytes) -> str | None:
+    """The MIME type from the file's magic bytes (not its name), or None."""
+    for magic, mime in _IMAGE_MAGIC:
+        if data.startswith(magic):
+            return mime
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
+
+def _check_image(path: Path) -> str | None:
+    """Why the image cannot be sent, or None if it can."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return f"image file not found: {path}"
+    except OSError as exc:
+        return f"image file unreadable: {path}: {exc.strerror}"
+    if not path.is_file():
+        return f"image is not a file: {path}"
+    if size > MAX_IMAGE_BYTES:
+        return f"image too large: {path} is {size / 1e6:.1f} MB (limit {MAX_IMAGE_BYTES / 1e6:.0f} MB)"
+    with path.open("rb") as f:
+        head = f.read(16)
+    if image_mime(head) is None:
+        return f"unsupported image type: {path} (PNG, JPEG, GIF or WebP)"
+    return None
+
+
+def load_image(path: str | Path, *, label: str | None = None) -> ImagePart:
+    """An image file as an `ImagePart` (base64 data, MIME from magic bytes, sha256).
+    `label` is the path recorded in the part (default: the path given)."""
+    path = Path(path)
+    problem = _check_image(path)
+    if problem:
+        raise SampleSetError([problem])
+    data = path.read_bytes()
+    return ImagePart(
+        mime=image_mime(data) or "application/octet-stream",
+        data=base64.b64encode(data).decode("ascii"),
+        path=label if label is not None else str(path),
+        sha256=hashlib.sha256(data).hexdigest(),
+    )
+
+
+def _loc(loc: tuple[Any, ...]) -> str:
+    """Pydantic's error location as a dotted field path, without union tags."""
+    parts: list[str] = []
+    for i, p in enumerate(loc):
+        # A discriminated union adds the tag ("regex") after the index: drop it.
+        if i == 2 and loc[0] == "checks" and isinstance(p, str) and p in CHECK_TYPES:
+            continue
+        if isinstance(p, str) and p.startswith("function-"):
+            continue
+        parts.append(str(p))
+    return ".".join(parts)
+
+
+def _validation_problems(where: str, exc: ValidationError) -> list[str]:
+    out = []
+    for err in exc.errors(include_url=False):
+        field = _loc(tuple(err["loc"]))
+        msg = err["msg"]
+        if msg.startswith("Value error, "):
+            msg = msg[len("Value error, "):]
+        msg = msg[0].lower() + msg[1:] if msg else msg
+        out.append(f"{where}: {field}: {msg}" if field else f"{where}: {msg}")
+    return out
+
+
+def load_sample_set(path: str | Path) -> SampleSet:
+    """Read and validate a sample set; raise `SampleSetError` listing every problem."""
+    path = Path(path)
+    shown = str(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise SampleSetError([f"{shown}: no such file"]) from None
+    except OSError as exc:
+        raise SampleSetError([f"{shown}: cannot read: {exc.strerror}"]) from None
+    problems: list[str] = []
+    cases: list[Case] = []
+    first_line: dict[str, int] = {}
+    checked_images: dict[str, str | None] = {}
+    lines = raw.split(b"\n")
+    for lineno, line_bytes in enumerate(lines, start=1):
+        where = f"{shown}:{lineno}"
+        if lineno == 1 and line_bytes.startswith(b"\xef\xbb\xbf"):
+            line_bytes = line_bytes[3:]
+        try:
+            line = line_bytes.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            problems.append(f"{where}: not UTF-8 text (byte {exc.start + 1})")
+            continue
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            problems.append(f"{where}: invalid JSON: {exc.msg} (column {exc.colno})")
+            continue
+        if not isinstance(data, dict):
+            problems.append(f"{where}: a case must be a JSON object, not {type(data).__name__}")
+            continue
+        try:
+            case = Case.model_validate(data)
+        except ValidationError as exc:
+            problems.extend(_validation_problems(where, exc))
+            continue
+        if case.id in first_line:
+            problems.append(f"{where}: id: duplicate id {case.id!r} (first on line {first_line[case.id]})")
+            continue
+        first_line[case.id] = lineno
+        for i, rel in enumerate(case.images):
+            if rel not in checked_images:
+                checked_images[rel] = _check_image(path.parent / rel)
+            if checked_images[rel]:
+                problems.append(f"{where}: images.{i}: {checked_images[rel]}")
+        cases.append(case)
+    if not problems and not cases:
+        problems.append(f"{shown}: no cases")
+    if problems:
+        raise SampleSetError(problems)
+    return SampleSet(name=path.stem, path=shown, sha256=hashlib.sha256(raw).hexdigest(), cases=tuple(cases))
