@@ -108,7 +108,7 @@ class Runner:
 
     # ----- session --------------------------------------------------------
     async def _open_session(self) -> tuple[SessionRecord, bool]:
-        key = run_key(self.sample_set.hash, self.models, self.params, self.system, self.repeat)
+        key = run_key(self.sample_set.sha256, self.models, self.params, self.system, self.repeat)
         if not self.new_session:
             for summary in await self.store.list_sessions(kind="run"):
                 loaded = await self.store.load_session(summary.id)
@@ -126,7 +126,7 @@ class Runner:
             id=new_ulid(), created=time.time(), kind="run", title=f"run {self.sample_set.name}",
             contestants=[contestant_record(c) for c in contestants], system=self.system,
             params=self.params.model_dump(exclude_none=True), seed=self.params.seed, blind=True,
-            revealed_at=None, sample_set_name=self.sample_set.name, sample_set_hash=self.sample_set.hash,
+            revealed_at=None, sample_set_name=self.sample_set.name, sample_set_hash=self.sample_set.sha256,
             rerun_of=None, meta={"run_key": key, "repeat": self.repeat, "label_seed": label_seed},
         )
         await self.store.create_session(record)
@@ -145,7 +145,7 @@ class Runner:
         work = []  # (case, repeat, contestant)
         tallies = {c.alias: ModelTally() for c in self._contestants}
         for case in self.sample_set.cases:
-            n_turns = len(case_user_turns(case))
+            n_turns = len(case_turn_texts(case))
             for r in range(self.repeat):
                 for c in self._contestants:
                     tallies[c.alias].planned += 1
@@ -213,54 +213,67 @@ class Runner:
 
     async def _conversation(self, case, repeat: int, c: Contestant, limit: anyio.CapacityLimiter,
                             provider_limit: anyio.CapacityLimiter) -> None:
+        """One contestant through one case: the opening request, then each
+        scripted follow-up after its previous answer, in its own thread."""
         tally = self.progress.tallies[c.alias]
-        history: list[Message] = list(case_preamble(case))
+        params = c.params.merged(case.params)
+        answers: list[OutputRecord] = []
         failed = False
         async with limit, provider_limit:
-            for k, (text, images) in enumerate(case_user_turns(case)):
+            history: list[Message] = []
+            for k, text in enumerate(case_turn_texts(case)):
+                if k == 0:
+                    images = self.sample_set.images_for(case)
+                    history.extend(case.opening_messages(images))
+                else:
+                    images = ()
+                    history.append(Message(role="user", content=text))
                 turn = await self._turn(case, repeat, k, text, images)
-                history.append(Message(role="user", content=text, images=tuple(images)))
                 prev = self._outputs.get((turn.id, c.alias))
                 if prev is not None and prev.status == "complete":
                     history.append(Message(role="assistant", content=prev.text))
+                    answers.append(prev)
                     continue
-                params = c.params if case_params(case) is None else c.params.merged(case_params(case))
                 request = ChatRequest(model=c.config.model, messages=tuple(history),
                                       system=case.system or self.system, params=params)
                 base = _new_output(turn, c, attempt=(prev.attempt + 1) if prev else 1)
                 final, result = await record_stream(self.store, c, request, base, blind=True,
                                                     contestants=self._contestants)
                 self._outputs[(turn.id, c.alias)] = final
-                if final.status == "complete":
-                    await self._checks(case, final)
-                    history.append(Message(role="assistant", content=final.text))
-                    if final.ttft_ms is not None:
-                        tally.ttft_ms.append(final.ttft_ms)
-                    tps = result.tokens_per_s()
-                    if tps is not None:
-                        tally.tokens_per_s.append(tps)
-                    if final.cost is not None:
-                        tally.cost += final.cost
-                        tally.cost_known = True
-                else:
+                if final.status != "complete":
                     tally.errors[final.error_kind or final.status] += 1
                     failed = True
                     break
+                answers.append(final)
+                history.append(Message(role="assistant", content=final.text))
+                if final.ttft_ms is not None:
+                    tally.ttft_ms.append(final.ttft_ms)
+                tps = result.tokens_per_s()
+                if tps is not None:
+                    tally.tokens_per_s.append(tps)
+                if final.cost is not None:
+                    tally.cost += final.cost
+                    tally.cost_known = True
+            if not failed:
+                await self._checks(case, answers)
         if failed:
             tally.failed += 1
         else:
             tally.done += 1
         self._emit()
 
-    async def _checks(self, case, output: OutputRecord) -> None:
-        from lineup.checks import run_checks
+    async def _checks(self, case, answers: list[OutputRecord]) -> None:
+        """Each check of the case on the answer its `turn` names (default: the last)."""
+        from lineup.checks import run_case_checks
 
-        if not getattr(case, "checks", None):
+        if not case.checks:
             return
-        for outcome in run_checks(case.checks, output.text):
+        outcomes = run_case_checks(case.checks, [a.text for a in answers])
+        for check, outcome in zip(case.checks, outcomes):
+            target = answers[-1 if check.turn is None else check.turn]
             await self.store.add_check_result(CheckResultRecord(
-                id=new_ulid(), output_id=output.id, check=outcome.name, spec=outcome.spec,
-                passed=outcome.passed, detail=outcome.detail,
+                id=new_ulid(), output_id=target.id, check=outcome.name,
+                spec={**outcome.spec, "score": outcome.score}, passed=outcome.passed, detail=outcome.detail,
             ))
 
     def _emit(self) -> None:
@@ -278,23 +291,11 @@ def _new_output(turn: TurnRecord, c: Contestant, attempt: int) -> OutputRecord:
     )
 
 
-# ----- what a case asks for (adapters over lineup.sampleset.Case) ----------
-def case_preamble(case) -> list[Message]:
-    """Messages given before the scripted user turns (a case written as full messages)."""
-    return list(getattr(case, "preamble_messages", lambda: [])())
-
-
-def case_user_turns(case) -> list[tuple[str, list]]:
-    """(text, images) for the prompt and each scripted follow-up, in order."""
-    turns = []
-    images = list(case.image_parts()) if hasattr(case, "image_parts") else []
-    for k, text in enumerate(case.user_turns()):
-        turns.append((text, images if k == 0 else []))
-    return turns
-
-
-def case_params(case) -> SamplingParams | None:
-    return getattr(case, "params", None)
+def case_turn_texts(case) -> list[str]:
+    """The user message recorded for each request of a case: the opening
+    prompt (the last user message of a `messages` case), then each follow-up."""
+    opening = case.prompt if case.prompt is not None else case.opening_messages()[-1].content
+    return [opening, *case.follow_ups]
 
 
 def summary_rows(progress: RunProgress) -> list[dict]:

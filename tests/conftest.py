@@ -14,7 +14,10 @@ CONFORMANCE = SHARED / "conformance" / "wire"
 @pytest.fixture(autouse=True)
 def _isolated_paths(tmp_path, monkeypatch):
     monkeypatch.setenv("LINEUP_DB", str(tmp_path / "lineup.db"))
-    monkeypatch.setenv("LINEUP_CONFIG", str(tmp_path / "config.toml"))
+    # no config file unless a test writes one: the user config dir is a fresh folder
+    monkeypatch.delenv("LINEUP_CONFIG", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
     monkeypatch.setenv("LINEUP_RATER", "tester")
     for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY",
                 "OPENROUTER_API_KEY", "OLLAMA_HOST"):

@@ -1,0 +1,198 @@
+"""`lineup run` over real HTTP: every case x model x repeat, follow-ups in
+each model's own thread, checks stored, interrupt and resume without
+duplicates or gaps."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import anyio
+import pytest
+
+from lineup.cli import main
+from lineup.runner import Runner
+from lineup.sampleset import load_sample_set
+from lineup.store import AsyncStore, Store
+from tests.server import Reply, TestServer, model_config
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _write_set(path: Path, n: int = 4) -> Path:
+    cases = []
+    for i in range(n):
+        case = {"id": f"c{i}", "category": "math" if i % 2 else "format", "prompt": f"question {i}"}
+        if i == 0:
+            case["follow_ups"] = ["and now shorter", "and once more"]
+        if i == 1:
+            case["checks"] = [{"type": "contains", "value": "loopback"}, {"type": "valid_json"}]
+        cases.append(case)
+    path.write_text("\n".join(json.dumps(c) for c in cases) + "\n")
+    return path
+
+
+def _models(srv, n=2):
+    protos = ["openai", "anthropic", "ollama", "gemini"]
+    return [model_config(srv, protos[i], alias=f"m{i}", model=f"model-{i}", max_retries=0, read_timeout=5)
+            for i in range(n)]
+
+
+def _records(db):
+    store = Store.open(db)
+    try:
+        (summary,) = store.list_sessions(kind="run")
+        return store.load_session(summary.id)
+    finally:
+        store.close()
+
+
+def test_run_every_case_model_and_repeat_with_follow_ups_and_checks(tmp_path):
+    sample = load_sample_set(_write_set(tmp_path / "set.jsonl"))
+    db = tmp_path / "run.db"
+    with TestServer() as srv:
+        srv.script(Reply(text="Hello from the loopback server."))
+        models = _models(srv)
+
+        async def go():
+            store = AsyncStore(Store.open(db))
+            progress = await Runner(store, sample, models, repeat=2, concurrency=3).run()
+            await store.aclose()
+            return progress
+
+        progress = anyio.run(go)
+        requests = list(srv.requests)
+    loaded = _records(db)
+    # 4 cases, case c0 has 3 user turns -> 6 turns per repeat, x2 repeats
+    assert len(loaded.turns) == 12
+    assert len(loaded.outputs) == 24 and all(o.status == "complete" for o in loaded.outputs)
+    assert all(t.done == 8 and t.failed == 0 for t in progress.tallies.values())
+    # follow-ups went out with the model's own previous answers, in order
+    third = [r.json for r in requests if "and once more" in json.dumps(r.json)]
+    assert len(third) == 4                           # 2 models x 2 repeats
+    for body in third:
+        flat = json.dumps(body)
+        assert flat.index("question 0") < flat.index("and now shorter") < flat.index("and once more")
+        assert flat.count("Hello from the loopback server.") == 2
+    # checks of case c1 stored per answer: contains passes, valid_json fails
+    c1_turns = {t.id for t in loaded.turns if t.case_id == "c1"}
+    c1_outputs = {o.id for o in loaded.outputs if o.turn_id in c1_turns}
+    results = Counter((c.check.split(":")[0], c.passed) for c in loaded.checks if c.output_id in c1_outputs)
+    assert sum(results.values()) == 8
+    assert results[next(k for k in results if k[1])] == 4 and results[next(k for k in results if not k[1])] == 4
+    assert loaded.session.kind == "run" and loaded.session.blind
+    assert loaded.session.sample_set_hash == sample.sha256
+
+
+def test_interrupted_run_resumes_without_duplicates_or_gaps(tmp_path):
+    sample = load_sample_set(_write_set(tmp_path / "set.jsonl", n=6))
+    db = tmp_path / "run.db"
+    with TestServer() as srv:
+        srv.script(Reply(text="slowish answer", chunk_chars=2, delay=0.01))
+        models = _models(srv, 3)
+
+        async def interrupted():
+            store = AsyncStore(Store.open(db))
+            with anyio.CancelScope() as scope:
+                def on_progress(p):
+                    if p.finished >= 4:
+                        scope.cancel()
+                await Runner(store, sample, models, concurrency=2, on_progress=on_progress).run()
+            await store.aclose()
+
+        anyio.run(interrupted)
+        partial = _records(db)
+        done_before = {(o.turn_id, o.contestant) for o in partial.outputs if o.status == "complete"}
+        assert 0 < len(done_before) < 24
+
+        async def resumed():
+            store = AsyncStore(Store.open(db))
+            progress = await Runner(store, sample, models, concurrency=2).run()
+            await store.aclose()
+            return progress
+
+        before = len(srv.requests)
+        progress = anyio.run(resumed)
+        resent = len(srv.requests) - before
+    assert progress.resumed
+    loaded = _records(db)
+    complete = Counter((o.turn_id, o.contestant) for o in loaded.outputs if o.status == "complete")
+    assert len(loaded.turns) == 8                      # 6 cases, c0 has 3 user turns
+    assert len(complete) == 8 * 3 and set(complete.values()) == {1}   # no gaps, no duplicates
+    assert done_before <= set(complete)                # nothing finished was redone
+    assert resent == 24 - len(done_before)
+    assert {o.status for o in loaded.outputs} <= {"complete", "cancelled", "interrupted"}
+
+
+def test_failed_answers_are_counted_and_retried_on_resume(tmp_path):
+    sample = load_sample_set(_write_set(tmp_path / "set.jsonl", n=2))
+    db = tmp_path / "run.db"
+    with TestServer() as srv:
+        models = _models(srv, 1)
+        srv.script(Reply(status=500, message="boom"))
+
+        async def go():
+            store = AsyncStore(Store.open(db))
+            p = await Runner(store, sample, models).run()
+            await store.aclose()
+            return p
+
+        first = anyio.run(go)
+        assert first.tallies["m0"].failed == 2 and first.tallies["m0"].errors == {"server": 2}
+        srv.script(Reply(text="recovered"))
+        second = anyio.run(go)
+    assert second.tallies["m0"].failed == 0 and second.tallies["m0"].done == 2
+    loaded = _records(db)
+    attempts = sorted((o.attempt, o.status) for o in loaded.outputs)
+    assert attempts.count((1, "error")) == 2 and (2, "complete") in attempts
+
+
+def test_cli_run_ctrl_c_then_resume(tmp_path):
+    """The real command: SIGINT stops it cleanly (exit 130), the same command resumes."""
+    set_path = _write_set(tmp_path / "set.jsonl", n=6)
+    env = {**os.environ, "LINEUP_DB": str(tmp_path / "cli.db"), "LINEUP_DEMO_SPEED": "0.3",
+           "PYTHONUNBUFFERED": "1"}
+    cmd = [sys.executable, "-m", "lineup", "run", str(set_path), "-m", "demo/concise", "-m", "demo/thorough",
+           "--concurrency", "2"]
+    proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    db = tmp_path / "cli.db"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:        # wait until at least one answer is recorded
+        time.sleep(0.2)
+        if db.exists():
+            try:
+                if any(o.status == "complete" for o in _records(db).outputs):
+                    break
+            except Exception:
+                continue
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "run the same command again to resume" in err.lower()
+    env["LINEUP_DEMO_SPEED"] = "0"
+    done = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "resumed session" in done.stderr
+    loaded = _records(db)
+    complete = Counter((o.turn_id, o.contestant) for o in loaded.outputs if o.status == "complete")
+    assert len(complete) == 8 * 2 and set(complete.values()) == {1}
+
+
+def test_cli_run_bad_set_names_file_and_line(tmp_path, capsys):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "a", "category": "x", "prompt": "ok"}\n{"id": "b", "category": 3}\n')
+    assert main(["run", str(bad), "-m", "demo/concise"]) == 2
+    err = capsys.readouterr().err
+    assert "bad.jsonl:2" in err
+
+
+def test_cli_run_unknown_model_is_usage_error(tmp_path, capsys):
+    good = _write_set(tmp_path / "set.jsonl", 1)
+    assert main(["run", str(good), "-m", "nope"]) == 2
+    assert "nope" in capsys.readouterr().err
