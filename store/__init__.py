@@ -1,0 +1,17 @@
+"""The record: one SQLite file (sqlite-utils) that keeps every session, turn,
+output, vote, tag and check result, so comparisons can be replayed, re-run
+and counted later. See STORE_API.md for the contract."""
+
+from lineup.store.db import Store, StoreError, default_db_path
+from lineup.store.records import (
+    CheckResultRecord, ContestantRecord, LoadedSession, ModelVoteCount, OutputRecord, SearchHit,
+    SessionRecord, SessionSummary, TagRecord, TurnRecord, VoteRecord,
+)
+from lineup.store.schema import SCHEMA_VERSION
+from lineup.store.writer import AsyncStore
+
+__all__ = [
+    "AsyncStore", "CheckResultRecord", "ContestantRecord", "LoadedSession", "ModelVoteCount",
+    "OutputRecord", "SCHEMA_VERSION", "SearchHit", "SessionRecord", "SessionSummary", "Store",
+    "StoreError", "TagRecord", "TurnRecord", "VoteRecord", "default_db_path",
+]

@@ -1,0 +1,58 @@
+"""`lineup export [SESSION] --format jsonl|csv|md [-o FILE]`: one session
+(default: the latest) as the re-importable JSONL record, a CSV of its votes,
+or a Markdown transcript."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("session", nargs="?", help="session id or a unique prefix (default: the latest)")
+    parser.add_argument("--format", "-f", choices=("jsonl", "csv", "md"), default="jsonl",
+                        help="jsonl: one record per output; csv: one row per vote; md: transcript")
+    parser.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
+
+
+def run(args: argparse.Namespace) -> int:
+    import os
+    import sys
+    from pathlib import Path
+
+    from lineup.cli import UsageError
+    from lineup.store import Store, StoreError, default_db_path
+    from lineup.store.exporting import export_session
+
+    path = Path(args.db) if args.db else default_db_path()
+    try:
+        store = Store.open(path, create=False)
+    except StoreError as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        session_id = args.session or store.latest_session_id()
+        if session_id is None:
+            raise UsageError(f"no sessions in {path}")
+        loaded = store.load_session(session_id)
+    except StoreError as exc:
+        raise UsageError(str(exc)) from None
+    finally:
+        store.close()
+    text = export_session(loaded, args.format)
+    if not args.output or args.output == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return 0
+    out = Path(args.output)
+    if out.exists() and path.exists() and os.path.samefile(out, path):
+        raise UsageError(f"{out} is the database itself; choose another output file")
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+        os.replace(tmp, out)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        print(f"lineup export: cannot write {out}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    print(f"exported session {loaded.session.id} ({args.format}) to {out}", file=sys.stderr)
+    return 0

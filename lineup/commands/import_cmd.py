@@ -1,0 +1,44 @@
+"""`lineup import FILE`: our JSONL export, Chatbot Arena battles (JSON array
+or JSONL), or another lineup database, merged idempotently. All or nothing:
+a bad line (reported with its number) means nothing from FILE is imported."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", metavar="FILE", help="a lineup .jsonl export, Arena battles (.json/.jsonl), or a lineup .db")
+
+
+def run(args: argparse.Namespace) -> int:
+    import sys
+    from pathlib import Path
+
+    from lineup.cli import UsageError
+    from lineup.store import Store, StoreError, default_db_path
+    from lineup.store.importing import ImportFileError, import_file
+
+    source = Path(args.file)
+    if not source.is_file():
+        raise UsageError(f"{source}: no such file")
+    try:
+        store = Store.open(args.db or default_db_path())
+    except StoreError as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        summary = import_file(store, source)
+    except ImportFileError as exc:
+        raise UsageError(f"{exc}; nothing was imported") from None
+    except StoreError as exc:
+        print(f"lineup import: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        store.close()
+    added = {k: v for k, v in summary.added.items() if v}
+    if not added:
+        print(f"{source}: nothing new to import ({summary.records} records already present)")
+    else:
+        parts = ", ".join(f"{n} {table.replace('_', ' ')}{'s' if n != 1 else ''}" for table, n in added.items())
+        print(f"{source} ({summary.format}): imported {parts}")
+    return 0

@@ -1,0 +1,70 @@
+"""`lineup sessions`: list saved sessions, newest first. Blind sessions not
+yet revealed show "hidden" instead of their contestants."""
+
+from __future__ import annotations
+
+import argparse
+
+KINDS = ("chat", "run", "rerun", "import")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--kind", choices=KINDS, help="only sessions of this kind")
+    parser.add_argument("--search", metavar="TEXT", help="only sessions whose title, prompts or answers contain TEXT")
+    parser.add_argument("--limit", type=int, default=None, metavar="N", help="at most N sessions")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+    import sys
+    from datetime import datetime
+
+    from lineup.cli import UsageError
+    from lineup.store import Store, StoreError, default_db_path
+    from lineup.store.exporting import visible
+
+    path = args.db or default_db_path()
+    try:
+        store = Store.open(path, create=False)
+    except StoreError as exc:
+        if "no such database" in str(exc):
+            print("[]" if args.json else f"No sessions yet (no database at {path}).")
+            return 0
+        raise UsageError(str(exc)) from None
+    try:
+        sessions = store.list_sessions(limit=args.limit, kind=args.kind, search=args.search)
+    except StoreError as exc:
+        print(f"lineup sessions: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        store.close()
+    if args.json:
+        print(json.dumps([s.model_dump(mode="json") for s in sessions], indent=2, ensure_ascii=True))
+        return 0
+    if not sessions:
+        print("No sessions match." if (args.kind or args.search) else "No sessions yet.")
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    for name, justify in (("id", "left"), ("date", "left"), ("kind", "left"), ("contestants", "left"),
+                          ("turns", "right"), ("votes", "right")):
+        table.add_column(name, justify=justify, no_wrap=name in ("id", "date"))
+    show_titles = any(s.title for s in sessions)
+    if show_titles:
+        table.add_column("title")
+    for s in sessions:
+        who = "hidden" if s.contestants is None else ", ".join(s.contestants)
+        kind = s.kind + (" (demo)" if s.is_demo else "")
+        cells = [Text(s.id), Text(datetime.fromtimestamp(s.created).strftime("%Y-%m-%d %H:%M")), Text(kind),
+                 Text(visible(who)), Text(str(s.turns)), Text(str(s.votes))]
+        if show_titles:
+            cells.append(Text(visible(s.title or "")))
+        table.add_row(*cells)
+    # piped or captured: no terminal width to fit, so never cut a name short
+    width = None if sys.stdout.isatty() else 400
+    Console(highlight=False, markup=False, emoji=False, width=width).print(table)
+    return 0

@@ -1,0 +1,668 @@
+"""`Store`: one SQLite connection to a lineup database.
+
+Why it looks like this:
+- every write is one short `BEGIN IMMEDIATE` transaction, committed at once
+  (a vote, a tag, a finished output survive a crash the moment they are made),
+  retried while another process holds the write lock, so two processes can
+  write the same file;
+- WAL + synchronous=FULL: readers never block the writer, commits survive a
+  power cut;
+- streaming outputs are checkpointed (`checkpoint_output`), and an output left
+  "streaming" by a process that no longer exists becomes "interrupted";
+- a file that is not a lineup database is never written to.
+Use a Store from one thread at a time; `AsyncStore` puts it on a writer thread."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import json
+import os
+import re
+import socket
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+from lineup.store import rows as R
+from lineup.store.records import (
+    CheckResultRecord, LoadedSession, ModelVoteCount, OutputRecord, SearchHit,
+    SessionRecord, SessionSummary, TagRecord, TurnRecord, VoteRecord,
+)
+from lineup.store.schema import APPLICATION_ID, MIGRATION_NAMES, SCHEMA_VERSION, migrations
+
+T = TypeVar("T")
+SQLITE_HEADER = b"SQLite format 3\x00"
+BUSY_TIMEOUT_MS = 5_000
+# Total time a write keeps retrying while another process holds the lock.
+WRITE_RETRY_S = 30.0
+# A streaming output from another host with no checkpoint for this long is dead.
+STALE_STREAM_S = 600.0
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Building thousands of records trips the cyclic GC again and again
+    (it rescans everything each time); none of them form cycles. Pausing it
+    halves the time to load a long session."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+class StoreError(Exception):
+    """A database problem, in words that name the file."""
+
+
+def default_db_path() -> Path:
+    """$LINEUP_DB, else <user data dir>/lineup/lineup.db."""
+    env = os.environ.get("LINEUP_DB")
+    if env:
+        return Path(env).expanduser()
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("lineup", appauthor=False)) / "lineup.db"
+
+
+def _is_busy(exc: BaseException) -> bool:
+    msg = str(exc).lower()
+    return isinstance(exc, sqlite3.OperationalError) and ("locked" in msg or "busy" in msg)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
+class Store:
+    """A lineup database. Open with `Store.open(path)`."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path, readonly: bool):
+        self.conn = conn
+        self.path = path
+        self.readonly = readonly
+        self._batch_depth = 0
+        self._mine: set[str] = set()  # outputs this Store started and has not finished
+        self.writer = f"{socket.gethostname()}:{os.getpid()}"
+
+    # ------------------------------------------------------------------ open / close
+
+    @classmethod
+    def open(cls, path: str | os.PathLike | None = None, *, readonly: bool = False,
+             create: bool = True) -> "Store":
+        """Open (and migrate) the database at `path` (default: `default_db_path()`).
+
+        A file that cannot be written (or whose folder cannot be) is opened
+        read-only: reads work, writes raise StoreError."""
+        path = Path(path).expanduser() if path is not None else default_db_path()
+        memory = str(path) == ":memory:"
+        exists = not memory and path.exists()
+        if exists:
+            if not path.is_file():
+                raise StoreError(f"{path}: not a file")
+            try:
+                with open(path, "rb") as fh:
+                    header = fh.read(16)
+            except OSError as exc:
+                raise StoreError(f"{path}: cannot read ({exc.strerror or exc})") from None
+            if header and header != SQLITE_HEADER:
+                raise StoreError(f"{path} is not a SQLite database (left untouched)")
+            if not readonly and (not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK)):
+                readonly = True
+        elif not memory:
+            if readonly or not create:
+                raise StoreError(f"{path}: no such database")
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(f"{path}: cannot create its folder ({exc.strerror or exc})") from None
+        conn = cls._connect(path, readonly, memory)
+        store = cls(conn, path, readonly)
+        try:
+            store._prepare()
+        except BaseException:
+            conn.close()
+            raise
+        return store
+
+    @staticmethod
+    def _connect(path: Path, readonly: bool, memory: bool) -> sqlite3.Connection:
+        kw: dict[str, Any] = dict(isolation_level=None, check_same_thread=False,
+                                  timeout=BUSY_TIMEOUT_MS / 1000)
+        try:
+            if memory:
+                return sqlite3.connect(":memory:", **kw)
+            if not readonly:
+                return sqlite3.connect(str(path), **kw)
+            uri = f"file:{quote(str(path.resolve()))}?mode=ro"
+            conn = sqlite3.connect(uri, uri=True, **kw)
+            try:
+                conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+                return conn
+            except sqlite3.OperationalError:
+                # A WAL database in a read-only folder cannot get its -shm file;
+                # nobody can write there either, so reading it as immutable is safe.
+                conn.close()
+                return sqlite3.connect(uri + "&immutable=1", uri=True, **kw)
+        except sqlite3.Error as exc:
+            raise StoreError(f"{path}: cannot open ({exc})") from None
+
+    def _prepare(self) -> None:
+        conn = self.conn
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            conn.execute("PRAGMA foreign_keys = ON")
+            self._check_is_lineup()
+            if not self.readonly:
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA synchronous = FULL")
+                self._migrate()
+                self._recover_streaming()
+            else:
+                pending = [n for n in MIGRATION_NAMES if n not in self._applied()]
+                if pending:
+                    raise StoreError(f"{self.path} uses schema version {self._user_version()} and needs "
+                                     f"upgrading to {SCHEMA_VERSION}, but it is read-only")
+        except sqlite3.DatabaseError as exc:
+            raise self._translate(exc, "open") from None
+
+    def _user_version(self) -> int:
+        return self.conn.execute("PRAGMA user_version").fetchone()[0]
+
+    def _applied(self) -> list[str]:
+        if not self.conn.execute("SELECT 1 FROM sqlite_master WHERE name='_sqlite_migrations'").fetchone():
+            return []
+        return [r[0] for r in self.conn.execute(
+            "SELECT name FROM _sqlite_migrations WHERE migration_set = ? ORDER BY rowid",
+            [migrations.name])]
+
+    def _check_is_lineup(self) -> None:
+        """Refuse foreign SQLite files and files from a newer lineup, before any write."""
+        app_id = self.conn.execute("PRAGMA application_id").fetchone()[0]
+        tables = {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if app_id not in (0, APPLICATION_ID) or (tables and app_id == 0 and "_sqlite_migrations" not in tables):
+            raise StoreError(f"{self.path} is a SQLite database but not a lineup database (left untouched)")
+        applied = self._applied()
+        if tables and not applied and app_id != APPLICATION_ID:
+            raise StoreError(f"{self.path} is a SQLite database but not a lineup database (left untouched)")
+        version = self._user_version()
+        unknown = [n for n in applied if n not in MIGRATION_NAMES]
+        if version > SCHEMA_VERSION or unknown:
+            raise StoreError(f"{self.path} was written by a newer lineup (schema version "
+                             f"{max(version, len(applied))}; this lineup reads up to {SCHEMA_VERSION}); "
+                             f"upgrade lineup to open it")
+
+    def _migrate(self) -> None:
+        from sqlite_utils import Database
+
+        def step(conn: sqlite3.Connection) -> None:
+            self._check_is_lineup()  # re-check under the lock: another process may have migrated
+            if [n for n in MIGRATION_NAMES if n not in self._applied()]:
+                migrations.apply(Database(conn, execute_plugins=False))
+            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+        if self._user_version() == SCHEMA_VERSION and self._applied() == list(MIGRATION_NAMES):
+            return
+        self._write("migrate the schema", step)
+
+    def _recover_streaming(self) -> None:
+        """Outputs still "streaming" whose process is gone become "interrupted"
+        (their text is the last checkpoint)."""
+        host, pid = self.writer.rsplit(":", 1)
+        now = time.time()
+        dead = []
+        for oid, writer, updated, created in self.conn.execute(
+                "SELECT id, writer, updated, created FROM output WHERE status = 'streaming'"):
+            w_host, _, w_pid = (writer or "").rpartition(":")
+            if w_host == host and w_pid.isdigit():
+                if w_pid != pid and not _pid_alive(int(w_pid)):
+                    dead.append(oid)
+            elif now - (updated or created) > STALE_STREAM_S or not writer:
+                dead.append(oid)
+        if dead:
+            self._mark_interrupted(dead)
+
+    def _mark_interrupted(self, ids: list[str]) -> None:
+        def step(conn: sqlite3.Connection) -> None:
+            conn.executemany("UPDATE output SET status = 'interrupted' WHERE id = ? AND status = 'streaming'",
+                             [(i,) for i in ids])
+        self._write("mark interrupted outputs", step)
+
+    def close(self) -> None:
+        """Close; outputs this Store left streaming become "interrupted"."""
+        if self.conn is None:
+            return
+        try:
+            if self._mine and not self.readonly:
+                self._mark_interrupted(sorted(self._mine))
+                self._mine.clear()
+        finally:
+            self.conn.close()
+            self.conn = None  # type: ignore[assignment]
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def schema_version(self) -> int:
+        return self._user_version()
+
+    # ------------------------------------------------------------------ transactions
+
+    def _translate(self, exc: BaseException, action: str) -> StoreError:
+        msg = str(exc)
+        low = msg.lower()
+        if "disk is full" in low or "disk full" in low:
+            return StoreError(f"{self.path}: disk full while trying to {action}; nothing of it was saved")
+        if "readonly" in low or "read-only" in low:
+            return StoreError(f"{self.path} is read-only: cannot {action}")
+        if "malformed" in low or "not a database" in low or "corrupt" in low:
+            return StoreError(f"{self.path} is corrupt ({msg}); it was left untouched")
+        if isinstance(exc, sqlite3.IntegrityError):
+            return StoreError(f"{self.path}: cannot {action}: {msg}")
+        if _is_busy(exc):
+            return StoreError(f"{self.path}: still locked by another process after "
+                              f"{WRITE_RETRY_S:.0f} s; could not {action}")
+        return StoreError(f"{self.path}: cannot {action} ({msg})")
+
+    def _write(self, action: str, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `fn` in one short write transaction, retrying while the database is busy."""
+        if self.readonly:
+            raise StoreError(f"{self.path} is read-only: cannot {action}")
+        conn = self.conn
+        if self._batch_depth:
+            try:
+                return fn(conn)
+            except sqlite3.Error as exc:
+                raise self._translate(exc, action) from None
+        deadline = time.monotonic() + WRITE_RETRY_S
+        delay = 0.005
+        while True:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    result = fn(conn)
+                    conn.execute("COMMIT")
+                    return result
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as exc:
+                if _is_busy(exc) and time.monotonic() < deadline:
+                    time.sleep(delay)
+                    delay = min(delay * 2, 0.2)
+                    continue
+                raise self._translate(exc, action) from None
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator["Store"]:
+        """Group many writes in one transaction (imports, bulk runs): all or nothing."""
+        if self._batch_depth:
+            self._batch_depth += 1
+            try:
+                yield self
+            finally:
+                self._batch_depth -= 1
+            return
+        _begin_immediate(self)
+        self._batch_depth = 1
+        try:
+            yield self
+        except BaseException:
+            self._batch_depth = 0
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+            raise
+        self._batch_depth = 0
+        try:
+            self.conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+            raise self._translate(exc, "commit") from None
+
+    # ------------------------------------------------------------------ sessions
+
+    def create_session(self, rec: SessionRecord) -> None:
+        def step(conn: sqlite3.Connection) -> None:
+            insert_session(conn, rec)
+        self._write(f"save session {rec.id}", step)
+
+    def update_session(self, session_id: str, **fields: Any) -> SessionRecord:
+        """Change some fields of a session (contestants included); returns the new record."""
+        if "id" in fields:
+            raise StoreError("a session's id cannot change")
+
+        def step(conn: sqlite3.Connection) -> SessionRecord:
+            old = self._session_record(self._resolve_session(session_id))
+            data = old.model_dump()
+            data.update({k: (v.model_dump() if hasattr(v, "model_dump") else v) for k, v in fields.items()})
+            if "contestants" in fields:
+                data["contestants"] = [c.model_dump() if hasattr(c, "model_dump") else c
+                                       for c in fields["contestants"]]
+            try:
+                new = SessionRecord.model_validate(data)
+            except ValueError as exc:
+                raise StoreError(f"session {old.id}: {exc}") from None
+            conn.execute(f"UPDATE session SET {', '.join(c + ' = ?' for c in R.SESSION_COLS[1:])} WHERE id = ?",
+                         R.session_row(new)[1:] + (new.id,))
+            if "contestants" in fields:
+                conn.execute("DELETE FROM contestant WHERE session_id = ?", [new.id])
+                conn.executemany(R.insert_sql("contestant", R.CONTESTANT_COLS),
+                                 [R.contestant_row(new.id, c) for c in new.contestants])
+            return new
+        return self._write(f"update session {session_id}", step)
+
+    def reveal_session(self, session_id: str, at: float | None = None) -> None:
+        """Identities become visible: the session and every vote not yet revealed."""
+        at = time.time() if at is None else at
+
+        def step(conn: sqlite3.Connection) -> None:
+            sid = self._resolve_session(session_id)
+            conn.execute("UPDATE session SET revealed_at = ? WHERE id = ? AND revealed_at IS NULL", [at, sid])
+            conn.execute("UPDATE vote SET revealed_at = ? WHERE session_id = ? AND revealed_at IS NULL", [at, sid])
+        self._write(f"reveal session {session_id}", step)
+
+    # ------------------------------------------------------------------ turns and outputs
+
+    def add_turn(self, rec: TurnRecord) -> None:
+        self._write(f"save turn {rec.id}", lambda conn: conn.execute(R.insert_sql("turn", R.TURN_COLS),
+                                                                   R.turn_row(rec)))
+
+    def start_output(self, rec: OutputRecord) -> None:
+        """Record an output that has begun streaming (status "streaming")."""
+        rec = rec.model_copy(update={"status": "streaming"})
+        now = time.time()
+        self._write(f"start output {rec.id}", lambda conn: conn.execute(
+            R.insert_sql("output", R.OUTPUT_COLS), R.output_row(rec, now, self.writer)))
+        self._mine.add(rec.id)
+
+    def checkpoint_output(self, output_id: str, text: str, reasoning: str | None = None,
+                          chunk_ms: list[int] | None = None, chunk_chars: list[int] | None = None) -> None:
+        """Save a streaming output's text so far (the sessions layer calls it ~1/s)."""
+        args = (text, reasoning, R.pack_ints(chunk_ms or []), R.pack_ints(chunk_chars or []), time.time(),
+                self.writer, output_id)
+        self._write(f"checkpoint output {output_id}", lambda conn: conn.execute(
+            "UPDATE output SET text = ?, reasoning = ?, chunk_ms = ?, chunk_chars = ?, updated = ?, "
+            "writer = ? WHERE id = ? AND status = 'streaming'", args))
+
+    def finish_output(self, rec: OutputRecord) -> None:
+        """The final record replaces the streaming one (inserted if none was started)."""
+        def step(conn: sqlite3.Connection) -> None:
+            upsert_output(conn, rec, time.time())
+        self._write(f"save output {rec.id}", step)
+        self._mine.discard(rec.id)
+
+    # ------------------------------------------------------------------ votes, tags, checks
+
+    def add_vote(self, rec: VoteRecord) -> None:
+        problem = R.validate_vote(rec)
+        if problem:
+            raise StoreError(problem)
+        self._write(f"save vote {rec.id}", lambda conn: insert_vote(conn, rec))
+
+    def add_tag(self, rec: TagRecord) -> None:
+        self._write(f"save tag {rec.id}", lambda conn: conn.execute(R.insert_sql("tag", R.TAG_COLS),
+                                                                  R.tag_row(rec)))
+
+    def remove_tag(self, tag_id: str, at: float | None = None) -> bool:
+        """Remove a tag (the row is kept with `removed_at`, so a merge does not revive it)."""
+        at = time.time() if at is None else at
+        return self._write(f"remove tag {tag_id}", lambda conn: conn.execute(
+            "UPDATE tag SET removed_at = ? WHERE id = ? AND removed_at IS NULL", [at, tag_id]).rowcount > 0)
+
+    def add_check_result(self, rec: CheckResultRecord) -> None:
+        self._write(f"save check result {rec.id}", lambda conn: conn.execute(
+            R.insert_sql("check_result", R.CHECK_COLS), R.check_row(rec)))
+
+    # ------------------------------------------------------------------ reading
+
+    def _resolve_session(self, session_id: str) -> str:
+        sid = session_id.strip().upper()
+        if self.conn.execute("SELECT 1 FROM session WHERE id = ?", [sid]).fetchone():
+            return sid
+        if sid and sid.isalnum():
+            found = [r[0] for r in self.conn.execute(
+                "SELECT id FROM session WHERE id >= ? AND id < ? ORDER BY id LIMIT 6", [sid, sid + "~"])]
+            if len(found) == 1:
+                return found[0]
+            if found:
+                raise StoreError(f"session id {session_id!r} is ambiguous in {self.path}: "
+                                 f"{', '.join(found[:5])}{' ...' if len(found) > 5 else ''}")
+        raise StoreError(f"no session {session_id!r} in {self.path}")
+
+    def resolve_session(self, session_id: str) -> str:
+        """The full id of a session given its id or a unique prefix."""
+        try:
+            return self._resolve_session(session_id)
+        except sqlite3.DatabaseError as exc:
+            raise self._translate(exc, "read") from None
+
+    def latest_session_id(self, kind: str | None = None) -> str | None:
+        sql = "SELECT id FROM session" + (" WHERE kind = ?" if kind else "") + " ORDER BY created DESC, id DESC LIMIT 1"
+        row = self.conn.execute(sql, [kind] if kind else []).fetchone()
+        return row[0] if row else None
+
+    def _session_record(self, sid: str) -> SessionRecord:
+        row = self.conn.execute(f"SELECT {R.cols(R.SESSION_COLS)} FROM session WHERE id = ?", [sid]).fetchone()
+        contestants = [R.contestant_from(r) for r in self.conn.execute(
+            f"SELECT {R.cols(R.CONTESTANT_COLS)} FROM contestant WHERE session_id = ? ORDER BY position, alias",
+            [sid])]
+        return R.session_from(row, contestants)
+
+    def get_session(self, session_id: str) -> SessionRecord:
+        try:
+            return self._session_record(self._resolve_session(session_id))
+        except sqlite3.DatabaseError as exc:
+            raise self._translate(exc, "read") from None
+
+    def load_session(self, session_id: str) -> LoadedSession:
+        """Everything recorded about one session, for replay and export."""
+        with _gc_paused():
+            return self._load_session(session_id)
+
+    def _load_session(self, session_id: str) -> LoadedSession:
+        try:
+            conn = self.conn
+            sid = self._resolve_session(session_id)
+            session = self._session_record(sid)
+            turns = [R.turn_from(r) for r in conn.execute(
+                f"SELECT {R.cols(R.TURN_COLS)} FROM turn WHERE session_id = ? ORDER BY position, id", [sid])]
+            outputs = [R.output_from(r) for r in conn.execute(
+                f"SELECT {R.cols(R.READ['output'])} FROM output WHERE session_id = ? ORDER BY id", [sid])]
+            votes = [R.vote_from(r) for r in conn.execute(
+                f"SELECT {R.cols(R.READ['vote'])} FROM vote WHERE session_id = ? ORDER BY created, id", [sid])]
+            tags = [R.tag_from(r) for r in conn.execute(
+                f"SELECT {R.cols(R.READ['tag'], 'tag.')} FROM tag JOIN output ON output.id = tag.output_id "
+                "WHERE output.session_id = ? AND tag.removed_at IS NULL ORDER BY tag.created, tag.id", [sid])]
+            checks = [R.check_from(r) for r in conn.execute(
+                f"SELECT {R.cols(R.CHECK_COLS, 'c.')} FROM check_result c JOIN output ON output.id = c.output_id "
+                "WHERE output.session_id = ? ORDER BY c.id", [sid])]
+        except sqlite3.DatabaseError as exc:
+            raise self._translate(exc, "read") from None
+        return LoadedSession.model_construct(session=session, turns=turns, outputs=outputs, votes=votes,
+                                             tags=tags, checks=checks)
+
+    def list_sessions(self, limit: int | None = None, kind: str | None = None,
+                      search: str | None = None) -> list[SessionSummary]:
+        """Newest first. `search` matches titles, prompts and outputs."""
+        where, params = [], []
+        if kind:
+            where.append("s.kind = ?")
+            params.append(kind)
+        if search:
+            ids = {h.session_id for h in self.search(search, limit=None)}
+            like = "%" + search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            ids.update(r[0] for r in self.conn.execute(
+                "SELECT id FROM session WHERE title LIKE ? ESCAPE '\\' OR id LIKE ? ESCAPE '\\'", [like, like]))
+            if not ids:
+                return []
+            where.append(f"s.id IN ({','.join('?' * len(ids))})")
+            params.extend(sorted(ids))
+        sql = ("SELECT s.id, s.created, s.kind, s.title, s.blind, s.revealed_at, s.is_demo, "
+               "(SELECT json_group_array(alias) FROM (SELECT alias FROM contestant c "
+               "  WHERE c.session_id = s.id ORDER BY position, alias)), "
+               "(SELECT count(*) FROM turn t WHERE t.session_id = s.id), "
+               "(SELECT count(*) FROM vote v WHERE v.session_id = s.id AND v.current = 1) "
+               "FROM session s" + (" WHERE " + " AND ".join(where) if where else "")
+               + " ORDER BY s.created DESC, s.id DESC")
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(int(limit))
+        try:
+            out = []
+            for sid, created, k, title, blind, revealed, demo, aliases, turns, votes in self.conn.execute(sql, params):
+                hidden = bool(blind) and revealed is None
+                out.append(SessionSummary(id=sid, created=created, kind=k, title=title,
+                                          contestants=None if hidden else json.loads(aliases),
+                                          turns=turns, votes=votes, is_demo=bool(demo)))
+            return out
+        except sqlite3.DatabaseError as exc:
+            raise self._translate(exc, "list sessions") from None
+
+    def search(self, text: str, limit: int | None = 100) -> list[SearchHit]:
+        """Full-text search over prompts and outputs (words matched as typed, all required)."""
+        words = re.findall(r"\w+", text)
+        if not words:
+            return []
+        query = " ".join('"' + w + '"' for w in words)
+        sql = ("SELECT * FROM ("
+               "SELECT t.session_id, t.id, NULL, 'prompt', snippet(turn_fts, 0, '[', ']', '…', 12), turn_fts.rank "
+               "FROM turn_fts JOIN turn t ON t.rowid = turn_fts.rowid WHERE turn_fts MATCH ? "
+               "UNION ALL "
+               "SELECT o.session_id, o.turn_id, o.id, 'output', snippet(output_fts, 0, '[', ']', '…', 12), "
+               "output_fts.rank FROM output_fts JOIN output o ON o.rowid = output_fts.rowid "
+               "WHERE output_fts MATCH ?) ORDER BY 6")
+        params: list[Any] = [query, query]
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(int(limit))
+        try:
+            return [SearchHit(session_id=s, turn_id=t, output_id=o, kind=k, snippet=snip)
+                    for s, t, o, k, snip, _ in self.conn.execute(sql, params)]
+        except sqlite3.DatabaseError as exc:
+            raise self._translate(exc, "search") from None
+
+    # ------------------------------------------------------------------ report queries
+
+    def votes_per_model(self, session_ids: list[str] | None = None,
+                        exclude_demo: bool = False) -> list[ModelVoteCount]:
+        """Current votes each model (alias) took part in, with outcomes; most votes first."""
+        where, params = ["current = 1"], []
+        if session_ids is not None:
+            ids = [self._resolve_session(s) for s in session_ids]
+            where.append(f"vote_id IN (SELECT id FROM vote WHERE session_id IN ({','.join('?' * len(ids))}))")
+            params.extend(ids)
+        if exclude_demo:
+            where.append("vote_id NOT IN (SELECT v.id FROM vote v JOIN session s ON s.id = v.session_id "
+                         "WHERE s.is_demo = 1)")
+        sql = ("SELECT alias, count(*), sum(outcome = 'win'), sum(outcome = 'loss'), sum(outcome = 'tie'), "
+               "sum(outcome = 'bad') FROM vote_contestant WHERE " + " AND ".join(where)
+               + " GROUP BY alias ORDER BY 2 DESC, alias")
+        try:
+            return [ModelVoteCount(alias=a, votes=n, wins=w, losses=lo, ties=t, bad=b)
+                    for a, n, w, lo, t, b in self.conn.execute(sql, params)]
+        except sqlite3.DatabaseError as exc:
+            raise self._translate(exc, "count votes") from None
+
+    def iter_votes(self, session_ids: list[str] | None = None, current_only: bool = True,
+                   exclude_demo: bool = False) -> Iterator[VoteRecord]:
+        """Votes in creation order (the ratings read these)."""
+        where, params = [], []
+        if current_only:
+            where.append("current = 1")
+        if session_ids is not None:
+            ids = [self._resolve_session(s) for s in session_ids]
+            where.append(f"session_id IN ({','.join('?' * len(ids))})")
+            params.extend(ids)
+        if exclude_demo:
+            where.append("session_id NOT IN (SELECT id FROM session WHERE is_demo = 1)")
+        sql = f"SELECT {R.cols(R.READ['vote'])} FROM vote" + (" WHERE " + " AND ".join(where) if where else "") \
+            + " ORDER BY created, id"
+        for row in self.conn.execute(sql, params):
+            yield R.vote_from(row)
+
+    def query(self, sql: str, params: list[Any] | tuple = ()) -> list[dict[str, Any]]:
+        """Rows of a read query as dicts (for reports that want plain SQL)."""
+        try:
+            cur = self.conn.execute(sql, params)
+            names = [d[0] for d in cur.description or ()]
+            return [dict(zip(names, r)) for r in cur.fetchall()]
+        except sqlite3.DatabaseError as exc:
+            raise self._translate(exc, "query") from None
+
+    def counts(self) -> dict[str, int]:
+        """Rows per table (tests, import summaries)."""
+        return {t: self.conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                for t in ("session", "contestant", "turn", "output", "vote", "tag", "check_result")}
+
+
+def _begin_immediate(store: Store) -> None:
+    """BEGIN IMMEDIATE with the same busy retry as single writes."""
+    if store.readonly:
+        raise StoreError(f"{store.path} is read-only: cannot write")
+    deadline = time.monotonic() + WRITE_RETRY_S
+    delay = 0.005
+    while True:
+        try:
+            store.conn.execute("BEGIN IMMEDIATE")
+            return
+        except sqlite3.Error as exc:
+            if _is_busy(exc) and time.monotonic() < deadline:
+                time.sleep(delay)
+                delay = min(delay * 2, 0.2)
+                continue
+            raise store._translate(exc, "start a write") from None
+
+
+# ---------------------------------------------------------------------- row writers
+# (shared with the importer; `verb` "INSERT OR IGNORE" makes a merge idempotent)
+
+def insert_session(conn: sqlite3.Connection, rec: SessionRecord, verb: str = "INSERT") -> bool:
+    cur = conn.execute(R.insert_sql("session", R.SESSION_COLS, verb), R.session_row(rec))
+    if cur.rowcount:
+        conn.executemany(R.insert_sql("contestant", R.CONTESTANT_COLS, verb),
+                         [R.contestant_row(rec.id, c) for c in rec.contestants])
+    return cur.rowcount > 0
+
+
+UPSERT_OUTPUT = (R.insert_sql("output", R.OUTPUT_COLS) + " ON CONFLICT(id) DO UPDATE SET "
+                  + ", ".join(f"{c} = excluded.{c}" for c in R.OUTPUT_COLS[1:]))
+
+
+def upsert_output(conn: sqlite3.Connection, rec: OutputRecord, now: float, only_unfinished: bool = False) -> None:
+    where = " WHERE output.status IN ('streaming', 'interrupted')" if only_unfinished else ""
+    conn.execute(UPSERT_OUTPUT + where, R.output_row(rec, now, None))
+
+
+def insert_vote(conn: sqlite3.Connection, rec: VoteRecord, verb: str = "INSERT") -> bool:
+    replaced_by = conn.execute("SELECT 1 FROM vote WHERE supersedes = ? LIMIT 1", [rec.id]).fetchone()
+    current = 0 if replaced_by else 1
+    cur = conn.execute(R.insert_sql("vote", R.VOTE_COLS, verb), R.vote_row(rec, current))
+    if not cur.rowcount:
+        return False
+    conn.executemany(R.insert_sql("vote_contestant", R.VOTE_CONTESTANT_COLS, verb), R.vote_contestants(rec, current))
+    if rec.supersedes:
+        conn.execute("UPDATE vote SET current = 0 WHERE id = ?", [rec.supersedes])
+        conn.execute("UPDATE vote_contestant SET current = 0 WHERE vote_id = ?", [rec.supersedes])
+    return True
+

@@ -1,0 +1,219 @@
+"""Export one session as JSONL (the reproducible record, re-importable),
+CSV (one row per vote, for spreadsheets) or Markdown (a readable transcript).
+
+Model output is untrusted text: control characters never reach a terminal or
+a spreadsheet as such (escaped as visible `\\x1b`-style text in CSV/Markdown,
+as JSON escapes in JSONL), and CSV cells that a spreadsheet would run as a
+formula are neutralised. Markdown and CSV keep identities hidden while a
+blind session is unrevealed; JSONL is the full record (like the database)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from collections.abc import Iterator
+from datetime import datetime, timezone
+
+from lineup.store.records import LoadedSession, NON_LABEL_CHOICES, OutputRecord, VoteRecord
+
+EXPORT_FORMAT = "lineup.output"
+EXPORT_VERSION = 1
+FORMATS = ("jsonl", "csv", "md")
+HIDDEN = "hidden"
+
+# C0 controls except tab/newline/CR, DEL, C1 controls.
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+# What json.dumps(ensure_ascii=False) leaves raw but a terminal could act on.
+_JSON_RAW = re.compile("[\x7f-\x9f\u2028\u2029]")
+
+
+def visible(text: str | None) -> str:
+    """`text` with control characters shown as `\\xNN` instead of acted on."""
+    if not text:
+        return text or ""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def json_line(obj: object) -> str:
+    """Compact JSON on one line, readable Unicode, no raw DEL/C1 controls."""
+    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+    return _JSON_RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def iso(ts: float | None) -> str:
+    if ts is None:
+        return ""
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def ordered_outputs(loaded: LoadedSession) -> Iterator[tuple[int, OutputRecord]]:
+    turn_pos = {t.id: i for i, t in enumerate(loaded.turns)}
+    for t in loaded.turns:
+        for o in loaded.outputs_for(t.id):
+            yield turn_pos[t.id], o
+
+
+# ---------------------------------------------------------------------- JSONL
+
+def export_jsonl(loaded: LoadedSession) -> Iterator[str]:
+    """One self-contained line per output: session, turn (prompt), effective
+    params, the contestant, the output, and every vote, tag and check on it."""
+    s = loaded.session
+    session = s.model_dump(mode="json")
+    contestants = {c.alias: c for c in s.contestants}
+    votes_by_turn: dict[str, list[dict]] = {}
+    for v in loaded.votes:
+        votes_by_turn.setdefault(v.turn_id, []).append(v.model_dump(mode="json"))
+    tags: dict[str, list[dict]] = {}
+    for t in loaded.tags:
+        tags.setdefault(t.output_id, []).append(t.model_dump(mode="json"))
+    checks: dict[str, list[dict]] = {}
+    for c in loaded.checks:
+        checks.setdefault(c.output_id, []).append(c.model_dump(mode="json"))
+    turns = {t.id: t for t in loaded.turns}
+    for _, o in ordered_outputs(loaded):
+        turn = turns[o.turn_id]
+        contestant = contestants.get(o.contestant)
+        params = {**s.params, **(contestant.params if contestant else {})}
+        yield json_line({
+            "format": EXPORT_FORMAT, "version": EXPORT_VERSION,
+            "prompt": turn.user_message, "system": s.system, "params": params,
+            "contestant": contestant.model_dump(mode="json") if contestant else None,
+            "session": session, "turn": turn.model_dump(mode="json"), "output": o.model_dump(mode="json"),
+            "votes": votes_by_turn.get(o.turn_id, []), "tags": tags.get(o.id, []),
+            "checks": checks.get(o.id, []),
+        })
+
+
+# ---------------------------------------------------------------------- CSV
+
+CSV_COLUMNS = ("session_id", "session_kind", "turn", "case_id", "category", "prompt", "vote_id", "created",
+               "rater", "choice", "chosen_model", "models", "positions", "ranking", "note", "current",
+               "supersedes", "revealed_at")
+
+
+def csv_cell(value: object) -> object:
+    """Neutralise formula injection: text starting = + - @ (or tab/CR) gets a leading '."""
+    if not isinstance(value, str):
+        return value
+    value = visible(value)
+    if value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + value
+    return value
+
+
+def export_csv(loaded: LoadedSession) -> str:
+    s = loaded.session
+    hidden = s.hidden
+    turns = {t.id: (i, t) for i, t in enumerate(loaded.turns)}
+    replaced = {v.supersedes for v in loaded.votes if v.supersedes}
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(CSV_COLUMNS)
+    for v in loaded.votes:
+        pos, turn = turns.get(v.turn_id, (None, None))
+        chosen = "" if v.choice in NON_LABEL_CHOICES else (HIDDEN if hidden else v.mapping.get(v.choice, ""))
+        models = HIDDEN if hidden else "; ".join(f"{label}={alias}" for label, alias in v.mapping.items())
+        row = (s.id, s.kind, pos, turn.case_id if turn else None, turn.category if turn else None,
+               turn.user_message if turn else None, v.id, iso(v.created), v.rater, v.choice, chosen, models,
+               " ".join(v.positions), " ".join(v.ranking or []), v.note, int(v.id not in replaced),
+               v.supersedes, iso(v.revealed_at))
+        w.writerow([csv_cell(c) for c in row])
+    return buf.getvalue()
+
+
+# ---------------------------------------------------------------------- Markdown
+
+def _quote(text: str) -> str:
+    return "\n".join("> " + line if line else ">" for line in visible(text).split("\n"))
+
+
+def _vote_line(v: VoteRecord, hidden: bool) -> str:
+    def name(label: str) -> str:
+        alias = v.mapping.get(label, "?")
+        return label if hidden or alias == label else f"{label} ({alias})"
+
+    if v.choice == "tie":
+        what = "tie"
+    elif v.choice in ("both_bad", "all_bad"):
+        what = "all bad" if v.choice == "all_bad" else "both bad"
+    else:
+        what = f"{name(v.choice)} is better"
+    line = f"- **Vote** by {visible(v.rater)} at {iso(v.created)}: {what}"
+    if v.ranking:
+        line += "; ranking " + " > ".join(name(x) for x in v.ranking)
+    if v.note:
+        line += f" — {visible(v.note)}"
+    return line
+
+
+def export_markdown(loaded: LoadedSession) -> str:
+    s = loaded.session
+    hidden = s.hidden
+    out: list[str] = [f"# {visible(s.title) if s.title else 'Session ' + s.id}", ""]
+    out.append(f"- id: `{s.id}`")
+    out.append(f"- kind: {s.kind}; created {iso(s.created)}")
+    if hidden:
+        labels = ", ".join(c.label for c in s.contestants)
+        out.append(f"- contestants: {labels} (blind; identities hidden until revealed)")
+    else:
+        out.append("- contestants: " + ", ".join(
+            f"{c.label} = {c.alias} ({c.provider}/{c.model})" if c.label != c.alias else f"{c.alias} ({c.provider}/{c.model})"
+            for c in s.contestants))
+        if s.blind:
+            out.append(f"- blind; revealed {iso(s.revealed_at)}")
+    if s.params:
+        out.append("- params: " + ", ".join(f"{k}={v}" for k, v in sorted(s.params.items())))
+    if s.seed is not None:
+        out.append(f"- seed: {s.seed}")
+    if s.sample_set_name:
+        out.append(f"- sample set: {visible(s.sample_set_name)} ({s.sample_set_hash or 'no hash'})")
+    if s.system:
+        out += ["", "**System prompt**", "", _quote(s.system)]
+    tags: dict[str, list[str]] = {}
+    for t in loaded.tags:
+        tags.setdefault(t.output_id, []).append(t.tag)
+    checks: dict[str, list[str]] = {}
+    for c in loaded.checks:
+        checks.setdefault(c.output_id, []).append(f"{c.check} {'passed' if c.passed else 'failed'}")
+    current = loaded.current_votes()
+    for i, turn in enumerate(loaded.turns, 1):
+        head = f"## Turn {i}"
+        extra = [x for x in (turn.case_id, turn.category) if x]
+        if extra:
+            head += " (" + ", ".join(visible(x) for x in extra) + ")"
+        out += ["", head, "", _quote(turn.user_message)]
+        for o in loaded.outputs_for(turn.id):
+            title = o.label if hidden or o.label == o.contestant else f"{o.label} ({o.contestant})"
+            if o.attempt > 1:
+                title += f", attempt {o.attempt}"
+            out += ["", f"### {visible(title)}", ""]
+            if o.status != "complete":
+                note = o.status
+                if o.error_kind:
+                    note += f": {o.error_kind}"
+                if o.error_message and not hidden:  # an error message may name the model
+                    note += f" — {visible(o.error_message)}"
+                out += [f"_({note})_", ""]
+            out.append(visible(o.text) if o.text else "_(no text)_")
+            if tags.get(o.id):
+                out += ["", "Tags: " + ", ".join(visible(t) for t in tags[o.id])]
+            if checks.get(o.id):
+                out += ["", "Checks: " + "; ".join(visible(c) for c in checks[o.id])]
+        votes = [v for v in current if v.turn_id == turn.id]
+        if votes:
+            out.append("")
+            out += [_vote_line(v, hidden) for v in votes]
+    return "\n".join(out) + "\n"
+
+
+def export_session(loaded: LoadedSession, fmt: str) -> str:
+    if fmt == "jsonl":
+        return "".join(line + "\n" for line in export_jsonl(loaded))
+    if fmt == "csv":
+        return export_csv(loaded)
+    if fmt == "md":
+        return export_markdown(loaded)
+    raise ValueError(f"unknown export format {fmt!r} (choose from {', '.join(FORMATS)})")

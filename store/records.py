@@ -1,0 +1,200 @@
+"""The records the store keeps. Field names are the contract shared with the
+sessions layer, the runner, the TUI and the report (see STORE_API.md).
+
+All ids are ULIDs (`lineup.ids.new_ulid`) so records from several people's
+databases merge without collisions; all times are float epoch seconds."""
+
+from __future__ import annotations
+
+import time
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from lineup.ids import new_ulid
+
+SessionKind = Literal["chat", "run", "rerun", "import"]
+OutputStatus = Literal["streaming", "complete", "error", "cancelled", "interrupted"]
+FINAL_STATUSES: frozenset[str] = frozenset({"complete", "error", "cancelled"})
+# vote choices that are not a label
+TIE, BOTH_BAD, ALL_BAD = "tie", "both_bad", "all_bad"
+NON_LABEL_CHOICES: frozenset[str] = frozenset({TIE, BOTH_BAD, ALL_BAD})
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ContestantRecord(_Record):
+    """One contestant's frozen configuration. Never holds a key: only what
+    is needed to reproduce the request."""
+
+    alias: str
+    provider: str
+    model: str
+    base_url: str | None = None
+    params: dict = Field(default_factory=dict)
+    price: dict | None = None
+    label: str
+    position: int = 0
+    is_demo: bool = False
+
+
+class SessionRecord(_Record):
+    id: str = Field(default_factory=new_ulid)
+    created: float = Field(default_factory=time.time)
+    kind: SessionKind = "chat"
+    title: str | None = None
+    contestants: list[ContestantRecord] = Field(default_factory=list)
+    system: str | None = None
+    params: dict = Field(default_factory=dict)
+    seed: int | None = None
+    blind: bool = False
+    revealed_at: float | None = None
+    sample_set_name: str | None = None
+    sample_set_hash: str | None = None
+    rerun_of: str | None = None
+    meta: dict = Field(default_factory=dict)
+
+    @property
+    def hidden(self) -> bool:
+        """Identities must not be shown: blind and not yet revealed."""
+        return self.blind and self.revealed_at is None
+
+    @property
+    def is_demo(self) -> bool:
+        return any(c.is_demo for c in self.contestants)
+
+
+class TurnRecord(_Record):
+    id: str = Field(default_factory=new_ulid)
+    session_id: str
+    position: int
+    case_id: str | None = None
+    category: str | None = None
+    user_message: str
+    images: list[dict] = Field(default_factory=list)
+    follow_up_index: int = 0
+    repeat_index: int = 0
+    created: float = Field(default_factory=time.time)
+
+
+class OutputRecord(_Record):
+    id: str = Field(default_factory=new_ulid)
+    session_id: str
+    turn_id: str
+    contestant: str
+    label: str
+    attempt: int = 1
+    status: OutputStatus = "streaming"
+    text: str = ""
+    reasoning: str | None = None
+    error_kind: str | None = None
+    error_message: str | None = None
+    finish_reason: str | None = None
+    sent_at: float | None = None
+    ttft_ms: float | None = None
+    duration_ms: float | None = None
+    chunk_ms: list[int] = Field(default_factory=list)
+    chunk_chars: list[int] = Field(default_factory=list)
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    tokens_estimated: bool = False
+    reasoning_tokens: int | None = None
+    cost: float | None = None
+    is_demo: bool = False
+    created: float = Field(default_factory=time.time)
+
+
+class VoteRecord(_Record):
+    id: str = Field(default_factory=new_ulid)
+    session_id: str
+    turn_id: str
+    rater: str = "me"
+    choice: str
+    ranking: list[str] | None = None
+    mapping: dict[str, str]
+    positions: list[str]
+    created: float = Field(default_factory=time.time)
+    revealed_at: float | None = None
+    note: str | None = None
+    supersedes: str | None = None
+
+    @property
+    def winner(self) -> str | None:
+        """The alias chosen, or None for tie / both_bad / all_bad."""
+        return self.mapping.get(self.choice) if self.choice not in NON_LABEL_CHOICES else None
+
+
+class TagRecord(_Record):
+    id: str = Field(default_factory=new_ulid)
+    output_id: str
+    tag: str
+    rater: str = "me"
+    note: str | None = None
+    auto: bool = False
+    created: float = Field(default_factory=time.time)
+
+
+class CheckResultRecord(_Record):
+    id: str = Field(default_factory=new_ulid)
+    output_id: str
+    check: str
+    spec: dict = Field(default_factory=dict)
+    passed: bool
+    detail: str | None = None
+
+
+class SessionSummary(_Record):
+    id: str
+    created: float
+    kind: str
+    title: str | None
+    contestants: list[str] | None  # None when blind and not revealed
+    turns: int
+    votes: int
+    is_demo: bool
+
+
+class SearchHit(_Record):
+    """One full-text match: a prompt (`output_id` None) or an output."""
+
+    session_id: str
+    turn_id: str
+    output_id: str | None
+    kind: Literal["prompt", "output"]
+    snippet: str
+
+
+class ModelVoteCount(_Record):
+    """Current (not superseded) votes a model took part in, by outcome."""
+
+    alias: str
+    votes: int
+    wins: int
+    losses: int
+    ties: int
+    bad: int
+
+
+class LoadedSession(_Record):
+    session: SessionRecord
+    turns: list[TurnRecord]
+    outputs: list[OutputRecord]
+    votes: list[VoteRecord]
+    tags: list[TagRecord]
+    checks: list[CheckResultRecord]
+
+    def outputs_for(self, turn_id: str) -> list[OutputRecord]:
+        """The turn's outputs in screen order (contestant position, then attempt)."""
+        order = {c.alias: c.position for c in self.session.contestants}
+        return sorted((o for o in self.outputs if o.turn_id == turn_id),
+                      key=lambda o: (order.get(o.contestant, 1 << 30), o.label, o.attempt))
+
+    def current_votes(self) -> list[VoteRecord]:
+        """Votes that count: the ones no later vote supersedes."""
+        replaced = {v.supersedes for v in self.votes if v.supersedes}
+        return [v for v in self.votes if v.id not in replaced]
+
+    def votes_for(self, turn_id: str) -> list[VoteRecord]:
+        return [v for v in self.current_votes() if v.turn_id == turn_id]
