@@ -1,0 +1,338 @@
+"""The report over a real store: JSON shape, what counts (current votes, no
+demo, filters), the side tables, the empty/demo-only messages, and escaping
+of recorded text in Markdown, HTML and the terminal."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from lineup.cli import main
+from lineup.report import ReportFilters, build_report
+from lineup.store import (
+    CheckResultRecord, ContestantRecord, OutputRecord, SessionRecord, Store, TagRecord, TurnRecord,
+    VoteRecord,
+)
+
+T0 = 1.75e9
+EVIL = "<script>alert(1)</script>|x\x1b[31m"
+
+
+@pytest.fixture
+def db(tmp_path):
+    path = tmp_path / "report.db"
+    store = Store.open(path)
+    yield store
+    store.close()
+
+
+class Builder:
+    """Writes sessions the way the sessions layer does: blind labels A, B, ..."""
+
+    def __init__(self, store: Store):
+        self.store = store
+
+    def session(self, aliases, *, demo=(), created=T0, prices=None, kind="chat"):
+        cs = [ContestantRecord(alias=a, provider="demo" if a in demo else "openai", model=a + "-v1",
+                               label="ABCDEFGH"[i], position=i, is_demo=a in demo,
+                               price=(prices or {}).get(a)) for i, a in enumerate(aliases)]
+        rec = SessionRecord(created=created, kind=kind, contestants=cs, blind=True)
+        self.store.create_session(rec)
+        return rec
+
+    def turn(self, session, position, *, category=None, case_id=None, prompt="Say hi", repeat=0, created=T0):
+        rec = TurnRecord(session_id=session.id, position=position, case_id=case_id, category=category,
+                         user_message=prompt, repeat_index=repeat, created=created)
+        self.store.add_turn(rec)
+        return rec
+
+    def output(self, session, turn, alias, *, status="complete", text="hello", ttft=100.0, duration=1100.0,
+               out_tokens=50, in_tokens=10, error_kind=None, cost=None, attempt=1, created=T0):
+        c = next(c for c in session.contestants if c.alias == alias)
+        rec = OutputRecord(session_id=session.id, turn_id=turn.id, contestant=alias, label=c.label,
+                           attempt=attempt, status=status, text=text, ttft_ms=ttft, duration_ms=duration,
+                           output_tokens=out_tokens, input_tokens=in_tokens, error_kind=error_kind, cost=cost,
+                           is_demo=c.is_demo, created=created)
+        self.store.finish_output(rec)
+        return rec
+
+    def vote(self, session, turn, choice_alias, *, rater="ann", positions=None, ranking=None, created=T0,
+             supersedes=None):
+        mapping = {c.label: c.alias for c in session.contestants}
+        label_of = {c.alias: c.label for c in session.contestants}
+        choice = choice_alias if choice_alias in ("tie", "both_bad", "all_bad") else label_of[choice_alias]
+        rec = VoteRecord(session_id=session.id, turn_id=turn.id, rater=rater, choice=choice, mapping=mapping,
+                         positions=positions or [c.label for c in session.contestants], created=created,
+                         ranking=[label_of[a] for a in ranking] if ranking else None, supersedes=supersedes)
+        self.store.add_vote(rec)
+        return rec
+
+
+def _two_way(b: Builder, wins: dict[tuple[str, str], int], **kw):
+    """wins[(x, y)] = votes where x beat y; one session per pair, one turn per vote."""
+    for (x, y), n in wins.items():
+        s = b.session([x, y])
+        for k in range(n):
+            t = b.turn(s, k, **kw)
+            b.vote(s, t, x)
+
+
+KEYS = {"name", "rating", "ci_low", "ci_high", "rank_low", "rank_high", "votes", "wins", "ties", "losses"}
+
+
+def test_json_shape_and_counts(db):
+    b = Builder(db)
+    _two_way(b, {("alpha", "beta"): 6, ("beta", "alpha"): 3, ("beta", "gamma"): 5, ("gamma", "beta"): 2,
+                 ("alpha", "gamma"): 4, ("gamma", "alpha"): 4})
+    s = b.session(["alpha", "gamma"])
+    b.vote(s, b.turn(s, 0), "tie")
+    data = json.loads(build_report(db, rounds=50, seed=1).to_json())
+    assert data["message"] is None and data["votes_used"] == 25
+    rows = {m["name"]: m for m in data["models"]}
+    assert set(rows) == {"alpha", "beta", "gamma"}
+    for m in data["models"]:
+        assert KEYS <= set(m)
+        assert m["ci_low"] <= m["rating"] <= m["ci_high"]
+        assert 1 <= m["rank_low"] <= m["rank_high"] <= 3
+    assert (rows["alpha"]["wins"], rows["alpha"]["ties"], rows["alpha"]["losses"], rows["alpha"]["votes"]) == (10, 1, 7, 18)
+    assert (rows["gamma"]["wins"], rows["gamma"]["ties"], rows["gamma"]["losses"]) == (6, 1, 9)
+    assert [m["name"] for m in data["models"]] == sorted(rows, key=lambda n: -rows[n]["rating"])
+    assert sum(m["rating"] for m in data["models"]) / 3 == pytest.approx(1000, abs=1e-6)
+    for key in ("groups", "gaps", "position_bias", "consistency", "failure_modes", "engineering", "checks"):
+        assert key in data
+
+
+def test_superseded_votes_do_not_count(db):
+    b = Builder(db)
+    s = b.session(["p", "q"])
+    t = b.turn(s, 0)
+    old = b.vote(s, t, "p")
+    b.vote(s, t, "q", supersedes=old.id, created=T0 + 5)
+    rows = {m.name: m for m in build_report(db, rounds=10).models}
+    assert rows["q"].wins == 1 and rows["p"].wins == 0 and rows["p"].votes == 1
+
+
+def test_n_way_pick_and_ranking_from_the_store(db):
+    b = Builder(db)
+    s = b.session(["x", "y", "z"])
+    b.vote(s, b.turn(s, 0), "y")
+    b.vote(s, b.turn(s, 1), "z", ranking=["z", "x", "y"])
+    b.vote(s, b.turn(s, 2), "all_bad")
+    rows = {m.name: m for m in build_report(db, rounds=10).models}
+    assert (rows["y"].wins, rows["y"].losses, rows["y"].ties) == (2, 2, 2)
+    assert (rows["z"].wins, rows["z"].losses, rows["z"].ties) == (2, 1, 2)
+    assert (rows["x"].wins, rows["x"].losses, rows["x"].ties) == (1, 2, 2)
+
+
+def test_empty_database_says_so(db, tmp_path, capsys):
+    report = build_report(db, rounds=10)
+    assert report.models == [] and report.empty
+    assert "no sessions" in report.message
+    assert main(["report", "--db", str(db.path)]) == 0
+    out = capsys.readouterr().out
+    assert "no sessions" in out
+    assert main(["report", "--db", str(tmp_path / "nothing-here.db")]) == 0
+    assert "No database" in capsys.readouterr().out
+
+
+def test_demo_only_database_says_so(db, capsys):
+    b = Builder(db)
+    s = b.session(["demo-fast", "demo-slow"], demo={"demo-fast", "demo-slow"})
+    t = b.turn(s, 0)
+    b.output(s, t, "demo-fast")
+    b.output(s, t, "demo-slow")
+    b.vote(s, t, "demo-fast")
+    report = build_report(db, rounds=10)
+    assert report.models == [] and report.engineering == []
+    assert "demo" in report.message and "--include-demo" in report.message
+    assert report.votes_demo_excluded == 1
+    assert main(["report", "--db", str(db.path)]) == 0
+    assert "--include-demo" in capsys.readouterr().out
+    shown = build_report(db, ReportFilters(include_demo=True), rounds=10)
+    assert {m.name for m in shown.models} == {"demo-fast", "demo-slow"} and shown.message is None
+    assert {e.model for e in shown.engineering} == {"demo-fast", "demo-slow"}
+
+
+def test_votes_with_a_demo_contestant_are_left_out(db):
+    b = Builder(db)
+    _two_way(b, {("real1", "real2"): 2})
+    s = b.session(["real1", "demo-x"], demo={"demo-x"})
+    b.vote(s, b.turn(s, 0), "real1")
+    report = build_report(db, rounds=10)
+    assert {m.name for m in report.models} == {"real1", "real2"} and report.votes_demo_excluded == 1
+
+
+def test_filters(db):
+    b = Builder(db)
+    s1 = b.session(["a1", "b1"])
+    b.vote(s1, b.turn(s1, 0, category="code"), "a1", rater="ann", created=T0)
+    b.vote(s1, b.turn(s1, 1, category="math"), "b1", rater="bob", created=T0 + 86400 * 10)
+    s2 = b.session(["a1", "c1"])
+    b.vote(s2, b.turn(s2, 0, category="code"), "c1", rater="ann", created=T0)
+
+    def wins(filters):
+        return {m.name: m.wins for m in build_report(db, filters, rounds=10).models}
+
+    assert wins(ReportFilters(category="code")) == {"a1": 1, "b1": 0, "c1": 1}
+    assert wins(ReportFilters(rater="bob")) == {"a1": 0, "b1": 1}
+    assert wins(ReportFilters(sessions=[s2.id])) == {"a1": 0, "c1": 1}
+    assert wins(ReportFilters(since=T0 + 86400)) == {"a1": 0, "b1": 1}
+    report = build_report(db, rounds=10)
+    assert set(report.by_category) == {"code", "math"} and set(report.by_rater) == {"ann", "bob"}
+    assert {m.name for m in report.by_category["math"].models} == {"a1", "b1"}
+    nothing = build_report(db, ReportFilters(category="poetry"), rounds=10)
+    assert nothing.models == [] and "filters" in nothing.message
+
+
+def test_cli_filters_and_bad_input(db, capsys):
+    b = Builder(db)
+    _two_way(b, {("m1", "m2"): 3})
+    assert main(["report", "--db", str(db.path), "--since", "last tuesday"]) == 2
+    assert "--since" in capsys.readouterr().err
+    assert main(["report", "--db", str(db.path), "--session", "NOPE"]) == 2
+    assert "NOPE" in capsys.readouterr().err
+    assert main(["report", "--db", str(db.path), "--json", "--bootstrap", "20", "--since", "2020-01-01"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert {m["name"] for m in data["models"]} == {"m1", "m2"} and data["rounds"] == 20
+
+
+def test_position_bias(db):
+    b = Builder(db)
+    s = b.session(["l", "r"])
+    for k in range(30):   # whoever is on the left wins, sides alternate
+        positions = ["A", "B"] if k % 2 == 0 else ["B", "A"]
+        b.vote(s, b.turn(s, k), "l" if k % 2 == 0 else "r", positions=positions)
+    b.vote(s, b.turn(s, 99), "tie")
+    bias = build_report(db, rounds=10).position_bias
+    left, right = bias.rows
+    assert (left.position, left.votes, left.wins, left.win_rate) == (0, 30, 30, 1.0)
+    assert right.wins == 0 and left.expected == 0.5
+    assert 0.85 < left.ci_low < 1.0 and left.ci_high == 1.0
+    assert bias.decisive_votes == 30 and bias.no_winner_votes == 1
+
+
+def test_rater_consistency(db):
+    b = Builder(db)
+    s1, s2 = b.session(["u", "v"]), b.session(["v", "u"])
+    b.vote(s1, b.turn(s1, 0, case_id="c1"), "u", rater="ann")
+    b.vote(s2, b.turn(s2, 0, case_id="c1"), "v", rater="ann")     # ann changed her mind
+    b.vote(s1, b.turn(s1, 1, case_id="c2"), "u", rater="ann")
+    b.vote(s2, b.turn(s2, 1, case_id="c2"), "u", rater="ann")     # consistent
+    b.vote(s2, b.turn(s2, 2, case_id="c2"), "u", rater="bob")     # agrees with ann twice
+    c = build_report(db, rounds=10).consistency
+    ann = next(r for r in c.raters if r.rater == "ann")
+    assert (ann.repeated, ann.agreed, ann.rate) == (2, 1, 0.5)
+    assert (c.inter_rater_pairs, c.inter_rater_agreed) == (2, 2)
+
+
+def test_failure_modes_engineering_checks(db):
+    b = Builder(db)
+    s = b.session(["fast", "slow"], prices={"slow": {"input_per_mtok": 1.0, "output_per_mtok": 10.0}})
+    tags = []
+    for k in range(4):
+        t = b.turn(s, k, category="code" if k < 2 else "math")
+        f = b.output(s, t, "fast", ttft=100.0 + k, duration=600.0, out_tokens=100, cost=0.5)
+        if k == 3:
+            b.output(s, t, "slow", status="error", error_kind="rate_limit", ttft=None, duration=None,
+                     out_tokens=None, in_tokens=None)
+            sl = b.output(s, t, "slow", attempt=2, ttft=2000.0, duration=4000.0, out_tokens=20)
+        else:
+            sl = b.output(s, t, "slow", ttft=2000.0, duration=4000.0, out_tokens=20)
+        tags.append(TagRecord(output_id=sl.id, tag="too_verbose", rater="ann"))
+        if k == 0:
+            tags.append(TagRecord(output_id=f.id, tag="format_error", rater="ann"))
+            tags.append(TagRecord(output_id=f.id, tag="hallucination", rater="ann"))
+        db.add_check_result(CheckResultRecord(output_id=f.id, check="valid_json", passed=True))
+        db.add_check_result(CheckResultRecord(output_id=sl.id, check="valid_json", passed=k % 2 == 0))
+    for tag in tags:
+        db.add_tag(tag)
+    db.remove_tag(tags[-1].id)          # removed tags do not count
+    report = build_report(db, rounds=10)
+
+    fm = {f.model: f for f in report.failure_modes}
+    assert fm["slow"].answers == 4 and fm["slow"].tags["too_verbose"].count == 3
+    assert fm["slow"].tags["too_verbose"].rate == 0.75
+    assert fm["fast"].tagged == 1 and set(fm["fast"].tags) == {"format_error", "hallucination"}
+
+    eng = {e.model: e for e in report.engineering}
+    assert eng["slow"].requests == 5 and eng["slow"].errors == 1 and eng["slow"].errors_by_kind == {"rate_limit": 1}
+    assert eng["slow"].error_rate == pytest.approx(0.2)
+    assert eng["fast"].ttft_ms.p50 == pytest.approx(101.5) and eng["fast"].ttft_ms.n == 4
+    assert eng["fast"].output_tokens_per_s_p50 == pytest.approx(100 / 0.4985, rel=0.02)
+    assert eng["fast"].cost == pytest.approx(2.0)                      # recorded costs
+    assert eng["slow"].cost == pytest.approx(4 * (10 * 1.0 + 20 * 10.0) / 1e6)   # from the session's price
+    assert eng["slow"].cost_known == 4
+
+    checks = {(c.model, c.check): c for c in report.checks}
+    assert checks[("slow", None)].rate == 0.5 and checks[("fast", "valid_json")].rate == 1.0
+    cats = {(c.model, c.category): c for c in report.checks_by_category}
+    assert cats[("slow", "code")].passed == 1 and cats[("slow", "math")].total == 2
+
+
+def test_stability_from_repeats(db):
+    b = Builder(db)
+    s = b.session(["steady", "shaky"], kind="run")
+    for r in range(3):
+        t = b.turn(s, r, case_id="case-1", repeat=r)
+        st = b.output(s, t, "steady", text="The answer is 42.")
+        sh = b.output(s, t, "shaky", text=["42", "forty two, I think", "no idea"][r])
+        db.add_check_result(CheckResultRecord(output_id=st.id, check="contains", passed=True))
+        db.add_check_result(CheckResultRecord(output_id=sh.id, check="contains", passed=r == 0))
+    rows = {x.model: x for x in build_report(db, rounds=10).stability}
+    assert rows["steady"].cases == 1 and rows["steady"].runs == 3
+    assert rows["steady"].flaky_checks == 0 and rows["steady"].pass_rate_sd_mean == 0
+    assert rows["shaky"].flaky_checks == 1 and rows["shaky"].pass_rate_sd_mean > 0.4
+    if rows["steady"].exact_match_rate is not None:       # lineup.stability present
+        assert rows["steady"].exact_match_rate == 1.0 and rows["shaky"].exact_match_rate == 0.0
+
+
+def test_markdown_html_and_terminal_escape_recorded_text(db, tmp_path, capsys):
+    b = Builder(db)
+    _two_way(b, {(EVIL, "plain"): 3, ("plain", EVIL): 1})
+    s = b.session([EVIL, "plain"])
+    t = b.turn(s, 0, category="<b>cat</b>")
+    o = b.output(s, t, EVIL)
+    db.add_tag(TagRecord(output_id=o.id, tag="<img src=x onerror=alert(1)>", rater="ann"))
+    report = build_report(db, rounds=20)
+
+    page = report.to_html()
+    assert page.startswith("<!DOCTYPE html>") and "<svg" in page
+    assert "<script" not in page and "<img" not in page and "<b>cat" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "\x1b" not in page
+    assert not re.search(r"<(link|script)\b|src=\"http", page)        # self-contained
+
+    text = report.to_markdown()
+    assert "\x1b" not in text and "<script>" not in text
+    table = [ln for ln in text.splitlines() if ln.startswith("| ") and "script" in ln][0]
+    assert table.count(" | ") == 9      # the pipe in the name did not add a column
+
+    md_file, html_file = tmp_path / "r.md", tmp_path / "r.html"
+    assert main(["report", "--db", str(db.path), "--bootstrap", "20", "--md", str(md_file),
+                 "--html", str(html_file)]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "alert(1)" in out and "plain" in out
+    assert md_file.read_text(encoding="utf-8") == report.to_markdown()
+    assert "<svg" in html_file.read_text(encoding="utf-8")
+
+
+def test_report_ratings_match_the_ratings_module(db):
+    from lineup.ratings import BattleSet, decompose_vote, rate
+
+    b = Builder(db)
+    pairs = {("a", "b"): 7, ("b", "a"): 4, ("b", "c"): 6, ("c", "b"): 3, ("c", "a"): 2, ("a", "c"): 5}
+    _two_way(b, pairs)
+    direct = rate(BattleSet.from_votes([decompose_vote([x, y], x) for (x, y), n in pairs.items()
+                                        for _ in range(n)]), rounds=0)
+    via_store = build_report(db, rounds=0)
+    assert {m.name: round(m.rating, 6) for m in via_store.models} == \
+        {m.name: round(m.rating, 6) for m in direct.models}
+
+
+def test_report_is_reproducible(db):
+    b = Builder(db)
+    _two_way(b, {("a", "b"): 7, ("b", "a"): 4, ("b", "c"): 6, ("c", "b"): 3})
+    one = build_report(db, rounds=30, seed=5).model_dump(exclude={"generated_at"})
+    two = build_report(db, rounds=30, seed=5).model_dump(exclude={"generated_at"})
+    assert one == two
