@@ -1,0 +1,341 @@
+"""Streaming render benchmark: StreamView against Textual's Markdown widget.
+
+Headless (App.run_test), six panes in a 3x2 grid of a 240x64 terminal, fed
+with the same generated Markdown (headings, paragraphs, lists, code fences,
+a table), split into ~4-character tokens like an LLM stream.
+
+Measured in one run:
+- paced: 6 panes x 3,000 tokens at 300 tokens/s each. Display lag = time
+  from a token's arrival (its scheduled time, so a stalled loop counts
+  against us) to the end of the first paint of the pane after the flush that
+  took it in (hooked in the flush and in render_lines). Longest event-loop
+  stall = worst lateness of a 5 ms ticker. CPU = process time.
+- flat out: the same tokens as fast as the loop allows, until all painted.
+- cost vs length: flat out, 6 x 4,000 and 6 x 8,000 tokens.
+- baselines: per pane `Markdown.get_stream()` written per token, flat out;
+  per-token `Markdown.update(full_text)` on 4 panes x 250 tokens (it is
+  quadratic; time-boxed so the run ends).
+
+Prints a table with the targets; asserts nothing.
+    python benchmarks/bench_render.py [--quick]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import re
+import statistics
+import sys
+import time
+
+from textual.app import App, ComposeResult
+from textual.containers import Grid, VerticalScroll
+from textual.widgets import Markdown
+
+from lineup.tui.stream_view import StreamView
+
+PANES = 6
+SIZE = (240, 64)
+RATE = 300.0  # tokens/s per pane, paced run
+
+WORDS = ("the model returns a value when every request is streamed through the "
+         "async client so that each pane renders its tokens quickly while users "
+         "compare answers side by side and vote on which one reads best").split()
+CODE = [
+    "def {n}(items: list[int]) -> int:",
+    "    total = 0",
+    "    for item in items:",
+    "        if item % 2 == 0:",
+    "            total += item * {k}",
+    "    return total",
+    "",
+    "print({n}([1, 2, 3, {k}]))",
+]
+
+
+def make_markdown(n_tokens: int, seed: int) -> list[str]:
+    """Deterministic Markdown, tokenised into exactly n_tokens pieces."""
+    rng = random.Random(seed)
+    out: list[str] = []
+    tokens = 0
+    while tokens < n_tokens:
+        kind = rng.random()
+        if kind < 0.12:
+            block = "#" * rng.randint(1, 3) + " " + " ".join(rng.choices(WORDS, k=rng.randint(2, 6))).title()
+        elif kind < 0.45:
+            block = " ".join(
+                (f"**{w}**" if rng.random() < 0.05 else f"`{w}`" if rng.random() < 0.05 else w)
+                for w in rng.choices(WORDS, k=rng.randint(20, 70))) + "."
+        elif kind < 0.65:
+            ordered = rng.random() < 0.5
+            block = "\n".join(
+                (f"{i + 1}. " if ordered else "- ") + " ".join(rng.choices(WORDS, k=rng.randint(3, 12)))
+                for i in range(rng.randint(2, 6)))
+        elif kind < 0.92:
+            name = rng.choice(WORDS) + "_" + rng.choice(WORDS)
+            lines = [line.format(n=name, k=rng.randint(2, 9)) for line in CODE[: rng.randint(4, 8)]]
+            block = "```python\n" + "\n".join(lines) + "\n```"
+        else:
+            rows = [f"| {rng.choice(WORDS)} | {rng.randint(1, 999)} | {rng.choice(WORDS)} |"
+                    for _ in range(rng.randint(2, 5))]
+            block = "| name | score | note |\n|---|---|---|\n" + "\n".join(rows)
+        out.append(block + "\n\n")
+        tokens += (len(block) + 2) // 4
+    text = "".join(out)
+    pieces = [text[i:i + 4] for i in range(0, len(text), 4)]
+    return pieces[:n_tokens]
+
+
+class BenchView(StreamView):
+    """StreamView that stamps tokens: arrival, flush, first paint after it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.arrivals: list[float] = []
+        self.painted: list[float] = []
+        self._flushed_upto = 0
+
+    def feed(self, token: str, arrival: float) -> None:
+        self.arrivals.append(arrival)
+        self.append(token)
+
+    def _flush(self) -> None:
+        count = len(self.arrivals)
+        super()._flush()
+        self._flushed_upto = count
+
+    def render_lines(self, crop):
+        lines = super().render_lines(crop)
+        if self._flushed_upto > len(self.painted):
+            now = time.perf_counter()
+            self.painted.extend([now] * (self._flushed_upto - len(self.painted)))
+        return lines
+
+    @property
+    def all_painted(self) -> bool:
+        return len(self.painted) == len(self.arrivals) and not self._ops
+
+
+class ViewsApp(App):
+    CSS = "Grid { grid-size: 3 2; } StreamView { border: round $primary; }"
+
+    def compose(self) -> ComposeResult:
+        with Grid():
+            for _ in range(PANES):
+                yield BenchView()
+
+
+class MarkdownApp(App):
+    CSS = "Grid { grid-size: 3 2; } VerticalScroll { border: round $primary; }"
+
+    def __init__(self, panes: int) -> None:
+        super().__init__()
+        self.panes = panes
+
+    def compose(self) -> ComposeResult:
+        with Grid():
+            for _ in range(self.panes):
+                with VerticalScroll():
+                    yield Markdown()
+
+
+class Ticker:
+    """Measures event-loop stalls: how late a 5 ms sleep wakes up."""
+
+    def __init__(self) -> None:
+        self.late: list[float] = []
+        self._task: asyncio.Task | None = None
+
+    async def _run(self) -> None:
+        while True:
+            start = time.perf_counter()
+            await asyncio.sleep(0.005)
+            self.late.append(time.perf_counter() - start - 0.005)
+
+    def __enter__(self) -> Ticker:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+        return self
+
+    def __exit__(self, *exc) -> None:
+        assert self._task is not None
+        self._task.cancel()
+
+
+async def wait_painted(pilot, views: list[BenchView], limit: float = 120.0) -> None:
+    deadline = time.perf_counter() + limit
+    while not all(v.all_painted for v in views):
+        if time.perf_counter() > deadline:
+            raise RuntimeError("tokens never painted")
+        await asyncio.sleep(0.001)
+    await pilot.pause()
+
+
+def pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+async def run_paced(streams: list[list[str]]) -> dict:
+    app = ViewsApp()
+    async with app.run_test(size=SIZE) as pilot:
+        views = list(app.query(BenchView))
+        await pilot.pause()
+
+        async def feeder(view: BenchView, tokens: list[str], start: float) -> None:
+            view.start_answer()
+            for index, token in enumerate(tokens):
+                due = start + index / RATE
+                delay = due - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                view.feed(token, due)
+            view.end_answer()
+
+        begin = time.perf_counter() + 0.05
+        cpu = time.process_time()
+        with Ticker() as ticker:
+            await asyncio.gather(*(feeder(v, s, begin + i * 0.0005)
+                                   for i, (v, s) in enumerate(zip(views, streams))))
+            await wait_painted(pilot, views)
+        wall = time.perf_counter() - begin
+        cpu = time.process_time() - cpu
+        lags = [p - a for v in views for a, p in zip(v.arrivals, v.painted)]
+        return {"wall": wall, "cpu": cpu, "p50": pct(lags, 0.5), "p95": pct(lags, 0.95),
+                "max_lag": max(lags), "stall": max(ticker.late), "stall_p99": pct(ticker.late, 0.99),
+                "tokens": sum(len(s) for s in streams)}
+
+
+async def run_flat(streams: list[list[str]]) -> dict:
+    app = ViewsApp()
+    async with app.run_test(size=SIZE) as pilot:
+        views = list(app.query(BenchView))
+        await pilot.pause()
+        start = time.perf_counter()
+        cpu = time.process_time()
+        with Ticker() as ticker:
+            for view in views:
+                view.start_answer()
+            for index in range(max(len(s) for s in streams)):
+                for view, tokens in zip(views, streams):
+                    if index < len(tokens):
+                        view.feed(tokens[index], time.perf_counter())
+                        await asyncio.sleep(0)
+            for view in views:
+                view.end_answer()
+            await wait_painted(pilot, views)
+        wall = time.perf_counter() - start
+        text_ok = all(v.answer_text() == "".join(s) for v, s in zip(views, streams))
+        return {"wall": wall, "cpu": time.process_time() - cpu, "tokens": sum(len(s) for s in streams),
+                "stall": max(ticker.late), "ok": text_ok}
+
+
+async def run_get_stream(streams: list[list[str]], limit: float) -> dict:
+    app = MarkdownApp(len(streams))
+    async with app.run_test(size=SIZE) as pilot:
+        widgets = list(app.query(Markdown))
+        for container in app.query(VerticalScroll):
+            container.anchor()
+        await pilot.pause()
+        start = time.perf_counter()
+        cpu = time.process_time()
+        fed = 0
+        markdown_streams = [Markdown.get_stream(w) for w in widgets]
+        for index in range(max(len(s) for s in streams)):
+            for stream, tokens in zip(markdown_streams, streams):
+                if index < len(tokens):
+                    await stream.write(tokens[index])
+                    fed += 1
+            if time.perf_counter() - start > limit:
+                break
+        for stream in markdown_streams:
+            await stream.stop()
+        await pilot.pause()
+        wall = time.perf_counter() - start
+        return {"wall": wall, "cpu": time.process_time() - cpu, "tokens": fed,
+                "complete": fed == sum(len(s) for s in streams)}
+
+
+async def run_update(streams: list[list[str]], limit: float) -> dict:
+    app = MarkdownApp(len(streams))
+    async with app.run_test(size=SIZE) as pilot:
+        widgets = list(app.query(Markdown))
+        await pilot.pause()
+        texts = [""] * len(widgets)
+        start = time.perf_counter()
+        cpu = time.process_time()
+        fed = 0
+        for index in range(max(len(s) for s in streams)):
+            for pane, (widget, tokens) in enumerate(zip(widgets, streams)):
+                if index < len(tokens):
+                    texts[pane] += tokens[index]
+                    await widget.update(texts[pane])
+                    fed += 1
+            if time.perf_counter() - start > limit:
+                break
+        await pilot.pause()
+        wall = time.perf_counter() - start
+        return {"wall": wall, "cpu": time.process_time() - cpu, "tokens": fed,
+                "complete": fed == sum(len(s) for s in streams)}
+
+
+def row(name: str, tokens: int, wall: float, extra: str = "") -> str:
+    return f"{name:<44} {tokens:>7} {wall:>8.2f} {tokens / wall:>10.0f}  {extra}"
+
+
+def verdict(ok: bool) -> str:
+    return "met" if ok else "MISSED"
+
+
+async def main(quick: bool) -> None:
+    n = 1000 if quick else 3000
+    long_a, long_b = (1500, 3000) if quick else (4000, 8000)
+    streams = [make_markdown(n, seed) for seed in range(PANES)]
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"render benchmark: {PANES} panes, {SIZE[0]}x{SIZE[1]} headless, python {sys.version.split()[0]}, "
+          f"{os.cpu_count()} CPUs, load average {load:.1f} at start (other work skews wall times)")
+    t0 = time.perf_counter()
+
+    paced = await run_paced(streams)
+    flat = await run_flat(streams)
+    short = await run_flat([make_markdown(long_a, seed) for seed in range(PANES)])
+    long = await run_flat([make_markdown(long_b, seed) for seed in range(PANES)])
+    base_stream = await run_get_stream(streams, limit=60.0)
+    update_streams = [s[:250] for s in streams[:4]]
+    base_update = await run_update(update_streams, limit=25.0 if not quick else 8.0)
+
+    print()
+    print(f"{'run':<44} {'tokens':>7} {'seconds':>8} {'tokens/s':>10}  notes")
+    print("-" * 100)
+    print(row(f"StreamView paced {PANES}x{n} @ {RATE:.0f}/s", paced["tokens"], paced["wall"],
+              f"CPU {paced['cpu']:.2f} s ({100 * paced['cpu'] / paced['wall']:.0f}% of one core)"))
+    print(row(f"StreamView flat out {PANES}x{n}", flat["tokens"], flat["wall"],
+              f"CPU {flat['cpu']:.2f} s, worst stall {1000 * flat['stall']:.0f} ms, text ok={flat['ok']}"))
+    print(row(f"StreamView flat out {PANES}x{long_a}", short["tokens"], short["wall"]))
+    print(row(f"StreamView flat out {PANES}x{long_b}", long["tokens"], long["wall"]))
+    print(row(f"baseline Markdown.get_stream {PANES}x{n}", base_stream["tokens"], base_stream["wall"],
+              "" if base_stream["complete"] else "time-boxed: stopped early"))
+    print(row(f"baseline Markdown.update per token 4x250", base_update["tokens"], base_update["wall"],
+              "" if base_update["complete"] else "time-boxed: stopped early (quadratic)"))
+    print()
+    throughput = flat["tokens"] / flat["wall"]
+    stream_rate = base_stream["tokens"] / base_stream["wall"]
+    update_rate = base_update["tokens"] / base_update["wall"]
+    scaling = long["wall"] / short["wall"]
+    print(f"{'figure':<52} {'value':>10}  target")
+    print("-" * 100)
+    print(f"{'display lag p50 (paced)':<52} {1000 * paced['p50']:>8.1f}ms")
+    print(f"{'display lag p95 (paced)':<52} {1000 * paced['p95']:>8.1f}ms  < 100 ms: {verdict(paced['p95'] < 0.1)}")
+    print(f"{'display lag max (paced)':<52} {1000 * paced['max_lag']:>8.1f}ms")
+    print(f"{'longest event-loop stall (paced)':<52} {1000 * paced['stall']:>8.1f}ms  <= 50 ms: {verdict(paced['stall'] <= 0.05)}")
+    print(f"{'event-loop lateness p99 (paced)':<52} {1000 * paced['stall_p99']:>8.1f}ms")
+    print(f"{'CPU, paced run':<52} {paced['cpu']:>9.2f}s  ({paced['cpu'] / paced['tokens'] * 1e6:.0f} us/token)")
+    print(f"{'flat-out throughput / get_stream':<52} {throughput / stream_rate:>9.1f}x  >= 3x: {verdict(throughput / stream_rate >= 3)}")
+    print(f"{'flat-out throughput / Markdown.update per token':<52} {throughput / update_rate:>9.1f}x")
+    print(f"{f'time {long_b} tokens / time {long_a} tokens':<52} {scaling:>9.2f}x  <= 2.2x: {verdict(scaling <= 2.2)}")
+    print(f"\nwhole benchmark: {time.perf_counter() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    asyncio.run(main("--quick" in sys.argv))

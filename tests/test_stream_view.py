@@ -1,0 +1,478 @@
+"""StreamView: the streaming conversation widget (Line API), driven by a Textual pilot."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from textual.app import App, ComposeResult
+
+from lineup.tui.stream_view import StreamView, _Splitter, neutralise
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"  # Textual runs on asyncio
+
+
+UNSAFE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+class ViewApp(App):
+    def compose(self) -> ComposeResult:
+        yield StreamView()
+
+
+async def settle(pilot, view: StreamView, rounds: int = 400) -> None:
+    """Let flushes and background re-rendering finish (no timing assumptions)."""
+    for _ in range(rounds):
+        await pilot.pause(0.01)
+        if (not view._ops and view._flush_timer is None and not view._flush_queued
+                and view._bg_timer is None and not view._fix_scheduled):
+            await pilot.pause()
+            return
+    raise AssertionError("StreamView never settled")
+
+
+def visible(view: StreamView) -> list[str]:
+    return [view.render_line(y).text for y in range(view.scrollable_content_region.height)]
+
+
+def all_painted_strips(view: StreamView):
+    """Every line the widget paints, top to bottom, by scrolling through it."""
+    height = view.scrollable_content_region.height
+    strips = []
+    for top in range(0, max(1, view.virtual_size.height), height):
+        view.scroll_to(y=top, animate=False)
+        for y in range(height):
+            if view.scroll_offset.y + y < view.virtual_size.height:
+                strips.append(view.render_line(y))
+    return strips
+
+
+def pieces(text: str, chunks: list[int] | None = None, kind: str = "md"):
+    splitter = _Splitter(kind)
+    if chunks is None:
+        splitter.feed(text)
+    else:
+        start = 0
+        for size in chunks:
+            splitter.feed(text[start:start + size])
+            start += size
+        splitter.feed(text[start:])
+    splitter.finish()
+    return [(p.kind, p.text) for p in splitter.take()]
+
+
+# ---------------------------------------------------------------- streaming
+async def test_streamed_text_is_painted_without_being_asked():
+    app = ViewApp()
+    async with app.run_test(size=(90, 30)) as pilot:
+        view = app.query_one(StreamView)
+        view.add_user("What is a monad?")
+        view.start_answer()
+        answer = "A **monad** is a pattern.\n\nIt has two parts:\n\n- unit\n- bind\n\nDone here."
+        for index in range(0, len(answer), 3):
+            view.append(answer[index:index + 3])
+            await pilot.pause(0.005)
+        await settle(pilot, view)
+        # Painted by the timer-driven flush: render_line, not plain_text, is asked here.
+        screen = "\n".join(visible(view))
+        assert "What is a monad?" in screen
+        assert "A monad is a pattern." in screen  # Markdown rendered: no asterisks
+        assert "• unit" in screen and "• bind" in screen
+        assert "Done here." in screen
+        assert view.answer_text() == answer
+        view.end_answer()
+        await settle(pilot, view)
+        assert "Done here." in view.plain_text()
+
+
+async def test_partial_line_shows_before_its_newline():
+    app = ViewApp()
+    async with app.run_test(size=(80, 20)) as pilot:
+        view = app.query_one(StreamView)
+        view.start_answer()
+        view.append("streaming wor")
+        await settle(pilot, view)
+        assert any("streaming wor" in line for line in visible(view))
+        view.append("ds and more")
+        await settle(pilot, view)
+        assert any("streaming words and more" in line for line in visible(view))
+
+
+async def test_answers_and_notes_keep_their_order_and_raw_text():
+    app = ViewApp()
+    async with app.run_test(size=(80, 40)) as pilot:
+        view = app.query_one(StreamView)
+        view.add_user("first question")
+        view.start_answer()
+        view.append("first answer")
+        view.end_answer("cancelled")
+        view.add_user("second question")
+        view.start_answer()
+        view.append("second answer\x1b[2J")
+        view.end_answer("error: rate limited")
+        await settle(pilot, view)
+        text = view.plain_text()
+        order = ["first question", "first answer", "cancelled", "second question",
+                 "second answer", "error: rate limited"]
+        positions = [text.index(word) for word in order]
+        assert positions == sorted(positions)
+        assert view.answer_count == 2
+        assert view.answer_text(0) == "first answer"
+        assert view.answer_text() == "second answer\x1b[2J"  # raw, as received
+        assert "second answer␛[2J" in text                   # shown neutralised
+        with pytest.raises(IndexError):
+            view.answer_text(5)
+
+
+async def test_follows_the_bottom_unless_the_user_scrolled_up():
+    app = ViewApp()
+    async with app.run_test(size=(60, 12)) as pilot:
+        view = app.query_one(StreamView)
+        view.start_answer()
+        for index in range(60):
+            view.append(f"line {index}\n\n")
+            await pilot.pause(0.002)
+        await settle(pilot, view)
+        assert view.max_scroll_y > 0
+        assert view.scroll_y == view.max_scroll_y
+        assert any("line 59" in line for line in visible(view))
+
+        view.scroll_to(y=0, animate=False)
+        await pilot.pause()
+        for index in range(60, 80):
+            view.append(f"line {index}\n\n")
+        await settle(pilot, view)
+        assert view.scroll_y == 0
+        assert any("line 0" in line for line in visible(view))
+
+        view.scroll_end(animate=False, immediate=True)
+        await pilot.pause()
+        view.append("line 80\n\n")
+        await settle(pilot, view)
+        assert view.scroll_y == view.max_scroll_y
+        assert any("line 80" in line for line in visible(view))
+
+
+# ------------------------------------------------------------ block splitting
+def test_blocks_split_at_blank_lines_but_not_inside_code_fences():
+    text = (
+        "# Title\n"
+        "Intro paragraph\nstill intro\n\n"
+        "```python\ndef f():\n\n    # not a heading\n    return 1\n```\n"
+        "~~~\nfoo\n\n```\nstill tilde code\n~~~\n\n"
+        "Tail paragraph"
+    )
+    got = pieces(text)
+    assert got == [
+        ("md", "# Title"),
+        ("md", "Intro paragraph\nstill intro"),
+        ("code", "def f():\n\n    # not a heading\n    return 1"),
+        ("code", "foo\n\n```\nstill tilde code"),
+        ("md", "Tail paragraph"),
+    ]
+
+
+def test_lists_are_split_per_item_without_gaps_and_keep_nested_content():
+    got = _Splitter("md")
+    got.feed("- one\n- two\n  - nested\n\n  continued two\n- three\n\nAfter\n")
+    got.finish()
+    result = [(p.kind, p.text, p.gap) for p in got.take()]
+    assert result == [
+        ("md", "- one", True),
+        ("md", "- two\n  - nested\n\n  continued two", False),
+        ("md", "- three", False),
+        ("md", "After", True),
+    ]
+
+
+def test_long_code_blocks_are_committed_in_seamless_chunks():
+    code = "\n".join(f"x{i} = {i}" for i in range(100))
+    splitter = _Splitter("md")
+    splitter.feed(f"```python\n{code}\n```\n")
+    splitter.finish()
+    chunks = splitter.take()
+    assert len(chunks) > 3
+    assert all(c.kind == "code" and c.lang == "python" for c in chunks)
+    assert chunks[0].first and not chunks[0].last
+    assert chunks[-1].last and not any(c.first for c in chunks[1:])
+    assert "\n".join(c.text for c in chunks if c.text) == code
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=40), max_size=30))
+def test_splitting_does_not_depend_on_how_the_stream_was_chunked(chunks):
+    text = ("## Heading\n\nSome text with `code`\nand more.\n\n1. a\n2. b\n\n```js\nlet x = 1;\n\n"
+            "x += 2;\n```\n\n> quote\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\nend")
+    assert pieces(text, chunks) == pieces(text)
+
+
+def test_pathological_blocks_are_chunked():
+    big_paragraph = "word " * 60_000  # 300 KB without a newline
+    got = pieces(big_paragraph)
+    assert len(got) > 10
+    assert all(len(t) <= 16_384 for _, t in got)
+    assert "".join(t for _, t in got).split() == big_paragraph.split()
+    lines = "\n".join(str(i) for i in range(20_000))
+    got = pieces(lines)
+    assert max(len(t) for _, t in got) <= 16_384
+    assert {kind for kind, _ in got} <= {"md", "plain"}
+
+
+# ---------------------------------------------------------------- width
+async def test_width_change_rerenders_every_block():
+    app = ViewApp()
+    async with app.run_test(size=(100, 30)) as pilot:
+        view = app.query_one(StreamView)
+        paragraph = " ".join(f"word{i}" for i in range(200))
+        view.set_conversation([
+            ("user", "question"),
+            ("assistant", f"{paragraph}\n\n```\n{'c' * 150}\n```\n\n{paragraph}"),
+        ])
+        await settle(pilot, view)
+        wide_width = view.scrollable_content_region.width
+        wide_lines = view.plain_text().split("\n")
+        assert max(len(line) for line in wide_lines) <= wide_width
+
+        await pilot.resize_terminal(50, 30)
+        await settle(pilot, view)
+        narrow_width = view.scrollable_content_region.width
+        assert narrow_width < wide_width
+        assert all(block.width == narrow_width for block in view._blocks)
+        narrow_lines = view.plain_text().split("\n")
+        assert max(len(line) for line in narrow_lines) <= narrow_width
+        assert len(narrow_lines) > len(wide_lines) + 10
+        assert view.virtual_size.height == len(narrow_lines)
+        words = " ".join(narrow_lines).split()
+        assert words.count("word199") == 2
+        assert "".join(narrow_lines).count("c") >= 150
+
+
+async def test_scroll_position_is_kept_across_a_resize_when_not_following():
+    app = ViewApp()
+    async with app.run_test(size=(80, 20)) as pilot:
+        view = app.query_one(StreamView)
+        view.set_conversation([("assistant", "\n\n".join(f"para {i} " + "x " * 30 for i in range(80)))])
+        await settle(pilot, view)
+        view.scroll_to(y=view.max_scroll_y // 2, animate=False)
+        await pilot.pause()
+        top = visible(view)[0].split()[:2] or visible(view)[1].split()[:2]
+        await pilot.resize_terminal(60, 20)
+        await settle(pilot, view)
+        screen = "\n".join(visible(view))
+        assert " ".join(top) in screen  # the paragraph that was on screen still is
+
+
+# ---------------------------------------------------------------- safety
+HOSTILE = (
+    "[bold red]not bold[/] [link=https://evil.example]click[/link] [@click=app.quit]quit[/]\n\n"
+    "ansi \x1b[31mred\x1b[0m clear \x1b[2J osc \x1b]8;;https://evil.example\x07here\x1b]8;;\x07 "
+    "title \x1b]0;pwned\x1b\\ bell \x07 nul \x00 del \x7f c1 \x9b31m cr \r tab \t end "
+    "bidi \u202egnp.exe\u202c isolate \u2066x\u2069 lone \ud800\n\n"
+    "[a markdown link](https://evil.example/path) <https://auto.example>\n\n"
+    "```\ncode \x1b[1mbold\x1b[0m [b]x[/b]\n```\n"
+)
+
+
+async def test_markup_and_escapes_are_shown_literally_and_neutralised():
+    app = ViewApp()
+    async with app.run_test(size=(120, 40)) as pilot:
+        view = app.query_one(StreamView)
+        view.add_user("user [bold]x[/] \x1b[5mblink")
+        view.start_answer()
+        view.append_reasoning("think \x1b[8mhidden\x1b[0m [i]x[/i]")
+        for index in range(0, len(HOSTILE), 7):
+            view.append(HOSTILE[index:index + 7])
+        view.end_answer("note [red]x[/] \x1b[31m")
+        await settle(pilot, view)
+
+        text = view.plain_text()
+        flat = " ".join(text.split())  # lines wrap at the pane width
+        for literal in ["[bold red]not bold[/]", "[link=https://evil.example]click[/link]",
+                        "[@click=app.quit]quit[/]", "␛[31mred␛[0m", "␛]8;;https://evil.example␇here",
+                        "␛]0;pwned␛\\", "bell ␇", "nul ␀", "del ␡", "cr ␍", "user [bold]x[/] ␛[5mblink",
+                        "[i]x[/i]", "note [red]x[/] ␛[31m", "code ␛[1mbold␛[0m [b]x[/b]",
+                        "https://evil.example/path"]:
+            assert literal in flat, literal
+        assert UNSAFE.search(text) is None
+
+        strips = all_painted_strips(view)
+        assert len(strips) == view.virtual_size.height
+        for strip in strips:
+            for segment in strip:
+                assert not segment.control
+                assert UNSAFE.search(segment.text) is None, repr(segment.text)
+                assert "\t" not in segment.text
+                if segment.style is not None:
+                    assert not segment.style.link
+                    assert not segment.style.meta
+
+
+def test_neutralise_covers_each_class_and_keeps_text():
+    assert neutralise("plain [b]text[/b]\n\tok") == "plain [b]text[/b]\n\tok"
+    assert neutralise("\x1b[31m") == "␛[31m"
+    assert neutralise("\x00\x07\x08\r\x7f") == "␀␇␈␍␡"
+    assert neutralise("\x9b\x85") == "\ufffd\ufffd"
+    assert neutralise("a\u202eb\u2066c\u200fd") == "a\ufffdb\ufffdc\ufffdd"
+    assert neutralise("x\ud800y") == "x\ufffdy"
+    assert neutralise("é漢字😀") == "é漢字😀"
+
+
+# ---------------------------------------------------------------- copy helpers
+async def test_last_code_block():
+    app = ViewApp()
+    async with app.run_test(size=(80, 20)) as pilot:
+        view = app.query_one(StreamView)
+        view.start_answer()
+        view.append("No code here.")
+        view.end_answer()
+        view.start_answer()
+        view.append("First:\n```python\nprint(1)\n```\nthen\n~~~\nraw ``` inside\n\nkept\n~~~\n"
+                    "1. step\n   ```bash\n   echo hi\n     indented\n   ```\n")
+        view.end_answer()
+        view.start_answer()
+        view.append("```js\nlet unfinished = true;\n")
+        await settle(pilot, view)
+        assert view.last_code_block(0) is None
+        assert view.last_code_block(1) == "echo hi\n  indented"
+        assert view.last_code_block(-1) == "let unfinished = true;\n"
+        view.end_answer()
+        assert view.last_code_block() == "let unfinished = true;\n"
+        assert "echo hi" in view.plain_text()
+
+
+# ---------------------------------------------------------------- reasoning
+async def test_reasoning_toggle():
+    app = ViewApp()
+    async with app.run_test(size=(80, 30)) as pilot:
+        view = app.query_one(StreamView)
+        view.add_user("q")
+        view.start_answer()
+        view.append_reasoning("Let me think about the secret plan.\n\nStep two of thinking.")
+        view.append("The answer is 42.")
+        view.end_answer()
+        await settle(pilot, view)
+        assert view.show_reasoning
+        shown = view.plain_text()
+        assert "secret plan" in shown and "Step two" in shown and "The answer is 42." in shown
+        assert shown.index("secret plan") < shown.index("The answer is 42.")
+        height = view.virtual_size.height
+
+        view.show_reasoning = False
+        await settle(pilot, view)
+        hidden = view.plain_text()
+        assert "secret plan" not in hidden and "Step two" not in hidden
+        assert "The answer is 42." in hidden
+        assert view.virtual_size.height < height
+        assert not any("secret plan" in line for line in visible(view))
+        assert view.reasoning_text() == "Let me think about the secret plan.\n\nStep two of thinking."
+        assert view.answer_text() == "The answer is 42."
+
+        view.show_reasoning = True
+        await settle(pilot, view)
+        assert view.plain_text() == shown
+
+
+async def test_reasoning_streamed_while_hidden_appears_when_shown():
+    app = ViewApp()
+    async with app.run_test(size=(80, 30)) as pilot:
+        view = app.query_one(StreamView)
+        view.show_reasoning = False
+        view.start_answer()
+        view.append_reasoning("hidden musing")
+        await settle(pilot, view)
+        assert "hidden musing" not in "\n".join(visible(view))
+        view.show_reasoning = True
+        await settle(pilot, view)
+        assert any("hidden musing" in line for line in visible(view))
+
+
+# ---------------------------------------------------------------- replay / bulk
+async def test_set_conversation_replays_turns():
+    app = ViewApp()
+    async with app.run_test(size=(80, 40)) as pilot:
+        view = app.query_one(StreamView)
+        view.start_answer()
+        view.append("stale content")
+        view.set_conversation([
+            ("user", "hello"), ("reasoning", "hmm"), ("assistant", "Hi **there**"),
+            ("user", "again"), ("assistant", "partial"), ("note", "cancelled"),
+            ("assistant", "third"),
+        ])
+        await settle(pilot, view)
+        text = view.plain_text()
+        assert "stale content" not in text
+        assert view.answer_count == 3
+        assert [view.answer_text(i) for i in range(3)] == ["Hi **there**", "partial", "third"]
+        assert view.reasoning_text(0) == "hmm"
+        for word in ["hello", "hmm", "Hi there", "again", "partial", "cancelled", "third"]:
+            assert word in text
+        view.clear()
+        await settle(pilot, view)
+        assert view.plain_text() == "" and view.answer_count == 0
+        assert view.virtual_size.height == 0
+
+
+# ---------------------------------------------------------------- big inputs
+def markdown_document(size: int) -> str:
+    unit = ("## Section\n\nSome *text* with `code` and **bold** words, long enough to wrap "
+            "around once or twice in a narrow pane.\n\n- item one\n- item two\n\n"
+            "```python\ndef f(x):\n    return x + 1\n```\n\n")
+    return (unit * (size // len(unit) + 1))[:size]
+
+
+async def test_one_megabyte_answer_loads_and_streams():
+    app = ViewApp()
+    async with app.run_test(size=(100, 40)) as pilot:
+        view = app.query_one(StreamView)
+        answer = markdown_document(1_000_000) + "\n\nTHE END"
+        view.set_conversation([("user", "long please"), ("assistant", answer)])
+        await pilot.pause()
+        await pilot.pause(0.05)
+        assert view.answer_text() == answer
+        assert any("THE END" in line for line in visible(view))  # following: bottom shown
+        source_lines = answer.count("\n")
+        assert source_lines * 0.5 < view.virtual_size.height < source_lines * 3
+
+        view.scroll_to(y=0, animate=False)
+        await pilot.pause(0.05)
+        assert any("long please" in line for line in visible(view))
+
+        view.clear()
+        view.start_answer()
+        for index in range(0, len(answer), 65_536):
+            view.append(answer[index:index + 65_536])
+            await pilot.pause()
+        view.end_answer()
+        await pilot.pause(0.05)
+        assert any("THE END" in line for line in visible(view))
+        assert view.answer_text() == answer
+
+
+@pytest.mark.parametrize("answer, tail", [
+    ("x" * 10_000 + " tail10k", "tail10k"),
+    ("\n".join(f"row {i}" for i in range(100_000)), "row 99999"),
+    ("```\n" + "\n".join(f"code {i}" for i in range(100_000)) + "\n```", "code 99999"),
+    ("y" * 1_000_000 + " endofline", "endofline"),
+], ids=["10k-column line", "100k lines", "100k code lines", "1 MB line"])
+async def test_huge_lines_and_line_counts_do_not_freeze(answer, tail):
+    app = ViewApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        view = app.query_one(StreamView)
+        view.set_conversation([("assistant", answer)])
+        await pilot.pause()
+        await pilot.pause(0.05)
+        width = view.scrollable_content_region.width
+        screen = visible(view)
+        assert any(tail in line for line in screen)
+        assert all(len(line) <= width for line in screen)
+        rows = answer.count("\n") + 1
+        height = view.virtual_size.height
+        assert height >= min(rows, len(answer) // width)
+        assert height <= rows + len(answer) // (width // 2) + 10

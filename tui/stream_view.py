@@ -1,0 +1,1202 @@
+"""StreamView: one pane's whole conversation, streamed fast with the Line API.
+
+Why this shape (DESIGN.md, "Rendering streams"): re-rendering a growing
+Markdown document per token is quadratic, and Textual's Markdown widget pays
+for one child widget per block. Here the stream is split at Markdown block
+boundaries outside code fences; each finished block is rendered once (rich
+Markdown, highlighted code) into Strips cached at the current width; only the
+small unfinished tail is re-rendered, on a timer. Only visible lines are
+painted (``render_line``). A width change makes cached blocks stale: the
+visible ones are re-rendered at once, the rest in the background, with the
+scroll position anchored to the block at the top of the view.
+
+Model output is untrusted: it is never parsed as Rich/Textual markup, and
+escape sequences, control and bidi-override characters are replaced by
+visible stand-ins (``neutralise``) before anything is rendered.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from bisect import bisect_right
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from math import ceil
+
+from markdown_it import MarkdownIt
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.markdown import Markdown, MarkdownContext, MarkdownElement
+from rich.cells import cell_len, get_character_cell_size
+from rich.segment import Segment
+from rich.style import Style
+from rich.syntax import Syntax
+from rich.text import Text
+from pygments.token import Token as PygmentsToken
+from textual.geometry import Size
+from textual.reactive import reactive
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+from textual.timer import Timer
+
+__all__ = ["StreamView", "neutralise"]
+
+# ---------------------------------------------------------------------------
+# Neutralising untrusted text
+
+def _build_table() -> dict[int, str]:
+    table: dict[int, str] = {}
+    for code in range(0x20):
+        if code not in (0x09, 0x0A):
+            table[code] = chr(0x2400 + code)  # control pictures: ESC -> "␛", NUL -> "␀", BEL -> "␇"
+    table[0x7F] = "\u2421"  # DEL -> "␡"
+    for code in range(0x80, 0xA0):  # C1 controls (0x9B is a one-byte CSI)
+        table[code] = "\ufffd"
+    bidi = [0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)]
+    for code in bidi:  # marks, embeddings, overrides, isolates: they reorder what follows
+        table[code] = "\ufffd"
+    for code in range(0xD800, 0xE000):  # lone surrogates cannot be encoded for the terminal
+        table[code] = "\ufffd"
+    table[0x2028] = "\n"  # line / paragraph separators: treat as newlines
+    table[0x2029] = "\n"
+    return table
+
+
+_NEUTRAL = _build_table()
+_UNSAFE_RE = re.compile(
+    "[" + "".join(re.escape(chr(c)) for c in sorted(_NEUTRAL)) + "]"
+)
+_SEGMENT_TABLE = dict(_NEUTRAL)
+_SEGMENT_TABLE[0x09] = "    "  # a raw tab in a rendered segment would move the terminal cursor
+_SEGMENT_TABLE[0x0A] = " "
+_SEGMENT_UNSAFE_RE = re.compile(
+    "[" + "".join(re.escape(chr(c)) for c in sorted(_SEGMENT_TABLE)) + "]"
+)
+
+
+def neutralise(text: str) -> str:
+    """Replace escape/control/bidi characters with visible stand-ins.
+
+    Keeps ``\\n`` and ``\\t``; ESC becomes "␛" (so ``\\x1b[31m`` shows as
+    ``␛[31m``), other C0 controls their control pictures, C1 controls, bidi
+    overrides and lone surrogates U+FFFD. Stateless per character, so deltas
+    can be neutralised one by one.
+    """
+    if _UNSAFE_RE.search(text) is None:
+        return text
+    return text.translate(_NEUTRAL)
+
+
+# ---------------------------------------------------------------------------
+# Splitting a stream into blocks
+
+MAX_LINE_CHARS = 8192      # an unterminated line longer than this is cut (10,000-column lines)
+MAX_BLOCK_CHARS = 12_000   # a Markdown block longer than this is committed as plain text
+CODE_CHUNK_LINES = 24      # code inside a fence is committed in chunks, seamlessly
+CODE_CHUNK_CHARS = 4096
+
+_FENCE_RE = re.compile(r"^([ \t]*)(`{3,}|~{3,})(.*)$")
+_HEADING_RE = re.compile(r"^ {0,3}#{1,6}(?:[ \t]|$)")
+_ITEM_RE = re.compile(r"^ {0,1}(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)")
+
+
+@dataclass(slots=True)
+class _Piece:
+    """A unit of text with one rendering: a committed block or the tail."""
+
+    kind: str            # md | code | plain | reasoning | user | note
+    text: str
+    gap: bool = True     # a blank line before it
+    lang: str = ""       # code: lexer name
+    first: bool = True   # code: carries the top padding; reasoning: carries the header
+    last: bool = True    # code: carries the bottom padding
+
+
+class _Splitter:
+    """Incremental block splitter for one part (answer text or reasoning).
+
+    Blocks end at blank lines (a list waits for the next non-indented line),
+    before and after headings, at fences; fenced code is emitted in chunks
+    of whole lines so a long code block never becomes a large tail.
+    """
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind                  # "md" or "reasoning"
+        self.plain = kind != "md"
+        self.partial = ""
+        self.lines: list[str] = []
+        self.chars = 0
+        self.block: str | None = None     # None | "md" | "list"
+        self.blank_after = False
+        self.gap = True
+        self.fence: tuple[str, int, int] | None = None  # (char, length, indent)
+        self.lang = ""
+        self.code_first = True
+        self.first_piece = True
+        self.out: list[_Piece] = []
+
+    # -- feeding
+    def feed(self, text: str) -> None:
+        if "\n" not in text:
+            self.partial += text
+        else:
+            lines = (self.partial + text).split("\n")
+            self.partial = lines.pop()
+            for line in lines:
+                self._line(line)
+        while len(self.partial) > MAX_LINE_CHARS:
+            cut = self.partial.rfind(" ", MAX_LINE_CHARS // 2, MAX_LINE_CHARS)
+            cut = cut + 1 if cut > 0 else MAX_LINE_CHARS
+            head, self.partial = self.partial[:cut], self.partial[cut:]
+            self._line(head, forced=True)
+
+    def finish(self) -> None:
+        if self.partial:
+            line, self.partial = self.partial, ""
+            self._line(line)
+        if self.fence is not None:
+            self._commit_code(last=True)
+            self.fence = None
+        else:
+            self._commit()
+
+    def take(self) -> list[_Piece]:
+        out, self.out = self.out, []
+        return out
+
+    def tail(self) -> _Piece | None:
+        """The unfinished block (complete lines plus the partial line)."""
+        if self.fence is not None:
+            lines = self.lines + ([self._dedent(self.partial)] if self.partial else [])
+            if not lines and not self.code_first:
+                return None
+            return _Piece("code", "\n".join(lines), gap=self.code_first, lang=self.lang,
+                          first=self.code_first, last=True)
+        if not self.lines and not self.partial.strip():
+            return None
+        text = "\n".join(self.lines + [self.partial]) if self.partial else "\n".join(self.lines)
+        return self._piece(text, self.gap)
+
+    # -- internals
+    def _piece(self, text: str, gap: bool, kind: str | None = None) -> _Piece:
+        kind = kind or ("md" if not self.plain else self.kind)
+        return _Piece(kind, text, gap=gap, first=self.first_piece)
+
+    def _commit(self, kind: str | None = None) -> None:
+        if self.lines:
+            self.out.append(self._piece("\n".join(self.lines), self.gap, kind))
+            self.first_piece = False
+        self.lines = []
+        self.chars = 0
+        self.block = None
+        self.blank_after = False
+        self.gap = True
+
+    def _commit_code(self, last: bool) -> None:
+        if self.lines or last:
+            self.out.append(_Piece("code", "\n".join(self.lines), gap=self.code_first,
+                                   lang=self.lang, first=self.code_first, last=last))
+            self.code_first = False
+            self.first_piece = False
+        self.lines = []
+        self.chars = 0
+
+    def _dedent(self, line: str) -> str:
+        indent = self.fence[2] if self.fence else 0
+        if indent:
+            spaces = len(line) - len(line.lstrip(" \t"))
+            return line[min(indent, spaces):]
+        return line
+
+    def _add(self, line: str) -> None:
+        self.lines.append(line)
+        self.chars += len(line) + 1
+
+    def _line(self, line: str, forced: bool = False) -> None:
+        if self.fence is not None:
+            char, length, _indent = self.fence
+            stripped = line.strip()
+            if (not forced and stripped.startswith(char * length)
+                    and stripped.strip(char) == ""):
+                self._commit_code(last=True)
+                self.fence = None
+                return
+            self._add(self._dedent(line))
+            if len(self.lines) >= CODE_CHUNK_LINES or self.chars >= CODE_CHUNK_CHARS:
+                self._commit_code(last=False)
+            return
+
+        stripped = line.strip()
+        if self.plain:
+            if not stripped:
+                self._commit()
+                return
+            self._add(line)
+            if self.chars > MAX_BLOCK_CHARS:
+                self._commit()
+                self.gap = False
+            return
+
+        if not stripped:
+            if self.block == "list":
+                self.blank_after = True
+            else:
+                self._commit()
+            return
+        if forced:
+            self._plain_line(line)
+            return
+        fence = _FENCE_RE.match(line)
+        if fence and not (fence.group(2)[0] == "`" and "`" in fence.group(3)):
+            self._commit()
+            self.fence = (fence.group(2)[0], len(fence.group(2)), len(fence.group(1)))
+            info = fence.group(3).strip()
+            self.lang = info.split()[0] if info else ""
+            self.code_first = True
+            return
+        if _HEADING_RE.match(line):
+            self._commit()
+            self._add(line)
+            self._commit()
+            return
+        if _ITEM_RE.match(line):
+            continues_list = self.block == "list"
+            self._commit()
+            self.block = "list"
+            self.gap = not continues_list
+            self._add(line)
+            return
+        if self.block == "list" and self.blank_after:
+            if line[:1] in (" ", "\t"):  # an indented paragraph inside the last item
+                self._add("")
+                self._add(line)
+                self.blank_after = False
+                return
+            self._commit()
+        self._plain_line(line)
+
+    def _plain_line(self, line: str) -> None:
+        if self.block is None:
+            self.block = "md"
+        self._add(line)
+        if self.chars > MAX_BLOCK_CHARS:
+            # A pathological block (a 1 MB paragraph, a huge table): show it as plain text.
+            self._commit(kind="plain")
+            self.gap = False
+
+
+# ---------------------------------------------------------------------------
+# Rendering pieces into strips
+
+CODE_THEME = "monokai"
+_NO_LINK_ELEMENTS = dict(Markdown.elements)
+
+
+class _HtmlBlock(MarkdownElement):
+    """Raw HTML in an answer is shown as the text it is (rich drops it)."""
+
+    new_line = True
+
+    @classmethod
+    def create(cls, markdown: Markdown, token) -> _HtmlBlock:  # type: ignore[override]
+        return cls()
+
+    def __init__(self) -> None:
+        self.text = ""
+
+    def on_text(self, context: MarkdownContext, text) -> None:  # type: ignore[override]
+        self.text += str(text)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield Text(self.text.rstrip("\n"))
+
+
+_NO_LINK_ELEMENTS["html_block"] = _HtmlBlock
+
+
+class _BlockMarkdown(Markdown):
+    """rich Markdown with one shared parser, hyperlinks off, raw HTML shown."""
+
+    elements = _NO_LINK_ELEMENTS
+    _parser: MarkdownIt | None = None
+
+    def __init__(self, markup: str, style: str | Style = "none") -> None:
+        parser = _BlockMarkdown._parser
+        if parser is None:
+            parser = _BlockMarkdown._parser = MarkdownIt().enable("strikethrough").enable("table")
+        self.markup = markup
+        self.parsed = parser.parse(markup)
+        self.code_theme = CODE_THEME
+        self.justify = None
+        self.style = style
+        self.hyperlinks = False
+        self.inline_code_lexer = None
+        self.inline_code_theme = CODE_THEME
+
+
+_USER_BAR = Segment("\u258c ", Style(color="cyan", bold=True))
+_REASONING_BAR = Segment("\u2502 ", Style(dim=True))
+_REASONING_HEAD = Text("reasoning", style="dim italic")
+_USER_STYLE = Style(bold=True)
+_REASONING_STYLE = Style(dim=True, italic=True)
+_NOTE_STYLE = Style(italic=True, color="yellow")
+_CODE_THEME = Syntax.get_theme(CODE_THEME)
+_CODE_BG = _CODE_THEME.get_background_style()
+_CODE_BASE = Syntax("", "text", theme=CODE_THEME)._get_base_style()
+_LEXERS: dict[str, object] = {}
+_TOKEN_STYLES: dict[object, Style] = {}
+
+
+def _lexer(lang: str):
+    """A pygments lexer per language name, built once (a lookup costs ~1 ms)."""
+    lexer = _LEXERS.get(lang)
+    if lexer is None:
+        from pygments.lexers import get_lexer_by_name
+        from pygments.util import ClassNotFound
+
+        options = {"stripnl": False, "ensurenl": True, "tabsize": 4}
+        try:
+            lexer = get_lexer_by_name(lang or "text", **options)
+        except ClassNotFound:
+            lexer = get_lexer_by_name("text", **options)
+        if len(_LEXERS) < 256:  # names come from model output: bound the cache
+            _LEXERS[lang] = lexer
+    return lexer
+
+
+def _fit(text: str, room: int) -> tuple[str, str]:
+    """Split text after as many characters as fit in `room` cells."""
+    used = 0
+    for index, char in enumerate(text):
+        size = get_character_cell_size(char)
+        if used + size > room:
+            return text[:index], text[index:]
+        used += size
+    return text, ""
+
+
+def _code_lines(code: str, lang: str, width: int, first: bool, last: bool) -> list[list[Segment]]:
+    """Highlighted code as padded lines (the look of rich's code blocks), long lines folded.
+
+    Straight from pygments tokens to segments: rich's Syntax with word_wrap
+    renders each line through Text and costs ~0.5 ms a line.
+    """
+    inner = max(1, width - 2)
+    pad = Segment(" ", _CODE_BG)
+    blank = [Segment(" " * width, _CODE_BG)]
+    out: list[list[Segment]] = [blank] if first else []
+    styles = _TOKEN_STYLES
+    get_style = _CODE_THEME.get_style_for_token
+    line: list[Segment] = []
+    col = 0
+
+    def end_line() -> None:
+        nonlocal line, col
+        if col < inner:
+            line.append(Segment(" " * (inner - col), _CODE_BASE))
+        out.append([pad, *line, pad])
+        line = []
+        col = 0
+
+    if code:
+        tokens = _lexer(lang).get_tokens(code)
+    else:  # an empty fence shows one empty row; a closing-only chunk just the bottom pad
+        tokens = [(PygmentsToken.Text, "\n")] if first else []
+    for token_type, value in tokens:
+        style = styles.get(token_type)
+        if style is None:
+            style = styles[token_type] = _CODE_BASE + get_style(token_type)
+        for k, part in enumerate(value.split("\n")):
+            if k:
+                end_line()
+            while part:
+                if col >= inner:
+                    end_line()
+                room = inner - col
+                if part.isascii():
+                    head, part = part[:room], part[room:]
+                    size = len(head)
+                else:
+                    head, part = _fit(part, room)
+                    if not head and col == 0:  # wider than the whole row: show a stand-in
+                        head, part = "\ufffd", part[1:]
+                    size = cell_len(head)
+                if head:
+                    line.append(Segment(head, style))
+                    col += size
+                elif part:
+                    end_line()
+    if line:
+        end_line()
+    if last:
+        out.append(blank)
+    return out
+
+
+def _clean(line: list[Segment]) -> list[Segment]:
+    """Last line of defence: no control segments, characters or links leave here."""
+    for segment in line:
+        style = segment.style
+        if segment.control or (style is not None and style._link):
+            break
+    else:
+        if _SEGMENT_UNSAFE_RE.search("".join([segment.text for segment in line])) is None:
+            return line
+    out = []
+    for text, style, control in line:
+        if control:
+            continue
+        if _SEGMENT_UNSAFE_RE.search(text):
+            text = text.translate(_SEGMENT_TABLE)
+        if style is not None and style._link:
+            style = style.update_link(None)
+        out.append(Segment(text, style))
+    return out
+
+
+def _is_blank(line: list[Segment]) -> bool:
+    return all(not seg.text.strip() and (seg.style is None or seg.style.bgcolor is None)
+               for seg in line)
+
+
+def _lines(console: Console, renderable, width: int, trim: bool = True) -> list[list[Segment]]:
+    options = console.options.update(width=max(1, width), height=None, highlight=False,
+                                     markup=False, no_wrap=False)
+    lines = Segment.split_lines(console.render(renderable, options))
+    lines = [_clean(line) for line in lines]
+    if trim:
+        while lines and _is_blank(lines[0]):
+            lines.pop(0)
+        while lines and _is_blank(lines[-1]):
+            lines.pop()
+    return lines
+
+
+def _render_piece(console: Console, piece: _Piece, width: int, gap: bool) -> list[Strip]:
+    width = max(4, width)
+    kind = piece.kind
+    prefix: Segment | None = None
+    head: list[list[Segment]] = []
+    if kind == "md":
+        lines = _lines(console, _BlockMarkdown(piece.text), width)
+    elif kind == "code":
+        lines = [_clean(line) for line in
+                 _code_lines(piece.text, piece.lang, width, piece.first, piece.last)]
+    elif kind == "user":
+        prefix = _USER_BAR
+        lines = _lines(console, Text(piece.text, style=_USER_STYLE, overflow="fold"), width - 2)
+    elif kind == "reasoning":
+        prefix = _REASONING_BAR
+        if piece.first:
+            head = _lines(console, _REASONING_HEAD, width - 2)
+        lines = head + _lines(console, Text(piece.text, style=_REASONING_STYLE, overflow="fold"),
+                              width - 2)
+    elif kind == "note":
+        lines = _lines(console, Text(piece.text, style=_NOTE_STYLE, overflow="fold"), width)
+    else:  # plain
+        lines = _lines(console, Text(piece.text, overflow="fold"), width)
+    strips = [Strip.blank(width)] if gap else []
+    adjust = Segment.adjust_line_length
+    for line in lines:
+        if prefix is not None:
+            line = [prefix, *line]
+        strips.append(Strip(adjust(line, width), width))  # one Strip a line: they are not cheap
+    if not strips:
+        strips.append(Strip.blank(width))
+    return strips
+
+
+def _estimate(piece: _Piece, width: int, gap: bool) -> int:
+    """Height guess for a block not rendered at this width yet."""
+    usable = max(1, width - 4)
+    lines = sum(len(line) // usable + 1 for line in piece.text.split("\n"))
+    if piece.kind == "code":
+        lines += piece.first + piece.last
+    elif piece.kind == "reasoning":
+        lines += piece.first
+    return max(1, lines + gap)
+
+
+# ---------------------------------------------------------------------------
+# Conversation bookkeeping (raw text, for copy)
+
+_CLOSE_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*$")
+
+
+def _code_blocks(text: str) -> list[str]:
+    """Fenced code blocks in Markdown text (an unclosed last fence runs to the end)."""
+    blocks: list[str] = []
+    fence: tuple[str, int, int] | None = None
+    body: list[str] = []
+    for line in text.split("\n"):
+        if fence is None:
+            m = _FENCE_RE.match(line)
+            if m and not (m.group(2)[0] == "`" and "`" in m.group(3)):
+                fence = (m.group(2)[0], len(m.group(2)), len(m.group(1)))
+                body = []
+            continue
+        close = _CLOSE_FENCE.match(line)
+        if close and close.group(1)[0] == fence[0] and len(close.group(1)) >= fence[1]:
+            blocks.append("\n".join(body))
+            fence = None
+            continue
+        spaces = len(line) - len(line.lstrip(" \t"))
+        body.append(line[min(fence[2], spaces):])
+    if fence is not None:
+        blocks.append("\n".join(body))
+    return blocks
+
+
+@dataclass
+class _Answer:
+    text: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+
+    def joined(self) -> str:
+        if len(self.text) > 1:
+            self.text[:] = ["".join(self.text)]
+        return self.text[0] if self.text else ""
+
+
+class _Block:
+    __slots__ = ("piece", "gap", "hidden_kind", "strips", "width", "height")
+
+    def __init__(self, piece: _Piece, gap: bool, width: int) -> None:
+        self.piece = piece
+        self.gap = gap
+        self.hidden_kind = piece.kind == "reasoning"
+        self.strips: list[Strip] | None = None
+        self.width = -1  # the width `height` is exact for; -1: an estimate
+        self.height = _estimate(piece, width, gap)
+
+
+# ---------------------------------------------------------------------------
+# The widget
+
+_FALLBACK_CONSOLE = Console(width=80, color_system="truecolor", force_terminal=False,
+                            legacy_windows=False)
+
+
+class StreamView(ScrollView, can_focus=True):
+    """One pane's conversation: user prompts, streamed answers, reasoning, notes.
+
+    Text deltas are only buffered on ``append``; a flush (at most every
+    ``FLUSH_INTERVAL`` seconds, at once when idle) splits them into blocks,
+    renders the tail and repaints. Follows the bottom while streaming unless
+    the user has scrolled up (scrolling back to the bottom resumes it).
+    """
+
+    DEFAULT_CSS = """
+    StreamView {
+        background: $surface;
+        color: $foreground;
+        overflow-y: scroll;
+        overflow-x: hidden;
+    }
+    """
+
+    FLUSH_INTERVAL = 0.05
+    CACHED_LINES = 30_000  # rendered lines kept; others are re-rendered (height known) on view
+    SCROLLBAR_INTERVAL = 0.25
+    BACKGROUND_INTERVAL = 0.05
+    BACKGROUND_BUDGET = 0.01
+    BACKGROUND_QUIET = 0.25  # background re-rendering waits while text keeps arriving
+
+    show_reasoning: reactive[bool] = reactive(True, init=False)
+
+    def __init__(self, *, name: str | None = None, id: str | None = None,
+                 classes: str | None = None, disabled: bool = False) -> None:
+        super().__init__(name=name, id=id, classes=classes, disabled=disabled)
+        self._answers: list[_Answer] = []
+        self._open: _Answer | None = None
+        self._ops: list[tuple[str, str | None]] = []
+        self._reset_display()
+        self._flush_timer: Timer | None = None
+        self._flush_queued = False
+        self._last_flush = 0.0
+        self._interval = self.FLUSH_INTERVAL
+        self._bg_timer: Timer | None = None
+        self._base_style: Style | None = None
+        self._paint: tuple[int, int] | None = None
+        self._scrollbar_at = 0.0
+        self._scrollbar_timer: Timer | None = None
+        self._auto_scrolling = False
+
+    def _reset_display(self) -> None:
+        self._blocks: list[_Block] = []
+        self._starts: list[int] = []
+        self._total = 0
+        self._relayout_from: int | None = None
+        self._splitter: _Splitter | None = None
+        self._new_entry = True
+        self._tail: list[Strip] = []
+        self._tail_piece: _Piece | None = None
+        self._tail_dirty = False
+        self._width = 0
+        self._follow = True
+        self._anchor: tuple[int, int] | None = None
+        self._fix_scheduled = False
+        self._cache: OrderedDict[int, int] = OrderedDict()  # id(block) -> lines, LRU
+        self._cache_blocks: dict[int, _Block] = {}
+        self._cached_lines = 0
+        self._stale = 0
+
+    # ----------------------------------------------------------------- API
+    def add_user(self, text: str) -> None:
+        """A user prompt entry (plain text, styled distinctly)."""
+        self._open = None
+        self._ops.append(("user", text))
+        self._flush_soon(now=True)
+
+    def start_answer(self) -> None:
+        """Begin a new assistant answer."""
+        self._open = _Answer()
+        self._answers.append(self._open)
+        self._ops.append(("start", None))
+
+    def append(self, text: str) -> None:
+        """Answer text delta: buffered, rendered on the next flush."""
+        if not text:
+            return
+        if self._open is None:
+            self.start_answer()
+        self._open.text.append(text)  # type: ignore[union-attr]
+        self._ops.append(("md", text))
+        self._flush_soon()
+
+    def append_reasoning(self, text: str) -> None:
+        """Reasoning delta, shown dimmed in its own block when ``show_reasoning``."""
+        if not text:
+            return
+        if self._open is None:
+            self.start_answer()
+        self._open.reasoning.append(text)  # type: ignore[union-attr]
+        self._ops.append(("reasoning", text))
+        self._flush_soon()
+
+    def end_answer(self, note: str | None = None) -> None:
+        """Finish the answer (flush the tail); ``note`` is a plain status line."""
+        self._open = None
+        self._ops.append(("end", note))
+        self._flush_soon(now=True)
+
+    def set_conversation(self, entries: list[tuple[str, str]]) -> None:
+        """Bulk load (replay): ("user"|"assistant"|"reasoning"|"note", text) entries.
+
+        Reasoning and text that follow each other form one answer; a second
+        "assistant" entry starts a new answer; a "note" ends the open answer.
+        Only what is visible is rendered now; the rest in the background.
+        """
+        self.clear()
+        for role, text in entries:
+            if role == "user":
+                self.add_user(text)
+            elif role == "assistant":
+                if self._open is None or self._open.text:
+                    self.start_answer()
+                self.append(text)
+            elif role == "reasoning":
+                if self._open is None or self._open.text:
+                    self.start_answer()
+                self.append_reasoning(text)
+            elif role == "note":
+                if self._open is not None:
+                    self.end_answer(text)
+                else:
+                    self._ops.append(("note", text))
+            else:
+                raise ValueError(f"set_conversation: unknown role {role!r}")
+        if self._open is not None:
+            self.end_answer()
+        self._flush_soon(now=True)
+
+    def clear(self) -> None:
+        """Remove everything."""
+        self._answers = []
+        self._open = None
+        self._ops = []
+        self._reset_display()
+        if self._bg_timer is not None:
+            self._bg_timer.stop()
+            self._bg_timer = None
+        if self.is_mounted:
+            self.virtual_size = Size(0, 0)
+            self.scroll_to(y=0, animate=False)
+            self.refresh()
+
+    def answer_text(self, index: int = -1) -> str:
+        """Raw text of an answer (as received: never print it to a terminal
+        unneutralised; copying to the clipboard is fine). IndexError if none."""
+        return self._answers[index].joined()
+
+    def reasoning_text(self, index: int = -1) -> str:
+        """Raw reasoning text of an answer."""
+        return "".join(self._answers[index].reasoning)
+
+    @property
+    def answer_count(self) -> int:
+        return len(self._answers)
+
+    def last_code_block(self, index: int = -1) -> str | None:
+        """Content of the last fenced code block of an answer, or None."""
+        blocks = _code_blocks(self.answer_text(index))
+        return blocks[-1] if blocks else None
+
+    def plain_text(self) -> str:
+        """Everything shown (after pending deltas are flushed), as plain text."""
+        self._flush()
+        width = self._width or 80
+        out: list[str] = []
+        for index, block in enumerate(self._blocks):
+            if block.hidden_kind and not self.show_reasoning:
+                continue
+            strips = self._strips_for(index, width, schedule_fix=self.is_mounted)
+            out.extend(strip.text.rstrip() for strip in strips)
+        if self._splitter is not None:
+            self._tail_piece = self._splitter.tail()
+            if self._tail_piece is not None and not self._tail_hidden():
+                tail = _render_piece(self._console(), self._tail_piece, width, self._tail_gap())
+                out.extend(strip.text.rstrip() for strip in tail)
+        return "\n".join(out)
+
+    # ------------------------------------------------------------ scheduling
+    def _flush_soon(self, now: bool = False) -> None:
+        if not self.is_mounted or self._flush_queued:
+            return
+        if now:
+            if self._flush_timer is not None:
+                self._flush_timer.stop()
+                self._flush_timer = None
+            self._flush_queued = True
+            self.call_later(self._flush)
+            return
+        if self._flush_timer is not None:
+            return
+        delay = self._last_flush + self._interval - time.perf_counter()
+        if delay <= 0:
+            self._flush_queued = True
+            self.call_later(self._flush)
+        else:
+            self._flush_timer = self.set_timer(delay, self._flush)
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        if self._ops:
+            self._flush_soon(now=True)
+
+    def on_resize(self) -> None:
+        self._flush_soon(now=True)
+
+    def watch_show_reasoning(self, show: bool) -> None:
+        if not self._blocks and self._tail_piece is None:
+            return
+        self._capture_anchor()
+        for index, block in enumerate(self._blocks):
+            if block.hidden_kind:
+                self._relayout_from = index if self._relayout_from is None else min(
+                    self._relayout_from, index)
+                break
+        self._tail_dirty = True
+        self._flush_soon(now=True)
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        if self._auto_scrolling:
+            # Following the stream: repaint, but move the scrollbar thumb at
+            # most a few times a second (each move repaints the whole bar).
+            if round(old_value) != round(new_value):
+                self.refresh(self.size.region)
+            self._schedule_scrollbar()
+        else:
+            super().watch_scroll_y(old_value, new_value)
+        self._follow = round(new_value) >= self.max_scroll_y
+
+    # --------------------------------------------------------------- flushing
+    def _console(self) -> Console:
+        try:
+            return self.app.console
+        except Exception:  # not running in an app (plain_text on a bare widget)
+            return _FALLBACK_CONSOLE
+
+    def _flush(self) -> None:
+        """Process buffered ops, render the tail and what became visible, repaint."""
+        if self._flush_timer is not None:
+            self._flush_timer.stop()
+            self._flush_timer = None
+        self._flush_queued = False
+        started = time.perf_counter()
+        width = self.scrollable_content_region.width if self.is_mounted else 0
+        if width <= 0:
+            if self._width:
+                width = self._width
+            else:
+                self._process_ops(80)  # not laid out yet: split now, render once sized
+                return
+        if width != self._width:
+            self._capture_anchor()
+            self._set_width(width)
+        elif not self._follow and self._anchor is None:
+            self._capture_anchor()
+        self._process_ops(width)
+        if self._tail_dirty:
+            self._render_tail()
+        self._ensure_visible()
+        self._apply_layout()
+        self._last_flush = time.perf_counter()
+        # Keep the tail's share of the loop bounded when it is large.
+        self._interval = min(0.25, max(self.FLUSH_INTERVAL, 4 * (self._last_flush - started)))
+        if self._stale and self._bg_timer is None and self.is_mounted:
+            self._bg_timer = self.set_interval(self.BACKGROUND_INTERVAL, self._background_step)
+
+    def _process_ops(self, width: int) -> None:
+        ops, self._ops = self._ops, []
+        for op, text in ops:
+            if op == "md" or op == "reasoning":
+                if self._splitter is None or self._splitter.kind != op:
+                    self._end_part()
+                    self._splitter = _Splitter(op)
+                self._splitter.feed(neutralise(text))  # type: ignore[arg-type]
+                self._tail_dirty = True
+            elif op == "user":
+                self._end_part()
+                self._new_entry = True
+                splitter = _Splitter("user")
+                splitter.feed(neutralise(text or ""))
+                splitter.finish()
+                self._add_pieces(splitter.take() or [_Piece("user", "")], width)
+                self._new_entry = True
+            elif op == "start":
+                self._end_part()
+                self._new_entry = True
+            elif op == "end":
+                self._end_part()
+                if text:
+                    self._add_pieces([_Piece("note", neutralise(text))], width)
+                self._new_entry = True
+            elif op == "note":
+                self._end_part()
+                self._new_entry = True
+                self._add_pieces([_Piece("note", neutralise(text or ""))], width)
+                self._new_entry = True
+            if self._splitter is not None:
+                self._add_pieces(self._splitter.take(), width)
+
+    def _end_part(self) -> None:
+        if self._splitter is not None:
+            self._splitter.finish()
+            self._add_pieces(self._splitter.take(), self._width or 80)
+            self._splitter = None
+            self._new_entry = True
+            self._tail_dirty = True
+
+    def _add_pieces(self, pieces: list[_Piece], width: int) -> None:
+        for piece in pieces:
+            gap = bool(self._blocks) and (piece.gap or self._new_entry)
+            self._new_entry = False
+            block = _Block(piece, gap, width)
+            if self._relayout_from is None:
+                self._starts.append(self._total)
+                self._total += self._visible_height(block)
+            self._blocks.append(block)
+            self._stale += 1
+
+    def _visible_height(self, block: _Block) -> int:
+        return 0 if (block.hidden_kind and not self.show_reasoning) else block.height
+
+    def _tail_hidden(self) -> bool:
+        piece = self._tail_piece
+        return piece is not None and piece.kind == "reasoning" and not self.show_reasoning
+
+    def _tail_gap(self) -> bool:
+        piece = self._tail_piece
+        return piece is not None and self._total > 0 and (piece.gap or self._new_entry)
+
+    def _render_tail(self) -> None:
+        self._tail_dirty = False
+        self._tail_piece = self._splitter.tail() if self._splitter is not None else None
+        if self._tail_piece is None or self._tail_hidden() or not self._width:
+            self._tail = []
+        else:
+            self._tail = _render_piece(self._console(), self._tail_piece, self._width,
+                                       self._tail_gap())
+
+    # ----------------------------------------------------------------- layout
+    def _set_width(self, width: int) -> None:
+        """All cached blocks become stale: heights become estimates."""
+        old = self._width
+        self._width = width
+        self._tail_dirty = True
+        if not self._blocks:
+            return
+        for block in self._blocks:
+            if block.width != -1:
+                block.width = -1
+                self._stale += 1
+            block.height = _estimate(block.piece, width, block.gap)
+        self._drop_cache()
+        if self._anchor is not None and old:  # the top line's offset scales with the width
+            index, offset = self._anchor
+            self._anchor = (index, offset * old // width)
+        self._relayout_from = 0
+
+    def _drop_cache(self) -> None:
+        for block in self._cache_blocks.values():
+            block.strips = None
+        self._cache.clear()
+        self._cache_blocks.clear()
+        self._cached_lines = 0
+
+    def _relayout(self) -> None:
+        start = self._relayout_from
+        if start is None:
+            return
+        self._relayout_from = None
+        starts = self._starts
+        del starts[start:]
+        if start > 0:
+            y = starts[start - 1] + self._visible_height(self._blocks[start - 1])
+        else:
+            y = 0
+        show = self.show_reasoning
+        for block in self._blocks[start:]:
+            starts.append(y)
+            if show or not block.hidden_kind:
+                y += block.height
+        self._total = y
+
+    def _block_at(self, y: int) -> int:
+        return bisect_right(self._starts, y) - 1
+
+    def _capture_anchor(self) -> None:
+        """Remember which block line is at the top, to keep it there across relayouts."""
+        if self._anchor is not None or self._follow or not self._blocks:
+            return
+        self._relayout()
+        y = round(self.scroll_y)
+        if y >= self._total:
+            return
+        index = max(0, self._block_at(y))
+        self._anchor = (index, y - self._starts[index])
+
+    def _strips_for(self, index: int, width: int | None = None,
+                    schedule_fix: bool = True, keep: bool = True) -> list[Strip]:
+        block = self._blocks[index]
+        width = width or self._width
+        key = id(block)
+        if block.strips is not None and block.width == width:
+            self._cache.move_to_end(key)
+            return block.strips
+        if block.width != width and schedule_fix and not self._follow:
+            self._capture_anchor()
+        strips = _render_piece(self._console(), block.piece, width, block.gap)
+        if block.width != width:
+            if width == self._width:
+                self._stale -= 1
+            if block.height != len(strips):
+                block.height = len(strips)
+                self._relayout_from = index if self._relayout_from is None else min(
+                    self._relayout_from, index)
+                if schedule_fix and not self._fix_scheduled and self.is_mounted:
+                    self._fix_scheduled = True
+                    self.call_after_refresh(self._fix_layout)
+            block.width = width
+        if width == self._width and (keep or self._cached_lines + len(strips) <= self.CACHED_LINES):
+            block.strips = strips
+            self._cache[key] = len(strips)
+            self._cache_blocks[key] = block
+            self._cached_lines += len(strips)
+            self._evict()
+        return strips
+
+    def _evict(self) -> None:
+        while self._cached_lines > self.CACHED_LINES and len(self._cache) > 1:
+            key, lines = self._cache.popitem(last=False)
+            self._cache_blocks.pop(key).strips = None
+            self._cached_lines -= lines
+
+    def _ensure_visible(self) -> None:
+        """Render stale blocks that will be on screen (bottom when following,
+        else from the anchored block down)."""
+        if not self._blocks:
+            return
+        self._relayout()
+        view = max(1, self.scrollable_content_region.height) if self.is_mounted else 24
+        show = self.show_reasoning
+
+        def render(index: int) -> int:
+            block = self._blocks[index]
+            if block.hidden_kind and not show:
+                return 0
+            if block.width != self._width:
+                self._strips_for(index, schedule_fix=False)
+            return block.height
+
+        if self._follow or self._anchor is None:
+            if self._follow:
+                need = view - len(self._tail)
+                index = len(self._blocks) - 1
+            else:
+                top = round(self.scroll_y)
+                index = max(0, self._block_at(min(top, max(0, self._total - 1))))
+                need = view + top - self._starts[index]
+                self._anchor = (index, top - self._starts[index])
+                self._fill_down(index, need, render)
+                return
+            while need > 0 and index >= 0:
+                need -= render(index)
+                index -= 1
+        else:
+            index, offset = self._anchor
+            index = min(index, len(self._blocks) - 1)
+            self._fill_down(index, view + offset, render)
+
+    def _fill_down(self, index: int, need: int, render) -> None:
+        first = index
+        while need > 0 and index < len(self._blocks):
+            need -= render(index)
+            index += 1
+        need -= len(self._tail)
+        index = first - 1
+        while need > 0 and index >= 0:  # near the end: the view shows blocks above too
+            need -= render(index)
+            index -= 1
+
+    def _apply_layout(self) -> None:
+        """Relayout, set the virtual size, restore the scroll position, repaint."""
+        self._relayout()
+        height = self._total + len(self._tail)
+        if not self.is_mounted:
+            self._anchor = None
+            return
+        self._set_virtual_size(Size(self._width, height))
+        if self._follow:
+            target = max(0, height - self.scrollable_content_region.height)
+            if round(self.scroll_y) != target:
+                self._auto_scrolling = True
+                try:
+                    self.scroll_to(y=target, animate=False)
+                finally:
+                    self._auto_scrolling = False
+            self._follow = True
+        elif self._anchor is not None:
+            index, offset = self._anchor
+            if index < len(self._blocks):
+                block = self._blocks[index]
+                y = self._starts[index] + min(offset, max(0, self._visible_height(block) - 1))
+                if round(self.scroll_y) != y:
+                    self.scroll_to(y=y, animate=False)
+        self._anchor = None
+        self.refresh()
+
+    def _set_virtual_size(self, size: Size) -> None:
+        """Grow the scrollable area without a screen relayout.
+
+        Assigning `virtual_size` relayouts (and fully repaints) the whole
+        screen: at 20 flushes a second in six panes that was the dominant cost.
+        With a fixed-size pane and a vertical scrollbar that is always shown,
+        only the scrollbar and scroll limits depend on it.
+        """
+        if size == self.virtual_size:
+            return
+        height = self.styles.height
+        scroll_update = getattr(self, "_scroll_update", None)
+        if (scroll_update is None or (height is not None and height.is_auto)
+                or self.styles.overflow_y != "scroll"):
+            self.virtual_size = size
+            return
+        self.set_reactive(StreamView.virtual_size, size)
+        self._schedule_scrollbar()
+
+    def _schedule_scrollbar(self) -> None:
+        """The scrollbar repaints its whole height on each update: at most 4 a second."""
+        now = time.perf_counter()
+        if now - self._scrollbar_at >= self.SCROLLBAR_INTERVAL:
+            self._update_scrollbar()
+        elif self._scrollbar_timer is None:
+            self._scrollbar_timer = self.set_timer(
+                self._scrollbar_at + self.SCROLLBAR_INTERVAL - now, self._update_scrollbar)
+
+    def _update_scrollbar(self) -> None:
+        if self._scrollbar_timer is not None:
+            self._scrollbar_timer.stop()
+            self._scrollbar_timer = None
+        self._scrollbar_at = time.perf_counter()
+        self._scroll_update(self.virtual_size)
+        if self.show_vertical_scrollbar:
+            self.vertical_scrollbar.position = self.scroll_y
+
+    def _fix_layout(self) -> None:
+        self._fix_scheduled = False
+        self._apply_layout()
+
+    def _background_step(self) -> None:
+        """Render stale blocks (newest first) in small slices; stop when none left."""
+        if self._stale <= 0 or not self._width:
+            if self._bg_timer is not None:
+                self._bg_timer.stop()
+                self._bg_timer = None
+            self._stale = max(0, self._stale)
+            return
+        if self._ops or time.perf_counter() - self._last_flush < self.BACKGROUND_QUIET:
+            return  # streaming: each layout change here would repaint the pane
+        deadline = time.perf_counter() + self.BACKGROUND_BUDGET
+        self._capture_anchor()
+        rendered = 0
+        for index in range(len(self._blocks) - 1, -1, -1):
+            block = self._blocks[index]
+            if block.width == self._width:
+                continue
+            # Only the height is needed; the strips are kept while the cache has room
+            # (so background work never evicts what is on screen).
+            self._strips_for(index, schedule_fix=False, keep=False)
+            rendered += 1
+            if time.perf_counter() > deadline:
+                break
+        else:
+            self._stale = 0
+        if rendered:
+            self._apply_layout()
+        else:
+            self._anchor = None
+
+    # -------------------------------------------------------------- painting
+    def render_lines(self, crop):
+        # Geometry once per paint, not once per line (each lookup walks styles).
+        self._paint = (self.scroll_offset.y, self.scrollable_content_region.width)
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._paint = None
+
+    def render_line(self, y: int) -> Strip:
+        paint = self._paint
+        if paint is None:
+            scroll_y, width = self.scroll_offset.y, self.scrollable_content_region.width
+        else:
+            scroll_y, width = paint
+        line = scroll_y + y
+        strip: Strip | None = None
+        if line >= self._total:
+            offset = line - self._total
+            if offset < len(self._tail):
+                strip = self._tail[offset]
+        elif self._blocks:
+            # Heights changed by lazy renders in this paint are laid out after it
+            # (_fix_layout), with the top line anchored.
+            index = self._block_at(line)
+            if index >= 0:
+                strips = self._strips_for(index)
+                offset = line - self._starts[index]
+                if offset < len(strips):
+                    strip = strips[offset]
+        style = self._base_style
+        if style is None:
+            style = self._base_style = self.rich_style  # computing it walks the DOM: once
+        if strip is None:
+            return Strip.blank(width, style)
+        if strip.cell_length != width:
+            strip = strip.crop_extend(0, width, None)
+        return strip.apply_style(style)
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._base_style = None
