@@ -1,0 +1,65 @@
+"""`lineup chat [-m ALIAS]... [--blind] [--system TEXT] [--temperature X]
+[--max-tokens N] [--seed N] [--resume SESSION]` (also plain `lineup`)."""
+
+from __future__ import annotations
+
+import argparse
+
+DEMO_HINT = ("Demo models (offline, synthetic answers). Add real ones in {path} under [models.NAME] "
+             "(provider, model, api_key_env) or set OPENAI_API_KEY; see `lineup models`.")
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-m", "--model", dest="models", action="append", default=[], metavar="ALIAS",
+                   help="a model alias (repeat, 1 to 8; default: every configured model, at most 8)")
+    p.add_argument("--blind", action="store_true", help="hide which model wrote which answer until you vote")
+    p.add_argument("--system", help="system prompt for every contestant")
+    p.add_argument("--temperature", type=float)
+    p.add_argument("--max-tokens", type=int)
+    p.add_argument("--seed", type=int, help="sampling seed sent to every model (where supported)")
+    p.add_argument("--resume", metavar="SESSION", help="continue a saved session (id or unique prefix)")
+    p.add_argument("--show-figures", action="store_true",
+                   help="show time-to-first-token and speed in blind mode before the vote (they can give a model away)")
+
+
+def prepare(args: argparse.Namespace):
+    """(store path, config, ChatOptions) from the arguments; UsageError when wrong.
+    Kept apart from `run` so it is tested without a terminal."""
+    from lineup.cli import UsageError
+    from lineup.config import ConfigError, config_path, load_config, resolve_models
+    from lineup.events import SamplingParams
+    from lineup.sessions import MAX_CONTESTANTS
+    from lineup.store import default_db_path
+    from lineup.tui.app import ChatOptions
+
+    try:
+        config = load_config(args.config)
+        models = resolve_models(config, args.models) if args.models else list(config.models.values())
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+    if not args.resume:
+        if not args.models:
+            models = models[:MAX_CONTESTANTS]
+        if len(models) < 1:
+            raise UsageError("no models: name them with -m ALIAS (see `lineup models`)")
+        if len(models) > MAX_CONTESTANTS:
+            raise UsageError(f"at most {MAX_CONTESTANTS} models side by side, not {len(models)}")
+    if args.max_tokens is not None and args.max_tokens < 1:
+        raise UsageError("--max-tokens must be at least 1")
+    try:
+        params = SamplingParams(temperature=args.temperature, max_tokens=args.max_tokens)
+    except ValueError as exc:
+        raise UsageError(f"bad sampling parameter: {exc}") from None
+    hint = None
+    if models and all(m.is_demo for m in models) and not args.models:
+        hint = DEMO_HINT.format(path=config_path(args.config)[0])
+    opts = ChatOptions(models=models, blind=args.blind, system=args.system, params=params, seed=args.seed,
+                       resume=args.resume, hint=hint)
+    return args.db or default_db_path(), config, opts
+
+
+def run(args: argparse.Namespace) -> int:
+    from lineup.tui.launch import run_app
+
+    db, config, opts = prepare(args)
+    return run_app(db, config, chat=opts, figures_when_blind=args.show_figures)

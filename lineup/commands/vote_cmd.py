@@ -1,0 +1,36 @@
+"""`lineup vote [SESSION] [--reveal each|end] [--repeats separate|together]`:
+the blind queue over cases without a vote."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    p.add_argument("session", metavar="SESSION", nargs="?", help="only this session (default: every session)")
+    p.add_argument("--reveal", choices=("each", "end"), default="each",
+                   help="show the model names after each vote (default) or only at the end")
+    p.add_argument("--repeats", choices=("separate", "together"), default="separate",
+                   help="with `lineup run --repeat`: judge each repeat on its own (default) or all together")
+
+
+def run(args: argparse.Namespace) -> int:
+    from lineup.cli import UsageError
+    from lineup.config import ConfigError, load_config
+    from lineup.store import Store, StoreError, default_db_path
+    from lineup.tui.app import VoteOptions
+    from lineup.tui.launch import run_app
+
+    db = args.db or default_db_path()
+    session_id = None
+    if args.session:
+        try:
+            with Store.open(db, readonly=True, create=False) as store:
+                session_id = store.resolve_session(args.session)
+        except StoreError as exc:
+            raise UsageError(str(exc)) from None
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+    return run_app(db, config, vote=VoteOptions(session_id, reveal=args.reveal, repeats=args.repeats))

@@ -1,0 +1,206 @@
+"""Replay (read-only view, playback at the recorded pace), re-runs as linked
+sessions, the sessions screen, and the replay/vote command lines."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from lineup.cli import UsageError
+from lineup.store import Store
+from lineup.store.records import ContestantRecord, OutputRecord, SessionRecord, TagRecord, TurnRecord, VoteRecord
+from lineup.tui.app import ChatOptions, LineupApp, ReplayOptions
+from lineup.tui.playback import answer_chunks, delays
+from lineup.tui.replay_screen import ReplayScreen
+from lineup.tui.sessions_screen import SessionsScreen
+from lineup.tui.vote_queue import VoteQueueScreen
+
+from test_tui_vote_queue import CASES, make_run
+from tui_support import ModelServers, Reply, leaks, models_config, open_store, run, visible_text, wait_for
+
+
+def test_answer_chunks_follow_the_recorded_sizes_and_times():
+    chunks = answer_chunks("Hello world", "think", [10, 20, 30, 45], [5, 3, 4, 4])
+    assert [(c.at_ms, c.kind, c.text) for c in chunks] == [
+        (10, "reasoning", "think"), (20, "text", "Hel"), (30, "text", "lo w"), (45, "text", "orld")]
+    assert delays(chunks, 1.0) == [0.01, 0.01, 0.01, 0.015]
+    assert delays(chunks, 4.0) == [0.0025, 0.0025, 0.0025, 0.00375]
+    assert delays(chunks, float("inf")) == [0.0] * 4
+    # records whose sizes do not add up are split evenly, nothing lost or reordered
+    odd = answer_chunks("x" * 40, None, [100], [7])
+    assert "".join(c.text for c in odd) == "x" * 40 and all(c.kind == "text" for c in odd)
+
+
+def make_chat(path, *, blind: bool, chunk_ms=(0, 100_000)) -> str:
+    """A two-contestant chat session with a vote and a tag."""
+    with Store.open(path) as store:
+        rec = SessionRecord(kind="chat", blind=blind, revealed_at=None,
+                            contestants=[ContestantRecord(alias="wren", provider="openai", model="wren-2",
+                                                          label="A" if blind else "wren", position=0),
+                                         ContestantRecord(alias="lark", provider="openai", model="lark-1",
+                                                          label="B" if blind else "lark", position=1)])
+        store.create_session(rec)
+        turn = TurnRecord(session_id=rec.id, position=0, user_message="sing something")
+        store.add_turn(turn)
+        outs = []
+        for c, text in zip(rec.contestants, ["la la la", "tweet tweet"]):
+            half = len(text) // 2
+            out = OutputRecord(session_id=rec.id, turn_id=turn.id, contestant=c.alias, label=c.label,
+                               status="complete", text=text, chunk_ms=list(chunk_ms),
+                               chunk_chars=[half, len(text) - half], ttft_ms=5.0, duration_ms=50.0,
+                               output_tokens=4)
+            store.start_output(out)
+            store.finish_output(out)
+            outs.append(out)
+        store.add_tag(TagRecord(output_id=outs[1].id, tag="too_verbose", rater="tester"))
+        if not blind:
+            store.add_vote(VoteRecord(session_id=rec.id, turn_id=turn.id, rater="tester", choice="lark",
+                                      mapping={"wren": "wren", "lark": "lark"}, positions=["wren", "lark"]))
+        return rec.id
+
+
+def test_replay_shows_turns_votes_tags_and_plays_back(tmp_path):
+    sid = make_chat(tmp_path / "r.db", blind=False)
+
+    async def scenario():
+        store = await open_store(tmp_path / "r.db")
+        app = LineupApp(store, replay=ReplayOptions(sid), rater="tester")
+        async with app.run_test(size=(120, 30)) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, ReplayScreen) and app.screen.panes, "replay")
+            screen = app.screen
+            info = str(screen.info.render())
+            assert "turn 1 of 1" in info and "tester: lark best (lark)" in info
+            assert "tags: too_verbose" in screen.panes[1].body.plain_text()
+            assert screen.panes[0].body.answer_text() == "la la la"
+            screen.panes[1].focus()
+            await pilot.press("1")                      # recorded pace: the second half comes 100 s later
+            await wait_for(pilot, lambda: screen.panes[1].status == "streaming"
+                           and screen.panes[1].body.answer_text() == "tweet", "the first chunk")
+            await pilot.press("i")                      # instant replaces the slow playback
+            await wait_for(pilot, lambda: any("Played" in m for _, m in app.notices), "instant playback")
+            assert screen.panes[1].body.answer_text() == "tweet tweet"
+            assert screen.panes[1].status == "done"
+            await pilot.press("escape")                 # standalone replay: Esc quits
+        assert app.return_code == 0
+        await store.aclose()
+
+    run(scenario())
+
+
+def test_replay_of_an_unrevealed_blind_session_shows_labels_only(tmp_path):
+    sid = make_chat(tmp_path / "r.db", blind=True)
+
+    async def scenario():
+        store = await open_store(tmp_path / "r.db")
+        app = LineupApp(store, replay=ReplayOptions(sid), rater="tester")
+        async with app.run_test(size=(120, 30)) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, ReplayScreen) and app.screen.panes, "replay")
+            await pilot.pause()
+            assert [p.name_shown for p in app.screen.panes] == ["A", "B"]
+            assert leaks(visible_text(app), ["wren", "lark", "wren-2", "lark-1", "openai"]) == []
+        await store.aclose()
+
+    run(scenario())
+
+
+def test_rerun_sends_the_same_turns_as_a_linked_blind_session(tmp_path):
+    names = [("owl", "owl-9"), ("jay", "jay-3")]
+
+    async def scenario():
+        store = await open_store(tmp_path / "r.db")
+        with ModelServers(names) as srv:
+            models = srv.models()
+            cfg = models_config(models)
+            original = LineupApp(store, cfg, chat=ChatOptions(models=models, blind=True), rater="tester")
+            async with original.run_test(size=(120, 30)) as pilot:
+                await wait_for(pilot, lambda: original.chat_screen is not None, "chat")
+                for prompt in ("one", "two"):
+                    before = original.chat_screen.sends
+                    original.chat_screen.send(prompt)
+                    await wait_for(pilot, lambda: original.chat_screen.sends > before
+                                   and not original.chat_screen.sending, "answers")
+                first_id = original.session.id
+            rerun = LineupApp(store, cfg, chat=ChatOptions(models=list(reversed(models)), blind=True,
+                                                           rerun_of=first_id), rater="tester")
+            async with rerun.run_test(size=(120, 30)) as pilot:
+                await wait_for(pilot, lambda: rerun.chat_screen is not None and rerun.chat_screen.sends == 0
+                               and len(rerun.session.turns) == 2 and not rerun.chat_screen.sending
+                               and not rerun.session.streaming, "the re-run")
+                new_id = rerun.session.id
+            owl = srv["owl"].requests
+            assert [r.json["messages"][-1]["content"] for r in owl] == ["one", "two", "one", "two"]
+            assert [m["role"] for m in owl[3].json["messages"]] == ["user", "assistant", "user"]
+        await store.aclose()
+        with Store.open(tmp_path / "r.db") as s:
+            rec = s.get_session(new_id)
+            loaded = s.load_session(new_id)
+        assert rec.kind == "rerun" and rec.rerun_of == first_id and rec.blind
+        assert [t.user_message for t in loaded.turns] == ["one", "two"]
+        assert {o.status for o in loaded.outputs} == {"complete"}
+
+    run(scenario())
+
+
+def test_sessions_screen_filters_and_opens_replay_and_queue(tmp_path):
+    run_id = make_run(tmp_path / "r.db", CASES[:1])
+    chat_id = make_chat(tmp_path / "r.db", blind=True)
+
+    async def scenario():
+        store = await open_store(tmp_path / "r.db")
+        with ModelServers([("kite", "kite-1"), ("tern", "tern-1")]) as srv:
+            models = srv.models()
+            app = LineupApp(store, models_config(models), chat=ChatOptions(models=models), rater="tester")
+            async with app.run_test(size=(120, 30)) as pilot:
+                await wait_for(pilot, lambda: app.chat_screen is not None, "chat")
+                await pilot.press("ctrl+o")
+                await wait_for(pilot, lambda: isinstance(app.screen, SessionsScreen) and app.screen.summaries,
+                               "sessions")
+                screen = app.screen
+                # the empty chat session just opened is not listed; the blind one lists no names
+                assert {s.id for s in screen.summaries} == {run_id, chat_id}
+                assert leaks(visible_text(app), ["wren", "lark"]) == []
+                await pilot.press("slash", *"nightly")
+                await pilot.pause()
+                assert "1 of 2 sessions" in str(screen.query_one("#sessions-count").render())
+                screen.query_one("DataTable").focus()
+                await pilot.press("v")
+                await wait_for(pilot, lambda: isinstance(app.screen, VoteQueueScreen)
+                               and app.screen.current is not None, "the queue")
+                await pilot.press("escape")
+                await wait_for(pilot, lambda: app.screen is app.chat_screen, "back to chat")
+                await pilot.press("ctrl+o")
+                await wait_for(pilot, lambda: isinstance(app.screen, SessionsScreen) and app.screen.summaries,
+                               "sessions again")
+                app.screen.query_one("DataTable").focus()
+                await pilot.press("enter")               # newest first: the chat session, continued
+                await wait_for(pilot, lambda: app.session is not None and app.session.id == chat_id
+                               and app.screen is app.chat_screen, "the resumed chat")
+                assert [p.name_shown for p in app.chat_screen.panes] == ["A", "B"]
+                assert app.chat_screen.panes[1].body.answer_text() == "tweet tweet"
+        await store.aclose()
+
+    run(scenario())
+
+
+def _parser(module):
+    p = argparse.ArgumentParser()
+    p.add_argument("--db")
+    p.add_argument("--config")
+    module.configure(p)
+    return p
+
+
+def test_replay_and_vote_commands_refuse_unknown_sessions(tmp_path):
+    from lineup.commands import replay_cmd, vote_cmd
+
+    make_chat(tmp_path / "r.db", blind=False)
+    db = str(tmp_path / "r.db")
+    with pytest.raises(UsageError, match="no session"):
+        replay_cmd.run(_parser(replay_cmd).parse_args(["--db", db, "ZZZZ"]))
+    with pytest.raises(UsageError, match="no session"):
+        vote_cmd.run(_parser(vote_cmd).parse_args(["--db", db, "ZZZZ"]))
+    with pytest.raises(UsageError, match="only goes with --rerun"):
+        replay_cmd.run(_parser(replay_cmd).parse_args(["--db", db, "ZZZZ", "-m", "x"]))
+    with pytest.raises(UsageError, match="no such database"):
+        replay_cmd.run(_parser(replay_cmd).parse_args(["--db", str(tmp_path / "none.db"), "ABC"]))

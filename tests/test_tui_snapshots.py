@@ -1,0 +1,142 @@
+"""SVG snapshots of the main screens (pytest-textual-snapshot). Deterministic:
+demo models at instant speed with a fixed seed, fixed blind labels, fixed
+ids and times for stored sessions (TZ=UTC); live figures are masked.
+Update with `pytest tests/test_tui_snapshots.py --snapshot-update`."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+import pytest
+
+from lineup.providers.demo import DEMO_MODELS
+from lineup.store import AsyncStore
+from lineup.tui.app import ChatOptions, LineupApp, ReplayOptions, VoteOptions
+from lineup.tui.help_screen import HelpScreen
+from lineup.tui.replay_screen import ReplayScreen
+from lineup.tui.sessions_screen import SessionsScreen
+from lineup.tui.vote_queue import VoteQueueScreen
+
+from test_tui_vote_queue import CASES, make_run
+from tui_support import wait_for
+
+SIZE = (120, 34)
+HINT = "Demo models (offline, synthetic answers). Add real ones in config.toml; see `lineup models`."
+SID = "01HX0000000000000000000001"
+
+
+@pytest.fixture(autouse=True)
+def _deterministic(monkeypatch):
+    monkeypatch.setenv("LINEUP_DEMO_SPEED", "0")
+    old_tz = os.environ.get("TZ")
+    os.environ["TZ"] = "UTC"
+    time.tzset()
+    yield
+    if old_tz is None:
+        os.environ.pop("TZ", None)
+    else:
+        os.environ["TZ"] = old_tz
+    time.tzset()
+
+
+@pytest.fixture
+def store(tmp_path):
+    """An AsyncStore over a fresh file (closed after the test)."""
+    make_run(tmp_path / "s.db", CASES, sid=SID)
+    loop = asyncio.new_event_loop()
+    s = loop.run_until_complete(AsyncStore.open(tmp_path / "s.db"))
+    yield s
+    loop.run_until_complete(s.aclose())
+    loop.close()
+
+
+def mask(app) -> None:
+    """Live figures and the blinking cursor are not part of the design."""
+    screen = app.screen
+    for pane in getattr(screen, "panes", []):
+        if pane.figures:
+            pane.figures = "ttft 250 ms · 120 tok/s · 42 tok"
+    for area in screen.query("PromptBox"):
+        area.cursor_blink = False
+
+
+def chat_app(store, **kw):
+    opts = ChatOptions(models=DEMO_MODELS[:3], seed=1, hint=HINT, label_seed=11, **kw)
+    return LineupApp(store, chat=opts, rater="tester")
+
+
+async def chat_answered(pilot, prompt="Explain python list comprehensions") -> None:
+    app = pilot.app
+    await wait_for(pilot, lambda: app.chat_screen is not None and app.screen is app.chat_screen, "chat")
+    await pilot.press(*prompt, "enter")
+    await wait_for(pilot, lambda: app.chat_screen.sends == 1 and not app.chat_screen.sending
+                   and not app.session.streaming, "the answers")
+    await pilot.pause(0.2)
+    mask(app)
+
+
+def test_chat_with_answers(snap_compare, store):
+    assert snap_compare(chat_app(store), run_before=chat_answered, terminal_size=SIZE)
+
+
+def test_blind_vote_bar(snap_compare, store):
+    async def before(pilot):
+        await chat_answered(pilot, "Compare bubble sort and merge sort")
+        assert pilot.app.focused is pilot.app.chat_screen.vote_bar
+
+    assert snap_compare(chat_app(store, blind=True), run_before=before, terminal_size=SIZE)
+
+
+def test_blind_after_vote_reveals_names(snap_compare, store):
+    async def before(pilot):
+        await chat_answered(pilot, "Compare bubble sort and merge sort")
+        await pilot.press("b")
+        await wait_for(pilot, lambda: pilot.app.session.revealed, "the reveal")
+        await pilot.pause(0.2)
+        mask(pilot.app)
+
+    assert snap_compare(chat_app(store, blind=True), run_before=before, terminal_size=SIZE)
+
+
+def test_help_screen(snap_compare, store):
+    async def before(pilot):
+        await wait_for(pilot, lambda: pilot.app.chat_screen is not None, "chat")
+        await pilot.press("f1")
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, HelpScreen), "help")
+
+    assert snap_compare(chat_app(store), run_before=before, terminal_size=SIZE)
+
+
+def test_sessions_screen(snap_compare, store):
+    async def before(pilot):
+        await wait_for(pilot, lambda: pilot.app.chat_screen is not None, "chat")
+        await pilot.press("ctrl+o")
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, SessionsScreen)
+                       and pilot.app.screen.summaries, "sessions")
+        await pilot.press("slash", *"nightly")
+        await pilot.pause(0.2)
+
+    assert snap_compare(chat_app(store), run_before=before, terminal_size=SIZE)
+
+
+def test_vote_queue(snap_compare, store):
+    async def before(pilot):
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, VoteQueueScreen)
+                       and pilot.app.screen.current is not None, "the queue")
+        await pilot.press("enter")   # nothing judged yet: Enter does nothing
+        await pilot.pause(0.2)
+
+    app = LineupApp(store, vote=VoteOptions(SID, shuffle_seed=4), rater="tester")
+    assert snap_compare(app, run_before=before, terminal_size=SIZE)
+
+
+def test_replay(snap_compare, store):
+    async def before(pilot):
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, ReplayScreen)
+                       and pilot.app.screen.panes, "the replay")
+        await pilot.pause(0.2)
+
+    app = LineupApp(store, replay=ReplayOptions(SID), rater="tester")
+    assert snap_compare(app, run_before=before, terminal_size=SIZE)

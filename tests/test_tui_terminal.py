@@ -1,0 +1,92 @@
+"""One real-terminal smoke test: `lineup` in a tmux session (a real pty and
+terminal emulator) with demo models, a prompt, a vote, quit; then the vote
+must be in the database."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from lineup.store import Store
+
+ROOT = Path(__file__).resolve().parents[1]
+TMUX = shutil.which("tmux")
+
+CONFIG = """
+[models.quick]
+provider = "demo"
+model = "concise"
+
+[models.wordy]
+provider = "demo"
+model = "thorough"
+"""
+
+
+class Tmux:
+    def __init__(self, socket: str) -> None:
+        self.socket = socket
+
+    def __call__(self, *args: str, check: bool = True) -> str:
+        proc = subprocess.run([TMUX, "-L", self.socket, *args], capture_output=True, text=True, timeout=20)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"tmux {' '.join(args)}: {proc.stderr}")
+        return proc.stdout
+
+    def screen(self) -> str:
+        return self("capture-pane", "-p", "-t", "lineup", check=False)
+
+    def wait_for(self, text: str, polls: int = 300) -> str:
+        """Poll the screen until `text` shows (a hang guard, not a timing check)."""
+        screen = ""
+        for _ in range(polls):
+            screen = self.screen()
+            if text in screen:
+                return screen
+            time.sleep(0.1)
+        raise AssertionError(f"{text!r} never appeared; the screen was:\n{screen}")
+
+
+@pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
+def test_lineup_in_a_real_terminal_records_a_vote(tmp_path):
+    db = tmp_path / "lineup.db"
+    config = tmp_path / "config.toml"
+    config.write_text(CONFIG)
+    env_vars = {"LINEUP_DB": str(db), "LINEUP_CONFIG": str(config), "LINEUP_DEMO_SPEED": "0",
+                "LINEUP_RATER": "pty-tester", "TERM": "xterm-256color", "COLORTERM": "truecolor",
+                "PYTHONPATH": str(ROOT)}
+    env_prefix = " ".join(f"{k}={v!s}" for k, v in env_vars.items())
+    command = f"cd {ROOT} && env {env_prefix} {sys.executable} -m lineup; echo EXITED $?; sleep 30"
+    tmux = Tmux(f"lineup-test-{os.getpid()}")
+    tmux("-f", "/dev/null", "new-session", "-d", "-s", "lineup", "-x", "140", "-y", "40", command)
+    try:
+        tmux("resize-window", "-t", "lineup", "-x", "140", "-y", "40", check=False)
+        tmux.wait_for("Enter sends to all")
+        tmux("send-keys", "-t", "lineup", "-l", "explain python lists")
+        tmux("send-keys", "-t", "lineup", "Enter")
+        screen = tmux.wait_for("Which answer is best?")
+        assert "quick" in screen and "wordy" in screen
+        tmux("send-keys", "-t", "lineup", "F2")          # to the vote bar: its keys show in the footer
+        tmux.wait_for("B best")
+        tmux("send-keys", "-t", "lineup", "b")           # the second answer is best
+        tmux.wait_for("Vote saved")
+        tmux("send-keys", "-t", "lineup", "C-q")
+        screen = tmux.wait_for("EXITED")
+        assert "EXITED 0" in screen
+    finally:
+        tmux("kill-server", check=False)
+    with Store.open(db) as store:
+        (summary,) = store.list_sessions()
+        loaded = store.load_session(summary.id)
+    (vote,) = loaded.votes
+    second = next(c.label for c in loaded.session.contestants if c.position == 1)
+    assert vote.choice == second and vote.rater == "pty-tester"
+    assert vote.mapping == {"quick": "quick", "wordy": "wordy"} and vote.positions == ["quick", "wordy"]
+    assert [t.user_message for t in loaded.turns] == ["explain python lists"]
+    assert {o.status for o in loaded.outputs} == {"complete"}

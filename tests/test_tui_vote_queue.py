@@ -1,0 +1,253 @@
+"""`lineup vote`: the blind queue over unvoted cases. Case grouping and order,
+the shuffle recorded in each vote, skip, undo, reveal after each vote or at
+the end, repeats judged apart or together, tags; and nothing names a model
+before its vote."""
+
+from __future__ import annotations
+
+import random
+
+from lineup.store import Store
+from lineup.store.records import ContestantRecord, OutputRecord, SessionRecord, TurnRecord, VoteRecord
+from lineup.tui.app import LineupApp, VoteOptions
+from lineup.tui.tag_picker import TagPicker
+from lineup.tui.vote_items import build_items, queue_votes, shuffled_positions
+from lineup.tui.vote_queue import VoteQueueScreen
+
+from tui_support import leaks, open_store, run, wait_for
+
+ALIASES = ["kestrel", "heron", "plover"]
+IDENTITY = ALIASES + ["kestrel-large", "heron-small", "plover-mini", "anthropic"]
+
+
+def answer(alias: str, case: str, repeat: int = 0, follow: int = 0) -> str:
+    return f"Answer from {alias} to {case} (repeat {repeat}, step {follow})"
+
+
+def make_run(path, cases, *, aliases=ALIASES, repeats=1, voted=(), created=1_700_000_000.0, sid=None):
+    """A `run` session: cases = [(case_id, category, [prompt, follow-up...])]."""
+    with Store.open(path) as store:
+        rec = SessionRecord(
+            id=sid or SessionRecord.model_fields["id"].default_factory(), created=created, kind="run",
+            title="nightly set",
+            contestants=[ContestantRecord(alias=a, provider="anthropic", model=f"{a}-{size}", label=a, position=i)
+                         for i, (a, size) in enumerate(zip(aliases, ["large", "small", "mini"]))],
+            blind=False)
+        store.create_session(rec)
+        pos = 0
+        turns = {}
+        for case_id, category, prompts in cases:
+            for r in range(repeats):
+                for f, prompt in enumerate(prompts):
+                    turn = TurnRecord(session_id=rec.id, position=pos, case_id=case_id, category=category,
+                                      user_message=prompt, follow_up_index=f, repeat_index=r, created=created + pos)
+                    pos += 1
+                    store.add_turn(turn)
+                    turns[(case_id, r, f)] = turn
+                    for a in aliases:
+                        out = OutputRecord(session_id=rec.id, turn_id=turn.id, contestant=a, label=a,
+                                           text=answer(a, case_id, r, f), status="complete",
+                                           chunk_ms=[5], chunk_chars=[len(answer(a, case_id, r, f))])
+                        store.start_output(out)
+                        store.finish_output(out)
+        for case_id in voted:
+            turn = turns[(case_id, 0, 0)]
+            store.add_vote(VoteRecord(session_id=rec.id, turn_id=turn.id, rater="tester", choice="tie",
+                                      mapping={a: a for a in aliases}, positions=list(aliases)))
+        return rec.id
+
+
+CASES = [("c1", "math", ["two plus two?"]),
+         ("c2", "code", ["write a loop", "now in reverse"]),
+         ("c3", "format", ["a haiku"])]
+
+
+def test_items_group_follow_ups_skip_voted_cases_and_keep_order(tmp_path):
+    sid = make_run(tmp_path / "q.db", CASES, voted=("c3",))
+    with Store.open(tmp_path / "q.db") as s:
+        loaded = s.load_session(sid)
+    items = build_items(loaded, rater="tester")
+    assert [i.case_id for i in items] == ["c1", "c2"]
+    assert [t.user_message for t in items[1].repeats[0]] == ["write a loop", "now in reverse"]
+    assert items[1].targets[0].follow_up_index == 1
+    # another rater still has c3 to do
+    assert [i.case_id for i in build_items(loaded, rater="someone")] == ["c1", "c2", "c3"]
+
+
+def test_repeats_separate_or_together(tmp_path):
+    sid = make_run(tmp_path / "q.db", CASES[:2], repeats=2)
+    with Store.open(tmp_path / "q.db") as s:
+        loaded = s.load_session(sid)
+    separate = build_items(loaded, rater="tester")
+    assert [(i.case_id, len(i.repeats)) for i in separate] == [("c1", 1), ("c1", 1), ("c2", 1), ("c2", 1)]
+    together = build_items(loaded, rater="tester", repeats="together")
+    assert [(i.case_id, len(i.repeats)) for i in together] == [("c1", 2), ("c2", 2)]
+    votes = queue_votes(together[1], ["heron", "plover", "kestrel"], "A", ranking=None, rater="r", note=None,
+                        reveal_now=True)
+    assert [v.turn_id for v in votes] == [t.id for t in together[1].targets]
+    assert votes[0].mapping == {"A": "heron", "B": "plover", "C": "kestrel"}
+    assert votes[0].positions == ["A", "B", "C"] and votes[0].winner == "heron"
+
+
+def test_shuffle_is_fresh_per_case():
+    rng = random.Random(1)
+    orders = {tuple(shuffled_positions(ALIASES, rng)) for _ in range(30)}
+    assert len(orders) > 1 and all(sorted(o) == sorted(ALIASES) for o in orders)
+
+
+def pane_aliases(screen) -> list[str]:
+    """Which model's answer each pane shows (read from the answer text)."""
+    out = []
+    for pane in screen.panes:
+        text = pane.body.answer_text()
+        out.append(next(a for a in ALIASES if f"from {a} " in text))
+    return out
+
+
+def queue_app(store, **opts):
+    return LineupApp(store, vote=VoteOptions(**opts), rater="tester")
+
+
+async def queue_screen(pilot) -> VoteQueueScreen:
+    app = pilot.app
+    await wait_for(pilot, lambda: isinstance(app.screen, VoteQueueScreen) and app.screen.total >= 0
+                   and (app.screen.current is not None or "done" in str(app.screen.info.render())
+                        or "Nothing" in str(app.screen.info.render())), "the queue")
+    await pilot.pause()
+    return app.screen
+
+
+def test_vote_reveal_each_records_the_shuffled_positions(tmp_path):
+    sid = make_run(tmp_path / "q.db", CASES, voted=("c3",))
+
+    async def scenario():
+        store = await open_store(tmp_path / "q.db")
+        app = queue_app(store, session_id=sid, shuffle_seed=5)
+        async with app.run_test(size=(150, 40)) as pilot:
+            screen = await queue_screen(pilot)
+            assert "case 1 of 2" in str(screen.info.render()) and "c1 (math)" in str(screen.info.render())
+            order = pane_aliases(screen)
+            assert order == screen.order
+            # the answers name their model in these fixtures (to tell panes apart); nothing else may
+            chrome = "\n".join([str(screen.info.render()), *[str(p.header.render()) for p in screen.panes],
+                                str(app.sub_title), *[m for _, m in app.notices]])
+            assert leaks(chrome, IDENTITY) == []
+            await pilot.press("b")
+            await wait_for(pilot, lambda: screen.judged, "the vote")
+            await pilot.pause()
+            assert [p.name_shown for p in screen.panes] == [f"{l} · {a}" for l, a in zip("ABC", order)]
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: screen.current is not None and screen.current.case_id == "c2", "case 2")
+            assert "case 2 of 2" in str(screen.info.render())
+            assert "now in reverse" in screen.panes[0].body.plain_text()
+            order2 = pane_aliases(screen)
+            await pilot.press("x")
+            await wait_for(pilot, lambda: screen.judged, "the second vote")
+            await pilot.press("space")
+            await wait_for(pilot, lambda: screen.current is None, "the end")
+            assert "All done: 2 of 2" in str(screen.info.render())
+        await store.aclose()
+        with Store.open(tmp_path / "q.db") as s:
+            loaded = s.load_session(sid)
+        votes = [v for v in loaded.current_votes() if v.rater == "tester" and v.choice != "tie"]
+        assert len(votes) == 2
+        v1, v2 = votes
+        assert v1.choice == "B" and v1.winner == order[1]
+        assert v1.mapping == dict(zip("ABC", order)) and v1.positions == ["A", "B", "C"]
+        assert v1.revealed_at is not None
+        assert v2.choice == "all_bad" and v2.mapping == dict(zip("ABC", order2))
+        c2_last = next(t for t in loaded.turns if t.case_id == "c2" and t.follow_up_index == 1)
+        assert v2.turn_id == c2_last.id
+
+    run(scenario())
+
+
+def test_skip_undo_and_resume(tmp_path):
+    sid = make_run(tmp_path / "q.db", CASES)
+
+    async def scenario():
+        store = await open_store(tmp_path / "q.db")
+        app = queue_app(store, session_id=sid, reveal="end", shuffle_seed=2)
+        async with app.run_test(size=(150, 40)) as pilot:
+            screen = await queue_screen(pilot)
+            assert screen.current.case_id == "c1"
+            await pilot.press("s")                       # skip c1: it goes to the back
+            await wait_for(pilot, lambda: screen.current.case_id == "c2", "c2 after the skip")
+            await pilot.press("a")                       # reveal=end: straight to the next case
+            await wait_for(pilot, lambda: screen.current.case_id == "c3", "c3")
+            assert all(" · " not in p.name_shown for p in screen.panes)   # nothing revealed yet
+            await pilot.press("u")                       # undo the c2 vote
+            await wait_for(pilot, lambda: screen.current.case_id == "c2", "c2 again")
+            assert screen.done == 0
+            await pilot.press("c")                       # a new vote replaces the undone one
+            await wait_for(pilot, lambda: screen.current.case_id == "c3", "c3 again")
+            await pilot.press("escape")                  # leave half way: c3 and c1 still to do
+        await store.aclose()
+        with Store.open(tmp_path / "q.db") as s:
+            loaded = s.load_session(sid)
+        current = loaded.current_votes()
+        assert len(current) == 1 and len(loaded.votes) == 2
+        (vote,) = current
+        assert vote.choice == "C" and vote.supersedes == loaded.votes[0].id and vote.revealed_at is None
+
+        # resumed: only the cases without a vote remain, in their order
+        store = await open_store(tmp_path / "q.db")
+        app = queue_app(store, session_id=sid, reveal="end")
+        async with app.run_test(size=(150, 40)) as pilot:
+            screen = await queue_screen(pilot)
+            assert screen.total == 2 and screen.current.case_id == "c1"
+            await pilot.press("t")
+            await wait_for(pilot, lambda: screen.current.case_id == "c3", "c3")
+            await pilot.press("t")
+            await wait_for(pilot, lambda: screen.current is None, "the end")
+            info = str(screen.info.render())
+            assert "All done: 2 of 2" in info and "kestrel" in info     # revealed at the end
+        await store.aclose()
+        with Store.open(tmp_path / "q.db") as s:
+            assert s.get_session(sid).revealed_at is not None or not s.get_session(sid).blind
+
+    run(scenario())
+
+
+def test_tag_from_the_queue_and_together_repeats(tmp_path):
+    sid = make_run(tmp_path / "q.db", CASES[:1], repeats=2)
+
+    async def scenario():
+        store = await open_store(tmp_path / "q.db")
+        app = queue_app(store, session_id=sid, repeats="together", shuffle_seed=3)
+        async with app.run_test(size=(150, 40)) as pilot:
+            screen = await queue_screen(pilot)
+            assert screen.total == 1 and len(screen.current.repeats) == 2
+            screen.panes[2].focus()
+            alias = screen.order[2]
+            await pilot.press("t")
+            await wait_for(pilot, lambda: isinstance(app.screen, TagPicker), "the tag picker")
+            await pilot.press("down", "space", "enter")          # factual_error
+            await wait_for(pilot, lambda: any("Tagged" in m for _, m in app.notices), "the tag")
+            screen.vote_bar.focus()
+            await pilot.press("a")
+            await wait_for(pilot, lambda: screen.judged, "the vote")
+        await store.aclose()
+        with Store.open(tmp_path / "q.db") as s:
+            loaded = s.load_session(sid)
+        assert len(loaded.current_votes()) == 2          # one per repeat, same judgement
+        assert {v.choice for v in loaded.votes} == {"A"}
+        tagged = {o.id: o for o in loaded.outputs}
+        assert sorted((t.tag, tagged[t.output_id].contestant) for t in loaded.tags) == [
+            ("factual_error", alias), ("factual_error", alias)]
+
+    run(scenario())
+
+
+def test_empty_queue_says_so(tmp_path):
+    sid = make_run(tmp_path / "q.db", CASES[:1], voted=("c1",))
+
+    async def scenario():
+        store = await open_store(tmp_path / "q.db")
+        app = queue_app(store, session_id=sid)
+        async with app.run_test(size=(100, 20)) as pilot:
+            screen = await queue_screen(pilot)
+            assert "Nothing to vote on" in str(screen.info.render())
+        await store.aclose()
+
+    run(scenario())

@@ -1,0 +1,202 @@
+"""`LineupApp`: the Textual application behind `lineup chat`, `lineup replay`
+and `lineup vote`. It owns nothing but the screens: sessions come from
+`lineup.sessions`, records from the `AsyncStore` it is given (the command
+opens and closes it). Every notification goes through `say`, which never
+parses markup and keeps a log the tests read."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Literal
+
+from textual import work
+from textual.app import App
+from textual.binding import Binding
+
+from lineup.config import DEFAULT_TAGS, Config, ModelConfig
+from lineup.events import SamplingParams
+from lineup.sessions import ChatSession, default_rater
+from lineup.tui.commands import LineupCommands
+
+
+@dataclass
+class ChatOptions:
+    """What `lineup chat` (or `replay --rerun`) asked for."""
+
+    models: list[ModelConfig]
+    blind: bool = False
+    system: str | None = None
+    params: SamplingParams = field(default_factory=SamplingParams)
+    seed: int | None = None
+    resume: str | None = None
+    hint: str | None = None
+    rerun_of: str | None = None
+    label_seed: int | None = None
+
+
+@dataclass
+class ReplayOptions:
+    session_id: str
+
+
+@dataclass
+class VoteOptions:
+    session_id: str | None = None
+    reveal: Literal["each", "end"] = "each"
+    repeats: Literal["separate", "together"] = "separate"
+    shuffle_seed: int | None = None     # tests and snapshots; None = a fresh shuffle every time
+
+
+class LineupApp(App[int]):
+    CSS_PATH = "lineup.tcss"
+    TITLE = "lineup"
+    COMMANDS = App.COMMANDS | {LineupCommands}
+    BINDINGS = [
+        Binding("f1", "help", "Help", id="app.help", tooltip="All keys"),
+        Binding("ctrl+o", "sessions", "Sessions", id="app.sessions", tooltip="Past sessions: continue, replay, vote"),
+        Binding("ctrl+p", "command_palette", "Palette", id="app.palette", priority=True,
+                tooltip="Every action, searchable"),
+        Binding("ctrl+q", "quit", "Quit", id="app.quit", priority=True, tooltip="Quit (everything is saved)"),
+    ]
+
+    def __init__(self, store, config: Config | None = None, *, chat: ChatOptions | None = None,
+                 replay: ReplayOptions | None = None, vote: VoteOptions | None = None,
+                 figures_when_blind: bool = False, rater: str | None = None) -> None:
+        super().__init__()
+        self.store = store
+        self.config = config or Config()
+        self.chat_options = chat
+        self.replay_options = replay
+        self.vote_options = vote
+        self.figures_when_blind = figures_when_blind
+        self.rater = rater or default_rater()
+        self.blind_next = bool(chat and chat.blind)
+        self.notices: list[tuple[str, str]] = []
+        self.session: ChatSession | None = None
+        self.chat_screen = None
+        tags = list(DEFAULT_TAGS)
+        tags += [t for t in self.config.tags if t not in tags]
+        self.tags = tuple(tags)
+
+    # ----- notifications ---------------------------------------------------
+    def say(self, message: str, *, severity: str = "information", timeout: float | None = None) -> None:
+        """Notify without markup (model and provider text is untrusted)."""
+        self.notices.append((severity, message))
+        self.notify(message, severity=severity, markup=False, timeout=timeout)
+
+    # ----- start -----------------------------------------------------------
+    async def on_mount(self) -> None:
+        if self.replay_options is not None:
+            from lineup.tui.replay_screen import ReplayScreen
+
+            await self.push_screen(ReplayScreen(self.replay_options.session_id, standalone=True))
+        elif self.vote_options is not None:
+            from lineup.tui.vote_queue import VoteQueueScreen
+
+            v = self.vote_options
+            rng = random.Random(v.shuffle_seed) if v.shuffle_seed is not None else None
+            await self.push_screen(VoteQueueScreen(v.session_id, reveal=v.reveal, repeats=v.repeats,
+                                                   standalone=True, rng=rng))
+        elif self.chat_options is not None:
+            self.start_chat()
+
+    @work(exclusive=True, group="open", exit_on_error=False)
+    async def start_chat(self, resume: str | None = None, blind: bool | None = None) -> None:
+        """Create (or resume) a session and show it, replacing the current one."""
+        from lineup.tui.chat_screen import ChatScreen
+
+        opts = self.chat_options
+        resume = resume if resume is not None else (opts.resume if self.session is None else None)
+        loaded = None
+        autoplay: list[str] = []
+        try:
+            if resume:
+                session = await ChatSession.resume(self.store, resume, self.config)
+                loaded = await self.store.load_session(session.id)
+            else:
+                kind, rerun_of = "chat", None
+                if opts.rerun_of and self.session is None:
+                    original = await self.store.load_session(opts.rerun_of)
+                    kind, rerun_of = "rerun", original.session.id
+                    autoplay = [t.user_message for t in original.turns]
+                session = await ChatSession.create(
+                    self.store, opts.models, blind=self.blind_next if blind is None else blind,
+                    system=opts.system, params=opts.params, defaults=self.config.defaults, seed=opts.seed,
+                    kind=kind, rerun_of=rerun_of, label_seed=opts.label_seed if self.session is None else None)
+        except Exception as exc:
+            if self.session is None:
+                self.exit(2, message=f"lineup: {exc}")
+            else:
+                self.say(f"Could not open the session: {exc}", severity="error")
+            return
+        old = self.session
+        self.session = session
+        screen = ChatScreen(session, tags=self.tags, hint=opts.hint if not resume else None,
+                            figures_when_blind=self.figures_when_blind, loaded=loaded, autoplay=autoplay)
+        if self.chat_screen is None:
+            await self.push_screen(screen)
+        else:
+            while len(self.screen_stack) > 2:
+                self.pop_screen()
+            await self.switch_screen(screen)
+        self.chat_screen = screen
+        if old is not None:
+            await old.aclose()
+
+    def new_chat(self) -> None:
+        self.start_chat(blind=self.blind_next)
+
+    # ----- app actions -------------------------------------------------------
+    def action_help(self) -> None:
+        from lineup.tui.help_screen import HelpScreen
+
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def action_sessions(self) -> None:
+        from lineup.tui.sessions_screen import SessionsScreen
+
+        if isinstance(self.screen, SessionsScreen):
+            return
+        self.push_screen(SessionsScreen(), self._opened)
+
+    def _opened(self, picked: tuple[str, str] | None) -> None:
+        if picked is None:
+            return
+        what, sid = picked
+        if what == "chat":
+            if self.chat_options is None:
+                self.say("Continue a session with: lineup chat --resume " + sid)
+                return
+            if self.session is not None and (self.session.streaming):
+                self.say("Still answering: press Esc first.", severity="warning")
+                return
+            self.start_chat(resume=sid)
+        elif what == "replay":
+            from lineup.tui.replay_screen import ReplayScreen
+
+            self.push_screen(ReplayScreen(sid))
+        elif what == "vote":
+            from lineup.tui.vote_queue import VoteQueueScreen
+
+            self.push_screen(VoteQueueScreen(sid))
+
+    async def action_quit(self) -> None:
+        await self.close_sessions()
+        self.exit(0)
+
+    async def close_sessions(self) -> None:
+        if self.session is not None:
+            session, self.session = self.session, None
+            await session.aclose()
+        for worker in list(self.workers):
+            if worker.group == "send":
+                worker.cancel()
+
+    def palette_commands(self):
+        return [
+            ("Help: all keys", "every key binding", self.action_help),
+            ("Sessions", "list, filter and open past sessions", self.action_sessions),
+            ("Quit", "everything is already saved", lambda: self.run_worker(self.action_quit())),
+        ]

@@ -1,0 +1,365 @@
+"""The side-by-side chat screen: panes, the vote bar and the prompt box over
+one `ChatSession`. Sends run in workers on the app's loop; the session calls
+`_on_update` for every stream event and the pane it names renders it. While a
+blind session is unrevealed every string this screen shows goes through
+`safe()` (labels only, provider text scrubbed)."""
+
+from __future__ import annotations
+
+import math
+
+from rich.text import Text
+from textual import work
+from textual.binding import Binding
+from textual.containers import Container
+from textual.screen import Screen
+from textual.widgets import Footer, Header, Static
+
+from lineup.config import DEFAULT_TAGS
+from lineup.sessions import ChatSession, PaneUpdate, blind_safe
+from lineup.tui.figures import record_figures
+from lineup.tui.panes import Pane
+from lineup.tui.prompt_box import PromptBox
+from lineup.tui.record_entries import answer_entries, pane_status, status_note
+from lineup.tui.tag_picker import TagChoice, TagPicker
+from lineup.tui.vote_bar import VoteBar
+
+PANE_ACTIONS = {
+    "cancel": "cancel the answer in flight",
+    "retry": "new attempt at the last turn (old one kept)",
+    "copy": "copy the answer",
+    "copy_code": "copy the answer's last code block",
+    "maximise": "maximise / restore the pane",
+    "reasoning": "show / hide reasoning",
+    "tag": "tag the answer (failure modes, note)",
+}
+
+
+def grid_shape(n: int) -> tuple[int, int]:
+    """Columns and rows: side by side up to four, then two rows."""
+    if n <= 4:
+        return max(n, 1), 1
+    return math.ceil(n / 2), 2
+
+
+class ChatScreen(Screen):
+    """One live session."""
+
+    BINDINGS = [
+        Binding("escape", "cancel_all", "Cancel all", id="chat.cancel_all", tooltip="Cancel every answer in flight"),
+        Binding("f2", "focus_vote", "Vote", id="chat.vote", tooltip="Go to the vote bar"),
+        Binding("f3", "focus_prompt", "Prompt", id="chat.prompt", tooltip="Go to the prompt box"),
+        Binding("ctrl+n", "new_session", "New", id="chat.new", tooltip="New session with the same models"),
+        Binding("ctrl+b", "toggle_blind", "Blind", id="chat.blind", tooltip="Blind mode for the next new session"),
+    ]
+
+    def __init__(self, session: ChatSession, *, tags: tuple[str, ...] = DEFAULT_TAGS, hint: str | None = None,
+                 figures_when_blind: bool = False, loaded=None, autoplay: list[str] | None = None) -> None:
+        super().__init__()
+        self.session = session
+        self.tags = tags
+        self.hint = hint
+        self.figures_when_blind = figures_when_blind
+        self.loaded = loaded
+        self.autoplay = list(autoplay or [])
+        n = len(session.contestants)
+        self.panes = [Pane(i, session.display_name(i), show_figures=self._figures_visible()) for i in range(n)]
+        self.vote_bar = VoteBar()
+        self.prompt = PromptBox(placeholder="Type a prompt, Enter sends to all (Ctrl+J: new line)")
+        self.sending = False
+        self.sends = 0          # prompts sent from this screen (tests wait on it)
+        self._voted_turns: set[str] = set()
+
+    # ----- layout ---------------------------------------------------------
+    def compose(self):
+        yield Header(show_clock=False, icon="≡")
+        if self.hint:
+            yield Static(Text(self.hint), id="hint")
+        cols, rows = grid_shape(len(self.panes))
+        grid = Container(*self.panes, id="panes")
+        grid.styles.grid_size_columns = cols
+        grid.styles.grid_size_rows = rows
+        yield grid
+        yield self.vote_bar
+        yield self.prompt
+        yield Footer(show_command_palette=False)
+
+    async def on_mount(self) -> None:
+        self._refresh_titles()
+        if self.loaded is not None:
+            self._show_loaded(self.loaded)
+        self.prompt.focus()
+        if self.autoplay:
+            self._autoplay()
+        else:
+            self._offer_vote(focus=False)
+
+    def _figures_visible(self) -> bool:
+        return self.session.revealed or self.figures_when_blind
+
+    def _refresh_titles(self) -> None:
+        s = self.session
+        n = len(s.contestants)
+        if s.revealed:
+            names = " · ".join(c.alias for c in s.contestants)
+            self.sub_title = f"{'blind, revealed' if s.blind else 'chat'} · {names}"
+        else:
+            self.sub_title = f"blind · {n} contestants ({', '.join(c.label for c in s.contestants)})"
+        self.title = "lineup"
+        for i, pane in enumerate(self.panes):
+            pane.name_shown = s.display_name(i)
+            pane.show_figures = self._figures_visible()
+
+    def safe(self, text: str) -> str:
+        """Text fit to show now: scrubbed of identities while blind and unrevealed."""
+        if self.session.revealed:
+            return text
+        return blind_safe(text, self.session.contestants)
+
+    def say(self, message: str, *, severity: str = "information") -> None:
+        self.app.say(self.safe(message), severity=severity)
+
+    def _show_loaded(self, loaded) -> None:
+        """A resumed session: every saved turn and each contestant's latest answer."""
+        aliases = [c.alias for c in self.session.contestants]
+        for i, alias in enumerate(aliases):
+            pane = self.panes[i]
+            entries: list = []
+            last = None
+            for turn in loaded.turns:
+                entries.append(("user", turn.user_message))
+                mine = [o for o in loaded.outputs_for(turn.id) if o.contestant == alias]
+                if mine:
+                    last = max(mine, key=lambda o: o.attempt)
+                    entries += answer_entries(last, status_note(last, self.safe))
+            pane.body.set_conversation(entries)
+            if last is not None:
+                pane.status = pane_status(last)
+                pane.figures = record_figures(last)
+        rater = self.app.rater
+        self._voted_turns = {v.turn_id for v in loaded.current_votes() if v.rater == rater}
+
+    # ----- sending --------------------------------------------------------
+    def on_prompt_box_submitted(self, event: PromptBox.Submitted) -> None:
+        event.stop()
+        text = event.text.strip()
+        if not text:
+            return
+        if self.sending or self.session.streaming:
+            self.say("Still answering: wait, or press Esc to cancel.", severity="warning")
+            return
+        self.prompt.clear()
+        self.send(text)
+
+    def send(self, text: str) -> None:
+        """Show the prompt in every pane and stream the answers (a worker)."""
+        self.sending = True
+        self.sends += 1
+        self._hide_vote()
+        for pane in self.panes:
+            pane.begin_turn(text)
+        self._send(text)
+
+    @work(group="send", exit_on_error=False)
+    async def _send(self, text: str) -> None:
+        try:
+            await self.session.send(text, on_update=self._feed)
+        except Exception as exc:  # store full, provider bug: tell, keep the app
+            self.say(f"Sending failed: {exc}", severity="error")
+            for pane in self.panes:
+                if pane.status in ("waiting", "streaming"):
+                    pane.status = "error"
+        finally:
+            self.sending = False
+        self._offer_vote(focus=self.session.blind and not self.session.revealed)
+
+    @work(group="send")
+    async def _autoplay(self) -> None:
+        """A rerun: send the recorded user turns one after another."""
+        for text in self.autoplay:
+            self.sending = True
+            for pane in self.panes:
+                pane.begin_turn(text)
+            try:
+                await self.session.send(text, on_update=self._feed)
+            finally:
+                self.sending = False
+        self.autoplay = []
+        self._offer_vote(focus=self.session.blind and not self.session.revealed)
+
+    def _feed(self, update: PaneUpdate) -> None:
+        self.panes[update.index].apply(update.event, update.result, update.output_id)
+
+    # ----- voting ---------------------------------------------------------
+    def _offer_vote(self, *, focus: bool) -> None:
+        s = self.session
+        if not s.turns or self.sending or s.streaming or s.turns[-1].id in self._voted_turns:
+            return
+        if len(s.contestants) < 2:
+            return
+        self.vote_bar.set_labels([c.label for c in s.contestants])
+        self.vote_bar.add_class("-visible")
+        if focus and not self.prompt.text.strip():   # never steal keys from a follow-up being typed
+            self.vote_bar.focus()
+
+    def _hide_vote(self) -> None:
+        self.vote_bar.remove_class("-visible")
+        if self.focused is self.vote_bar:
+            self.prompt.focus()
+
+    def on_vote_bar_voted(self, event: VoteBar.Voted) -> None:
+        event.stop()
+        self._vote(event.choice, event.ranking)
+
+    @work(group="vote", exclusive=True, exit_on_error=False)
+    async def _vote(self, choice: str, ranking: list[str] | None) -> None:
+        was_hidden = not self.session.revealed
+        try:
+            vote = await self.session.vote(choice, ranking=ranking, rater=self.app.rater)
+        except Exception as exc:
+            self.say(f"Vote not saved: {exc}", severity="error")
+            return
+        self._voted_turns.add(vote.turn_id)
+        self._hide_vote()
+        self._refresh_titles()
+        what = {"tie": "a tie", "both_bad": "both bad", "all_bad": "all bad"}.get(choice, f"{choice} best")
+        if ranking:
+            what = "ranking " + " > ".join(ranking)
+        reveal = ""
+        if was_hidden:
+            reveal = " · " + ", ".join(f"{label} = {alias}" for label, alias in vote.mapping.items())
+        self.say(f"Vote saved: {what}{reveal}")
+        self.prompt.focus()
+
+    def action_focus_vote(self) -> None:
+        if self.vote_bar.has_class("-visible"):
+            self.vote_bar.focus()
+        else:
+            self.say("Nothing to vote on yet.")
+
+    def action_focus_prompt(self) -> None:
+        self.prompt.focus()
+
+    # ----- whole-screen actions ------------------------------------------
+    def action_cancel_all(self) -> None:
+        if self.vote_bar.ranking is not None:
+            self.vote_bar.ranking = None
+            self.vote_bar.set_labels(self.vote_bar.labels)
+            return
+        if self.session.streaming:
+            self.session.cancel_all()
+            return
+        if self.maximized is not None:
+            self.minimize()
+
+    def action_new_session(self) -> None:
+        if self.sending or self.session.streaming:
+            self.say("Still answering: press Esc first.", severity="warning")
+            return
+        self.app.new_chat()
+
+    def action_toggle_blind(self) -> None:
+        self.app.blind_next = not self.app.blind_next
+        state = "on" if self.app.blind_next else "off"
+        if not self.session.turns and not self.sending:
+            self.app.new_chat()
+            self.app.say(f"Blind mode {state}: new session started.")
+        else:
+            self.app.say(f"Blind mode {state} for the next new session (Ctrl+N).")
+
+    # ----- pane actions ---------------------------------------------------
+    def on_pane_requested(self, event: Pane.Requested) -> None:
+        event.stop()
+        self.pane_action(event.index, event.action)
+
+    def pane_action(self, index: int, action: str) -> None:
+        pane = self.panes[index]
+        name = self.session.display_name(index)
+        if action == "cancel":
+            if self.session.is_streaming(index):
+                self.session.cancel(index)
+            else:
+                self.say(f"{name}: nothing in flight.")
+        elif action == "retry":
+            if not self.session.turns:
+                self.say("Nothing to retry yet.")
+            else:
+                self._hide_vote()
+                pane.begin_retry()
+                self._retry(index)
+        elif action == "copy":
+            text = pane.body.answer_text() if pane.body.answer_count else ""
+            if text:
+                self.app.copy_to_clipboard(text)
+                self.say(f"Copied the answer of {name} ({len(text):,} characters).")
+            else:
+                self.say(f"{name}: no answer to copy.")
+        elif action == "copy_code":
+            code = pane.body.last_code_block() if pane.body.answer_count else None
+            if code:
+                self.app.copy_to_clipboard(code)
+                self.say(f"Copied the last code block of {name} ({len(code):,} characters).")
+            else:
+                self.say(f"{name}: no code block in the answer.")
+        elif action == "maximise":
+            if self.maximized is pane:
+                self.minimize()
+            else:
+                self.maximize(pane, container=False)
+        elif action == "reasoning":
+            pane.body.show_reasoning = not pane.body.show_reasoning
+            self.say(f"{name}: reasoning {'shown' if pane.body.show_reasoning else 'hidden'}.")
+        elif action == "tag":
+            if self.session.contestants[index].last_output is None:
+                self.say(f"{name}: no answer to tag yet.")
+                return
+            self.app.push_screen(TagPicker(name, self.tags), lambda choice: self._tag(index, choice))
+
+    @work(group="retry", exit_on_error=False)
+    async def _retry(self, index: int) -> None:
+        try:
+            await self.session.retry(index, on_update=self._feed)
+        except Exception as exc:
+            self.say(f"Retry failed: {exc}", severity="error")
+        if not self.session.streaming and not self.sending:
+            self._offer_vote(focus=False)
+
+    @work(group="tag", exit_on_error=False)
+    async def _tag(self, index: int, choice: TagChoice | None) -> None:
+        if choice is None:
+            return
+        name = self.session.display_name(index)
+        try:
+            tags = choice.tags or ("note",)
+            for i, tag in enumerate(tags):
+                await self.session.tag(index, tag, note=choice.note if i == 0 else None, rater=self.app.rater)
+        except Exception as exc:
+            self.say(f"Tag not saved: {exc}", severity="error")
+            return
+        self.say(f"Tagged {name}: {', '.join(tags)}" + (" (with a note)" if choice.note else ""))
+
+    # ----- command palette -------------------------------------------------
+    def palette_commands(self):
+        """(name, help, callback) for every action on this screen."""
+        cmds = [
+            ("Cancel all", "cancel every answer in flight", self.action_cancel_all),
+            ("New session", "same models, a fresh session", self.action_new_session),
+            ("Toggle blind mode", "blind labels for the next new session", self.action_toggle_blind),
+            ("Go to prompt", "focus the prompt box", self.action_focus_prompt),
+        ]
+        if self.vote_bar.has_class("-visible"):
+            cmds.append(("Go to vote bar", "vote on the last turn", self.action_focus_vote))
+            bar = self.vote_bar
+            for i, label in enumerate(bar.labels):
+                cmds.append((f"Vote: {self.session.display_name(i)} best", "record the vote and reveal",
+                             lambda k="abcdefgh"[i]: bar.action_pick(k)))
+            cmds.append(("Vote: tie", "record a tie", lambda: bar.action_pick("tie")))
+            cmds.append((f"Vote: {bar.bad_choice.replace('_', ' ')}", "none is good", lambda: bar.action_pick("bad")))
+            if len(bar.labels) > 2:
+                cmds.append(("Vote: full ranking", "press labels best to worst", bar.action_rank))
+        for i in range(len(self.panes)):
+            name = self.session.display_name(i)
+            for action, help_text in PANE_ACTIONS.items():
+                cmds.append((f"{name}: {action.replace('_', ' ')}", help_text,
+                             lambda i=i, a=action: self.pane_action(i, a)))
+        return cmds

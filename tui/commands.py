@@ -1,0 +1,44 @@
+"""Command palette provider: every action of the current screen (its
+`palette_commands()`, else its active key bindings) plus the app's own."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+
+def _binding_commands(screen):
+    """Fallback for screens without `palette_commands`: their active bindings."""
+    seen = set()
+    for key, active in screen.active_bindings.items():
+        b = active.binding
+        if not b.description or b.action in seen or not active.enabled:
+            continue
+        seen.add(b.action)
+        yield (b.description, b.tooltip or f"key {key}",
+               partial(screen.app.run_action, b.action, active.node))
+
+
+class LineupCommands(Provider):
+    """Screen actions first, then the app-wide ones (help, sessions, quit)."""
+
+    def _commands(self):
+        screen = self.screen
+        if hasattr(screen, "palette_commands"):
+            items = list(screen.palette_commands())
+        else:
+            items = list(_binding_commands(screen))
+        items.extend(self.app.palette_commands())
+        return items
+
+    async def discover(self) -> Hits:
+        for name, help_text, callback in self._commands():
+            yield DiscoveryHit(name, callback, help=help_text)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for name, help_text, callback in self._commands():
+            score = matcher.match(name)
+            if score > 0:
+                yield Hit(score, matcher.highlight(name), callback, help=help_text)

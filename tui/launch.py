@@ -1,0 +1,28 @@
+"""Run `LineupApp` from a command: open the store on its writer thread,
+run the app, close the store whatever happened."""
+
+from __future__ import annotations
+
+import asyncio
+
+
+def run_app(db, config, **options) -> int:
+    """Exit code: 0, or the one the app exited with (2 for a bad session id)."""
+    from lineup.store import AsyncStore, StoreError
+    from lineup.tui.app import LineupApp
+
+    async def main() -> int:
+        try:
+            store = await AsyncStore.open(db)
+        except StoreError as exc:
+            from lineup.cli import UsageError
+
+            raise UsageError(str(exc)) from None
+        try:
+            app = LineupApp(store, config, **options)
+            await app.run_async()
+            return app.return_code or 0
+        finally:
+            await store.aclose()
+
+    return asyncio.run(main())

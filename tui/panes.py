@@ -1,0 +1,198 @@
+"""One pane per contestant: a header (label, status, live figures) over the
+contestant's own conversation (a `StreamView`). Panes render what they are
+told and ask the screen for everything else through `Pane.Requested`, so the
+screen keeps the single view of the session."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.message import Message
+from textual.reactive import reactive
+from textual.widgets import Static
+
+from lineup.events import StreamResult
+from lineup.tui.figures import live_figures
+from lineup.tui.stream_view import StreamView
+
+STATUS_STYLE = {
+    "idle": "dim",
+    "waiting": "yellow",
+    "retrying": "yellow",
+    "streaming": "cyan",
+    "done": "green",
+    "error": "bold red",
+    "cancelled": "magenta",
+    "interrupted": "magenta",
+}
+
+
+class PaneHeader(Static):
+    """Label · status · figures, built as `Text` (never parsed as markup)."""
+
+
+class Pane(Vertical):
+    """A contestant's column. Focus lives in its body (one Tab stop per pane,
+    arrow keys scroll); the pane's keys work from there."""
+
+    ALLOW_MAXIMIZE = True
+    BINDINGS = [
+        Binding("c", "pane('cancel')", "Cancel", id="pane.cancel", tooltip="Cancel this answer"),
+        Binding("r", "pane('retry')", "Retry", id="pane.retry", tooltip="New attempt (old one kept)"),
+        Binding("y", "pane('copy')", "Copy", id="pane.copy", tooltip="Copy the answer"),
+        Binding("k", "pane('copy_code')", "Copy code", id="pane.copy_code",
+                tooltip="Copy the answer's last code block"),
+        Binding("m", "pane('maximise')", "Maximise", id="pane.maximise", tooltip="Maximise / restore"),
+        Binding("z", "pane('reasoning')", "Reasoning", id="pane.reasoning", tooltip="Show/hide reasoning"),
+        Binding("t", "pane('tag')", "Tag", id="pane.tag", tooltip="Tag this answer, add a note"),
+    ]
+
+    class Requested(Message):
+        """The user asked for `action` on pane `index`."""
+
+        def __init__(self, index: int, action: str) -> None:
+            super().__init__()
+            self.index = index
+            self.action = action
+
+    status: reactive[str] = reactive("idle")
+    name_shown: reactive[str] = reactive("")
+    figures: reactive[str] = reactive("")
+    show_figures: reactive[bool] = reactive(True)
+    detail: reactive[str] = reactive("")
+
+    ALL_ACTIONS = frozenset({"cancel", "retry", "copy", "copy_code", "maximise", "reasoning", "tag"})
+
+    def __init__(self, index: int, name: str, *, show_figures: bool = True, id: str | None = None,
+                 actions: frozenset[str] | None = None) -> None:
+        super().__init__(id=id or f"pane-{index}", classes="pane")
+        self.index = index
+        self.actions = self.ALL_ACTIONS if actions is None else actions
+        self.set_reactive(Pane.name_shown, name)
+        self.set_reactive(Pane.show_figures, show_figures)
+        self.result: StreamResult | None = None
+        self.header = PaneHeader(classes="pane-header")
+        self.body = StreamView(classes="pane-body")
+        self._answer_open = False
+        self._output_id: str | None = None
+        self._stale: set[str] = set()
+
+    def compose(self):
+        yield self.header
+        yield self.body
+
+    def on_mount(self) -> None:
+        self._render_header()
+        self.set_interval(0.25, self._tick)
+
+    # ----- header ---------------------------------------------------------
+    def _render_header(self) -> None:
+        text = Text(no_wrap=True, overflow="ellipsis")
+        text.append(self.name_shown, style="bold")
+        text.append("  ")
+        text.append(self.status, style=STATUS_STYLE.get(self.status, ""))
+        if self.detail:
+            text.append(f" ({self.detail})", style="dim")
+        if self.show_figures and self.figures:
+            text.append("  ")
+            text.append(self.figures, style="dim")
+        self.header.update(text)
+        self.border_title = None
+
+    def watch_status(self) -> None:
+        self.set_class(self.status == "streaming", "-streaming")
+        self.set_class(self.status == "error", "-error")
+        self._render_header()
+
+    def watch_name_shown(self) -> None:
+        self._render_header()
+
+    def watch_figures(self) -> None:
+        self._render_header()
+
+    def watch_show_figures(self) -> None:
+        self._render_header()
+
+    def watch_detail(self) -> None:
+        self._render_header()
+
+    def _tick(self) -> None:
+        if self.result is not None and self.status in ("waiting", "streaming"):
+            self.figures = live_figures(self.result)
+
+    # ----- stream ---------------------------------------------------------
+    def begin_turn(self, prompt: str) -> None:
+        """A new user turn: show it and open an empty answer."""
+        self.body.add_user(prompt)
+        self._open_answer()
+
+    def begin_retry(self) -> None:
+        """A new attempt at the last turn, under the old one."""
+        self._open_answer()
+
+    def _open_answer(self) -> None:
+        if self._output_id is not None:
+            self._stale.add(self._output_id)  # a cancelled attempt still reporting its end
+            self._output_id = None
+        if self._answer_open:
+            self.body.end_answer()
+        self.body.start_answer()
+        self._answer_open = True
+        self.result = None
+        self.detail = ""
+        self.figures = ""
+        self.status = "waiting"
+
+    def apply(self, event, result: StreamResult, output_id: str | None = None) -> None:
+        """One stream event from the session (see `lineup.sessions.PaneUpdate`)."""
+        if output_id is not None:
+            if output_id in self._stale:
+                return
+            self._output_id = output_id
+        self.result = result
+        kind = event.type
+        if kind == "text":
+            if self.status != "streaming":
+                self.status = "streaming"
+            self.body.append(event.text)
+        elif kind == "reasoning":
+            if self.status != "streaming":
+                self.status = "streaming"
+            self.body.append_reasoning(event.text)
+        elif kind == "retrying":
+            self.status = "retrying"
+            self.detail = f"{event.kind.value}, attempt {event.attempt + 1}"
+        elif kind == "sent":
+            if self.status == "retrying":
+                self.status = "waiting"
+                self.detail = ""
+        elif kind == "finish":
+            self._close("done", None)
+        elif kind == "error":
+            if event.kind.value == "cancelled":
+                self._close("cancelled", "cancelled")
+            else:
+                self.detail = event.kind.value
+                self._close("error", f"error ({event.kind.value}): {event.message}")
+
+    def _close(self, status: str, note: str | None) -> None:
+        if self._answer_open:
+            self.body.end_answer(note=note)
+            self._answer_open = False
+        if self.result is not None:
+            self.figures = live_figures(self.result)
+        self.status = status
+
+    # ----- actions --------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "pane" and parameters:
+            return parameters[0] in self.actions
+        return True
+
+    def action_pane(self, action: str) -> None:
+        self.post_message(self.Requested(self.index, action))
+
+    def focus(self, scroll_visible: bool = True):
+        self.body.focus(scroll_visible)
+        return self

@@ -1,0 +1,233 @@
+"""A saved session, read-only: every turn, each contestant's answers (all
+attempts), the votes and the tags; an answer can be played back at its
+recorded pace (1x, 4x) or instantly. Blind sessions not yet revealed show
+labels only, as in the chat."""
+
+from __future__ import annotations
+
+import math
+
+import anyio
+from rich.text import Text
+from textual import work
+from textual.binding import Binding
+from textual.containers import Container
+from textual.screen import Screen
+from textual.widgets import Footer, Header, Static
+
+from lineup.tui.chat_screen import grid_shape
+from lineup.tui.figures import record_figures
+from lineup.tui.panes import Pane
+from lineup.tui.playback import answer_chunks, delays
+from lineup.tui.record_entries import answer_entries, pane_status, status_note
+
+REPLAY_ACTIONS = frozenset({"copy", "copy_code", "maximise", "reasoning"})
+CHOICE_WORDS = {"tie": "a tie", "both_bad": "both bad", "all_bad": "all bad"}
+
+
+def vote_line(vote, hidden: bool) -> str:
+    what = CHOICE_WORDS.get(vote.choice, f"{vote.choice} best")
+    if vote.ranking:
+        what = "ranking " + " > ".join(vote.ranking)
+    if not hidden and vote.choice in vote.mapping:
+        what += f" ({vote.mapping[vote.choice]})"
+    return f"{vote.rater}: {what}" + (f", note: {vote.note}" if vote.note else "")
+
+
+class ReplayScreen(Screen):
+    BINDINGS = [
+        Binding("1", "play(1)", "Play 1x", id="replay.play1", tooltip="Play the answer at its recorded pace"),
+        Binding("4", "play(4)", "Play 4x", id="replay.play4", tooltip="Play the answer four times faster"),
+        Binding("i", "play(0)", "Instant", id="replay.instant", tooltip="Show the answer at once"),
+        Binding("left_square_bracket", "turn(-1)", "Prev turn", id="replay.prev", key_display="["),
+        Binding("right_square_bracket", "turn(1)", "Next turn", id="replay.next", key_display="]"),
+        Binding("escape", "close", "Back", id="replay.back"),
+    ]
+
+    def __init__(self, session_id: str, *, standalone: bool = False) -> None:
+        super().__init__()
+        self.session_id = session_id
+        self.standalone = standalone
+        self.loaded = None
+        self.panes: list[Pane] = []
+        self.turn_index = 0
+        self.info = Static("loading…", classes="info-line", id="replay-info")
+
+    def compose(self):
+        yield Header(show_clock=False, icon="≡")
+        yield self.info
+        yield Container(id="panes")
+        yield Footer(show_command_palette=False)
+
+    async def on_mount(self) -> None:
+        self.title = "lineup"
+        self.sub_title = "replay"
+        try:
+            self.loaded = await self.app.store.load_session(self.session_id)
+        except Exception as exc:
+            if self.standalone:
+                self.app.exit(2, message=f"lineup replay: {exc}")
+            else:
+                self.app.say(str(exc), severity="error")
+                self.dismiss()
+            return
+        rec = self.loaded.session
+        self.hidden = rec.hidden
+        contestants = sorted(rec.contestants, key=lambda c: c.position)
+        self.aliases = [c.alias for c in contestants]
+        self.names = [c.label if self.hidden else (f"{c.label} · {c.alias}" if rec.blind else c.alias)
+                      for c in contestants]
+        grid = self.query_one("#panes", Container)
+        cols, rows = grid_shape(len(contestants))
+        grid.styles.grid_size_columns, grid.styles.grid_size_rows = cols, rows
+        self.panes = [Pane(i, name, show_figures=not self.hidden, actions=REPLAY_ACTIONS)
+                      for i, name in enumerate(self.names)]
+        await grid.mount_all(self.panes)
+        kind = {"rerun": f"rerun of {rec.rerun_of[:10]}" if rec.rerun_of else "rerun"}.get(rec.kind, rec.kind)
+        names = "blind, not revealed" if self.hidden else " · ".join(self.aliases)
+        self.sub_title = f"replay · {kind} · {names}"
+        self.turn_index = max(0, len(self.loaded.turns) - 1)
+        for i in range(len(self.panes)):
+            self._fill(i)
+        self._show_info()
+        if self.panes:
+            self.panes[0].focus()
+
+    # ----- content ----------------------------------------------------------
+    def _outputs(self, turn_id: str, i: int):
+        return [o for o in self.loaded.outputs_for(turn_id) if o.contestant == self.aliases[i]]
+
+    def _tags_for(self, output_id: str) -> list[str]:
+        return [t.tag + (f" ({t.note})" if t.note else "") for t in self.loaded.tags if t.output_id == output_id]
+
+    def _note(self, out, last: bool) -> str | None:
+        parts = []
+        if not last:
+            parts.append(f"attempt {out.attempt}, retried")
+        status = status_note(out)
+        if status:
+            parts.append(status)
+        tags = self._tags_for(out.id)
+        if tags:
+            parts.append("tags: " + ", ".join(tags))
+        return " · ".join(parts) or None
+
+    def _entries(self, i: int, until: int | None = None, skip_answer_of: int | None = None):
+        """Pane i's conversation over turns [0, until) and its last answer record."""
+        turns = self.loaded.turns if until is None else self.loaded.turns[:until]
+        entries: list = []
+        last_out = None
+        for t_index, turn in enumerate(turns):
+            entries.append(("user", turn.user_message))
+            if t_index == skip_answer_of:
+                continue
+            outs = self._outputs(turn.id, i)
+            for k, out in enumerate(outs):
+                entries += answer_entries(out, self._note(out, last=k == len(outs) - 1))
+                last_out = out
+        return entries, last_out
+
+    def _fill(self, i: int, *, until: int | None = None, skip_answer_of: int | None = None) -> None:
+        """Pane i with turns [0, until) (all when None)."""
+        pane = self.panes[i]
+        entries, last_out = self._entries(i, until, skip_answer_of)
+        pane.body.set_conversation(entries)
+        if last_out is not None:
+            pane.status = pane_status(last_out)
+            pane.figures = record_figures(last_out)
+
+    def _show_info(self) -> None:
+        turns = self.loaded.turns
+        if not turns:
+            self.info.update(Text("This session has no turns."))
+            return
+        turn = turns[self.turn_index]
+        votes = self.loaded.votes_for(turn.id)
+        line = f"turn {self.turn_index + 1} of {len(turns)}"
+        if turn.case_id:
+            line += f" · case {turn.case_id}" + (f" ({turn.category})" if turn.category else "")
+        line += " · votes: " + ("; ".join(vote_line(v, self.hidden) for v in votes) if votes else "none")
+        line += "  ([ ] choose the turn, 1 / 4 / i play the focused pane's answer)"
+        self.info.update(Text(line))
+
+    # ----- actions ----------------------------------------------------------
+    def action_turn(self, step: int) -> None:
+        if self.loaded and self.loaded.turns:
+            self.turn_index = max(0, min(len(self.loaded.turns) - 1, self.turn_index + step))
+            self._show_info()
+
+    def _focused_index(self) -> int:
+        node = self.focused
+        while node is not None and not isinstance(node, Pane):
+            node = node.parent
+        return node.index if isinstance(node, Pane) else 0
+
+    def action_play(self, speed: int) -> None:
+        if not self.loaded or not self.loaded.turns or not self.panes:
+            return
+        self.play(self._focused_index(), self.turn_index, math.inf if speed == 0 else float(speed))
+
+    @work(exclusive=True, group="playback")
+    async def play(self, i: int, turn_index: int, speed: float) -> None:
+        """Pane i: the turns before, then this turn's answer at `speed`, then the rest."""
+        pane = self.panes[i]
+        turn = self.loaded.turns[turn_index]
+        outs = self._outputs(turn.id, i)
+        self._fill(i, until=turn_index + 1, skip_answer_of=turn_index)
+        try:
+            for k, out in enumerate(outs):
+                last = k == len(outs) - 1
+                if not last:
+                    for role, text in answer_entries(out, self._note(out, last=False)):
+                        if role == "reasoning":
+                            pane.body.append_reasoning(text)
+                        elif role == "assistant":
+                            pane.body.append(text)
+                        else:
+                            pane.body.end_answer(text)
+                    continue
+                pane.status = "streaming"
+                pane.body.start_answer()
+                chunks = answer_chunks(out.text, out.reasoning, out.chunk_ms, out.chunk_chars)
+                for chunk, wait in zip(chunks, delays(chunks, speed)):
+                    if wait:
+                        await anyio.sleep(wait)
+                    (pane.body.append if chunk.kind == "text" else pane.body.append_reasoning)(chunk.text)
+                pane.body.end_answer(note=self._note(out, True))
+        finally:
+            # whatever happened, leave the pane showing the whole record
+            self._fill(i)
+        self.app.say(f"Played {self.names[i]}, turn {turn_index + 1}.")
+
+    def on_pane_requested(self, event: Pane.Requested) -> None:
+        event.stop()
+        pane = self.panes[event.index]
+        name = self.names[event.index]
+        if event.action == "copy":
+            text = pane.body.answer_text() if pane.body.answer_count else ""
+            if text:
+                self.app.copy_to_clipboard(text)
+                self.app.say(f"Copied the answer of {name}.")
+        elif event.action == "copy_code":
+            code = pane.body.last_code_block() if pane.body.answer_count else None
+            if code:
+                self.app.copy_to_clipboard(code)
+                self.app.say(f"Copied the last code block of {name}.")
+            else:
+                self.app.say(f"{name}: no code block in the answer.")
+        elif event.action == "maximise":
+            if self.maximized is pane:
+                self.minimize()
+            else:
+                self.maximize(pane, container=False)
+        elif event.action == "reasoning":
+            pane.body.show_reasoning = not pane.body.show_reasoning
+
+    def action_close(self) -> None:
+        if self.maximized is not None:
+            self.minimize()
+            return
+        if self.standalone:
+            self.app.exit(0)
+        else:
+            self.dismiss()

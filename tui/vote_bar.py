@@ -1,0 +1,129 @@
+"""The vote bar: one key per label, tie, both/all bad, and (with more than two
+contestants) an optional full ranking typed best to worst. It only collects
+the choice; the screen records it through the session (or the queue)."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.message import Message
+from textual.widgets import Button, Static
+
+LETTERS = "abcdefgh"
+
+
+class VoteBar(Horizontal, can_focus=True):
+    """Shown under the panes when an answer set is ready to judge."""
+
+    BINDINGS = [
+        *[Binding(k, f"pick('{k.upper()}')", f"{k.upper()} best", id=f"vote.{k}",
+                  tooltip=f"Vote: {k.upper()} is best") for k in LETTERS],
+        Binding("t", "pick('tie')", "Tie", id="vote.tie", tooltip="Vote: a tie"),
+        Binding("x", "pick('bad')", "All bad", id="vote.bad", tooltip="Vote: none is good"),
+        Binding("n", "rank", "Rank", id="vote.rank", tooltip="Full ranking: press labels best to worst"),
+    ]
+
+    class Voted(Message):
+        """`choice` is a label, 'tie', 'both_bad' or 'all_bad'; `ranking` best to worst."""
+
+        def __init__(self, choice: str, ranking: list[str] | None) -> None:
+            super().__init__()
+            self.choice = choice
+            self.ranking = ranking
+
+    def __init__(self, *, id: str | None = "vote-bar") -> None:
+        super().__init__(id=id)
+        self.labels: list[str] = []
+        self.ranking: list[str] | None = None
+        self.prompt = Static("", id="vote-prompt")
+
+    def compose(self):
+        yield self.prompt
+
+    def set_labels(self, labels: list[str]) -> None:
+        """The labels in screen order; the buttons are rebuilt when they change."""
+        self.ranking = None
+        self._show_prompt()
+        self.refresh_bindings()
+        if list(labels) == self.labels and self.query(Button):
+            return
+        self.labels = list(labels)
+        self.run_worker(self._rebuild(list(labels)), exclusive=True, group="vote-buttons")
+
+    async def _rebuild(self, labels: list[str]) -> None:
+        await self.remove_children(Button)
+        buttons = [Button(label if label == LETTERS[i].upper() else f"{LETTERS[i]}: {label}",
+                          id=f"vote-pos-{i}", compact=True, classes="vote-label")
+                   for i, label in enumerate(labels)]
+        buttons.append(Button("tie", id="vote-tie", compact=True))
+        buttons.append(Button(self.bad_choice.replace("_", " "), id="vote-bad", compact=True))
+        if len(labels) > 2:
+            buttons.append(Button("rank…", id="vote-rank", compact=True))
+        await self.mount_all(buttons)
+
+    @property
+    def bad_choice(self) -> str:
+        return "both_bad" if len(self.labels) == 2 else "all_bad"
+
+    def _show_prompt(self) -> None:
+        if self.ranking is not None:
+            done = " > ".join(self.ranking)
+            self.prompt.update(Text(f"Rank best to worst (press a, b, ...): {done}{' > ' if done else ''}…"))
+        else:
+            self.prompt.update(Text("Which answer is best?"))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "pick" and parameters:
+            choice = str(parameters[0])
+            if choice in ("tie", "bad"):
+                return self.ranking is None
+            return self._label_for_key(choice) is not None
+        if action == "rank":
+            return len(self.labels) > 2 and self.ranking is None
+        return True
+
+    def _label_for_key(self, letter: str) -> str | None:
+        """Keys a, b, c... pick by screen position, whatever the labels are."""
+        i = LETTERS.find(letter.lower()) if len(letter) == 1 else -1
+        return self.labels[i] if 0 <= i < len(self.labels) else None
+
+    def action_pick(self, choice: str) -> None:
+        if choice == "bad":
+            choice = self.bad_choice
+        elif choice != "tie":
+            label = self._label_for_key(choice)
+            if label is None:
+                return
+            choice = label
+        if self.ranking is not None:
+            if choice in self.labels and choice not in self.ranking:
+                self.ranking.append(choice)
+                if len(self.ranking) == len(self.labels) - 1:
+                    self.ranking.extend(l for l in self.labels if l not in self.ranking)
+                if len(self.ranking) == len(self.labels):
+                    ranking, self.ranking = self.ranking, None
+                    self._show_prompt()
+                    self.refresh_bindings()
+                    self.post_message(self.Voted(ranking[0], ranking))
+                    return
+                self._show_prompt()
+            return
+        self.post_message(self.Voted(choice, None))
+
+    def action_rank(self) -> None:
+        self.ranking = []
+        self._show_prompt()
+        self.refresh_bindings()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        bid = event.button.id or ""
+        if bid == "vote-rank":
+            self.action_rank()
+        elif bid == "vote-tie":
+            self.action_pick("tie")
+        elif bid == "vote-bad":
+            self.action_pick("bad")
+        elif bid.startswith("vote-pos-"):
+            self.action_pick(LETTERS[int(bid.removeprefix("vote-pos-"))])

@@ -1,0 +1,330 @@
+"""`lineup vote`: a blind queue over cases without a vote. One case at a
+time, its answers in freshly shuffled positions (recorded in the vote),
+vote, tag, note, skip, undo; progress n/total; resumable because the queue
+is rebuilt from the record each time. Names appear after each vote or only
+at the end (`reveal`)."""
+
+from __future__ import annotations
+
+import time
+
+from rich.text import Text
+from textual import work
+from textual.binding import Binding
+from textual.containers import Container
+from textual.screen import Screen
+from textual.widgets import Footer, Header, Input, Static
+
+from lineup.ids import new_ulid
+from lineup.store.records import TagRecord
+from lineup.tui.chat_screen import grid_shape
+from lineup.tui.panes import Pane
+from lineup.tui.record_entries import answer_entries, pane_status, status_note
+from lineup.tui.replay_screen import CHOICE_WORDS
+from lineup.tui.tag_picker import TagChoice, TagPicker
+from lineup.tui.vote_bar import VoteBar
+from lineup.tui.vote_items import LABELS, QueueItem, build_items, queue_votes, scrub, shuffled_positions
+
+QUEUE_PANE_ACTIONS = frozenset({"copy", "copy_code", "maximise", "reasoning", "tag"})
+
+
+class VoteQueueScreen(Screen):
+    BINDINGS = [
+        Binding("s", "skip", "Skip", id="queue.skip", tooltip="Leave this case for later"),
+        Binding("u", "undo", "Undo", id="queue.undo", tooltip="Take back the last vote and judge again"),
+        Binding("o", "note", "Note", id="queue.note", tooltip="A note saved with the next vote"),
+        Binding("space,enter", "next", "Next", id="queue.next", tooltip="Next case (after a vote)"),
+        Binding("f2", "focus_vote", "Vote", id="queue.vote", tooltip="Go to the vote bar"),
+        Binding("escape", "close", "Back", id="queue.back"),
+    ]
+
+    def __init__(self, session_id: str | None = None, *, reveal: str = "each", repeats: str = "separate",
+                 standalone: bool = False, rng=None) -> None:
+        super().__init__()
+        self.session_id = session_id
+        self.reveal = reveal
+        self.repeats = repeats
+        self.standalone = standalone
+        self.rng = rng
+        self.items: list[QueueItem] = []
+        self.total = 0
+        self.done = 0
+        self.current: QueueItem | None = None
+        self.order: list[str] = []
+        self.panes: list[Pane] = []
+        self.history: list[tuple[QueueItem, list[str], list]] = []   # (item, order, votes)
+        self.judged = False
+        self.note: str | None = None
+        self.supersede: dict[str, str] = {}
+        self.info = Static("loading…", classes="info-line", id="queue-info")
+        self.vote_bar = VoteBar()
+
+    def compose(self):
+        yield Header(show_clock=False, icon="≡")
+        yield self.info
+        yield Container(id="panes")
+        yield self.vote_bar
+        yield Input(placeholder="note for the next vote, Enter keeps it", id="queue-note")
+        yield Footer(show_command_palette=False)
+
+    async def on_mount(self) -> None:
+        self.title = "lineup"
+        self.sub_title = "vote queue"
+        self.query_one("#queue-note").display = False
+        try:
+            self.items = await self.load_items()
+        except Exception as exc:
+            if self.standalone:
+                self.app.exit(2, message=f"lineup vote: {exc}")
+            else:
+                self.app.say(str(exc), severity="error")
+                self.dismiss()
+            return
+        self.total = len(self.items)
+        await self.show_next()
+
+    async def load_items(self) -> list[QueueItem]:
+        store = self.app.store
+        if self.session_id:
+            ids = [self.session_id]
+        else:
+            ids = [s.id for s in reversed(await store.list_sessions()) if s.turns]
+        items: list[QueueItem] = []
+        for sid in ids:
+            loaded = await store.load_session(sid)
+            items.extend(build_items(loaded, rater=self.app.rater, repeats=self.repeats))
+        return items
+
+    # ----- showing a case ---------------------------------------------------
+    async def show_next(self) -> None:
+        grid = self.query_one("#panes", Container)
+        await grid.remove_children()
+        self.panes = []
+        self.judged = False
+        if not self.items:
+            self.current = None
+            self.vote_bar.remove_class("-visible")
+            self._show_end()
+            return
+        item = self.current = self.items.pop(0)
+        self.order = shuffled_positions(item.aliases, self.rng)
+        cols, rows = grid_shape(len(self.order))
+        grid.styles.grid_size_columns, grid.styles.grid_size_rows = cols, rows
+        self.panes = [Pane(i, LABELS[i], show_figures=False, actions=QUEUE_PANE_ACTIONS)
+                      for i in range(len(self.order))]
+        await grid.mount_all(self.panes)
+        for i, alias in enumerate(self.order):
+            self._fill(self.panes[i], item, alias)
+        self.vote_bar.set_labels(list(LABELS[:len(self.order)]))
+        self.vote_bar.add_class("-visible")
+        self.vote_bar.focus()
+        self._show_info()
+
+    def _fill(self, pane: Pane, item: QueueItem, alias: str) -> None:
+        entries: list = []
+        last = None
+
+        def answer(turn) -> None:
+            nonlocal last
+            out = item.outputs.get((turn.id, alias))
+            if out is not None:
+                entries.extend(answer_entries(out, status_note(out, lambda m: scrub(m, item.contestants))))
+                last = out
+
+        for t in item.context:
+            entries.append(("user", t.user_message))
+            answer(t)
+        for r, turns in enumerate(item.repeats):
+            if len(item.repeats) > 1:
+                entries.append(("note", f"repeat {r + 1} of {len(item.repeats)}"))
+            for t in turns:
+                entries.append(("user", t.user_message))
+                answer(t)
+        pane.body.set_conversation(entries)
+        pane.status = pane_status(last) if last else "idle"
+
+    def _show_info(self, extra: str = "") -> None:
+        item = self.current
+        line = f"case {self.done + 1} of {self.total}"
+        if item is not None and item.case_id:
+            line += f" · {item.case_id}" + (f" ({item.category})" if item.category else "")
+        if item is not None and len(item.repeats) > 1:
+            line += f" · {len(item.repeats)} repeats judged together"
+        if self.note:
+            line += " · note set"
+        if extra:
+            line += " · " + extra
+        self.info.update(Text(line))
+
+    def _show_end(self) -> None:
+        lines = [f"All done: {self.done} of {self.total} cases judged." if self.total else
+                 "Nothing to vote on: every case has a vote."]
+        if self.reveal == "end" and self.history:
+            lines.append("Your votes, revealed:")
+            for item, order, votes in self.history:
+                v = votes[0]
+                what = CHOICE_WORDS.get(v.choice, f"{v.choice} best")
+                names = ", ".join(f"{label} = {alias}" for label, alias in v.mapping.items())
+                lines.append(f"  {item.case_id or item.targets[0].id[:10]}: {what} ({names})")
+            self._mark_revealed()
+        lines.append("u: undo the last vote · Esc: quit")
+        self.info.update(Text("\n".join(lines)))
+
+    @work(group="queue-write", exit_on_error=False)
+    async def _mark_revealed(self) -> None:
+        """End-of-queue reveal: record when the names were shown, per session."""
+        now = time.time()
+        for sid in {item.session_id for item, _, _ in self.history}:
+            try:
+                loaded = await self.app.store.load_session(sid)
+                if loaded.session.hidden:
+                    await self.app.store.reveal_session(sid, now)
+            except Exception as exc:
+                self.app.say(f"Could not record the reveal: {exc}", severity="error")
+
+    # ----- voting -------------------------------------------------------------
+    def on_vote_bar_voted(self, event: VoteBar.Voted) -> None:
+        event.stop()
+        if self.current is None or self.judged:
+            return
+        self._record(event.choice, event.ranking)
+
+    @work(group="queue-write", exclusive=True, exit_on_error=False)
+    async def _record(self, choice: str, ranking: list[str] | None) -> None:
+        item = self.current
+        votes = queue_votes(item, self.order, choice, ranking=ranking, rater=self.app.rater, note=self.note,
+                            reveal_now=self.reveal == "each", supersedes=self.supersede)
+        try:
+            for v in votes:
+                await self.app.store.add_vote(v)
+        except Exception as exc:
+            self.app.say(f"Vote not saved: {exc}", severity="error")
+            return
+        self.history.append((item, self.order, votes))
+        self.note = None
+        self.done += 1
+        self.judged = True
+        what = CHOICE_WORDS.get(choice, f"{choice} best")
+        if self.reveal == "each":
+            for i, alias in enumerate(self.order):
+                self.panes[i].name_shown = f"{LABELS[i]} · {alias}"
+                self.panes[i].show_figures = True
+            self.vote_bar.remove_class("-visible")
+            self._show_info(f"voted {what} · Enter/space: next case")
+            self.focus_next_target()
+        else:
+            await self.show_next()
+
+    def focus_next_target(self) -> None:
+        self.set_focus(None)
+
+    async def action_next(self) -> None:
+        if self.judged:
+            await self.show_next()
+
+    async def action_skip(self) -> None:
+        if self.current is not None and not self.judged:
+            self.items.append(self.current)   # back of the queue
+            self.app.say("Skipped: it comes back at the end.")
+            await self.show_next()
+
+    @work(group="queue-write", exclusive=True, exit_on_error=False)
+    async def action_undo(self) -> None:
+        if not self.history:
+            self.app.say("No vote to undo.")
+            return
+        item, order, votes = self.history.pop()
+        if self.current is not None and not self.judged:
+            self.items.insert(0, self.current)
+        self.done -= 1
+        for v in votes:
+            self.supersede[v.turn_id] = v.id
+        self.items.insert(0, item)
+        await self.show_next()
+        self._show_info("undone: vote again, the new vote replaces the old one")
+
+    def action_note(self) -> None:
+        box = self.query_one("#queue-note", Input)
+        box.display = True
+        box.value = self.note or ""
+        box.focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.note = event.value.strip() or None
+        event.input.display = False
+        self.vote_bar.focus()
+        self._show_info()
+
+    def action_focus_vote(self) -> None:
+        if self.vote_bar.has_class("-visible"):
+            self.vote_bar.focus()
+
+    def action_close(self) -> None:
+        if self.maximized is not None:
+            self.minimize()
+            return
+        box = self.query_one("#queue-note", Input)
+        if box.display:
+            box.display = False
+            self.vote_bar.focus()
+            return
+        if self.standalone:
+            self.app.exit(0)
+        else:
+            self.dismiss()
+
+    def check_action(self, action: str, parameters) -> bool | None:
+        if action == "next":
+            return self.judged
+        if action in ("skip", "note"):
+            return self.current is not None and not self.judged
+        return True
+
+    # ----- panes ------------------------------------------------------------
+    def on_pane_requested(self, event: Pane.Requested) -> None:
+        event.stop()
+        pane = self.panes[event.index]
+        name = pane.name_shown
+        if event.action == "tag":
+            item = self.current
+            if item is None:
+                return
+            alias = self.order[event.index]
+            outs = [item.outputs.get((t.id, alias)) for t in item.targets]
+            outs = [o for o in outs if o is not None]
+            if outs:
+                self.app.push_screen(TagPicker(name, self.app.tags), lambda c: self._tag(outs, name, c))
+        elif event.action == "copy":
+            text = pane.body.answer_text() if pane.body.answer_count else ""
+            if text:
+                self.app.copy_to_clipboard(text)
+                self.app.say(f"Copied the answer of {name}.")
+        elif event.action == "copy_code":
+            code = pane.body.last_code_block() if pane.body.answer_count else None
+            if code:
+                self.app.copy_to_clipboard(code)
+                self.app.say(f"Copied the last code block of {name}.")
+        elif event.action == "maximise":
+            if self.maximized is pane:
+                self.minimize()
+            else:
+                self.maximize(pane, container=False)
+        elif event.action == "reasoning":
+            pane.body.show_reasoning = not pane.body.show_reasoning
+
+    @work(group="queue-write", exit_on_error=False)
+    async def _tag(self, outs, name: str, choice: TagChoice | None) -> None:
+        if choice is None:
+            return
+        tags = choice.tags or ("note",)
+        try:
+            for out in outs:
+                for i, tag in enumerate(tags):
+                    await self.app.store.add_tag(TagRecord(
+                        id=new_ulid(), output_id=out.id, tag=tag, rater=self.app.rater,
+                        note=choice.note if i == 0 else None, auto=False, created=time.time()))
+        except Exception as exc:
+            self.app.say(f"Tag not saved: {exc}", severity="error")
+            return
+        self.app.say(f"Tagged {name}: {', '.join(tags)}")
