@@ -1,0 +1,166 @@
+"""Anthropic Messages API (`/v1/messages`, `stream: true`): SSE events
+`message_start` (input usage), `content_block_start/delta/stop` (text,
+thinking, `tool_use` with `input_json_delta` fragments), `message_delta`
+(stop reason, output usage), `ping`, `message_stop` (the terminator) and
+mid-stream `error` events. Server tools (web search) are not tool calls."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lineup.events import ChatRequest, ErrorKind, ReasoningDelta, StreamEvent, TextDelta, ToolCall
+from lineup.providers.http import Accumulated, HttpProvider, StreamParser, parse_json_args, short
+from lineup.providers.sse import DecodeError, SSEDecoder
+from lineup.providers.sse import loads as fast_loads
+
+ANTHROPIC_VERSION = "2023-06-01"
+DEFAULT_MAX_TOKENS = 1024   # the API requires max_tokens
+
+_loads = fast_loads
+
+_ERROR_KINDS = {
+    "overloaded_error": ErrorKind.overloaded,
+    "rate_limit_error": ErrorKind.rate_limited,
+    "api_error": ErrorKind.server,
+    "timeout_error": ErrorKind.timeout,
+    "authentication_error": ErrorKind.auth,
+    "permission_error": ErrorKind.auth,
+    "not_found_error": ErrorKind.not_found,
+    "invalid_request_error": ErrorKind.bad_request,
+    "request_too_large": ErrorKind.bad_request,
+}
+
+
+class AnthropicProvider(HttpProvider):
+    name = "anthropic"
+    protocol = "Anthropic messages"
+
+    def build(self, request: ChatRequest, key: str | None) -> tuple[str, dict[str, str], dict[str, Any]]:
+        messages: list[dict[str, Any]] = []
+        for m in request.messages:
+            if m.images:
+                parts: list[dict[str, Any]] = [
+                    {"type": "image", "source": {"type": "base64", "media_type": i.mime, "data": i.data}}
+                    for i in m.images
+                ]
+                if m.content:
+                    parts.append({"type": "text", "text": m.content})
+                messages.append({"role": m.role, "content": parts})
+            else:
+                messages.append({"role": m.role, "content": m.content})
+        p = self.params(request)
+        body: dict[str, Any] = {"model": self.cfg.model, "max_tokens": p.max_tokens or DEFAULT_MAX_TOKENS,
+                                "messages": messages, "stream": True}
+        if request.system:
+            body["system"] = request.system
+        if p.temperature is not None:
+            body["temperature"] = p.temperature
+        if p.top_p is not None:
+            body["top_p"] = p.top_p
+        if p.stop:
+            body["stop_sequences"] = list(p.stop)
+        # `seed` has no Anthropic equivalent; it is recorded by the session, not sent.
+        body.update(self.cfg.extra_body)
+        headers = {"accept": "text/event-stream", "anthropic-version": ANTHROPIC_VERSION}
+        if key:
+            headers["x-api-key"] = key
+        return f"{self.base_url}/v1/messages", headers, body
+
+    def parser(self) -> StreamParser:
+        return AnthropicParser()
+
+
+class AnthropicParser(StreamParser):
+    protocol = "Anthropic messages"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sse = SSEDecoder()
+        self.acc = Accumulated()
+        self.blocks: dict[int, list[Any]] = {}   # index -> [type, id, name, json fragments, initial input]
+
+    def feed(self, chunk: bytes, t: float) -> list[StreamEvent]:
+        out: list[StreamEvent] = []
+        for event, data in self.sse.feed(chunk):
+            try:
+                obj = _loads(data)
+            except ValueError as exc:
+                raise DecodeError(f"malformed JSON in an SSE event: {exc.msg} (near {data[:60]!r})") from None
+            if not isinstance(obj, dict):
+                raise DecodeError("an SSE event that is not a JSON object")
+            self.seen_any = True
+            kind = obj.get("type") or event
+            if kind == "content_block_delta":
+                delta = obj.get("delta") or {}
+                dtype = delta.get("type")
+                if dtype == "text_delta":
+                    text = delta.get("text")
+                    if text:
+                        out.append(TextDelta(text=text, t=t))
+                        self.shown = True
+                elif dtype == "thinking_delta":
+                    text = delta.get("thinking")
+                    if text:
+                        out.append(ReasoningDelta(text=text, t=t))
+                        self.shown = True
+                elif dtype == "input_json_delta":
+                    block = self.blocks.get(obj.get("index", -1))
+                    if block is not None:
+                        block[3].append(delta.get("partial_json") or "")
+                # signature_delta, citations_delta: nothing to show
+            elif kind == "content_block_start":
+                self._block_start(obj, t, out)
+            elif kind == "content_block_stop":
+                block = self.blocks.pop(obj.get("index", -1), None)
+                if block is not None and block[0] == "tool_use":
+                    args = parse_json_args("".join(block[3])) if block[3] else (block[4] or {})
+                    out.append(ToolCall(id=block[1], name=block[2] or "", arguments=args))
+                    self.shown = True
+            elif kind == "message_delta":
+                delta = obj.get("delta") or {}
+                if delta.get("stop_reason"):
+                    self.acc.finish_reason = delta["stop_reason"]
+                self._usage(obj.get("usage"))
+            elif kind == "message_start":
+                self._usage((obj.get("message") or {}).get("usage"))
+            elif kind == "message_stop":
+                out += self.acc.closing(t)
+                self.done = True
+                return out
+            elif kind == "error":
+                err = obj.get("error") or {}
+                etype = err.get("type") or "error"
+                message = err.get("message") or etype
+                out.append(self.failed(t, _ERROR_KINDS.get(etype, ErrorKind.server),
+                                       f"{short(message)} ({etype})"))
+                return out
+            # ping and unknown events: nothing
+        return out
+
+    def _block_start(self, obj: dict[str, Any], t: float, out: list[StreamEvent]) -> None:
+        block = obj.get("content_block") or {}
+        btype = block.get("type")
+        if btype == "text":
+            if block.get("text"):
+                out.append(TextDelta(text=block["text"], t=t))
+                self.shown = True
+        elif btype == "thinking":
+            if block.get("thinking"):
+                out.append(ReasoningDelta(text=block["thinking"], t=t))
+                self.shown = True
+        elif btype == "tool_use":
+            self.blocks[obj.get("index", -1)] = ["tool_use", block.get("id"), block.get("name"), [], block.get("input")]
+        elif btype:
+            # server_tool_use and tool results: collect fragments so indexes stay consistent, never report
+            self.blocks[obj.get("index", -1)] = [btype, None, None, [], None]
+
+    def _usage(self, usage: Any) -> None:
+        if not isinstance(usage, dict):
+            return
+        if usage.get("input_tokens") is not None:
+            self.acc.input_tokens = usage["input_tokens"]
+        if usage.get("output_tokens") is not None:
+            self.acc.output_tokens = usage["output_tokens"]
+
+    def end(self, t: float) -> list[StreamEvent]:
+        return [self.truncated(t, "message_stop")]

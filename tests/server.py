@@ -1,0 +1,735 @@
+"""A real HTTP server on 127.0.0.1 that speaks the four model wire protocols,
+with scripted replies and injected faults. For tests and benchmarks.
+
+Usage
+-----
+    from tests.server import TestServer, Reply, RawReply
+
+    with TestServer() as srv:                 # own thread + asyncio loop, ephemeral port
+        srv.url                               # "http://127.0.0.1:PORT"
+        srv.base_url("anthropic")             # what ModelConfig.base_url should be, per provider
+        srv.script(Reply(status=503), Reply(text="hi"))   # replies for the next requests, in
+                                              # order; the last one repeats (default: Reply())
+        ... run a client ...
+        srv.requests                          # [Received]: method, path, query, headers, body, json
+        srv.requests[0].wait_closed(5)        # perf_counter() when the client closed the
+                                              # connection before the reply ended, else None
+
+    # client side, for tests: a ModelConfig aimed at the server, and one full stream
+    cfg = model_config(srv, "openai", max_retries=0)
+    result, events = collect(cfg, chat_request("hi"))   # (StreamResult, [events])
+
+The protocol is chosen by the request path: `.../chat/completions` (OpenAI
+SSE), `/v1/messages` (Anthropic SSE), `/api/chat` (Ollama NDJSON),
+`...:streamGenerateContent` (Gemini; `?alt=sse` gives SSE, otherwise the
+JSON-array stream). `GET /api/tags` and `GET .../models` list `srv.models`.
+
+`Reply` scripts an answer: `text`, `reasoning` (sent first), `chunk_chars`
+(characters per delta; one delta = one flushed HTTP chunk), `delay` between
+deltas, `first_delay` before the first body byte, `header_delay` before the
+status line, `status` (an error status with the protocol's error body and
+`message`), `retry_after` / `retry_after_ms` headers, `finish_reason`,
+`usage` (input, output, reasoning), and `fault`, one of `FAULTS`, applied
+after `fault_after` deltas:
+
+    disconnect      close the socket abruptly mid-body (no final chunk)
+    stall           stop sending, keep the connection open until the client leaves
+    stall_headers   never send the status line (hold until the client leaves)
+    malformed_json  a protocol message whose JSON is cut, then the rest as usual
+    html            HTTP `status` (200 by default) with an HTML error page
+    no_terminator   everything but the terminator ([DONE], message_stop, done:true,
+                    the finish element / closing `]`)
+    invalid_utf8    a delta whose bytes are not UTF-8
+    error_event     an in-stream error (Anthropic `error` event of `error_type`,
+                    OpenAI error chunk, Ollama error line, Gemini error element)
+
+`stamp=True` replaces each text delta by the server's `time.perf_counter()`
+at the moment it is written ("%.6f " seconds), for latency benchmarks (same
+clock as the client when both run in one process).
+
+`RawReply(status, headers, body, cuts=[...])` serves exact bytes, flushed
+separately at the given byte offsets; `RawReply.from_case(case, cuts)` serves
+a conformance corpus case (`../shared/conformance/wire/*.json`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+FAULTS = ("disconnect", "stall", "stall_headers", "malformed_json", "html", "no_terminator",
+          "invalid_utf8", "error_event")
+
+_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
+            408: "Request Timeout", 409: "Conflict", 429: "Too Many Requests", 500: "Internal Server Error",
+            502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout", 529: "Overloaded"}
+_MAX_HOLD = 60.0   # a stall never outlives this (a test that forgot to close still ends)
+
+
+@dataclass
+class Reply:
+    text: str = "Hello from the loopback server."
+    reasoning: str = ""
+    chunk_chars: int = 4
+    delay: float = 0.0
+    first_delay: float = 0.0
+    header_delay: float = 0.0
+    status: int = 200
+    message: str = "scripted error"
+    error_type: str = "overloaded_error"      # Anthropic error type for fault="error_event"
+    retry_after: str | None = None
+    retry_after_ms: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    finish_reason: str | None = None          # protocol default when None
+    usage: tuple[int, int, int | None] | None = None
+    fault: str | None = None
+    fault_after: int = 1
+    stamp: bool = False
+
+    def __post_init__(self) -> None:
+        if self.fault is not None and self.fault not in FAULTS:
+            raise ValueError(f"unknown fault {self.fault!r}; one of {FAULTS}")
+
+    def deltas(self, kind: str) -> list[str]:
+        src = self.reasoning if kind == "reasoning" else self.text
+        n = max(1, self.chunk_chars)
+        return [src[i:i + n] for i in range(0, len(src), n)]
+
+
+@dataclass
+class RawReply:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+    cuts: Sequence[int] | None = None         # byte offsets where a new flushed chunk starts
+    delay: float = 0.0
+
+    @classmethod
+    def from_case(cls, case: dict[str, Any], cuts: Sequence[int] | None = None) -> "RawReply":
+        resp = case["response"]
+        return cls(resp["status"], dict(resp["headers"]), resp["body"].encode("utf-8"), cuts)
+
+    def pieces(self) -> list[bytes]:
+        if not self.cuts:
+            return [self.body]
+        points = sorted({c for c in self.cuts if 0 < c < len(self.body)})
+        out, prev = [], 0
+        for c in points + [len(self.body)]:
+            out.append(self.body[prev:c])
+            prev = c
+        return out
+
+
+@dataclass
+class Received:
+    """One request as the server saw it."""
+
+    method: str
+    path: str
+    query: str
+    headers: dict[str, str]
+    body: bytes
+    t: float                                   # perf_counter when the request was read
+    reply: Reply | RawReply | None = None
+    closed_at: float | None = None             # perf_counter when the client hung up mid-reply
+    done_at: float | None = None               # perf_counter when the server finished the reply
+    chunk_times: list[float] = field(default_factory=list)
+    _closed: threading.Event = field(default_factory=threading.Event, repr=False)
+
+    @property
+    def json(self) -> Any:
+        return json.loads(self.body) if self.body else None
+
+    def wait_closed(self, timeout: float = 5.0) -> float | None:
+        """Block until the client closed the connection mid-reply; its perf_counter time, or None."""
+        self._closed.wait(timeout)
+        return self.closed_at
+
+
+class _ClientGone(Exception):
+    pass
+
+
+class TestServer:
+    """See the module docstring."""
+
+    __test__ = False   # not a pytest test class
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._script: list[Reply | RawReply] = []
+        self._last: Reply | RawReply = Reply()
+        self.requests: list[Received] = []
+        self.models: list[str] = ["test-model"]
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._server: asyncio.base_events.Server | None = None
+        self._tasks: set[asyncio.Task] = set()
+        self.port = 0
+
+    # -- lifecycle
+    def __enter__(self) -> "TestServer":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        started = threading.Event()
+        error: list[BaseException] = []
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            try:
+                self._server = loop.run_until_complete(asyncio.start_server(self._handle, "127.0.0.1", 0))
+                self.port = self._server.sockets[0].getsockname()[1]
+            except BaseException as exc:  # noqa: BLE001 - reported to the starting thread
+                error.append(exc)
+                started.set()
+                return
+            started.set()
+            loop.run_forever()
+            loop.close()
+
+        self._thread = threading.Thread(target=run, name="lineup-test-server", daemon=True)
+        self._thread.start()
+        started.wait(10)
+        if error:
+            raise error[0]
+
+    def stop(self) -> None:
+        loop = self._loop
+        if loop is None or self._thread is None:
+            return
+
+        async def shutdown() -> None:
+            assert self._server is not None
+            self._server.close()
+            for task in list(self._tasks):
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+            loop.stop()
+
+        asyncio.run_coroutine_threadsafe(shutdown(), loop)
+        self._thread.join(10)
+        self._loop = self._thread = None
+
+    # -- scripting and inspection
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def base_url(self, provider: str) -> str:
+        """`ModelConfig.base_url` that points a provider at this server."""
+        return {"openai": self.url + "/v1", "gemini": self.url + "/v1beta"}.get(provider, self.url)
+
+    def script(self, *replies: Reply | RawReply) -> None:
+        """Replies for the next requests, in order; the last one keeps being served."""
+        with self._lock:
+            self._script = list(replies[:-1])
+            if replies:
+                self._last = replies[-1]
+
+    def reset(self) -> None:
+        with self._lock:
+            self._script = []
+            self._last = Reply()
+            self.requests = []
+
+    def _next_reply(self) -> Reply | RawReply:
+        with self._lock:
+            return self._script.pop(0) if self._script else self._last
+
+    # -- HTTP
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        rec: Received | None = None
+        try:
+            rec = await self._read_request(reader)
+            if rec is None:
+                return
+            with self._lock:
+                self.requests.append(rec)
+            closed = asyncio.Event()
+
+            def watch_done(fut: asyncio.Future) -> None:
+                # The client sent EOF (or reset) while we were still replying.
+                if rec.done_at is None and rec.closed_at is None:
+                    rec.closed_at = time.perf_counter()
+                    rec._closed.set()
+                closed.set()
+
+            watcher = asyncio.ensure_future(reader.read(65536))
+            watcher.add_done_callback(watch_done)
+            try:
+                await _Responder(self, rec, writer, closed).respond()
+            except (_ClientGone, ConnectionError):
+                watch_done(watcher)
+            finally:
+                if rec.done_at is None and rec.closed_at is None:
+                    rec.done_at = time.perf_counter()
+                watcher.cancel()
+        except (asyncio.IncompleteReadError, ConnectionError, ValueError):
+            pass
+        finally:
+            self._tasks.discard(task)
+            try:
+                writer.close()
+            except Exception:  # noqa: BLE001
+                pass
+
+    async def _read_request(self, reader: asyncio.StreamReader) -> Received | None:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+        except asyncio.IncompleteReadError:
+            return None
+        lines = head.decode("latin-1").split("\r\n")
+        method, target, _ = lines[0].split(" ", 2)
+        headers: dict[str, str] = {}
+        for line in lines[1:]:
+            if ":" in line:
+                k, v = line.split(":", 1)
+                k = k.strip().lower()
+                headers[k] = f"{headers[k]}, {v.strip()}" if k in headers else v.strip()
+        body = b""
+        if "content-length" in headers:
+            body = await reader.readexactly(int(headers["content-length"]))
+        elif "chunked" in headers.get("transfer-encoding", ""):
+            parts = []
+            while True:
+                size = int((await reader.readuntil(b"\r\n")).split(b";")[0], 16)
+                data = await reader.readexactly(size + 2)
+                if size == 0:
+                    break
+                parts.append(data[:-2])
+            body = b"".join(parts)
+        url = urlsplit(target)
+        return Received(method, url.path, url.query, headers, body, time.perf_counter())
+
+
+class _Responder:
+    """Writes one reply; every body piece is its own flushed HTTP chunk."""
+
+    def __init__(self, server: TestServer, rec: Received, writer: asyncio.StreamWriter, closed: asyncio.Event):
+        self.server, self.rec, self.writer, self.closed = server, rec, writer, closed
+
+    async def wait(self, seconds: float) -> None:
+        """Sleep, but stop at once if the client hangs up."""
+        if seconds <= 0:
+            if self.closed.is_set():
+                raise _ClientGone
+            return
+        try:
+            await asyncio.wait_for(self.closed.wait(), seconds)
+        except asyncio.TimeoutError:
+            return
+        raise _ClientGone
+
+    async def head(self, status: int, headers: dict[str, str], chunked: bool = True, length: int = 0) -> None:
+        lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}"]
+        for k, v in headers.items():
+            lines.append(f"{k}: {v}")
+        lines.append("transfer-encoding: chunked" if chunked else f"content-length: {length}")
+        lines.append("connection: close")
+        self.writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+        await self.writer.drain()
+
+    async def piece(self, data: bytes) -> None:
+        if not data:
+            return
+        if self.closed.is_set():
+            raise _ClientGone
+        self.rec.chunk_times.append(time.perf_counter())
+        self.writer.write(b"%x\r\n%b\r\n" % (len(data), data))
+        await self.writer.drain()
+
+    async def finish(self) -> None:
+        self.writer.write(b"0\r\n\r\n")
+        await self.writer.drain()
+        self.rec.done_at = time.perf_counter()
+
+    async def respond(self) -> None:
+        rec = self.rec
+        if rec.method == "GET":
+            return await self.listing()
+        reply = self.server._next_reply()
+        rec.reply = reply
+        if isinstance(reply, RawReply):
+            await self.head(reply.status, reply.headers)
+            for i, p in enumerate(reply.pieces()):
+                if i and reply.delay:
+                    await self.wait(reply.delay)
+                await self.piece(p)
+            return await self.finish()
+        proto = _protocol(rec)
+        if proto is None:
+            await self.head(404, {"content-type": "application/json"})
+            await self.piece(b'{"error": {"message": "no such endpoint"}}')
+            return await self.finish()
+        await self.wait(reply.header_delay)
+        if reply.fault == "stall_headers":
+            await self.wait(_MAX_HOLD)
+            return
+        extra = dict(reply.headers)
+        if reply.retry_after is not None:
+            extra["retry-after"] = reply.retry_after
+        if reply.retry_after_ms is not None:
+            extra["retry-after-ms"] = reply.retry_after_ms
+        if reply.fault == "html":
+            await self.head(reply.status, {"content-type": "text/html; charset=utf-8", **extra})
+            await self.piece(b"<!DOCTYPE html><html><head><title>502 Bad Gateway</title></head>"
+                             b"<body><h1>Bad Gateway</h1><p>nginx</p></body></html>")
+            return await self.finish()
+        if reply.status != 200:
+            await self.head(reply.status, {"content-type": "application/json", **extra})
+            await self.piece(json.dumps(_error_body(proto, reply)).encode())
+            return await self.finish()
+        ctype = {"openai": "text/event-stream", "anthropic": "text/event-stream; charset=utf-8",
+                 "ollama": "application/x-ndjson", "gemini-sse": "text/event-stream",
+                 "gemini-json": "application/json; charset=UTF-8"}[proto]
+        await self.head(200, {"content-type": ctype, **extra})
+        await self.wait(reply.first_delay)
+        enc = _ENCODERS[proto](reply)
+        sent = 0
+        pending = reply.fault is not None and reply.fault != "no_terminator"
+        for kind, payload in _plan(reply):
+            if pending and (kind == "end" or sent == reply.fault_after):
+                pending = False
+                if await self.fault(reply, enc):
+                    return
+            if kind == "end":
+                await self.piece(enc.end(reply, with_terminator=reply.fault != "no_terminator"))
+                break
+            if sent:
+                await self.wait(reply.delay)
+            if reply.stamp and kind == "text":
+                payload = f"{time.perf_counter():.6f} "
+            await self.piece(enc.delta(kind, payload))
+            sent += 1
+        await self.finish()
+
+    async def fault(self, reply: Reply, enc: "_Encoder") -> bool:
+        """Apply the reply's fault; True when the reply is over."""
+        f = reply.fault
+        if f == "disconnect":
+            self.writer.transport.abort()
+            self.rec.done_at = time.perf_counter()
+            raise _ClientGone
+        if f == "stall":
+            await self.wait(_MAX_HOLD)
+            return True
+        if f == "malformed_json":
+            await self.piece(enc.malformed())
+        elif f == "invalid_utf8":
+            await self.piece(enc.delta("text", "@@BAD@@").replace(b"@@BAD@@", b"\xff\xfe"))
+        elif f == "error_event":
+            await self.piece(enc.error(reply))
+            await self.finish()
+            return True
+        return False
+
+    async def listing(self) -> None:
+        path = self.rec.path
+        if path.endswith("/api/tags"):
+            body = {"models": [{"name": m, "model": m} for m in self.server.models]}
+        elif path.endswith("/models"):
+            body = {"object": "list", "data": [{"id": m, "object": "model"} for m in self.server.models]}
+        else:
+            await self.head(404, {"content-type": "application/json"})
+            await self.piece(b'{"error": "not found"}')
+            return await self.finish()
+        await self.head(200, {"content-type": "application/json"})
+        await self.piece(json.dumps(body).encode())
+        await self.finish()
+
+
+def _protocol(rec: Received) -> str | None:
+    path = rec.path
+    if path.endswith("/chat/completions"):
+        return "openai"
+    if path.endswith("/v1/messages"):
+        return "anthropic"
+    if path.endswith("/api/chat"):
+        return "ollama"
+    if path.endswith(":streamGenerateContent"):
+        return "gemini-sse" if "alt=sse" in rec.query else "gemini-json"
+    return None
+
+
+def _plan(reply: Reply) -> Iterator[tuple[str, str]]:
+    for d in reply.deltas("reasoning"):
+        yield "reasoning", d
+    for d in reply.deltas("text"):
+        yield "text", d
+    yield "end", ""
+
+
+def _usage(reply: Reply) -> tuple[int, int, int | None]:
+    if reply.usage is not None:
+        return reply.usage
+    return 10, len(reply.deltas("text")) + len(reply.deltas("reasoning")), None
+
+
+def _error_body(proto: str, reply: Reply) -> Any:
+    status, msg = reply.status, reply.message
+    if proto == "anthropic":
+        etype = {401: "authentication_error", 403: "permission_error", 404: "not_found_error",
+                 429: "rate_limit_error", 529: "overloaded_error"}.get(status, "api_error")
+        return {"type": "error", "error": {"type": etype, "message": msg}}
+    if proto == "ollama":
+        return {"error": msg}
+    if proto.startswith("gemini"):
+        gstatus = {401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
+                   429: "RESOURCE_EXHAUSTED", 503: "UNAVAILABLE"}.get(status, "INTERNAL")
+        return {"error": {"code": status, "message": msg, "status": gstatus}}
+    return {"error": {"message": msg, "type": "server_error" if status >= 500 else "invalid_request_error",
+                      "code": status}}
+
+
+def _j(obj: Any) -> bytes:
+    return json.dumps(obj, ensure_ascii=False).encode("utf-8")
+
+
+class _Encoder:
+    def __init__(self, reply: Reply) -> None:
+        self.reply = reply
+
+    def delta(self, kind: str, text: str) -> bytes: ...
+    def end(self, reply: Reply, with_terminator: bool) -> bytes: ...
+    def error(self, reply: Reply) -> bytes: ...
+    def malformed(self) -> bytes: ...
+
+
+class _OpenAI(_Encoder):
+    first = True
+
+    def delta(self, kind: str, text: str) -> bytes:
+        d = {"content": text} if kind == "text" else {"content": None, "reasoning_content": text}
+        if self.first:
+            self.first = False
+            d["role"] = "assistant"
+        return b"data: " + _j({"id": "chatcmpl-test", "object": "chat.completion.chunk", "model": "test-model",
+                               "choices": [{"index": 0, "delta": d, "finish_reason": None}]}) + b"\n\n"
+
+    def end(self, reply: Reply, with_terminator: bool) -> bytes:
+        i, o, r = _usage(reply)
+        usage: dict[str, Any] = {"prompt_tokens": i, "completion_tokens": o, "total_tokens": i + o}
+        if r is not None:
+            usage["completion_tokens_details"] = {"reasoning_tokens": r}
+        out = (b"data: " + _j({"choices": [{"index": 0, "delta": {}, "finish_reason": reply.finish_reason or "stop"}]})
+               + b"\n\ndata: " + _j({"choices": [], "usage": usage}) + b"\n\n")
+        return out + (b"data: [DONE]\n\n" if with_terminator else b"")
+
+    def error(self, reply: Reply) -> bytes:
+        return b"data: " + _j({"error": {"message": reply.message, "code": 502}}) + b"\n\n"
+
+    def malformed(self) -> bytes:
+        return b'data: {"choices": [{"index": 0, "delta": {"content": "oops"\n\n'
+
+
+class _Anthropic(_Encoder):
+    def __init__(self, reply: Reply) -> None:
+        super().__init__(reply)
+        self.started = False
+        self.block: str | None = None
+        self.index = -1
+
+    def _ev(self, name: str, obj: dict[str, Any]) -> bytes:
+        return b"event: " + name.encode() + b"\ndata: " + _j(obj) + b"\n\n"
+
+    def _start(self) -> bytes:
+        if self.started:
+            return b""
+        self.started = True
+        i, _, _ = _usage(self.reply)
+        return self._ev("message_start", {"type": "message_start", "message": {
+            "id": "msg_test", "type": "message", "role": "assistant", "model": "test-model", "content": [],
+            "stop_reason": None, "usage": {"input_tokens": i, "output_tokens": 1}}}) + \
+            self._ev("ping", {"type": "ping"})
+
+    def _switch(self, block: str) -> bytes:
+        if self.block == block:
+            return b""
+        out = self._stop()
+        self.block, self.index = block, self.index + 1
+        cb = {"type": "text", "text": ""} if block == "text" else {"type": "thinking", "thinking": ""}
+        return out + self._ev("content_block_start", {"type": "content_block_start", "index": self.index,
+                                                      "content_block": cb})
+
+    def _stop(self) -> bytes:
+        if self.block is None:
+            return b""
+        self.block = None
+        return self._ev("content_block_stop", {"type": "content_block_stop", "index": self.index})
+
+    def delta(self, kind: str, text: str) -> bytes:
+        d = {"type": "text_delta", "text": text} if kind == "text" else {"type": "thinking_delta", "thinking": text}
+        return self._start() + self._switch(kind) + self._ev(
+            "content_block_delta", {"type": "content_block_delta", "index": self.index, "delta": d})
+
+    def end(self, reply: Reply, with_terminator: bool) -> bytes:
+        _, o, _ = _usage(reply)
+        out = self._start() + self._stop() + self._ev("message_delta", {
+            "type": "message_delta", "delta": {"stop_reason": reply.finish_reason or "end_turn", "stop_sequence": None},
+            "usage": {"output_tokens": o}})
+        return out + (self._ev("message_stop", {"type": "message_stop"}) if with_terminator else b"")
+
+    def error(self, reply: Reply) -> bytes:
+        return self._start() + self._ev("error", {"type": "error", "error": {"type": reply.error_type,
+                                                                           "message": reply.message}})
+
+    def malformed(self) -> bytes:
+        return self._start() + b'event: content_block_delta\ndata: {"type": "content_block_delta", "delta": {\n\n'
+
+
+class _Ollama(_Encoder):
+    def delta(self, kind: str, text: str) -> bytes:
+        msg = {"role": "assistant", "content": text} if kind == "text" else \
+            {"role": "assistant", "content": "", "thinking": text}
+        return _j({"model": "test-model", "message": msg, "done": False}) + b"\n"
+
+    def end(self, reply: Reply, with_terminator: bool) -> bytes:
+        if not with_terminator:
+            return b""
+        i, o, _ = _usage(reply)
+        return _j({"model": "test-model", "message": {"role": "assistant", "content": ""}, "done": True,
+                   "done_reason": reply.finish_reason or "stop", "prompt_eval_count": i, "eval_count": o,
+                   "prompt_eval_duration": 1_000_000, "eval_duration": 50_000_000}) + b"\n"
+
+    def error(self, reply: Reply) -> bytes:
+        return _j({"error": reply.message}) + b"\n"
+
+    def malformed(self) -> bytes:
+        return b'{"model": "test-model", "message": {"content": "oops"\n'
+
+
+class _Gemini(_Encoder):
+    sse = True
+
+    def __init__(self, reply: Reply) -> None:
+        super().__init__(reply)
+        self.count = 0
+
+    def _frame(self, obj: Any, raw: bytes | None = None) -> bytes:
+        body = raw if raw is not None else json.dumps(obj, ensure_ascii=False, indent=2).encode("utf-8")
+        self.count += 1
+        if self.sse:
+            return b"data: " + (raw if raw is not None else _j(obj)) + b"\r\n\r\n"
+        return (b"[" if self.count == 1 else b"\n,\r\n") + body
+
+    def delta(self, kind: str, text: str) -> bytes:
+        part: dict[str, Any] = {"text": text}
+        if kind == "reasoning":
+            part["thought"] = True
+        return self._frame({"candidates": [{"content": {"parts": [part], "role": "model"}, "index": 0}],
+                            "modelVersion": "test-model"})
+
+    def end(self, reply: Reply, with_terminator: bool) -> bytes:
+        i, o, r = _usage(reply)
+        usage: dict[str, Any] = {"promptTokenCount": i, "candidatesTokenCount": o, "totalTokenCount": i + o + (r or 0)}
+        if r is not None:
+            usage["thoughtsTokenCount"] = r
+        if self.sse and not with_terminator:
+            return b""
+        out = self._frame({"candidates": [{"content": {"parts": [{"text": ""}], "role": "model"},
+                                           "finishReason": reply.finish_reason or "STOP", "index": 0}],
+                           "usageMetadata": usage, "modelVersion": "test-model"})
+        if not self.sse and with_terminator:
+            out += b"\n]"
+        return out
+
+    def error(self, reply: Reply) -> bytes:
+        return self._frame({"error": {"code": 503, "message": reply.message, "status": "UNAVAILABLE"}})
+
+    def malformed(self) -> bytes:
+        return self._frame(None, raw=b'{"candidates": [{"content": {"parts": [{"text": "oops"}}]')
+
+
+class _GeminiArray(_Gemini):
+    sse = False
+
+
+_ENCODERS = {"openai": _OpenAI, "anthropic": _Anthropic, "ollama": _Ollama, "gemini-sse": _Gemini,
+             "gemini-json": _GeminiArray}
+
+
+# --- client-side helpers for tests ----------------------------------------------
+
+
+def model_config(srv: TestServer, provider: str, **fields: Any):
+    """A `ModelConfig` (alias "test") for `provider` pointing at `srv`."""
+    from lineup.config import ModelConfig
+
+    fields.setdefault("model", "test-model")
+    fields.setdefault("alias", "test")
+    return ModelConfig(provider=provider, base_url=srv.base_url(provider), **fields)
+
+
+def chat_request(text: str = "hi", **fields: Any):
+    from lineup.events import ChatRequest, Message
+
+    return ChatRequest(model="test-model", messages=(Message(role="user", content=text),), **fields)
+
+
+async def collect_async(provider: Any, request: Any = None) -> tuple[Any, list]:
+    """Run one stream to its end: (StreamResult, [events])."""
+    from lineup.events import StreamResult
+
+    result, events = StreamResult(), []
+    async for ev in provider.stream(request or chat_request()):
+        result.add(ev)
+        events.append(ev)
+    return result, events
+
+
+def collect(cfg: Any, request: Any = None, **options: Any) -> tuple[Any, list]:
+    """Make the provider for `cfg` (`options` to `make_provider`), run one stream in a
+    fresh event loop, close the provider: (StreamResult, [events])."""
+    import anyio
+
+    from lineup.providers import make_provider
+
+    async def go() -> tuple[Any, list]:
+        provider = make_provider(cfg, **options)
+        try:
+            return await collect_async(provider, request)
+        finally:
+            await provider.aclose()
+
+    return anyio.run(go)
+
+
+def _main() -> None:
+    """`python tests/server.py [--reply JSON]`: serve until killed; prints the URL
+    on the first line (benchmarks run it in a separate process so that the
+    server's CPU time is not counted as the client's)."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=_main.__doc__)
+    ap.add_argument("--reply", default="{}", help="Reply fields as a JSON object, served to every request")
+    args = ap.parse_args()
+    with TestServer() as srv:
+        srv.script(Reply(**json.loads(args.reply)))
+        print(srv.url, flush=True)
+        try:
+            threading.Event().wait()
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":
+    _main()
