@@ -733,13 +733,11 @@ def rate(bs: BattleSet, *, rounds: int = DEFAULT_ROUNDS, seed: int | None = 0,
             not_worse = int(np.sum(ci_hi[members] >= ci_lo[x]))
             notes: list[str] = []
             if open_high[x] and open_low[x]:
-                notes.append("between groups that never met on equal terms: rating not identified")
+                notes.append("not identified (groups never met on equal terms)")
             elif open_high[x]:
-                notes.append("never lost or tied to the models below it: the rating is a lower "
-                             "bound, the upper end of the interval is open")
+                notes.append("lower bound: never lost or tied to the models below")
             elif open_low[x]:
-                notes.append("never won or tied against the models above it: the rating is an "
-                             "upper bound, the lower end of the interval is open")
+                notes.append("upper bound: never won or tied against the models above")
             if votes[x] == 1:
                 notes.append("one vote only")
             elif votes[x] < 10:

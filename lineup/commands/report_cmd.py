@@ -63,9 +63,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     try:
         store = Store.open(path, readonly=True)
-    except StoreError as exc:
-        print(f"lineup report: {exc}", file=sys.stderr)
-        return 1
+    except StoreError as exc:   # not SQLite, not lineup's, from a newer lineup: bad input
+        raise UsageError(str(exc)) from None
     try:
         try:
             sessions = [store.resolve_session(s) for s in args.session]
@@ -117,6 +116,8 @@ def print_report(report) -> None:
     from lineup.report import fmt, fmt_ci, fmt_rank, pct, plain
 
     console = Console(highlight=False, soft_wrap=False)
+    if not console.is_terminal:   # piped into a file: room for every column, names never cut
+        console = Console(highlight=False, soft_wrap=False, width=160)
 
     def t(value) -> Text:
         return Text(plain(value))
@@ -128,21 +129,24 @@ def print_report(report) -> None:
 
     def ratings_table(title: str, models, gaps) -> None:
         table = Table(title=Text(plain(title)), title_justify="left")
-        notes = any(m.notes for m in models)
         for col, just in (("rank", "right"), ("model", "left"), ("rating", "right"), ("95% CI", "right"),
                           ("votes", "right"), ("W", "right"), ("T", "right"), ("L", "right"),
-                          ("group", "right")) + ((("notes", "left"),) if notes else ()):
-            table.add_column(col, justify=just, no_wrap=col in ("95% CI", "rank"))
+                          ("group", "right")):
+            table.add_column(col, justify=just, no_wrap=col != "model", overflow="fold")
         for m in models:
-            cells = [t(fmt_rank(m)), t(m.name), t(fmt(m.rating)), t(fmt_ci(m).replace(" .. ", "-")), t(m.votes),
-                     t(m.wins), t(m.ties), t(m.losses), t(m.group + 1)]
-            table.add_row(*cells, *([t("; ".join(m.notes))] if notes else []))
+            table.add_row(t(fmt_rank(m)), t(m.name), t(fmt(m.rating)), t(fmt_ci(m)), t(m.votes),
+                          t(m.wins), t(m.ties), t(m.losses), t(m.group + 1))
         console.print(table)
+        for m in models:   # notes under the table: a column of prose squeezes the figures
+            if m.notes:
+                console.print(t(f"  {m.name}: " + "; ".join(m.notes)))
         for g in gaps:
             if not g.separated:
-                more = "unknown" if g.more_votes is None else f"~{g.more_votes:,}"
-                console.print(t(f"  {g.upper} vs {g.lower}: gap {g.gap:.0f}, not yet separated; "
-                                f"{more} more votes (same mix) would separate them at this gap"))
+                if g.more_votes is None:
+                    why = "no number of votes separates them at a gap this small"
+                else:
+                    why = f"~{g.more_votes:,} more votes (same mix) would separate them at this gap"
+                console.print(t(f"  {g.upper} vs {g.lower}: gap {g.gap:.0f}, not yet separated; {why}"))
 
     if report.models:
         ratings_table(f"Ratings ({report.votes_used} votes, {report.rounds} bootstrap rounds, seed {report.seed})",
