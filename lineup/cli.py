@@ -66,6 +66,22 @@ def _command_module(name: str):
         raise
 
 
+def store_error_in(exc: BaseException) -> BaseException | None:
+    """The `lineup.store.StoreError` in `exc` (itself, or inside an exception
+    group from a task group), else None. Looked up without importing the store."""
+    db = sys.modules.get("lineup.store.db")
+    if db is None:
+        return None
+    if isinstance(exc, db.StoreError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = store_error_in(inner)
+            if found is not None:
+                return found
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")):
@@ -84,3 +100,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"lineup {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BaseException as exc:
+        # A database that fails under us (disk full, locked for too long, made
+        # read-only) is a runtime failure, reported in one line: exit 1.
+        found = store_error_in(exc)
+        if found is None:
+            raise
+        print(f"lineup {args.command}: {found}", file=sys.stderr)
+        return EXIT_FAILURE

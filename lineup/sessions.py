@@ -29,6 +29,7 @@ from lineup.events import (
     StreamEvent,
     StreamResult,
 )
+from lineup.cli import store_error_in
 from lineup.ids import new_ulid
 from lineup.providers import make_provider
 from lineup.providers.base import ChatStream, Provider
@@ -201,28 +202,47 @@ async def record_stream(
     result = StreamResult()
     stream = contestant.get_provider().stream(request)
     contestant.stream = stream
-    last_checkpoint = time.monotonic()
     index = contestant.position
+
+    def emit(event: StreamEvent) -> None:
+        if blind and event.type in ("error", "retrying"):
+            event = event.model_copy(update={"message": blind_safe(event.message, contestants)})
+        result.add(event)
+        if on_update is not None:
+            on_update(PaneUpdate(index, event, result, base.id, base.turn_id))
+
     try:
-        async for event in stream:
-            if blind and event.type == "error":
-                event = event.model_copy(update={"message": blind_safe(event.message, contestants)})
-            elif blind and event.type == "retrying":
-                event = event.model_copy(update={"message": blind_safe(event.message, contestants)})
-            result.add(event)
-            if on_update is not None:
-                on_update(PaneUpdate(index, event, result, base.id, base.turn_id))
-            now = time.monotonic()
-            if now - last_checkpoint >= CHECKPOINT_EVERY_S and event.type in ("text", "reasoning"):
-                last_checkpoint = now
-                await store.checkpoint_output(base.id, result.text, result.reasoning,
-                                              list(result.chunk_ms), list(result.chunk_chars))
+        last_checkpoint = time.monotonic()
+        try:
+            async for event in stream:
+                emit(event)
+                now = time.monotonic()
+                if now - last_checkpoint >= CHECKPOINT_EVERY_S and event.type in ("text", "reasoning"):
+                    last_checkpoint = now
+                    await store.checkpoint_output(base.id, result.text, result.reasoning,
+                                                  list(result.chunk_ms), list(result.chunk_chars))
+        except Exception as exc:
+            # A client that breaks its contract (raises instead of ending with
+            # a StreamError) fails this answer only, never its neighbours; the
+            # exception's text is scrubbed of the key like any error message.
+            if store_error_in(exc) is not None or result.error is not None:
+                raise
+            emit(StreamError(kind=ErrorKind.bad_request, t=time.perf_counter(), message=_scrub_secrets(
+                f"the client failed: {type(exc).__name__}: {exc}"[:500], contestant.config)))
     finally:
         contestant.stream = None
         final = output_from_result(base, result, contestant.config, blind=blind, contestants=contestants)
         with anyio.CancelScope(shield=True):
             await store.finish_output(final)
     return final, result
+
+
+def _scrub_secrets(text: str, cfg: ModelConfig) -> str:
+    """`text` without the model's key (as set in its variable) or anything that looks like one."""
+    from lineup.providers.http import scrub
+
+    key = os.environ.get(cfg.api_key_env or "", "").strip() if cfg.api_key_env else ""
+    return scrub(text, key if len(key) >= 4 else None)
 
 
 class ChatSession:

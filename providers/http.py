@@ -315,6 +315,10 @@ class HttpProvider(Provider):
         value = os.environ.get(env, "").strip()
         if not value:
             return None, f"model {self.cfg.alias!r}: environment variable {env} is not set (it should hold the API key)"
+        if not value.isascii() or not value.isprintable():
+            # it would go in an HTTP header; never echo it, only say where it came from
+            return None, (f"model {self.cfg.alias!r}: environment variable {env} holds characters an API key "
+                          "cannot have (non-ASCII or control characters)")
         return value, None
 
     def events(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:

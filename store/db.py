@@ -251,6 +251,11 @@ class Store:
             if self._mine and not self.readonly:
                 self._mark_interrupted(sorted(self._mine))
                 self._mine.clear()
+        except StoreError:
+            # The disk refused the write (full, read-only now...). Closing must
+            # not fail, nor hide the error that brought us here: those outputs
+            # stay "streaming" and the next open marks them interrupted.
+            self._mine.clear()
         finally:
             self.conn.close()
             self.conn = None  # type: ignore[assignment]
@@ -272,6 +277,9 @@ class Store:
         low = msg.lower()
         if "disk is full" in low or "disk full" in low:
             return StoreError(f"{self.path}: disk full while trying to {action}; nothing of it was saved")
+        if "disk i/o error" in low:
+            return StoreError(f"{self.path}: disk error while trying to {action} (disk full, file size limit "
+                              f"or I/O failure); nothing of it was saved")
         if "readonly" in low or "read-only" in low:
             return StoreError(f"{self.path} is read-only: cannot {action}")
         if "malformed" in low or "not a database" in low or "corrupt" in low:

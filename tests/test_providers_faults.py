@@ -290,6 +290,16 @@ def test_unset_key_variable_fails_before_any_request(srv, proto, opts, monkeypat
     assert srv.requests == []
 
 
+@params
+def test_a_key_that_cannot_go_in_a_header_fails_cleanly_without_echo(srv, proto, opts, monkeypatch):
+    monkeypatch.setenv("LINEUP_TEST_ODD_KEY", "sk-secret-\u00e9t\u00e9")
+    result, events = run(srv, proto, opts, Reply(text="ok"), api_key_env="LINEUP_TEST_ODD_KEY")
+    (err,) = events
+    assert err.type == "error" and err.kind == ErrorKind.config
+    assert "LINEUP_TEST_ODD_KEY" in err.message and "secret" not in err.message
+    assert srv.requests == []
+
+
 # --- cancellation -------------------------------------------------------------------
 
 @params

@@ -18,6 +18,13 @@ def run_app(db, config, **options) -> int:
             from lineup.cli import UsageError
 
             raise UsageError(str(exc)) from None
+        if store.store.readonly and "replay" not in options:
+            # chat and vote record as they go: refuse now, not at the first vote
+            await store.aclose()
+            from lineup.cli import UsageError
+
+            raise UsageError(f"{store.store.path} is read-only: nothing could be recorded there "
+                             "(lineup replay, report, sessions and export still work)")
         try:
             app = LineupApp(store, config, **options)
             await app.run_async()

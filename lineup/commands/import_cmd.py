@@ -26,6 +26,9 @@ def run(args: argparse.Namespace) -> int:
         store = Store.open(args.db or default_db_path())
     except StoreError as exc:
         raise UsageError(str(exc)) from None
+    if store.readonly:
+        store.close()
+        raise UsageError(f"{store.path} is read-only: nothing can be imported into it")
     try:
         summary = import_file(store, source)
     except ImportFileError as exc:
@@ -35,6 +38,8 @@ def run(args: argparse.Namespace) -> int:
         return 1
     finally:
         store.close()
+    if summary.format == "empty":
+        raise UsageError(f"{source}: no records in it (an empty file?); nothing was imported")
     added = {k: v for k, v in summary.added.items() if v}
     if not added:
         print(f"{source}: nothing new to import ({summary.records} records already present)")

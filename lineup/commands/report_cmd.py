@@ -25,6 +25,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the full report as JSON")
     parser.add_argument("--md", metavar="FILE", help="write a Markdown report")
     parser.add_argument("--html", metavar="FILE", help="write a self-contained HTML page with charts")
+    parser.add_argument("--tui", action="store_true",
+                        help="open the report screen (charts) in the terminal app instead of printing")
 
 
 def parse_since(text: str) -> float:
@@ -55,6 +57,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.bootstrap < 0:
         raise UsageError("--bootstrap must be 0 or more")
+    if args.tui and (args.json or args.md or args.html):
+        raise UsageError("--tui shows the report on screen: use it without --json, --md or --html")
     since = parse_since(args.since) if args.since else None
     path = Path(args.db).expanduser() if args.db else default_db_path()
     if not path.exists():
@@ -72,9 +76,13 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(str(exc)) from None
         filters = ReportFilters(sessions=sessions, category=args.category, rater=args.rater, since=since,
                                 include_demo=args.include_demo)
-        report = build_report(store, filters, rounds=args.bootstrap, seed=args.seed, prices=_config_prices(args))
+        if not args.tui:
+            report = build_report(store, filters, rounds=args.bootstrap, seed=args.seed,
+                                  prices=_config_prices(args))
     finally:
         store.close()
+    if args.tui:
+        return _run_tui(args, path, filters)
 
     for target, text in ((args.md, report.to_markdown), (args.html, report.to_html)):
         if target:
@@ -91,6 +99,23 @@ def run(args: argparse.Namespace) -> int:
         if target:
             print(f"wrote {target}")
     return 0
+
+
+def _run_tui(args: argparse.Namespace, path: Path, filters) -> int:
+    """The app opened straight on the report screen (Textual imported only here)."""
+    from lineup.config import Config, ConfigError, load_config
+    from lineup.tui.app import ReportOptions
+    from lineup.tui.launch import run_app
+
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:   # as for the printed report: only the prices are lost
+        print(f"lineup report: config not used for prices ({exc})", file=sys.stderr)
+        config = Config()
+    options = ReportOptions(rounds=args.bootstrap, seed=args.seed, include_demo=filters.include_demo,
+                            category=filters.category, sessions=filters.sessions, rater=filters.rater,
+                            since=filters.since)
+    return run_app(path, config, report=options)
 
 
 def _config_prices(args: argparse.Namespace) -> dict:

@@ -27,8 +27,8 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
     from rich.text import Text
 
-    from lineup.cli import UsageError
-    from lineup.config import ConfigError, load_config, resolve_models
+    from lineup.cli import UsageError, store_error_in
+    from lineup.config import ConfigError, load_config, missing_key, resolve_models
     from lineup.events import SamplingParams
     from lineup.runner import Runner, format_eta, summary_rows
     from lineup.sampleset import SampleSetError, load_sample_set
@@ -44,6 +44,11 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     if not models:
         raise UsageError("no models: name them with -m ALIAS (see `lineup models`)")
+    missing = [(m.alias, missing_key(m)) for m in models if missing_key(m)]
+    if missing:   # before any request, and before a session is recorded
+        where = f" (config: {config.source})" if config.source else ""
+        raise UsageError("; ".join(f"model {alias!r} needs its API key in the environment variable {var}, "
+                                   "which is not set" for alias, var in missing) + where)
     try:
         params = SamplingParams(temperature=args.temperature, max_tokens=args.max_tokens, seed=args.seed)
     except ValueError as exc:
@@ -54,6 +59,10 @@ def run(args: argparse.Namespace) -> int:
         store = Store.open(args.db or default_db_path())
     except StoreError as exc:
         raise UsageError(str(exc)) from None
+    if store.readonly:
+        store.close()
+        raise UsageError(f"{store.path} is read-only: a run cannot be recorded there "
+                         "(reports, sessions and exports still work)")
 
     def table(progress) -> Table:
         t = Table(title=Text(f"{sample_set.name}: {progress.finished}/{progress.total}  "
@@ -78,9 +87,9 @@ def run(args: argparse.Namespace) -> int:
                         new_session=args.new, on_progress=on_progress)
         try:
             return await runner.run(), False
-        except BaseException:
-            if runner.progress is None:
-                raise
+        except BaseException as exc:
+            if runner.progress is None or store_error_in(exc) is not None:
+                raise   # a failing database is reported as such (exit 1), not as "stopped"
             return runner.progress, True
         finally:
             with anyio.CancelScope(shield=True):

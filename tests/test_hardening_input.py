@@ -1,0 +1,298 @@
+"""Bad input everywhere (issue 6, item 5), through the CLI as a user runs it.
+
+Exit codes, decided once for the whole app:
+- 2: bad input (a config, sample set, import file or database we refuse),
+  reported in one line that names the file and the line or field;
+- 1: a runtime failure while working (the disk refused a write), reported
+  with the database's path; what was recorded before stays intact;
+- no traceback ever, and the existing database is unchanged byte for byte
+  (a refused command never writes).
+`lineup models --check` is a diagnostic: a model that cannot be checked (its key
+variable missing included) is a failed check, exit 1, named in the table.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import resource
+import shutil
+import signal
+import sqlite3
+import stat
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from lineup.store import Store
+from lineup.store.synthetic import synthetic_session, write_synthetic
+from tests.server import Reply, TestServer
+
+REPO = Path(__file__).resolve().parents[1]
+TIMEOUT = 120
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def lineup(args: list[str], cwd: Path, db: Path | None = None, env: dict | None = None,
+           preexec=None) -> subprocess.CompletedProcess:
+    full = dict(os.environ)
+    full["PYTHONPATH"] = str(REPO) + os.pathsep + full.get("PYTHONPATH", "")
+    full["LINEUP_DEMO_SPEED"] = "0"
+    if db is not None:
+        full["LINEUP_DB"] = str(db)
+    full.update(env or {})
+    return subprocess.run([sys.executable, "-m", "lineup", *args], capture_output=True, text=True, cwd=cwd,
+                          env=full, timeout=TIMEOUT, preexec_fn=preexec)
+
+
+def _existing_db(path: Path) -> Path:
+    with Store.open(path) as store:
+        write_synthetic(store, *synthetic_session(turns=3, seed=4))
+    return path
+
+
+def _dump(db: Path) -> dict[str, list]:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return {t: sorted(map(repr, conn.execute(f"SELECT * FROM {t}").fetchall()))
+                for t in ("session", "contestant", "turn", "output", "vote", "tag", "check_result")}
+    finally:
+        conn.close()
+
+
+# ---------------------------------------------------------------------- the table
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 64
+
+
+def _files(tmp: Path) -> None:
+    """Every bad (and one good) input file the table refers to."""
+    (tmp / "good.jsonl").write_text(json.dumps({"id": "a", "category": "x", "prompt": "hi"}) + "\n")
+    (tmp / "bad.toml").write_text('[models.x]\nprovider = "openai"\nmodel = "m\n')
+    (tmp / "unknown.toml").write_text('[models.x]\nprovider = "frobnicate"\nmodel = "m"\n')
+    (tmp / "nokey.toml").write_text('[models.x]\nprovider = "openai"\nmodel = "m"\n'
+                                    'base_url = "http://127.0.0.1:9/v1"\napi_key_env = "LINEUP_TEST_ABSENT_KEY"\n')
+    (tmp / "badjson.jsonl").write_text('{"id": "a", "category": "x", "prompt": "hi"}\n{"id": "b", oops}\n')
+    (tmp / "types.jsonl").write_text('{"id": "a", "category": "x", "prompt": 42}\n')
+    (tmp / "dups.jsonl").write_text('{"id": "a", "category": "x", "prompt": "hi"}\n'
+                                    '{"id": "a", "category": "x", "prompt": "again"}\n')
+    (tmp / "noimg.jsonl").write_text('{"id": "a", "category": "x", "prompt": "hi", "images": ["gone.png"]}\n')
+    (tmp / "huge.png").write_bytes(PNG + b"\0" * (6 * 1024 * 1024))
+    (tmp / "bigimg.jsonl").write_text('{"id": "a", "category": "x", "prompt": "hi", "images": ["huge.png"]}\n')
+    (tmp / "picture.png").write_bytes(PNG)
+    (tmp / "empty.jsonl").write_bytes(b"")
+    (tmp / "table.csv").write_text("model_a,model_b,winner\nx,y,model_a\n")
+    (tmp / "notsqlite.db").write_bytes(b"this is not a database, just some text that must survive\n" * 50)
+    newer = tmp / "newer.db"
+    with Store.open(newer) as store:
+        write_synthetic(store, *synthetic_session(turns=1, seed=9))
+    conn = sqlite3.connect(newer)
+    conn.execute("PRAGMA user_version = 99")
+    conn.execute("PRAGMA journal_mode = DELETE")
+    conn.close()
+
+
+DEMO = ["-m", "demo/concise"]
+# name -> (argv, database ("db" = the good existing one), exit code, patterns the message must contain)
+CASES: dict[str, tuple[list[str], str, int, list[str]]] = {
+    "toml-syntax-run": (["run", "good.jsonl", "--config", "bad.toml", *DEMO], "db", 2, [r"bad\.toml", r"line 3"]),
+    "toml-syntax-models": (["models", "--config", "bad.toml"], "db", 2, [r"bad\.toml", r"line 3"]),
+    # the report reads the config only for prices: it warns, names the file, and still reports from the record
+    "toml-syntax-report": (["report", "--config", "bad.toml", "--bootstrap", "0"], "db", 0,
+                           [r"bad\.toml", r"line 3", r"config not used"]),
+    "unknown-provider": (["run", "good.jsonl", "--config", "unknown.toml", "-m", "x"], "db", 2,
+                         [r"unknown\.toml", r"models\.x\.provider", r"frobnicate"]),
+    "unknown-alias": (["run", "good.jsonl", "-m", "nope"], "db", 2, [r"unknown model alias 'nope'"]),
+    "missing-key-run": (["run", "good.jsonl", "--config", "nokey.toml", "-m", "x"], "db", 2,
+                        [r"LINEUP_TEST_ABSENT_KEY", r"nokey\.toml"]),
+    "missing-key-check": (["models", "--check", "--config", "nokey.toml"], "db", 1, [r"LINEUP_TEST_ABSENT_KEY"]),
+    "set-missing": (["run", "nothere.jsonl", *DEMO], "db", 2, [r"nothere\.jsonl", r"no such file"]),
+    "set-bad-json": (["run", "badjson.jsonl", *DEMO], "db", 2, [r"badjson\.jsonl:2", r"invalid JSON"]),
+    "set-wrong-type": (["run", "types.jsonl", *DEMO], "db", 2, [r"types\.jsonl:1", r"prompt"]),
+    "set-duplicate-id": (["run", "dups.jsonl", *DEMO], "db", 2, [r"dups\.jsonl:2", r"duplicate id 'a'"]),
+    "set-missing-image": (["run", "noimg.jsonl", *DEMO], "db", 2, [r"noimg\.jsonl:1", r"images", r"gone\.png"]),
+    "set-oversized-image": (["run", "bigimg.jsonl", *DEMO], "db", 2,
+                            [r"bigimg\.jsonl:1", r"images", r"huge\.png", r"too large"]),
+    "import-png": (["import", "picture.png"], "db", 2, [r"picture\.png", r"nothing was imported"]),
+    "import-empty": (["import", "empty.jsonl"], "db", 2, [r"empty\.jsonl", r"nothing was imported"]),
+    "import-csv": (["import", "table.csv"], "db", 2, [r"table\.csv:1", r"nothing was imported"]),
+    "import-missing": (["import", "nothere.jsonl"], "db", 2, [r"nothere\.jsonl"]),
+    "export-unknown-session": (["export", "ZZZZ"], "db", 2, [r"ZZZZ"]),
+}
+for _cmd in (["run", "good.jsonl", *DEMO], ["sessions"], ["export"], ["report", "--bootstrap", "0"],
+             ["import", "good.jsonl"]):
+    CASES[f"not-sqlite-{_cmd[0]}"] = (_cmd, "notsqlite.db", 2, [r"notsqlite\.db", r"not a SQLite database"])
+    CASES[f"newer-{_cmd[0]}"] = (_cmd, "newer.db", 2, [r"newer\.db", r"newer lineup", r"99"])
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("inputs")
+    _files(tmp)
+    return tmp
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_bad_input_is_refused_clearly_and_changes_nothing(name, workdir, tmp_path):
+    argv, which, want_rc, patterns = CASES[name]
+    db = _existing_db(tmp_path / "lineup.db") if which == "db" else workdir / which
+    before = sha(db)
+    siblings = sorted(p.name for p in db.parent.iterdir())
+    proc = lineup(argv, cwd=workdir, db=db, env={"XDG_CONFIG_HOME": str(tmp_path / "cfg")})
+    assert proc.returncode == want_rc, (proc.returncode, proc.stdout[-500:], proc.stderr[-2000:])
+    assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout, proc.stderr
+    message = proc.stderr + proc.stdout
+    for pattern in patterns:
+        assert re.search(pattern, message), f"{pattern!r} not in: {message[-1500:]}"
+    assert sha(db) == before, "a refused command changed the database"
+    if want_rc:   # a refused command does not even leave SQLite's -wal/-shm files behind
+        assert sorted(p.name for p in db.parent.iterdir()) == siblings, "stray files next to the database"
+
+
+def test_a_missing_key_is_named_before_any_request(tmp_path):
+    with TestServer() as srv:
+        srv.script(Reply(text="should never be asked"))
+        cfg = tmp_path / "c.toml"
+        cfg.write_text(f'[models.x]\nprovider = "openai"\nmodel = "m"\nbase_url = "{srv.base_url("openai")}"\n'
+                       'api_key_env = "LINEUP_TEST_ABSENT_KEY"\n')
+        (tmp_path / "s.jsonl").write_text(json.dumps({"id": "a", "category": "x", "prompt": "hi"}) + "\n")
+        db = tmp_path / "l.db"
+        run = lineup(["run", "s.jsonl", "--config", str(cfg), "-m", "x"], cwd=tmp_path, db=db)
+        check = lineup(["models", "--check", "--config", str(cfg)], cwd=tmp_path, db=db)
+        assert srv.requests == []
+    assert run.returncode == 2 and "LINEUP_TEST_ABSENT_KEY" in run.stderr
+    assert not db.exists(), "nothing should be recorded for a run that cannot start"
+    assert check.returncode == 1 and "LINEUP_TEST_ABSENT_KEY" in check.stdout
+
+
+# ---------------------------------------------------------------------- read-only
+
+RO_RUNNER = """
+import site, sys
+site.addsitedir(sys.argv[1])
+sys.path.insert(0, sys.argv[2])
+from lineup.cli import main
+sys.exit(main(sys.argv[3:]))
+"""
+
+
+def test_a_read_only_database_refuses_writes_and_serves_reads():
+    root = Path(tempfile.mkdtemp(prefix="lineup-ro-", dir="/tmp"))
+    folder = root / "ro"
+    folder.mkdir()
+    db = _existing_db(folder / "x.db")
+    (root / "s.jsonl").write_text(json.dumps({"id": "a", "category": "x", "prompt": "hi"}) + "\n")
+    (root / "arena.jsonl").write_text(json.dumps({"model_a": "p", "model_b": "q", "winner": "tie"}) + "\n")
+    before = sha(db)
+    try:
+        os.chmod(db, 0o444)
+        os.chmod(folder, 0o555)
+        os.chmod(root, 0o755)
+        os.chmod(root / "s.jsonl", 0o644)
+        os.chmod(root / "arena.jsonl", 0o644)
+        python, kwargs = sys.executable, {}
+        if os.geteuid() == 0:   # root ignores file modes: act as an ordinary user
+            kwargs = {"user": 65534, "group": 65534}
+            version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+            python = shutil.which(version, path="/usr/local/bin:/usr/bin") or python
+        env = {**os.environ, "LINEUP_DEMO_SPEED": "0", "HOME": str(root), "XDG_CONFIG_HOME": str(root / "cfg")}
+
+        def cli(*argv):
+            try:
+                return subprocess.run([python, "-c", RO_RUNNER, sysconfig.get_paths()["purelib"], str(REPO),
+                                       *argv, "--db", str(db)], capture_output=True, text=True, cwd=root,
+                                      env=env, timeout=TIMEOUT, **kwargs)
+            except PermissionError as exc:
+                pytest.skip(f"no Python an unprivileged user may run here: {exc}")
+
+        results = {
+            "run": cli("run", "s.jsonl", "-m", "demo/concise"),
+            "import": cli("import", "arena.jsonl"),
+            "chat": cli("chat", "-m", "demo/concise", "-m", "demo/thorough"),
+            "vote": cli("vote"),
+            "sessions": cli("sessions"),
+            "export": cli("export", "--format", "md"),
+            "report": cli("report", "--bootstrap", "0"),
+        }
+        if "ModuleNotFoundError" in results["sessions"].stderr:
+            pytest.skip(f"the unprivileged user cannot import lineup here: {results['sessions'].stderr[-300:]}")
+        for name, proc in results.items():
+            assert "Traceback" not in proc.stderr, (name, proc.stderr)
+        for name in ("run", "import", "chat", "vote"):
+            assert results[name].returncode == 2, (name, results[name].stderr)
+            assert "read-only" in results[name].stderr and "x.db" in results[name].stderr
+        for name in ("sessions", "export", "report"):
+            assert results[name].returncode == 0, (name, results[name].stderr)
+        assert "synthetic" in results["sessions"].stdout or "model-0" in results["sessions"].stdout
+        assert "## Turn 1" in results["export"].stdout
+        assert sha(db) == before and sorted(p.name for p in folder.iterdir()) == ["x.db"]
+    finally:
+        os.chmod(folder, stat.S_IRWXU)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------- disk full
+
+def _file_size_limit(limit: int):
+    def apply() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)   # a failing write(), not a killed process
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return apply
+
+
+@pytest.mark.skipif(not hasattr(resource, "RLIMIT_FSIZE"), reason="needs RLIMIT_FSIZE")
+def test_a_full_disk_is_reported_and_loses_nothing(tmp_path):
+    """The disk "fills up" (RLIMIT_FSIZE: writes past the limit fail with EFBIG)
+    during a run, an import and an export: exit 1, the database named, no
+    traceback, the database intact with every earlier record unchanged, and
+    nothing half-imported."""
+    db = _existing_db(tmp_path / "lineup.db")
+    before = _dump(db)
+    limit = db.stat().st_size + 48 * 1024
+    cases = tmp_path / "big.jsonl"
+    cases.write_text("".join(json.dumps({"id": f"c{i}", "category": "x", "prompt": f"{i} " + "long prompt " * 400})
+                             + "\n" for i in range(40)))
+    run = lineup(["run", str(cases), "-m", "demo/concise", "-m", "demo/thorough", "--quiet"], cwd=tmp_path, db=db,
+                 preexec=_file_size_limit(limit))
+    assert run.returncode == 1, (run.returncode, run.stderr[-2000:])
+    assert "Traceback" not in run.stderr and "lineup.db" in run.stderr and "disk" in run.stderr, run.stderr
+    after_run = _dump(db)
+    for table, rows in before.items():
+        assert set(rows) <= set(after_run[table]), f"an earlier {table} row changed"
+
+    arena = tmp_path / "arena.jsonl"
+    arena.write_text("".join(json.dumps({"model_a": f"m{i % 5}", "model_b": f"n{i % 7}", "winner": "model_a",
+                                         "conversation_a": [{"role": "user", "content": "q" * 300}],
+                                         "conversation_b": [{"role": "user", "content": "q" * 300}]}) + "\n"
+                             for i in range(2000)))
+    limit = db.stat().st_size + 48 * 1024
+    imp = lineup(["import", str(arena)], cwd=tmp_path, db=db, preexec=_file_size_limit(limit))
+    assert imp.returncode == 1, (imp.returncode, imp.stderr[-2000:])
+    assert "Traceback" not in imp.stderr and "lineup.db" in imp.stderr and "disk" in imp.stderr, imp.stderr
+    assert _dump(db) == after_run, "a failed import left part of itself behind"
+
+    big = tmp_path / "big.db"
+    with Store.open(big) as store:
+        write_synthetic(store, *synthetic_session(turns=40, words=400, seed=2))
+    exp = lineup(["export", "--format", "jsonl", "-o", str(tmp_path / "out.jsonl")], cwd=tmp_path, db=big,
+                 preexec=_file_size_limit(64 * 1024))
+    assert exp.returncode == 1 and "out.jsonl" in exp.stderr and "Traceback" not in exp.stderr, exp.stderr
+    assert not (tmp_path / "out.jsonl").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")], "a temporary file was left behind"
+
+    conn = sqlite3.connect(db)
+    try:
+        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    finally:
+        conn.close()
+    with Store.open(db) as store:   # and it still works once there is room again
+        assert store.counts()["session"] >= 1
