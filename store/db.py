@@ -428,6 +428,20 @@ class Store:
             raise StoreError(problem)
         self._write(f"save vote {rec.id}", lambda conn: insert_vote(conn, rec))
 
+    def retract_vote(self, vote_id: str, at: float | None = None) -> bool:
+        """Withdraw a vote (undo): it is kept with `retracted_at` and no longer
+        counts; the vote it had superseded stays superseded, so its case is
+        unvoted until someone votes again. False if it was already withdrawn."""
+        at = time.time() if at is None else at
+
+        def write(conn) -> bool:
+            changed = conn.execute("UPDATE vote SET retracted_at = ?, current = 0 "
+                                   "WHERE id = ? AND retracted_at IS NULL", [at, vote_id]).rowcount > 0
+            conn.execute("UPDATE vote_contestant SET current = 0 WHERE vote_id = ?", [vote_id])
+            return changed
+
+        return self._write(f"retract vote {vote_id}", write)
+
     def add_tag(self, rec: TagRecord) -> None:
         self._write(f"save tag {rec.id}", lambda conn: conn.execute(R.insert_sql("tag", R.TAG_COLS),
                                                                   R.tag_row(rec)))
@@ -664,7 +678,7 @@ def upsert_output(conn: sqlite3.Connection, rec: OutputRecord, now: float, only_
 
 def insert_vote(conn: sqlite3.Connection, rec: VoteRecord, verb: str = "INSERT") -> bool:
     replaced_by = conn.execute("SELECT 1 FROM vote WHERE supersedes = ? LIMIT 1", [rec.id]).fetchone()
-    current = 0 if replaced_by else 1
+    current = 0 if replaced_by or rec.retracted_at is not None else 1
     cur = conn.execute(R.insert_sql("vote", R.VOTE_COLS, verb), R.vote_row(rec, current))
     if not cur.rowcount:
         return False

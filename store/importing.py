@@ -372,6 +372,9 @@ def _merge_attached(store: Store, copy: Path, other: Path) -> dict[str, int]:
                     conn.execute(f"UPDATE main.{table} SET revealed_at = o.revealed_at FROM other.{table} AS o "
                                  f"WHERE {table}.id = o.id AND {table}.revealed_at IS NULL "
                                  "AND o.revealed_at IS NOT NULL")
+                # a vote withdrawn in either database is withdrawn here
+                conn.execute("UPDATE main.vote SET retracted_at = o.retracted_at, current = 0 FROM other.vote AS o "
+                             "WHERE vote.id = o.id AND vote.retracted_at IS NULL AND o.retracted_at IS NOT NULL")
                 # a vote superseded in either database is superseded here
                 conn.execute("UPDATE main.vote SET current = 0 WHERE current = 1 AND id IN "
                              "(SELECT supersedes FROM main.vote WHERE supersedes IS NOT NULL)")

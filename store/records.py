@@ -119,6 +119,7 @@ class VoteRecord(_Record):
     revealed_at: float | None = None
     note: str | None = None
     supersedes: str | None = None
+    retracted_at: float | None = None           # withdrawn (undo): kept, no longer counts
 
     @property
     def winner(self) -> str | None:
@@ -192,9 +193,9 @@ class LoadedSession(_Record):
                       key=lambda o: (order.get(o.contestant, 1 << 30), o.label, o.attempt))
 
     def current_votes(self) -> list[VoteRecord]:
-        """Votes that count: the ones no later vote supersedes."""
+        """Votes that count: not withdrawn, and superseded by no later vote."""
         replaced = {v.supersedes for v in self.votes if v.supersedes}
-        return [v for v in self.votes if v.id not in replaced]
+        return [v for v in self.votes if v.id not in replaced and v.retracted_at is None]
 
     def votes_for(self, turn_id: str) -> list[VoteRecord]:
         return [v for v in self.current_votes() if v.turn_id == turn_id]

@@ -65,7 +65,7 @@ OUTPUT_COLS = ("id", "session_id", "turn_id", "contestant", "label", "attempt", 
                "duration_ms", "chunk_ms", "chunk_chars", "input_tokens", "output_tokens",
                "tokens_estimated", "reasoning_tokens", "cost", "is_demo", "created", "updated", "writer")
 VOTE_COLS = ("id", "session_id", "turn_id", "rater", "choice", "winner", "ranking", "mapping",
-             "positions", "created", "revealed_at", "note", "supersedes", "current")
+             "positions", "created", "revealed_at", "note", "supersedes", "current", "retracted_at")
 TAG_COLS = ("id", "output_id", "tag", "rater", "note", "auto", "created", "removed_at")
 CHECK_COLS = ("id", "output_id", "check_name", "spec", "passed", "detail")
 
@@ -101,7 +101,7 @@ def output_row(r: OutputRecord, updated: float | None = None, writer: str | None
 def vote_row(r: VoteRecord, current: int = 1) -> tuple:
     return (r.id, r.session_id, r.turn_id, r.rater, r.choice, r.winner,
             None if r.ranking is None else dumps(r.ranking), dumps(r.mapping), dumps(r.positions),
-            r.created, r.revealed_at, r.note, r.supersedes, current)
+            r.created, r.revealed_at, r.note, r.supersedes, current, r.retracted_at)
 
 
 def vote_contestants(r: VoteRecord, current: int = 1) -> list[tuple]:

@@ -172,6 +172,13 @@ def m003_vote_contestant(db: Database) -> None:
                        "VALUES (?,?,?,?,?,?)", row)
 
 
+@migrations(name="m004_vote_retraction")
+def m004_vote_retraction(db: Database) -> None:
+    """A vote can be withdrawn (undo in the vote queue): it stays in the
+    record with `retracted_at` and stops counting (`current = 0`)."""
+    db.execute("ALTER TABLE vote ADD COLUMN retracted_at REAL")
+
+
 def outcome_for(label: str, choice: str) -> str:
     if choice == "tie":
         return "tie"

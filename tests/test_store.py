@@ -393,3 +393,31 @@ def test_sqlite_connection_uses_wal_even_for_a_second_store(db):
         write_synthetic(one, s, turns, outs, votes)
         assert two.load_session(s.id).session == s  # committed writes visible at once
     assert sqlite3.connect(db).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_a_withdrawn_vote_is_kept_but_no_longer_counts(tmp_path):
+    """Undo in the vote queue: the vote stays in the record with `retracted_at`,
+    drops out of current votes and counts, and a merge carries the withdrawal."""
+    from lineup.store.importing import merge_database
+    from lineup.store.synthetic import synthetic_session, write_synthetic
+
+    made = synthetic_session(turns=2, contestants=2, seed=3)
+    rec, votes = made[0], made[3]
+    path, copy = tmp_path / "a.db", tmp_path / "b.db"
+    with Store.open(copy) as other:          # a teammate's copy from before the undo
+        write_synthetic(other, *made)
+    with Store.open(path) as s:
+        write_synthetic(s, *made)
+        before = sum(c.votes for c in s.votes_per_model())
+        assert s.retract_vote(votes[0].id) is True
+        assert s.retract_vote(votes[0].id) is False          # once
+        loaded = s.load_session(rec.id)
+        assert votes[0].id not in {v.id for v in loaded.current_votes()}
+        assert next(v for v in loaded.votes if v.id == votes[0].id).retracted_at is not None
+        assert before - sum(c.votes for c in s.votes_per_model()) == 2   # both contestants lose it
+        merge_database(s, copy)                                # merging the old copy does not revive it
+        assert votes[0].id not in {v.id for v in s.load_session(rec.id).current_votes()}
+    with Store.open(copy) as other:
+        merge_database(other, path)                            # and the withdrawal travels
+        assert votes[0].id not in {v.id for v in other.load_session(rec.id).current_votes()}
+        assert sum(c.votes for c in other.votes_per_model()) == before - 2

@@ -179,7 +179,7 @@ def test_skip_undo_and_resume(tmp_path):
             await pilot.press("u")                       # undo the c2 vote
             await wait_for(pilot, lambda: screen.current.case_id == "c2", "c2 again")
             assert screen.done == 0
-            await pilot.press("c")                       # a new vote replaces the undone one
+            await pilot.press("c")                       # judged again
             await wait_for(pilot, lambda: screen.current.case_id == "c3", "c3 again")
             await pilot.press("escape")                  # leave half way: c3 and c1 still to do
         await store.aclose()
@@ -188,7 +188,9 @@ def test_skip_undo_and_resume(tmp_path):
         current = loaded.current_votes()
         assert len(current) == 1 and len(loaded.votes) == 2
         (vote,) = current
-        assert vote.choice == "C" and vote.supersedes == loaded.votes[0].id and vote.revealed_at is None
+        assert vote.choice == "C" and vote.revealed_at is None
+        withdrawn = next(v for v in loaded.votes if v.id != vote.id)
+        assert withdrawn.retracted_at is not None and withdrawn.turn_id == vote.turn_id
 
         # resumed: only the cases without a vote remain, in their order
         store = await open_store(tmp_path / "q.db")

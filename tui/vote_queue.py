@@ -55,7 +55,6 @@ class VoteQueueScreen(Screen):
         self.history: list[tuple[QueueItem, list[str], list]] = []   # (item, order, votes)
         self.judged = False
         self.note: str | None = None
-        self.supersede: dict[str, str] = {}
         self.info = Static("loading…", classes="info-line", id="queue-info")
         self.vote_bar = VoteBar()
 
@@ -193,7 +192,7 @@ class VoteQueueScreen(Screen):
     async def _record(self, choice: str, ranking: list[str] | None) -> None:
         item = self.current
         votes = queue_votes(item, self.order, choice, ranking=ranking, rater=self.app.rater, note=self.note,
-                            reveal_now=self.reveal == "each", supersedes=self.supersede)
+                            reveal_now=self.reveal == "each")
         try:
             for v in votes:
                 await self.app.store.add_vote(v)
@@ -233,15 +232,20 @@ class VoteQueueScreen(Screen):
         if not self.history:
             self.app.say("No vote to undo.")
             return
-        item, order, votes = self.history.pop()
+        item, order, votes = self.history[-1]
+        try:
+            for v in votes:   # withdrawn, kept in the record, no longer counted
+                await self.app.store.retract_vote(v.id)
+        except Exception as exc:
+            self.app.say(f"Undo not saved: {exc}", severity="error")
+            return
+        self.history.pop()
         if self.current is not None and not self.judged:
             self.items.insert(0, self.current)
         self.done -= 1
-        for v in votes:
-            self.supersede[v.turn_id] = v.id
         self.items.insert(0, item)
         await self.show_next()
-        self._show_info("undone: vote again, the new vote replaces the old one")
+        self._show_info("undone: the vote is withdrawn; judge this case again or skip it")
 
     def action_note(self) -> None:
         box = self.query_one("#queue-note", Input)
