@@ -39,7 +39,10 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="lineup", description=__doc__.split("\n")[0] if __doc__ else None)
+    parser = argparse.ArgumentParser(
+        prog="lineup",
+        description="Several LLMs side by side on the same prompt, judged blind, every judgement kept as a record.",
+        epilog="`lineup` alone opens the chat. `lineup COMMAND -h` for a command's options.")
     parser.add_argument("--version", action="version", version=f"lineup {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, help_text in COMMANDS.items():
