@@ -287,28 +287,8 @@ class ChatScreen(Screen):
                 self._hide_vote()
                 pane.begin_retry()
                 self._retry(index)
-        elif action == "copy":
-            text = pane.body.answer_text() if pane.body.answer_count else ""
-            if text:
-                self.app.copy_to_clipboard(text)
-                self.say(f"Copied the answer of {name} ({len(text):,} characters).")
-            else:
-                self.say(f"{name}: no answer to copy.")
-        elif action == "copy_code":
-            code = pane.body.last_code_block() if pane.body.answer_count else None
-            if code:
-                self.app.copy_to_clipboard(code)
-                self.say(f"Copied the last code block of {name} ({len(code):,} characters).")
-            else:
-                self.say(f"{name}: no code block in the answer.")
-        elif action == "maximise":
-            if self.maximized is pane:
-                self.minimize()
-            else:
-                self.maximize(pane, container=False)
-        elif action == "reasoning":
-            pane.body.show_reasoning = not pane.body.show_reasoning
-            self.say(f"{name}: reasoning {'shown' if pane.body.show_reasoning else 'hidden'}.")
+        elif pane.common_action(action, name):
+            pass
         elif action == "tag":
             if self.session.contestants[index].last_output is None:
                 self.say(f"{name}: no answer to tag yet.")

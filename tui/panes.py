@@ -193,6 +193,32 @@ class Pane(Vertical):
     def action_pane(self, action: str) -> None:
         self.post_message(self.Requested(self.index, action))
 
+    def common_action(self, action: str, name: str) -> bool:
+        """The pane actions every screen shares (copy, copy code, maximise,
+        reasoning); False for the ones the screen must handle itself."""
+        body = self.body
+        if action in ("copy", "copy_code"):
+            answer = body.answer_count > 0
+            text = (body.answer_text() if action == "copy" else body.last_code_block()) if answer else None
+            if text:
+                self.app.copy_to_clipboard(text)
+                thing = "the answer" if action == "copy" else "the last code block"
+                self.app.say(f"Copied {thing} of {name} ({len(text):,} characters).")
+            else:
+                self.app.say(f"{name}: no answer to copy." if action == "copy"
+                             else f"{name}: no code block in the answer.")
+        elif action == "maximise":
+            if self.screen.maximized is self:
+                self.screen.minimize()
+            else:
+                self.screen.maximize(self, container=False)
+        elif action == "reasoning":
+            body.show_reasoning = not body.show_reasoning
+            self.app.say(f"{name}: reasoning {'shown' if body.show_reasoning else 'hidden'}.")
+        else:
+            return False
+        return True
+
     def focus(self, scroll_visible: bool = True):
         self.body.focus(scroll_visible)
         return self

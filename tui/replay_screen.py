@@ -203,25 +203,7 @@ class ReplayScreen(Screen):
         event.stop()
         pane = self.panes[event.index]
         name = self.names[event.index]
-        if event.action == "copy":
-            text = pane.body.answer_text() if pane.body.answer_count else ""
-            if text:
-                self.app.copy_to_clipboard(text)
-                self.app.say(f"Copied the answer of {name}.")
-        elif event.action == "copy_code":
-            code = pane.body.last_code_block() if pane.body.answer_count else None
-            if code:
-                self.app.copy_to_clipboard(code)
-                self.app.say(f"Copied the last code block of {name}.")
-            else:
-                self.app.say(f"{name}: no code block in the answer.")
-        elif event.action == "maximise":
-            if self.maximized is pane:
-                self.minimize()
-            else:
-                self.maximize(pane, container=False)
-        elif event.action == "reasoning":
-            pane.body.show_reasoning = not pane.body.show_reasoning
+        pane.common_action(event.action, name)
 
     def action_close(self) -> None:
         if self.maximized is not None:

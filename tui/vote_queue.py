@@ -299,23 +299,8 @@ class VoteQueueScreen(Screen):
             outs = [o for o in outs if o is not None]
             if outs:
                 self.app.push_screen(TagPicker(name, self.app.tags), lambda c: self._tag(outs, name, c))
-        elif event.action == "copy":
-            text = pane.body.answer_text() if pane.body.answer_count else ""
-            if text:
-                self.app.copy_to_clipboard(text)
-                self.app.say(f"Copied the answer of {name}.")
-        elif event.action == "copy_code":
-            code = pane.body.last_code_block() if pane.body.answer_count else None
-            if code:
-                self.app.copy_to_clipboard(code)
-                self.app.say(f"Copied the last code block of {name}.")
-        elif event.action == "maximise":
-            if self.maximized is pane:
-                self.minimize()
-            else:
-                self.maximize(pane, container=False)
-        elif event.action == "reasoning":
-            pane.body.show_reasoning = not pane.body.show_reasoning
+        else:
+            pane.common_action(event.action, name)
 
     @work(group="queue-write", exit_on_error=False)
     async def _tag(self, outs, name: str, choice: TagChoice | None) -> None:
