@@ -21,7 +21,7 @@ FORBIDDEN = {
     "tui": ("httpx", "sqlite3", "sqlite_utils"),
 }
 # command modules that open the TUI import it lazily inside run(); that is allowed
-LAZY_TUI_OK = {"chat_cmd.py", "replay_cmd.py", "vote_cmd.py"}
+LAZY_TUI_OK = {"chat_cmd.py", "replay_cmd.py", "vote_cmd.py", "report_cmd.py"}
 
 
 def _imports(path: Path, top_level_only: bool) -> set[str]:

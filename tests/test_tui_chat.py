@@ -406,3 +406,27 @@ def test_grid_maximise_mouse_vote_and_palette(tmp_path, monkeypatch):
         await store.aclose()
 
     run(scenario())
+
+
+def test_palette_shows_names_with_markup_literally(tmp_path):
+    """A palette entry built from a model name must not be parsed as markup."""
+    from lineup.tui.commands import LineupCommands
+
+    async def scenario():
+        store = await open_store(tmp_path / "t.db")
+        with ModelServers(NAMES[:2]) as srv:
+            app = make_app(store, srv, blind=False)
+            async with app.run_test(size=(150, 30)) as pilot:
+                await started(pilot, app)
+                hostile = "[bold red]boom[/] [@click=app.quit]x[/]"
+                screen = app.screen
+                original = screen.palette_commands
+                screen.palette_commands = lambda: [(hostile, "[b]help[/b]", lambda: None), *original()]
+                provider = LineupCommands(screen)
+                hits = [h async for h in provider.discover()]
+                assert hits[0].prompt.plain == hostile and hits[0].help == "\\[b]help\\[/b]"
+                found = [h async for h in provider.search("boom")]
+                assert found and found[0].prompt.plain == hostile
+        await store.aclose()
+
+    run(scenario())

@@ -41,6 +41,23 @@ class ReplayOptions:
 
 
 @dataclass
+class ReportOptions:
+    """What `lineup report --tui` asked for."""
+
+    rounds: int = 1000
+    seed: int | None = 0
+    include_demo: bool = False
+    category: str | None = None
+    sessions: list[str] = field(default_factory=list)
+    rater: str | None = None
+    since: float | None = None
+
+    def screen_kwargs(self) -> dict:
+        return dict(rounds=self.rounds, seed=self.seed, include_demo=self.include_demo, category=self.category,
+                    sessions=self.sessions, rater=self.rater, since=self.since)
+
+
+@dataclass
 class VoteOptions:
     session_id: str | None = None
     reveal: Literal["each", "end"] = "each"
@@ -55,6 +72,8 @@ class LineupApp(App[int]):
     BINDINGS = [
         Binding("f1", "help", "Help", id="app.help", tooltip="All keys"),
         Binding("ctrl+o", "sessions", "Sessions", id="app.sessions", tooltip="Past sessions: continue, replay, vote"),
+        Binding("f4", "report", "Report", id="app.report",
+                tooltip="Ratings with intervals, failure modes, latency, checks"),
         Binding("ctrl+p", "command_palette", "Palette", id="app.palette", priority=True,
                 tooltip="Every action, searchable"),
         Binding("ctrl+q", "quit", "Quit", id="app.quit", priority=True, tooltip="Quit (everything is saved)"),
@@ -62,13 +81,15 @@ class LineupApp(App[int]):
 
     def __init__(self, store, config: Config | None = None, *, chat: ChatOptions | None = None,
                  replay: ReplayOptions | None = None, vote: VoteOptions | None = None,
-                 figures_when_blind: bool = False, rater: str | None = None) -> None:
+                 report: ReportOptions | None = None, figures_when_blind: bool = False,
+                 rater: str | None = None) -> None:
         super().__init__()
         self.store = store
         self.config = config or Config()
         self.chat_options = chat
         self.replay_options = replay
         self.vote_options = vote
+        self.report_options = report
         self.figures_when_blind = figures_when_blind
         self.rater = rater or default_rater()
         self.blind_next = bool(chat and chat.blind)
@@ -98,6 +119,10 @@ class LineupApp(App[int]):
             rng = random.Random(v.shuffle_seed) if v.shuffle_seed is not None else None
             await self.push_screen(VoteQueueScreen(v.session_id, reveal=v.reveal, repeats=v.repeats,
                                                    standalone=True, rng=rng))
+        elif self.report_options is not None:
+            from lineup.tui.report_screen import ReportScreen
+
+            await self.push_screen(ReportScreen(standalone=True, **self.report_options.screen_kwargs()))
         elif self.chat_options is not None:
             self.start_chat()
 
@@ -161,6 +186,35 @@ class LineupApp(App[int]):
             return
         self.push_screen(SessionsScreen(), self._opened)
 
+    def report_blocked(self) -> str | None:
+        """Why the report may not open now: it would tell which model wrote a
+        blind answer still on show (its tags, errors, votes), else None."""
+        from lineup.tui.vote_queue import VoteQueueScreen
+
+        s = self.session
+        if s is not None and s.blind and not s.revealed and s.turns:
+            return "Vote first: while the answers are blind, the report would tell which model wrote which."
+        from lineup.tui.replay_screen import ReplayScreen
+
+        for screen in self.screen_stack:
+            if isinstance(screen, VoteQueueScreen) and screen.current is not None and (
+                    not screen.judged or screen.reveal == "end"):
+                return "Finish the vote queue first: the report would tell which model wrote which answer."
+            if isinstance(screen, ReplayScreen) and getattr(screen, "hidden", False):
+                return "Close the blind replay first: the report would tell which model wrote which answer."
+        return None
+
+    def action_report(self) -> None:
+        from lineup.tui.report_screen import ReportScreen
+
+        if isinstance(self.screen, ReportScreen):
+            return
+        why = self.report_blocked()
+        if why:
+            self.say(why, severity="warning")
+            return
+        self.push_screen(ReportScreen(**(self.report_options or ReportOptions()).screen_kwargs()))
+
     def _opened(self, picked: tuple[str, str] | None) -> None:
         if picked is None:
             return
@@ -198,5 +252,6 @@ class LineupApp(App[int]):
         return [
             ("Help: all keys", "every key binding", self.action_help),
             ("Sessions", "list, filter and open past sessions", self.action_sessions),
+            ("Report", "ratings with intervals, failure modes, latency, checks", self.action_report),
             ("Quit", "everything is already saved", lambda: self.run_worker(self.action_quit())),
         ]

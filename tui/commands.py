@@ -6,6 +6,8 @@ from __future__ import annotations
 from functools import partial
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.content import Content
+from textual.markup import escape
 
 
 def _binding_commands(screen):
@@ -33,12 +35,14 @@ class LineupCommands(Provider):
         return items
 
     async def discover(self) -> Hits:
+        # Names can hold model aliases: plain Content, never markup.
         for name, help_text, callback in self._commands():
-            yield DiscoveryHit(name, callback, help=help_text)
+            yield DiscoveryHit(Content(name), callback, text=name, help=escape(help_text) if help_text else None)
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
         for name, help_text, callback in self._commands():
             score = matcher.match(name)
             if score > 0:
-                yield Hit(score, matcher.highlight(name), callback, help=help_text)
+                yield Hit(score, matcher.highlight(escape(name)), callback, text=name,
+                          help=escape(help_text) if help_text else None)

@@ -18,6 +18,7 @@ def binding_groups():
     from lineup.tui.panes import Pane
     from lineup.tui.prompt_box import PromptBox
     from lineup.tui.replay_screen import ReplayScreen
+    from lineup.tui.report_screen import ReportScreen
     from lineup.tui.sessions_screen import SessionsScreen
     from lineup.tui.tag_picker import TagPicker
     from lineup.tui.vote_bar import VoteBar
@@ -33,6 +34,7 @@ def binding_groups():
         ("Sessions", SessionsScreen.BINDINGS),
         ("Replay", ReplayScreen.BINDINGS),
         ("Vote queue", VoteQueueScreen.BINDINGS),
+        ("Report", ReportScreen.BINDINGS),
         ("Help", HelpScreen.BINDINGS),
     ]
 

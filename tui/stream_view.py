@@ -22,7 +22,6 @@ import time
 from bisect import bisect_right
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from math import ceil
 
 from markdown_it import MarkdownIt
 from rich.console import Console, ConsoleOptions, RenderResult

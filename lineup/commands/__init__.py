@@ -1,0 +1,27 @@
+"""One module per command: `configure(parser)` and `run(args) -> int`."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def open_store(args: argparse.Namespace, *, write: bool):
+    """This command's database: `--db`, else `LINEUP_DB`, else the default.
+
+    A writing command creates it when missing and refuses a read-only file
+    before anything is recorded; a reading command never creates one and
+    works on a read-only file. Either way a file that is not a lineup
+    database (or is from a newer lineup) is bad input: `UsageError`, exit 2.
+    """
+    from lineup.cli import UsageError
+    from lineup.store import Store, StoreError, default_db_path
+
+    try:
+        store = Store.open(args.db or default_db_path(), create=write)
+    except StoreError as exc:
+        raise UsageError(str(exc)) from None
+    if write and store.readonly:
+        store.close()
+        raise UsageError(f"{store.path} is read-only: nothing can be recorded there "
+                         "(lineup replay, report, sessions and export still work)")
+    return store

@@ -20,14 +20,12 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from lineup.cli import UsageError
-    from lineup.store import Store, StoreError, default_db_path
+    from lineup.commands import open_store
+    from lineup.store import StoreError
     from lineup.store.exporting import export_session
 
-    path = Path(args.db) if args.db else default_db_path()
-    try:
-        store = Store.open(path, create=False)
-    except StoreError as exc:
-        raise UsageError(str(exc)) from None
+    store = open_store(args, write=False)
+    path = store.path
     try:
         session_id = args.session or store.latest_session_id()
         if session_id is None:

@@ -16,19 +16,14 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from lineup.cli import UsageError
-    from lineup.store import Store, StoreError, default_db_path
+    from lineup.commands import open_store
+    from lineup.store import StoreError
     from lineup.store.importing import ImportFileError, import_file
 
     source = Path(args.file)
     if not source.is_file():
         raise UsageError(f"{source}: no such file")
-    try:
-        store = Store.open(args.db or default_db_path())
-    except StoreError as exc:
-        raise UsageError(str(exc)) from None
-    if store.readonly:
-        store.close()
-        raise UsageError(f"{store.path} is read-only: nothing can be imported into it")
+    store = open_store(args, write=True)
     try:
         summary = import_file(store, source)
     except ImportFileError as exc:

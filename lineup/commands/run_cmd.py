@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -32,7 +31,8 @@ def run(args: argparse.Namespace) -> int:
     from lineup.events import SamplingParams
     from lineup.runner import Runner, format_eta, summary_rows
     from lineup.sampleset import SampleSetError, load_sample_set
-    from lineup.store import AsyncStore, Store, StoreError, default_db_path
+    from lineup.commands import open_store
+    from lineup.store import AsyncStore
 
     err = Console(stderr=True, highlight=False, markup=False)
     out = Console(highlight=False, markup=False)
@@ -55,14 +55,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     if args.repeat < 1 or args.concurrency < 1:
         raise UsageError("--repeat and --concurrency must be at least 1")
-    try:
-        store = Store.open(args.db or default_db_path())
-    except StoreError as exc:
-        raise UsageError(str(exc)) from None
-    if store.readonly:
-        store.close()
-        raise UsageError(f"{store.path} is read-only: a run cannot be recorded there "
-                         "(reports, sessions and exports still work)")
+    store = open_store(args, write=True)
 
     def table(progress) -> Table:
         t = Table(title=Text(f"{sample_set.name}: {progress.finished}/{progress.total}  "

@@ -20,18 +20,17 @@ def run(args: argparse.Namespace) -> int:
     import sys
     from datetime import datetime
 
-    from lineup.cli import UsageError
-    from lineup.store import Store, StoreError, default_db_path
+    from pathlib import Path
+
+    from lineup.commands import open_store
+    from lineup.store import StoreError, default_db_path
     from lineup.store.exporting import visible
 
-    path = args.db or default_db_path()
-    try:
-        store = Store.open(path, create=False)
-    except StoreError as exc:
-        if "no such database" in str(exc):
-            print("[]" if args.json else f"No sessions yet (no database at {path}).")
-            return 0
-        raise UsageError(str(exc)) from None
+    path = Path(args.db or default_db_path())
+    if not path.exists():
+        print("[]" if args.json else f"No sessions yet (no database at {path}).")
+        return 0
+    store = open_store(args, write=False)
     try:
         sessions = store.list_sessions(limit=args.limit, kind=args.kind, search=args.search)
     except StoreError as exc:
