@@ -134,7 +134,7 @@ def bench_votes(folder: Path, n: int, repeats: int) -> dict:
     conn = store.conn
     # rows built directly (the records' validation is not what is measured); same layout as rows.vote_row
     assert VOTE_COLS == ("id", "session_id", "turn_id", "rater", "choice", "winner", "ranking", "mapping",
-                         "positions", "created", "revealed_at", "note", "supersedes", "current")
+                         "positions", "created", "revealed_at", "note", "supersedes", "current", "retracted_at")
     vote_sql = insert_sql("vote", VOTE_COLS)
     vc_sql = insert_sql("vote_contestant", VOTE_CONTESTANT_COLS)
     block, prev = 100_000, None
@@ -157,7 +157,7 @@ def bench_votes(folder: Path, n: int, repeats: int) -> dict:
             vid = f"{id_prefix}{i:016X}"  # a valid, unique ULID (time prefix + counter): cheap to make
             supersedes = prev if (prev and rng.random() < 0.05) else None
             votes.append((vid, sid, tid, "r", choice, mapping.get(choice), None, mapping_json,
-                          label_json[len(labels)], 1.7e9 + i, None, None, supersedes, 1))
+                          label_json[len(labels)], 1.7e9 + i, None, None, supersedes, 1, None))
             parts.extend(vote_contestant_rows(vid, choice, mapping, labels, 1))
             prev = vid
         with store.batch():
