@@ -16,7 +16,7 @@ import math
 import random
 import statistics
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -319,11 +319,3 @@ def format_eta(seconds: float | None) -> str:
         return "--:--"
     seconds = int(seconds)
     return f"{seconds // 60:02d}:{seconds % 60:02d}" if seconds < 3600 else f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
-
-
-def group_errors(progress: RunProgress) -> dict[str, int]:
-    total: defaultdict[str, int] = defaultdict(int)
-    for t in progress.tallies.values():
-        for k, v in t.errors.items():
-            total[k] += v
-    return dict(total)

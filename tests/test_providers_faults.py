@@ -14,7 +14,7 @@ import pytest
 from lineup.events import ErrorKind
 from lineup.providers import make_provider
 from lineup.providers.http import RetryPolicy
-from tests.server import Reply, TestServer, chat_request, collect, collect_async, model_config
+from tests.server import Reply, TestServer, chat_request, collect, model_config
 
 FAST = RetryPolicy(base=0.001, cap=1.0)
 # (provider, make_provider options): Gemini in both stream forms

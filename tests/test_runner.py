@@ -14,7 +14,6 @@ from collections import Counter
 from pathlib import Path
 
 import anyio
-import pytest
 
 from lineup.cli import main
 from lineup.runner import Runner

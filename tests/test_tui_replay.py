@@ -17,7 +17,7 @@ from lineup.tui.sessions_screen import SessionsScreen
 from lineup.tui.vote_queue import VoteQueueScreen
 
 from test_tui_vote_queue import CASES, make_run
-from tui_support import ModelServers, Reply, leaks, models_config, open_store, run, visible_text, wait_for
+from tui_support import ModelServers, leaks, models_config, open_store, run, visible_text, wait_for
 
 
 def test_answer_chunks_follow_the_recorded_sizes_and_times():
