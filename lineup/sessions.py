@@ -72,14 +72,15 @@ def default_rater() -> str:
         return "rater"
 
 
-def _identity_words(cfg: ModelConfig) -> set[str]:
-    """Every word that would tell a reader which model this is."""
-    words = {cfg.alias, cfg.model}
+def _identity_words(cfg: ModelConfig, *, alias: bool = True) -> set[str]:
+    """Every word that would tell a reader which model this is. The alias is
+    ours (an answer cannot know it) but our own error text may carry it."""
+    names = [cfg.model, cfg.alias] if alias else [cfg.model]
+    words = set(names)
     words.update(VENDOR_WORDS.get(cfg.provider, ()))
     # model ids like "openai/gpt-4o-mini" or "llama3.1:8b": their parts too
-    for part in re.split(r"[/:@]", cfg.model) + re.split(r"[/:@]", cfg.alias):
-        if len(part) >= 3:
-            words.add(part)
+    for name in names:
+        words.update(part for part in re.split(r"[/:@]", name) if len(part) >= 3)
     lowered = cfg.model.lower()
     words.update(f for f in FAMILY_WORDS if f in lowered)
     if cfg.base_url:
@@ -109,8 +110,11 @@ def blind_safe(text: str, contestants: Sequence["Contestant"]) -> str:
 
 
 def names_itself(text: str, cfg: ModelConfig) -> str | None:
-    """The first word in an answer that names its own model or vendor, if any."""
-    pattern = _identity_pattern(_identity_words(cfg) - {cfg.alias} | {cfg.alias})
+    """The first word in an answer that names its own model or vendor, if any.
+    Demo models have no identity to leak (their names are ordinary words)."""
+    if cfg.is_demo:
+        return None
+    pattern = _identity_pattern(_identity_words(cfg, alias=False))
     match = pattern.search(text) if pattern else None
     return match.group(0) if match else None
 

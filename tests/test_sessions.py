@@ -254,3 +254,13 @@ def test_blind_safe_and_names_itself():
     assert blind_safe("a plain sentence about egypt", [c]) == "a plain sentence about egypt"
     assert names_itself("I am Claude, made by Anthropic.", cfg) in ("Claude", "Anthropic")
     assert names_itself("I am an assistant.", cfg) is None
+
+
+def test_identity_leak_looks_for_the_model_not_our_alias():
+    from lineup.config import ModelConfig
+
+    local = ModelConfig(alias="local", provider="openai", model="qwen2.5:7b", base_url="http://localhost:8080/v1")
+    assert names_itself("Use a local cache here.", local) is None      # the alias is ours, not the model's
+    assert names_itself("I am Qwen, trained by Alibaba.", local) == "Qwen"
+    demo = ModelConfig(alias="demo/thorough", provider="demo", model="thorough")
+    assert names_itself("A thorough answer.", demo) is None
