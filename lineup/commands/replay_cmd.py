@@ -16,31 +16,26 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from lineup.cli import UsageError
-    from lineup.config import ConfigError, load_config, resolve_models
+    from lineup.commands import open_store
+    from lineup.config import load_config, resolve_models
     from lineup.events import SamplingParams
-    from lineup.store import Store, StoreError, default_db_path
+    from lineup.store import StoreError, default_db_path
     from lineup.tui.app import ChatOptions, ReplayOptions
     from lineup.tui.launch import run_app
 
     db = args.db or default_db_path()
     if args.models and not args.rerun:
         raise UsageError("-m only goes with --rerun")
-    try:
-        with Store.open(db, readonly=True, create=False) as store:
+    with open_store(args, write=False) as store:
+        try:
             original = store.get_session(args.session)
-    except StoreError as exc:
-        raise UsageError(str(exc)) from None
-    try:
-        config = load_config(args.config)
-    except ConfigError as exc:
-        raise UsageError(str(exc)) from None
+        except StoreError as exc:
+            raise UsageError(str(exc)) from None
+    config = load_config(args.config)   # a ConfigError is a UsageError: exit 2
     if not args.rerun:
         return run_app(db, config, replay=ReplayOptions(original.id))
-    try:
-        aliases = args.models or [c.alias for c in sorted(original.contestants, key=lambda c: c.position)]
-        models = resolve_models(config, aliases)
-    except ConfigError as exc:
-        raise UsageError(str(exc)) from None
+    aliases = args.models or [c.alias for c in sorted(original.contestants, key=lambda c: c.position)]
+    models = resolve_models(config, aliases)
     params = {k: v for k, v in original.params.items() if k in SamplingParams.model_fields and k != "seed"}
     opts = ChatOptions(models=models, blind=original.blind, system=original.system,
                        params=SamplingParams(**params), seed=original.seed, rerun_of=original.id)

@@ -16,21 +16,19 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from lineup.cli import UsageError
-    from lineup.config import ConfigError, load_config
-    from lineup.store import Store, StoreError, default_db_path
+    from lineup.commands import open_store
+    from lineup.config import load_config
+    from lineup.store import StoreError, default_db_path
     from lineup.tui.app import VoteOptions
     from lineup.tui.launch import run_app
 
     db = args.db or default_db_path()
     session_id = None
     if args.session:
-        try:
-            with Store.open(db, readonly=True, create=False) as store:
+        with open_store(args, write=False) as store:
+            try:
                 session_id = store.resolve_session(args.session)
-        except StoreError as exc:
-            raise UsageError(str(exc)) from None
-    try:
-        config = load_config(args.config)
-    except ConfigError as exc:
-        raise UsageError(str(exc)) from None
+            except StoreError as exc:
+                raise UsageError(str(exc)) from None
+    config = load_config(args.config)   # a ConfigError is a UsageError: exit 2
     return run_app(db, config, vote=VoteOptions(session_id, reveal=args.reveal, repeats=args.repeats))
