@@ -127,7 +127,9 @@ class Runner:
             contestants=[contestant_record(c) for c in contestants], system=self.system,
             params=self.params.model_dump(exclude_none=True), seed=self.params.seed, blind=True,
             revealed_at=None, sample_set_name=self.sample_set.name, sample_set_hash=self.sample_set.sha256,
-            rerun_of=None, meta={"run_key": key, "repeat": self.repeat, "label_seed": label_seed},
+            rerun_of=None, meta={"run_key": key, "repeat": self.repeat, "label_seed": label_seed,
+                                 # shown after the vote in the queue; the set file may move later
+                                 "references": {c.id: c.reference for c in self.sample_set.cases if c.reference}},
         )
         await self.store.create_session(record)
         return record, False

@@ -30,6 +30,8 @@ def _write_set(path: Path, n: int = 4) -> Path:
         case = {"id": f"c{i}", "category": "math" if i % 2 else "format", "prompt": f"question {i}"}
         if i == 0:
             case["follow_ups"] = ["and now shorter", "and once more"]
+        if i == 2:
+            case["reference"] = "the expected answer, for after the vote"
         if i == 1:
             case["checks"] = [{"type": "contains", "value": "loopback"}, {"type": "valid_json"}]
         cases.append(case)
@@ -87,6 +89,7 @@ def test_run_every_case_model_and_repeat_with_follow_ups_and_checks(tmp_path):
     assert results[next(k for k in results if k[1])] == 4 and results[next(k for k in results if not k[1])] == 4
     assert loaded.session.kind == "run" and loaded.session.blind
     assert loaded.session.sample_set_hash == sample.sha256
+    assert loaded.session.meta["references"] == {"c2": "the expected answer, for after the vote"}
 
 
 def test_interrupted_run_resumes_without_duplicates_or_gaps(tmp_path):

@@ -253,3 +253,33 @@ def test_empty_queue_says_so(tmp_path):
         await store.aclose()
 
     run(scenario())
+
+
+def test_checks_and_reference_are_shown_after_the_vote_not_before(tmp_path):
+    from lineup.store.records import CheckResultRecord
+
+    sid = make_run(tmp_path / "q.db", CASES[:1])
+    with Store.open(tmp_path / "q.db") as s:
+        s.update_session(sid, meta={"references": {"c1": "four, exactly"}})
+        loaded = s.load_session(sid)
+        for out in loaded.outputs:
+            s.add_check_result(CheckResultRecord(output_id=out.id, check="regex:\\b4\\b", spec={},
+                                                 passed=out.contestant == "heron", detail=None))
+
+    async def scenario():
+        store = await open_store(tmp_path / "q.db")
+        app = queue_app(store, session_id=sid, shuffle_seed=1)
+        async with app.run_test(size=(150, 40)) as pilot:
+            screen = await queue_screen(pilot)
+            before = "\n".join([str(screen.info.render()), *[str(p.header.render()) for p in screen.panes]])
+            assert "checks" not in before and "four, exactly" not in before
+            await pilot.press("a")
+            await wait_for(pilot, lambda: screen.judged, "the vote")
+            await pilot.pause()
+            headers = {a: str(p.header.render()) for a, p in zip(screen.order, screen.panes)}
+            assert "checks 1/1" in headers["heron"]
+            assert "checks 0/1" in headers["kestrel"] and "failed: regex" in headers["kestrel"]
+            assert "reference: four, exactly" in str(screen.info.render())
+        await store.aclose()
+
+    run(scenario())

@@ -31,6 +31,8 @@ class QueueItem:
     contestants: list = field(default_factory=list)  # ContestantRecords (for scrubbing)
     case_id: str | None = None
     category: str | None = None
+    checks: dict[str, list] = field(default_factory=dict)   # output id -> CheckResultRecords
+    reference: str | None = None        # the case's reference note, shown after the vote
 
     @property
     def targets(self) -> list[TurnRecord]:
@@ -53,6 +55,10 @@ def build_items(loaded: LoadedSession, *, rater: str, repeats: str = "separate")
     if len(s.contestants) < 2:
         return []
     latest = _latest(loaded.outputs)
+    checks: dict[str, list] = {}
+    for c in loaded.checks:
+        checks.setdefault(c.output_id, []).append(c)
+    references = s.meta.get("references") or {}
     voted = {v.turn_id for v in loaded.current_votes() if v.rater == rater}
     aliases = [c.alias for c in sorted(s.contestants, key=lambda c: c.position)]
 
@@ -86,11 +92,25 @@ def build_items(loaded: LoadedSession, *, rater: str, repeats: str = "separate")
         item = QueueItem(session_id=s.id, key=f"{s.id}:{key[1] if key[0] == 'case' else turns[0].id}"
                          + (f":r{key[2]}" if key[0] == "case" and repeats != "together" else ""),
                          context=context, repeats=[turns], aliases=aliases, outputs=latest,
-                         contestants=list(s.contestants), case_id=turns[0].case_id, category=turns[0].category)
+                         contestants=list(s.contestants), case_id=turns[0].case_id, category=turns[0].category,
+                         checks=checks, reference=references.get(turns[0].case_id))
         if repeats == "together" and key[0] == "case":
             by_case[key[1]] = item
         items.append(item)
     return items
+
+
+def check_summary(item: QueueItem, alias: str) -> str | None:
+    """One contestant's automated check results on this item, for after the vote."""
+    outs = [item.outputs.get((t.id, alias)) for turns in item.repeats for t in turns]
+    results = [c for o in outs if o is not None for c in item.checks.get(o.id, ())]
+    if not results:
+        return None
+    failed = [c.check for c in results if not c.passed]
+    text = f"checks {len(results) - len(failed)}/{len(results)}"
+    if failed:
+        text += " · failed: " + ", ".join(dict.fromkeys(failed))
+    return text
 
 
 def shuffled_positions(aliases: list[str], rng: random.Random | None = None) -> list[str]:

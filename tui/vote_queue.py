@@ -23,7 +23,9 @@ from lineup.tui.record_entries import answer_entries, pane_status, status_note
 from lineup.tui.replay_screen import CHOICE_WORDS
 from lineup.tui.tag_picker import TagChoice, TagPicker
 from lineup.tui.vote_bar import VoteBar
-from lineup.tui.vote_items import LABELS, QueueItem, build_items, queue_votes, scrub, shuffled_positions
+from lineup.tui.vote_items import (
+    LABELS, QueueItem, build_items, check_summary, queue_votes, scrub, shuffled_positions,
+)
 
 QUEUE_PANE_ACTIONS = frozenset({"copy", "copy_code", "maximise", "reasoning", "tag"})
 
@@ -208,8 +210,10 @@ class VoteQueueScreen(Screen):
             for i, alias in enumerate(self.order):
                 self.panes[i].name_shown = f"{LABELS[i]} · {alias}"
                 self.panes[i].show_figures = True
+                self.panes[i].detail = check_summary(item, alias) or ""
             self.vote_bar.remove_class("-visible")
-            self._show_info(f"voted {what} · Enter/space: next case")
+            reference = f" · reference: {item.reference}" if item.reference else ""
+            self._show_info(f"voted {what}{reference} · Enter/space: next case")
             self.focus_next_target()
         else:
             await self.show_next()
