@@ -32,7 +32,8 @@ from rich.style import Style
 from rich.syntax import Syntax
 from rich.text import Text
 from pygments.token import Token as PygmentsToken
-from textual.geometry import Size
+from textual.cache import FIFOCache
+from textual.geometry import Region, Size
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
@@ -471,7 +472,67 @@ def _lines(console: Console, renderable, width: int, trim: bool = True) -> list[
     return lines
 
 
-def _render_piece(console: Console, piece: _Piece, width: int, gap: bool) -> list[Strip]:
+class _NoCache(FIFOCache):
+    """A memo cache that keeps nothing: one instance shared by every lean strip."""
+
+    __slots__ = ()
+
+    def set(self, key, value) -> None:  # type: ignore[override]
+        return None
+
+    __setitem__ = set
+
+
+def _lean_defaults() -> list[tuple[str, object]] | None:
+    """Slot values for a Strip whose memo caches are the shared `_NoCache`.
+
+    A Strip builds seven small caches; for a cached line they stay empty
+    (Textual copies its segments into a new Strip per paint) but the cycle
+    collector walks them on every full pass: 16 objects a line became the
+    main cost of the long pauses. Found by introspection so that a Textual
+    with other slots falls back to plain Strips.
+    """
+    try:
+        proto = Strip([], 0)
+        names = list(Strip.__slots__)
+        values = [getattr(proto, name) for name in names]
+    except (AttributeError, TypeError):
+        return None
+    if "_segments" not in names or "_cell_length" not in names:
+        return None
+    shared = _NoCache(1)
+    return [(name, shared if isinstance(value, FIFOCache) else value)
+            for name, value in zip(names, values)
+            if name not in ("_segments", "_cell_length")]
+
+
+_LEAN_DEFAULTS = _lean_defaults()
+
+
+class _LeanStrip(Strip):
+    """A Strip for cached lines: same segments, no per-instance memo caches."""
+
+    __slots__ = ()
+
+    def __init__(self, segments: list[Segment], cell_length: int) -> None:
+        if _LEAN_DEFAULTS is None:
+            super().__init__(segments, cell_length)
+            return
+        setter = object.__setattr__
+        for name, value in _LEAN_DEFAULTS:
+            setter(self, name, value)
+        self._segments = segments
+        self._cell_length = cell_length
+
+
+def _render_piece(console: Console, piece: _Piece, width: int, gap: bool,
+                  style: Style | None = None) -> list[Strip]:
+    """A piece as Strips of exactly `width` cells, with the widget's base `style` applied.
+
+    Applying the base style here (not per painted line) makes each cached line
+    one Strip rather than two: every Strip carries seven small caches, and
+    those objects are what the cycle collector walks on its full passes.
+    """
     width = max(4, width)
     kind = piece.kind
     prefix: Segment | None = None
@@ -494,14 +555,21 @@ def _render_piece(console: Console, piece: _Piece, width: int, gap: bool) -> lis
         lines = _lines(console, Text(piece.text, style=_NOTE_STYLE, overflow="fold"), width)
     else:  # plain
         lines = _lines(console, Text(piece.text, overflow="fold"), width)
-    strips = [Strip.blank(width)] if gap else []
+    style = style or None  # a null style changes nothing
+    strips = [Strip.blank(width, style)] if gap else []
     adjust = Segment.adjust_line_length
+    simplify = Segment.simplify  # fewer segments: fewer objects kept
+    add = style.__add__ if style is not None else None
     for line in lines:
         if prefix is not None:
             line = [prefix, *line]
-        strips.append(Strip(adjust(line, width), width))  # one Strip a line: they are not cheap
+        line = adjust(line, width)
+        if add is not None:  # what Strip.apply_style does, without the extra Strip
+            line = [Segment(text, None if control else add(seg_style), control)
+                    for text, seg_style, control in line]
+        strips.append(_LeanStrip(list(simplify(line)), width))
     if not strips:
-        strips.append(Strip.blank(width))
+        strips.append(Strip.blank(width, style))
     return strips
 
 
@@ -572,6 +640,8 @@ class _Block:
 # ---------------------------------------------------------------------------
 # The widget
 
+_UNKNOWN = object()  # a row whose block is not rendered yet (_visible_rows)
+
 _FALLBACK_CONSOLE = Console(width=80, color_system="truecolor", force_terminal=False,
                             legacy_windows=False)
 
@@ -615,7 +685,8 @@ class StreamView(ScrollView, can_focus=True):
         self._last_flush = 0.0
         self._interval = self.FLUSH_INTERVAL
         self._bg_timer: Timer | None = None
-        self._base_style: Style | None = None
+        self._base_style: Style | None = None    # self.rich_style, computed once
+        self._strip_style: Style | None = None   # the style cached strips carry
         self._paint: tuple[int, int] | None = None
         self._scrollbar_at = 0.0
         self._scrollbar_timer: Timer | None = None
@@ -639,6 +710,7 @@ class StreamView(ScrollView, can_focus=True):
         self._cache_blocks: dict[int, _Block] = {}
         self._cached_lines = 0
         self._stale = 0
+        self._painted: tuple[int, int, int, list[object]] | None = None  # _refresh_changed
 
     # ----------------------------------------------------------------- API
     def add_user(self, text: str) -> None:
@@ -916,7 +988,7 @@ class StreamView(ScrollView, can_focus=True):
             self._tail = []
         else:
             self._tail = _render_piece(self._console(), self._tail_piece, self._width,
-                                       self._tail_gap())
+                                       self._tail_gap(), self._style())
 
     # ----------------------------------------------------------------- layout
     def _set_width(self, width: int) -> None:
@@ -986,7 +1058,7 @@ class StreamView(ScrollView, can_focus=True):
             return block.strips
         if block.width != width and schedule_fix and not self._follow:
             self._capture_anchor()
-        strips = _render_piece(self._console(), block.piece, width, block.gap)
+        strips = _render_piece(self._console(), block.piece, width, block.gap, self._style())
         if block.width != width:
             if width == self._width:
                 self._stale -= 1
@@ -1084,7 +1156,68 @@ class StreamView(ScrollView, can_focus=True):
                 if round(self.scroll_y) != y:
                     self.scroll_to(y=y, animate=False)
         self._anchor = None
-        self.refresh()
+        self._refresh_changed()
+
+    def _visible_rows(self, top: int, height: int) -> list[object]:
+        """What each row of the view shows: a Strip, None (blank) or _UNKNOWN
+        (a block not rendered at this width yet: painting will render it)."""
+        rows: list[object] = []
+        blocks, starts, total, tail = self._blocks, self._starts, self._total, self._tail
+        width = self._width
+        index = self._block_at(top) if blocks and top < total else -1
+        count = len(blocks)
+        for line in range(top, top + height):
+            if line >= total:
+                offset = line - total
+                rows.append(tail[offset] if offset < len(tail) else None)
+                continue
+            while index + 1 < count and starts[index + 1] <= line:
+                index += 1
+            if index < 0:
+                rows.append(None)
+                continue
+            block = blocks[index]
+            strips = block.strips
+            if strips is None or block.width != width:
+                rows.append(_UNKNOWN)
+                continue
+            offset = line - starts[index]
+            rows.append(strips[offset] if offset < len(strips) else None)
+        return rows
+
+    def _refresh_changed(self) -> None:
+        """Repaint the rows whose content changed since the last layout, not the pane.
+
+        A refresh of the whole widget repaints every row of it (and its border);
+        when the view did not scroll, a flush usually changes only the last
+        rows of the tail, and nothing at all when the reader has scrolled up.
+        A scroll repaints the whole view (as Textual's watch_scroll_y does).
+        """
+        region = self.scrollable_content_region
+        top = self.scroll_offset.y
+        rows = self._visible_rows(top, region.height)
+        old = self._painted
+        self._painted = (top, self._width, region.width, rows)
+        if (old is None or old[1] != self._width or old[2] != region.width
+                or len(old[3]) != len(rows)):
+            self.refresh()
+            return
+        if old[0] != top:
+            self.refresh(self.size.region)
+            return
+        first = last = -1
+        for y, (was, now) in enumerate(zip(old[3], rows)):
+            if was is now and now is not _UNKNOWN:
+                continue
+            if (was is not None and now is not None and was is not _UNKNOWN
+                    and now is not _UNKNOWN and was == now):
+                continue  # a re-rendered tail line that came out the same
+            if first < 0:
+                first = y
+            last = y
+        if first >= 0:
+            self.refresh(Region(0, first, max(self.virtual_size.width, self.size.width),
+                                last - first + 1))
 
     def _set_virtual_size(self, size: Size) -> None:
         """Grow the scrollable area without a screen relayout.
@@ -1158,9 +1291,28 @@ class StreamView(ScrollView, can_focus=True):
             self._anchor = None
 
     # -------------------------------------------------------------- painting
+    def _style(self) -> Style | None:
+        """The base style cached strips are built with (``rich_style``, once).
+
+        When it changes (theme, CSS), strips built with the old one are dropped
+        and re-rendered as they are painted; heights do not change.
+        """
+        style = self._base_style
+        if style is None:
+            if not self.is_mounted:
+                return self._strip_style
+            style = self._base_style = self.rich_style  # computing it walks the DOM: once
+            if style != self._strip_style:
+                self._strip_style = style
+                self._drop_cache()
+                if self._tail_piece is not None:
+                    self._render_tail()
+        return style
+
     def render_lines(self, crop):
         # Geometry once per paint, not once per line (each lookup walks styles).
         self._paint = (self.scroll_offset.y, self.scrollable_content_region.width)
+        self._style()
         try:
             return super().render_lines(crop)
         finally:
@@ -1187,14 +1339,12 @@ class StreamView(ScrollView, can_focus=True):
                 offset = line - self._starts[index]
                 if offset < len(strips):
                     strip = strips[offset]
-        style = self._base_style
-        if style is None:
-            style = self._base_style = self.rich_style  # computing it walks the DOM: once
+        # Cached strips already carry the base style (_render_piece).
         if strip is None:
-            return Strip.blank(width, style)
+            return Strip.blank(width, self._style())
         if strip.cell_length != width:
-            strip = strip.crop_extend(0, width, None)
-        return strip.apply_style(style)
+            strip = strip.crop_extend(0, width, self._strip_style)
+        return strip
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
