@@ -6,6 +6,7 @@ parses markup and keeps a log the tests read."""
 
 from __future__ import annotations
 
+import gc
 import random
 from dataclasses import dataclass, field
 from typing import Literal
@@ -125,6 +126,13 @@ class LineupApp(App[int]):
             await self.push_screen(ReportScreen(standalone=True, **self.report_options.screen_kwargs()))
         elif self.chat_options is not None:
             self.start_chat()
+        # Everything alive once the first screen is up (Textual, modules, the app)
+        # lives as long as the app: keep it out of every later full collection,
+        # which otherwise walks it all and stalls streaming for tens of ms.
+        self.call_after_refresh(_freeze_survivors)
+
+    def on_unmount(self) -> None:
+        gc.unfreeze()   # several apps in one process (tests): let each one's cycles go
 
     @work(exclusive=True, group="open", exit_on_error=False)
     async def start_chat(self, resume: str | None = None, blind: bool | None = None) -> None:
@@ -255,3 +263,9 @@ class LineupApp(App[int]):
             ("Report", "ratings with intervals, failure modes, latency, checks", self.action_report),
             ("Quit", "everything is already saved", lambda: self.run_worker(self.action_quit())),
         ]
+
+
+def _freeze_survivors() -> None:
+    """Collect once, then move every survivor out of the collector's sight."""
+    gc.collect()
+    gc.freeze()
