@@ -33,7 +33,7 @@ def prepare(args: argparse.Namespace):
     from lineup.tui.app import ChatOptions
 
     try:
-        config = load_config(args.config)
+        config = load_config(args.config, probe_ollama=True)
         models = resolve_models(config, args.models) if args.models else list(config.models.values())
     except ConfigError as exc:
         raise UsageError(str(exc)) from None

@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     err = Console(stderr=True, highlight=False, markup=False)
     out = Console(highlight=False, markup=False)
     try:
-        config = load_config(args.config)
+        config = load_config(args.config, probe_ollama=True)
         models = resolve_models(config, args.models) if args.models else list(config.models.values())
         sample_set = load_sample_set(args.set)
     except (ConfigError, SampleSetError) as exc:
