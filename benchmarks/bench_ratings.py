@@ -9,7 +9,13 @@ and the largest difference in point ratings and in interval bounds.
 Target: large case >= 2x faster than the reference and under 2 s, medium
 under 0.5 s, ratings within ~0.01 points.
 
+Last, the whole report on a store of that size (100,000 votes, 20 models,
+200,000 answers; built in a temp folder with `lineup.store.synthetic`, ~25 s):
+`build_report` in this process and `lineup report --json` as a command, each
+the median of 3, against the 2 s target.
+
     .venv/bin/python benchmarks/bench_ratings.py [--repeat N] [--rounds R] [--quick]
+                                                 [--report-db PATH | --no-report]
 """
 
 from __future__ import annotations
@@ -17,8 +23,11 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import random
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -131,12 +140,57 @@ def run_case(label, n_votes, n_models, rounds, repeat, ref_repeat, seed=0):
     return mo, mr, d_point, d_bound
 
 
+# ----------------------------------------------------------------- the whole report
+
+
+def build_report_db(path: Path) -> float:
+    """100,000 two-way votes among 20 models (500 sessions of 200 turns, two
+    answers per turn), as /tmp/mkbig.py did; returns the seconds it took."""
+    from lineup.store import Store
+    from lineup.store.synthetic import synthetic_session, write_synthetic
+
+    models = [f"model-{i:02d}" for i in range(20)]
+    rng = random.Random(1)
+    t0 = time.perf_counter()
+    with Store.open(path) as store:
+        for i in range(500):
+            pair = rng.sample(models, 2)
+            write_synthetic(store, *synthetic_session(turns=200, contestants=2, words=3, seed=i, aliases=pair,
+                                                      created=1.7e9 + i * 1000))
+    return time.perf_counter() - t0
+
+
+def run_report(db: Path, rounds: int, repeat: int = 3) -> tuple[float, float]:
+    """Medians of `build_report` (this process) and of `lineup report --json` (a fresh process)."""
+    from lineup.report import build_report
+    from lineup.store import Store
+
+    in_process = []
+    for _ in range(repeat):
+        with Store.open(db, readonly=True) as store:
+            t0 = time.perf_counter()
+            report = build_report(store, rounds=rounds, seed=0)
+            in_process.append(time.perf_counter() - t0)
+    assert report.votes_used == 100_000, report.votes_used
+    cli = [sys.executable, "-c", "import sys; from lineup.cli import main; sys.exit(main())",
+           "report", "--db", str(db), "--json", "--bootstrap", str(rounds)]
+    command = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        subprocess.run(cli, check=True, stdout=subprocess.DEVNULL)
+        command.append(time.perf_counter() - t0)
+    return statistics.median(in_process), statistics.median(command)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeat", type=int, default=5, help="timed runs of lineup.ratings per case")
     ap.add_argument("--ref-repeat", type=int, default=1, help="timed runs of the reference per case")
     ap.add_argument("--rounds", type=int, default=1000)
     ap.add_argument("--quick", action="store_true", help="100 rounds, for a smoke run")
+    ap.add_argument("--report-db", type=Path, help="an existing 100k-vote store for the whole-report timing "
+                                                   "(default: build one in a temp folder)")
+    ap.add_argument("--no-report", action="store_true", help="skip the whole-report timing")
     args = ap.parse_args(argv)
     rounds = 100 if args.quick else args.rounds
     results = {
@@ -147,6 +201,17 @@ def main(argv=None) -> int:
     print(f"targets: large >= 2x ({mr / mo:.1f}x), large < 2 s ({mo:.3f} s), "
           f"medium < 0.5 s ({results['medium'][0]:.3f} s), ratings within 0.01 "
           f"({max(r[2] for r in results.values()):.4f})")
+    if not args.no_report:
+        with tempfile.TemporaryDirectory() as tmp:
+            db = args.report_db
+            if db is None:
+                db = Path(tmp) / "report.db"
+                print(f"whole report: building a 100,000-vote store ({build_report_db(db):.1f} s)")
+            in_process, command = run_report(db, rounds)
+        print(f"whole report: 100,000 votes / 20 models / 200,000 answers / {rounds} rounds")
+        print(f"  build_report            median {in_process:6.3f} s   (n=3)")
+        print(f"  lineup report --json    median {command:6.3f} s   (n=3, a fresh process each)")
+        print(f"target: the whole report < 2 s ({command:.3f} s: {'met' if command < 2 else 'NOT met'})")
     return 0
 
 
