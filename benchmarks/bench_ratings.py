@@ -47,7 +47,7 @@ try:
     from scipy.optimize import minimize
     from scipy.special import expit
 except ImportError:  # pragma: no cover - the bench extra brings scipy
-    sys.exit("bench_ratings needs scipy (pip install -e '.[bench]')")
+    sys.exit("bench_ratings needs scipy (pip install -e '.[test]')")
 
 
 # ----------------------------------------------------------------- reference recipe
