@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -19,6 +18,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, 
 
 from lineup.checks import CHECK_TYPES, Check
 from lineup.events import ImagePart, Message, SamplingParams
+from lineup.jsonl import json_objects
 
 MAX_IMAGE_BYTES = 5 * 1024 * 1024
 MAX_ERRORS_SHOWN = 20
@@ -269,25 +269,9 @@ def load_sample_set(path: str | Path) -> SampleSet:
     cases: list[Case] = []
     first_line: dict[str, int] = {}
     checked_images: dict[str, str | None] = {}
-    lines = raw.split(b"\n")
-    for lineno, line_bytes in enumerate(lines, start=1):
-        where = f"{shown}:{lineno}"
-        if lineno == 1 and line_bytes.startswith(b"\xef\xbb\xbf"):
-            line_bytes = line_bytes[3:]
-        try:
-            line = line_bytes.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            problems.append(f"{where}: not UTF-8 text (byte {exc.start + 1})")
-            continue
-        if not line.strip():
-            continue
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            problems.append(f"{where}: invalid JSON: {exc.msg} (column {exc.colno})")
-            continue
-        if not isinstance(data, dict):
-            problems.append(f"{where}: a case must be a JSON object, not {type(data).__name__}")
+    for lineno, where, data, problem in json_objects(raw.split(b"\n"), shown, "a case"):
+        if problem:
+            problems.append(problem)
             continue
         try:
             case = Case.model_validate(data)

@@ -33,6 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from lineup.jsonl import json_objects
+
 PROMPT_FIELD_NAMES = ("prompt", "input", "question", "message", "messages", "text", "query", "instruction",
                       "user_input", "content")
 NONE_STRATUM = "(none)"
@@ -154,22 +156,9 @@ def _read_jsonl(path: Path, by: str, prompt_field: str | None) -> LoadedLogs:
     by_seen = False
     keys_seen: list[str] = []
     with path.open("rb") as f:
-        for lineno, raw in enumerate(f, start=1):
-            where = f"{path}:{lineno}"
-            if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
-                raw = raw[3:]
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise LogError(f"{where}: not UTF-8 text (byte {exc.start + 1})") from None
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise LogError(f"{where}: invalid JSON: {exc.msg} (column {exc.colno})") from None
-            if not isinstance(obj, dict):
-                raise LogError(f"{where}: expected a JSON object per line, got {type(obj).__name__}")
+        for lineno, where, obj, problem in json_objects(f, str(path), "a log record"):
+            if problem:
+                raise LogError(problem)
             if not out.prompt_field:
                 out.prompt_field = _pick_field(obj.keys(), prompt_field, "prompt", where)
             if not keys_seen:
