@@ -24,15 +24,18 @@ def answer(alias: str, case: str, repeat: int = 0, follow: int = 0) -> str:
     return f"Answer from {alias} to {case} (repeat {repeat}, step {follow})"
 
 
-def make_run(path, cases, *, aliases=ALIASES, repeats=1, voted=(), created=1_700_000_000.0, sid=None):
-    """A `run` session: cases = [(case_id, category, [prompt, follow-up...])]."""
+def make_run(path, cases, *, aliases=ALIASES, repeats=1, voted=(), created=1_700_000_000.0, sid=None,
+             blind=False):
+    """A `run` session: cases = [(case_id, category, [prompt, follow-up...])]. Blind: labels A, B, C
+    by position, as `lineup run` makes them."""
     with Store.open(path) as store:
         rec = SessionRecord(
             id=sid or SessionRecord.model_fields["id"].default_factory(), created=created, kind="run",
             title="nightly set",
-            contestants=[ContestantRecord(alias=a, provider="anthropic", model=f"{a}-{size}", label=a, position=i)
+            contestants=[ContestantRecord(alias=a, provider="anthropic", model=f"{a}-{size}",
+                                          label="ABC"[i] if blind else a, position=i)
                          for i, (a, size) in enumerate(zip(aliases, ["large", "small", "mini"]))],
-            blind=False)
+            blind=blind)
         store.create_session(rec)
         pos = 0
         turns = {}
@@ -45,7 +48,8 @@ def make_run(path, cases, *, aliases=ALIASES, repeats=1, voted=(), created=1_700
                     store.add_turn(turn)
                     turns[(case_id, r, f)] = turn
                     for a in aliases:
-                        out = OutputRecord(session_id=rec.id, turn_id=turn.id, contestant=a, label=a,
+                        label = next(c.label for c in rec.contestants if c.alias == a)
+                        out = OutputRecord(session_id=rec.id, turn_id=turn.id, contestant=a, label=label,
                                            text=answer(a, case_id, r, f), status="complete",
                                            chunk_ms=[5], chunk_chars=[len(answer(a, case_id, r, f))])
                         store.start_output(out)
@@ -53,7 +57,8 @@ def make_run(path, cases, *, aliases=ALIASES, repeats=1, voted=(), created=1_700
         for case_id in voted:
             turn = turns[(case_id, 0, 0)]
             store.add_vote(VoteRecord(session_id=rec.id, turn_id=turn.id, rater="tester", choice="tie",
-                                      mapping={a: a for a in aliases}, positions=list(aliases)))
+                                      mapping={c.label: c.alias for c in rec.contestants},
+                                      positions=[c.label for c in rec.contestants]))
         return rec.id
 
 
