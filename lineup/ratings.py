@@ -47,80 +47,17 @@ from typing import Literal
 
 import numpy as np
 
+# What a vote means, its pairwise outcomes included, is decided in one place.
+from lineup.votes import TIE_CHOICES, Battle, decompose_vote  # noqa: F401  (re-exported)
+
 ALPHA = math.log(10.0)   # natural-log odds per unit of theta (base 10)
 SCALE = 400.0            # Elo points per unit of theta
 INIT_RATING = 1000.0     # the mean rating of every connected component
 DEFAULT_PRIOR_SD = 4000.0
 DEFAULT_ROUNDS = 1000
-TIE_CHOICES = frozenset({"tie", "both_bad", "all_bad"})
 
 Outcome = Literal["a", "b", "tie"]
 _SCORE = {"a": 1.0, "tie": 0.5, "b": 0.0}
-
-
-# --------------------------------------------------------------------------- votes
-
-
-@dataclass(frozen=True, slots=True)
-class Battle:
-    """One pairwise outcome: `outcome` is "a" (model_a won), "b" or "tie"."""
-
-    model_a: str
-    model_b: str
-    outcome: Outcome
-
-    def __post_init__(self) -> None:
-        if self.outcome not in _SCORE:
-            raise ValueError(f"outcome must be 'a', 'b' or 'tie', not {self.outcome!r}")
-        if self.model_a == self.model_b:
-            raise ValueError(f"a battle needs two different models, got {self.model_a!r} twice")
-
-
-def decompose_vote(contestants: Sequence[str], choice: str,
-                   ranking: Sequence[str] | None = None) -> list[Battle]:
-    """The pairwise outcomes one vote stands for (DESIGN.md, Votes).
-
-    `contestants` are the models shown (names, not blind labels); `choice` is one
-    of them or "tie" / "both_bad" / "all_bad".
-    - two-way: a pick is a win; tie and both_bad are a tie;
-    - N-way pick: the winner beats each other contestant (N-1 outcomes, nothing
-      said about the others among themselves);
-    - tie / all_bad: every pair ties;
-    - a ranking (best first), when given, decomposes into every ordered pair:
-      earlier beats later; a partial ranking also beats every unranked
-      contestant. It must start with the pick when there is one; a ranking with
-      "tie" is contradictory and refused. all_bad/both_bad with a ranking keeps
-      the ranking (all bad, but in this order).
-    """
-    names = list(contestants)
-    if len(names) < 2:
-        raise ValueError(f"a vote needs at least two contestants, got {names!r}")
-    if len(set(names)) != len(names):
-        raise ValueError(f"contestants repeat: {names!r}")
-    if choice not in TIE_CHOICES and choice not in names:
-        raise ValueError(f"choice {choice!r} is neither a contestant ({', '.join(names)}) "
-                         f"nor one of {sorted(TIE_CHOICES)}")
-    if ranking:
-        order = list(ranking)
-        unknown = [r for r in order if r not in names]
-        if unknown:
-            raise ValueError(f"ranking names {unknown!r}, not among the contestants {names!r}")
-        if len(set(order)) != len(order):
-            raise ValueError(f"ranking repeats a contestant: {order!r}")
-        if choice == "tie":
-            raise ValueError("a vote cannot be both a tie and a ranking")
-        if choice not in TIE_CHOICES and order[0] != choice:
-            raise ValueError(f"ranking starts with {order[0]!r} but the pick is {choice!r}")
-        if len(order) >= 2 or (len(order) == 1 and choice in TIE_CHOICES):
-            rest = [n for n in names if n not in order]
-            out = [Battle(order[i], order[j], "a")
-                   for i in range(len(order)) for j in range(i + 1, len(order))]
-            out += [Battle(r, u, "a") for r in order for u in rest]
-            return out
-    if choice in TIE_CHOICES:
-        return [Battle(names[i], names[j], "tie")
-                for i in range(len(names)) for j in range(i + 1, len(names))]
-    return [Battle(choice, other, "a") for other in names if other != choice]
 
 
 @dataclass(frozen=True)

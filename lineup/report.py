@@ -40,6 +40,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from lineup import ratings as R
+from lineup import votes as V
 
 # --------------------------------------------------------------------------- structure
 
@@ -296,21 +297,15 @@ class _Pattern:
             self.error = str(exc)
 
     def label_of(self, choice: str) -> str | None:
-        if choice in self.mapping:
-            return choice
-        folded = [k for k in self.mapping if k.casefold() == choice.casefold()]
-        return folded[0] if len(folded) == 1 else None
+        return V.label_of(self.mapping, choice)
 
     def contestants(self) -> list[str]:
-        order = [lab for lab in self.positions if lab in self.mapping]
-        order += [lab for lab in self.mapping if lab not in order]
-        return [self.mapping[lab] for lab in order]
+        return V.models_shown(self.mapping, self.positions)
 
     def winner(self) -> str | None:
-        if self.choice in R.TIE_CHOICES:
+        if self.choice in V.TIE_CHOICES:
             return None
-        lab = self.label_of(self.choice)
-        return None if lab is None else self.mapping[lab]
+        return V.model_of(self.mapping, self.choice)
 
     def verdict(self) -> str:
         if self.choice == "tie":
@@ -320,23 +315,10 @@ class _Pattern:
         return "win:" + str(self.winner())
 
     def battles(self, vote_id: Any = None) -> list[R.Battle]:
-        """The pairwise outcomes; ValueError (naming the vote) when the choice
-        or the ranking does not fit the mapping."""
-        if self._battles is not None:
-            return self._battles
-        choice = self.choice if self.choice in R.TIE_CHOICES else self.winner()
-        if choice is None:
-            raise ValueError(f"vote {vote_id}: choice {self.choice!r} is not one of the labels "
-                             f"{sorted(self.mapping)}")
-        ranking = None
-        if self.ranking:
-            ranking = []
-            for lab in self.ranking:
-                real = self.label_of(lab)
-                if real is None:
-                    raise ValueError(f"vote {vote_id}: ranking label {lab!r} is not in the mapping")
-                ranking.append(self.mapping[real])
-        self._battles = R.decompose_vote(self.contestants(), choice, ranking)
+        """The pairwise outcomes (`lineup.votes.battles_of`); ValueError
+        (naming the vote) when the choice or the ranking does not fit the mapping."""
+        if self._battles is None:
+            self._battles = V.battles_of(self.choice, self.ranking, self.mapping, self.positions, vote_id)
         return self._battles
 
     def battle_error(self) -> bool:

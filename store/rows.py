@@ -12,7 +12,7 @@ from pydantic import BaseModel
 
 from lineup.store.records import (
     CheckResultRecord, ContestantRecord, OutputRecord, SessionRecord, TagRecord, TurnRecord,
-    VoteRecord, NON_LABEL_CHOICES,
+    VoteRecord,
 )
 from lineup.store.schema import VOTE_CONTESTANT_COLS, vote_contestant_rows
 
@@ -117,13 +117,10 @@ def check_row(r: CheckResultRecord) -> tuple:
 
 
 def validate_vote(r: VoteRecord) -> str | None:
-    """Why this vote is inconsistent, or None."""
-    if r.choice not in NON_LABEL_CHOICES and r.choice not in r.mapping:
-        return f"vote {r.id}: choice {r.choice!r} is not one of the labels {sorted(r.mapping)}"
-    for label in (r.ranking or []) + r.positions:
-        if label not in r.mapping:
-            return f"vote {r.id}: label {label!r} is not in the mapping {sorted(r.mapping)}"
-    return None
+    """Why this vote is inconsistent, or None (the one check, `lineup.votes.record_problem`)."""
+    from lineup.votes import record_problem   # here: lineup.votes reads the records of this package
+
+    return record_problem(r)
 
 
 # ---- rows -> records (rows come from `SELECT <COLS>` in the column order above)

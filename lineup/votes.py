@@ -1,0 +1,424 @@
+"""What a vote means, decided in one place (no UI, no SQL).
+
+Every view (chat, vote queue, replay, exports, sessions list, report, ratings)
+goes through these functions, so a vote is read the same way everywhere:
+
+- kinds: two-way (a label, `tie`, `both_bad`), N-way (a label, `tie`,
+  `all_bad`), and a full ranking (best first) with its pick;
+- validation: `check_choice` (the shape, against the labels judged) and
+  `answer_warnings` (the chosen answer errored, was cancelled, is missing...:
+  the UI shows these and asks for confirmation); `record_problem` is the same
+  check for a stored record, which the store applies on every write;
+- attribution: a label means the model the vote's OWN `mapping` says, never the
+  session's labels (the vote queue shuffles labels per case);
+- reveal per judged unit: a case (its follow-ups, one repeat) or a chat turn is
+  revealed once a vote on it was revealed, or when the whole session was;
+- ratings: `decompose_vote` turns a vote into pairwise outcomes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from lineup.ids import new_ulid
+from lineup.store.records import (
+    ALL_BAD, BOTH_BAD, NON_LABEL_CHOICES, TIE, LoadedSession, OutputRecord, TurnRecord, VoteRecord,
+)
+
+LABELS = "ABCDEFGH"
+TIE_CHOICES = NON_LABEL_CHOICES
+CHOICE_WORDS = {TIE: "a tie", BOTH_BAD: "both bad", ALL_BAD: "all bad"}
+
+VoteKind = Literal["two_way", "pick", "ranking"]
+
+
+class VoteError(ValueError):
+    """A vote that cannot be recorded as given (the message says why)."""
+
+
+# --------------------------------------------------------------------------- kinds
+
+
+def bad_choice(n_labels: int) -> str:
+    """"Both bad" for two answers, "all bad" for more."""
+    return BOTH_BAD if n_labels == 2 else ALL_BAD
+
+
+def valid_choices(labels: Sequence[str]) -> list[str]:
+    """What a new vote on these labels may choose: a label, tie, or both/all bad."""
+    return list(labels) + [TIE, bad_choice(len(labels))]
+
+
+def vote_kind(n_labels: int, ranking: Sequence[str] | None = None) -> VoteKind:
+    if ranking:
+        return "ranking"
+    return "two_way" if n_labels == 2 else "pick"
+
+
+def check_choice(choice: str, labels: Sequence[str], ranking: Sequence[str] | None = None, *,
+                 complete: bool = True) -> None:
+    """Raise VoteError unless `choice` (and `ranking`, best first) is a vote on `labels`.
+
+    A ranking places every label once (`complete`; stored records from older
+    versions may lack the last place, which was implied), starts with the
+    pick when there is one, and never goes with a tie."""
+    labels = list(labels)
+    if len(labels) < 2:
+        raise VoteError(f"a vote needs at least two answers, got {len(labels)}")
+    if len(set(labels)) != len(labels):
+        raise VoteError(f"labels repeat: {labels}")
+    if choice not in labels and choice not in NON_LABEL_CHOICES:
+        raise VoteError(f"choice {choice!r} is not one of the labels {sorted(labels)}")
+    if not ranking:
+        return
+    order = list(ranking)
+    unknown = [lab for lab in order if lab not in labels]
+    if unknown:
+        raise VoteError(f"ranking label {unknown[0]!r} is not one of the labels {sorted(labels)}")
+    if len(set(order)) != len(order):
+        raise VoteError(f"ranking places a label twice: {' > '.join(order)}")
+    if choice == TIE:
+        raise VoteError("a vote cannot be both a tie and a ranking")
+    if choice in labels and order[0] != choice:
+        raise VoteError(f"ranking starts with {order[0]!r} but the pick is {choice!r}")
+    if complete and len(order) != len(labels):
+        missing = [lab for lab in labels if lab not in order]
+        raise VoteError(f"a ranking of {len(labels)} answers places all {len(labels)}; "
+                        f"{', '.join(missing)} not placed")
+
+
+def record_problem(v: VoteRecord) -> str | None:
+    """Why a stored vote is inconsistent with its own mapping, or None (the
+    store refuses such a vote; the importer names it)."""
+    try:
+        check_choice(v.choice, list(v.mapping), v.ranking, complete=False)
+    except VoteError as exc:
+        return f"vote {v.id}: {exc}"
+    for label in v.positions:
+        if label not in v.mapping:
+            return f"vote {v.id}: label {label!r} is not in the mapping {sorted(v.mapping)}"
+    return None
+
+
+# --------------------------------------------------------------------------- warnings
+
+
+@dataclass(frozen=True, slots=True)
+class VoteWarning:
+    """Something the rater should confirm before the vote is saved. `message`
+    names the label only, never the model, so it is safe to show blind."""
+
+    label: str
+    problem: Literal["missing", "error", "cancelled", "interrupted", "streaming", "empty"]
+    message: str
+
+
+class VoteNeedsConfirmation(VoteError):
+    """The vote picks an answer with a problem; cast it again with `confirm=True`."""
+
+    def __init__(self, warnings: Sequence[VoteWarning]) -> None:
+        self.warnings = list(warnings)
+        super().__init__("; ".join(w.message for w in self.warnings) + ". Vote again to confirm.")
+
+
+def answer_warnings(choice: str, answers: Mapping[str, OutputRecord | None]) -> list[VoteWarning]:
+    """Warnings when the answer chosen as best (`answers`: label -> the answer
+    judged, None when there is none) errored, was cancelled, cut short, is
+    still streaming, empty or missing. Tie / bad choices pick no answer."""
+    if choice in NON_LABEL_CHOICES:
+        return []
+    out = answers.get(choice)
+    if out is None:
+        return [VoteWarning(choice, "missing", f"{choice} has no answer")]
+    if out.status == "error":
+        kind = f" ({out.error_kind.replace('_', ' ')})" if out.error_kind else ""
+        return [VoteWarning(choice, "error", f"{choice}'s answer failed{kind}")]
+    if out.status == "cancelled":
+        return [VoteWarning(choice, "cancelled", f"{choice}'s answer was cancelled")]
+    if out.status == "interrupted":
+        return [VoteWarning(choice, "interrupted", f"{choice}'s answer was interrupted before it ended")]
+    if out.status == "streaming":
+        return [VoteWarning(choice, "streaming", f"{choice}'s answer is still streaming")]
+    if not (out.text or "").strip():
+        return [VoteWarning(choice, "empty", f"{choice}'s answer is empty")]
+    return []
+
+
+# --------------------------------------------------------------------------- new votes
+
+
+def make_votes(session_id: str, turn_ids: Sequence[str], choice: str, *, mapping: Mapping[str, str],
+               positions: Sequence[str], ranking: Sequence[str] | None = None, rater: str,
+               note: str | None = None, revealed: bool, answers: Mapping[str, OutputRecord | None] | None = None,
+               confirm: bool = False, supersedes: Mapping[str, str] | None = None,
+               now: float | None = None) -> list[VoteRecord]:
+    """The records of one judgement: one vote per judged turn (repeats judged
+    together share it), each carrying the label -> model mapping and the
+    screen order it was cast on. Raises VoteError for a malformed vote and
+    VoteNeedsConfirmation when `answers` show a problem with the pick and
+    `confirm` is not set. The only place new VoteRecords are built."""
+    labels = list(mapping)
+    check_choice(choice, labels, ranking, complete=True)
+    if choice in NON_LABEL_CHOICES and choice != TIE and choice != bad_choice(len(labels)):
+        raise VoteError(f"choice {choice!r} is not one of {', '.join(valid_choices(labels))}")
+    if sorted(positions) != sorted(labels):
+        raise VoteError(f"positions {list(positions)} do not match the labels {labels}")
+    if answers is not None and not confirm:
+        warnings = answer_warnings(choice, answers)
+        if warnings:
+            raise VoteNeedsConfirmation(warnings)
+    now = time.time() if now is None else now
+    supersedes = supersedes or {}
+    return [
+        VoteRecord(id=new_ulid(), session_id=session_id, turn_id=turn_id, rater=rater, choice=choice,
+                   ranking=list(ranking) if ranking else None, mapping=dict(mapping), positions=list(positions),
+                   created=now, revealed_at=now if revealed else None, note=note,
+                   supersedes=supersedes.get(turn_id))
+        for turn_id in turn_ids
+    ]
+
+
+# --------------------------------------------------------------------------- attribution
+
+
+def label_of(mapping: Mapping[str, str], label: str) -> str | None:
+    """The mapping's key for `label` (exact, else the one key equal ignoring
+    case: imported records may differ in case), or None."""
+    if label in mapping:
+        return label
+    folded = [k for k in mapping if k.casefold() == label.casefold()]
+    return folded[0] if len(folded) == 1 else None
+
+
+def model_of(mapping: Mapping[str, str], label: str) -> str | None:
+    """The model a label stood for in this mapping."""
+    key = label_of(mapping, label)
+    return None if key is None else mapping[key]
+
+
+def winner(v: VoteRecord) -> str | None:
+    """The model chosen as best, through the vote's own mapping (None: tie / bad)."""
+    return None if v.choice in NON_LABEL_CHOICES else model_of(v.mapping, v.choice)
+
+
+def ranking_models(v: VoteRecord) -> list[str] | None:
+    """The ranking as models, best first."""
+    if not v.ranking:
+        return None
+    return [model_of(v.mapping, lab) or lab for lab in v.ranking]
+
+
+def models_shown(mapping: Mapping[str, str], positions: Sequence[str]) -> list[str]:
+    """The models judged, left to right as they were on screen."""
+    order = [lab for lab in positions if lab in mapping]
+    order += [lab for lab in mapping if lab not in order]
+    return [mapping[lab] for lab in order]
+
+
+def relabel(v: VoteRecord, label_by_model: Mapping[str, str]) -> tuple[str, list[str] | None]:
+    """The vote's choice and ranking in another layout's labels (e.g. the panes
+    of a replay, laid out with the session's labels)."""
+    def one(lab: str) -> str:
+        model = model_of(v.mapping, lab)
+        return label_by_model.get(model, lab) if model is not None else lab
+
+    choice = v.choice if v.choice in NON_LABEL_CHOICES else one(v.choice)
+    return choice, ([one(lab) for lab in v.ranking] if v.ranking else None)
+
+
+def describe(v: VoteRecord, *, revealed: bool, label_by_model: Mapping[str, str] | None = None) -> str:
+    """"B best (heron)", "a tie", "ranking B > A > C (heron > wren > lark)": in
+    the labels of `label_by_model` when given (else the vote's own), models
+    named only when `revealed`."""
+    choice, ranking = relabel(v, label_by_model) if label_by_model is not None else (v.choice, v.ranking)
+    if ranking:
+        what = "ranking " + " > ".join(ranking)
+        if revealed:
+            what += " (" + " > ".join(ranking_models(v) or []) + ")"
+        if v.choice in NON_LABEL_CHOICES:
+            what = f"{CHOICE_WORDS.get(v.choice, v.choice)}, {what}"
+        return what
+    if v.choice in NON_LABEL_CHOICES:
+        return CHOICE_WORDS.get(v.choice, v.choice)
+    model = winner(v)
+    return f"{choice} best" + (f" ({model})" if revealed and model is not None else "")
+
+
+def outcome(v: VoteRecord, model: str) -> str | None:
+    """win / loss / tie / bad for one model judged by this vote (None: not judged)."""
+    if model not in v.mapping.values():
+        return None
+    if v.choice == TIE:
+        return "tie"
+    if v.choice in (BOTH_BAD, ALL_BAD):
+        return "bad"
+    return "win" if winner(v) == model else "loss"
+
+
+# --------------------------------------------------------------------------- ratings
+
+
+@dataclass(frozen=True, slots=True)
+class Battle:
+    """One pairwise outcome: `outcome` is "a" (model_a won), "b" or "tie"."""
+
+    model_a: str
+    model_b: str
+    outcome: Literal["a", "b", "tie"]
+
+    def __post_init__(self) -> None:
+        if self.outcome not in ("a", "b", "tie"):
+            raise ValueError(f"outcome must be 'a', 'b' or 'tie', not {self.outcome!r}")
+        if self.model_a == self.model_b:
+            raise ValueError(f"a battle needs two different models, got {self.model_a!r} twice")
+
+
+def decompose_vote(contestants: Sequence[str], choice: str,
+                   ranking: Sequence[str] | None = None) -> list[Battle]:
+    """The pairwise outcomes one vote stands for (DESIGN.md, Votes).
+
+    `contestants` are the models shown (names, not blind labels); `choice` is one
+    of them or "tie" / "both_bad" / "all_bad".
+    - two-way: a pick is a win; tie and both_bad are a tie;
+    - N-way pick: the winner beats each other contestant (N-1 outcomes, nothing
+      said about the others among themselves);
+    - tie / all_bad: every pair ties;
+    - a ranking (best first), when given, decomposes into every ordered pair:
+      earlier beats later; a partial ranking (older records) also beats every
+      unranked contestant. It must start with the pick when there is one; a
+      ranking with "tie" is contradictory and refused. all_bad/both_bad with a
+      ranking keeps the ranking (all bad, but in this order).
+    """
+    names = list(contestants)
+    if len(names) < 2:
+        raise ValueError(f"a vote needs at least two contestants, got {names!r}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"contestants repeat: {names!r}")
+    if choice not in TIE_CHOICES and choice not in names:
+        raise ValueError(f"choice {choice!r} is neither a contestant ({', '.join(names)}) "
+                         f"nor one of {sorted(TIE_CHOICES)}")
+    if ranking:
+        order = list(ranking)
+        unknown = [r for r in order if r not in names]
+        if unknown:
+            raise ValueError(f"ranking names {unknown!r}, not among the contestants {names!r}")
+        if len(set(order)) != len(order):
+            raise ValueError(f"ranking repeats a contestant: {order!r}")
+        if choice == "tie":
+            raise ValueError("a vote cannot be both a tie and a ranking")
+        if choice not in TIE_CHOICES and order[0] != choice:
+            raise ValueError(f"ranking starts with {order[0]!r} but the pick is {choice!r}")
+        if len(order) >= 2 or (len(order) == 1 and choice in TIE_CHOICES):
+            rest = [n for n in names if n not in order]
+            out = [Battle(order[i], order[j], "a")
+                   for i in range(len(order)) for j in range(i + 1, len(order))]
+            out += [Battle(r, u, "a") for r in order for u in rest]
+            return out
+    if choice in TIE_CHOICES:
+        return [Battle(names[i], names[j], "tie")
+                for i in range(len(names)) for j in range(i + 1, len(names))]
+    return [Battle(choice, other, "a") for other in names if other != choice]
+
+
+def battles_of(choice: str, ranking: Sequence[str] | None, mapping: Mapping[str, str],
+               positions: Sequence[str], vote_id: object = None) -> list[Battle]:
+    """A stored vote's pairwise outcomes, its labels read through its own
+    mapping. ValueError (naming the vote) when they do not fit the mapping."""
+    if choice in TIE_CHOICES:
+        pick = choice
+    else:
+        pick = model_of(mapping, choice)
+        if pick is None:
+            raise ValueError(f"vote {vote_id}: choice {choice!r} is not one of the labels {sorted(mapping)}")
+    models = None
+    if ranking:
+        models = []
+        for lab in ranking:
+            model = model_of(mapping, lab)
+            if model is None:
+                raise ValueError(f"vote {vote_id}: ranking label {lab!r} is not in the mapping")
+            models.append(model)
+    return decompose_vote(models_shown(mapping, positions), pick, models)
+
+
+def vote_battles(v: VoteRecord) -> list[Battle]:
+    return battles_of(v.choice, v.ranking, v.mapping, v.positions, v.id)
+
+
+# --------------------------------------------------------------------------- reveal per judged unit
+
+# What is judged at once: a sample-set case (its follow-ups, one repeat; the
+# vote goes on its last turn) or one chat turn. The SQL form is for the
+# sessions list (table alias `t`); both give the same key.
+UNIT_KEY_SQL = ("CASE WHEN length(t.case_id) THEN 'case' || char(31) || t.case_id || char(31) || t.repeat_index "
+                "ELSE 'turn' || char(31) || t.id END")
+
+
+def unit_key(turn: TurnRecord) -> str:
+    if turn.case_id:
+        return f"case\x1f{turn.case_id}\x1f{turn.repeat_index}"
+    return f"turn\x1f{turn.id}"
+
+
+@dataclass
+class Reveal:
+    """Which judged units of a session show their models. Not blind, or the
+    whole session revealed: all. Else a unit is revealed once a vote on any of
+    its turns was revealed (after each vote in the chat or the queue, or at
+    the end of the queue); votes withdrawn after their reveal still count,
+    since the names were seen."""
+
+    blind: bool
+    session_revealed: bool
+    turn_unit: dict[str, str] = field(default_factory=dict)     # turn id -> unit key
+    units: list[str] = field(default_factory=list)              # in order
+    revealed_units: set[str] = field(default_factory=set)
+
+    @property
+    def all(self) -> bool:
+        return not self.blind or self.session_revealed or len(self.revealed_units) == len(self.units) > 0
+
+    @property
+    def none(self) -> bool:
+        return self.blind and not self.session_revealed and not self.revealed_units
+
+    @property
+    def counts(self) -> tuple[int, int]:
+        """(revealed units, units)."""
+        n = len(self.units)
+        return (n if self.all else len(self.revealed_units)), n
+
+    def turn(self, turn_id: str) -> bool:
+        """May the models of this turn's answers be shown?"""
+        if self.all:
+            return True
+        unit = self.turn_unit.get(turn_id)
+        return unit is not None and unit in self.revealed_units
+
+    def vote(self, v: VoteRecord) -> bool:
+        """May this vote's mapping (who won) be shown?"""
+        return self.turn(v.turn_id)
+
+    def summary(self) -> str:
+        """"hidden", "1 of 3 revealed" or "" (all shown)."""
+        k, n = self.counts
+        if self.all:
+            return ""
+        return f"{k} of {n} revealed" if k else "hidden"
+
+
+def reveal_state(loaded: LoadedSession) -> Reveal:
+    s = loaded.session
+    state = Reveal(blind=s.blind, session_revealed=s.revealed_at is not None)
+    units: dict[str, None] = {}
+    for t in loaded.turns:
+        key = state.turn_unit[t.id] = unit_key(t)
+        units.setdefault(key)
+    state.units = list(units)
+    for v in loaded.votes:
+        if v.revealed_at is not None and v.turn_id in state.turn_unit:
+            state.revealed_units.add(state.turn_unit[v.turn_id])
+    return state
