@@ -540,11 +540,18 @@ class Store:
                 return []
             where.append(f"s.id IN ({','.join('?' * len(ids))})")
             params.extend(sorted(ids))
+        from lineup.votes import UNIT_KEY_SQL   # what a judged unit is, and when it is revealed
+
         sql = ("SELECT s.id, s.created, s.kind, s.title, s.blind, s.revealed_at, s.is_demo, "
                "(SELECT json_group_array(alias) FROM (SELECT alias FROM contestant c "
                "  WHERE c.session_id = s.id ORDER BY position, alias)), "
                "(SELECT count(*) FROM turn t WHERE t.session_id = s.id), "
-               "(SELECT count(*) FROM vote v WHERE v.session_id = s.id AND v.current = 1) "
+               "(SELECT count(*) FROM vote v WHERE v.session_id = s.id AND v.current = 1), "
+               f"(SELECT count(DISTINCT {UNIT_KEY_SQL}) FROM turn t WHERE t.session_id = s.id), "
+               "CASE WHEN s.blind AND s.revealed_at IS NULL THEN "
+               f"(SELECT count(DISTINCT {UNIT_KEY_SQL}) FROM turn t WHERE t.session_id = s.id AND t.id IN "
+               "  (SELECT v.turn_id FROM vote v WHERE v.session_id = s.id AND v.revealed_at IS NOT NULL)) "
+               "END "
                "FROM session s" + (" WHERE " + " AND ".join(where) if where else "")
                + " ORDER BY s.created DESC, s.id DESC")
         if limit is not None:
@@ -552,11 +559,15 @@ class Store:
             params.append(int(limit))
         try:
             out = []
-            for sid, created, k, title, blind, revealed, demo, aliases, turns, votes in self.conn.execute(sql, params):
-                hidden = bool(blind) and revealed is None
+            for (sid, created, k, title, blind, revealed, demo, aliases, turns, votes, units,
+                 revealed_units) in self.conn.execute(sql, params):
+                if revealed_units is None:       # not blind, or revealed as a whole
+                    revealed_units = units
+                hidden = bool(blind) and revealed is None and (not units or revealed_units < units)
                 out.append(SessionSummary(id=sid, created=created, kind=k, title=title,
                                           contestants=None if hidden else json.loads(aliases),
-                                          turns=turns, votes=votes, is_demo=bool(demo)))
+                                          turns=turns, votes=votes, is_demo=bool(demo), blind=bool(blind),
+                                          units=units, revealed_units=revealed_units))
             return out
         except sqlite3.DatabaseError as exc:
             raise self._translate(exc, "list sessions") from None

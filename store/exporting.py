@@ -4,8 +4,10 @@ CSV (one row per vote, for spreadsheets) or Markdown (a readable transcript).
 Model output is untrusted text: control characters never reach a terminal or
 a spreadsheet as such (escaped as visible `\\x1b`-style text in CSV/Markdown,
 as JSON escapes in JSONL), and CSV cells that a spreadsheet would run as a
-formula are neutralised. Markdown and CSV keep identities hidden while a
-blind session is unrevealed; JSONL is the full record (like the database)."""
+formula are neutralised. Markdown and CSV name models only for the judged
+units (cases, turns) that are revealed (`lineup.votes.Reveal`) and keep the
+others hidden; JSONL is the full record (like the database) and says per line
+whether its unit is revealed."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from collections.abc import Iterator
 from datetime import datetime, timezone
 
 from lineup.store.records import LoadedSession, NON_LABEL_CHOICES, OutputRecord, VoteRecord
+from lineup.votes import relabel, reveal_state, winner
 
 EXPORT_FORMAT = "lineup.output"
 EXPORT_VERSION = 1
@@ -73,6 +76,7 @@ def export_jsonl(loaded: LoadedSession) -> Iterator[str]:
     for c in loaded.checks:
         checks.setdefault(c.output_id, []).append(c.model_dump(mode="json"))
     turns = {t.id: t for t in loaded.turns}
+    reveal = reveal_state(loaded)
     for _, o in ordered_outputs(loaded):
         turn = turns[o.turn_id]
         contestant = contestants.get(o.contestant)
@@ -83,7 +87,7 @@ def export_jsonl(loaded: LoadedSession) -> Iterator[str]:
             "contestant": contestant.model_dump(mode="json") if contestant else None,
             "session": session, "turn": turn.model_dump(mode="json"), "output": o.model_dump(mode="json"),
             "votes": votes_by_turn.get(o.turn_id, []), "tags": tags.get(o.id, []),
-            "checks": checks.get(o.id, []),
+            "checks": checks.get(o.id, []), "revealed": reveal.turn(o.turn_id),
         })
 
 
@@ -106,7 +110,7 @@ def csv_cell(value: object) -> object:
 
 def export_csv(loaded: LoadedSession) -> str:
     s = loaded.session
-    hidden = s.hidden
+    reveal = reveal_state(loaded)
     turns = {t.id: (i, t) for i, t in enumerate(loaded.turns)}
     replaced = {v.supersedes for v in loaded.votes if v.supersedes}
     buf = io.StringIO()
@@ -114,7 +118,8 @@ def export_csv(loaded: LoadedSession) -> str:
     w.writerow(CSV_COLUMNS)
     for v in loaded.votes:
         pos, turn = turns.get(v.turn_id, (None, None))
-        chosen = "" if v.choice in NON_LABEL_CHOICES else (HIDDEN if hidden else v.mapping.get(v.choice, ""))
+        hidden = not reveal.vote(v)
+        chosen = "" if v.choice in NON_LABEL_CHOICES else (HIDDEN if hidden else winner(v) or "")
         models = HIDDEN if hidden else "; ".join(f"{label}={alias}" for label, alias in v.mapping.items())
         row = (s.id, s.kind, pos, turn.case_id if turn else None, turn.category if turn else None,
                turn.user_message if turn else None, v.id, iso(v.created), v.rater, v.choice, chosen, models,
@@ -130,9 +135,14 @@ def _quote(text: str) -> str:
     return "\n".join("> " + line if line else ">" for line in visible(text).split("\n"))
 
 
-def _vote_line(v: VoteRecord, hidden: bool) -> str:
+def _vote_line(v: VoteRecord, hidden: bool, label_by_model: dict[str, str]) -> str:
+    """The vote in the transcript's labels (the session's: the vote queue
+    shuffles its own per case), models named once its unit is revealed."""
+    model_by_label = {label: model for model, label in label_by_model.items()}
+    choice, ranking = relabel(v, label_by_model)
+
     def name(label: str) -> str:
-        alias = v.mapping.get(label, "?")
+        alias = model_by_label.get(label, "?")
         return label if hidden or alias == label else f"{label} ({alias})"
 
     if v.choice == "tie":
@@ -140,10 +150,10 @@ def _vote_line(v: VoteRecord, hidden: bool) -> str:
     elif v.choice in ("both_bad", "all_bad"):
         what = "all bad" if v.choice == "all_bad" else "both bad"
     else:
-        what = f"{name(v.choice)} is better"
+        what = f"{name(choice)} is better"
     line = f"- **Vote** by {visible(v.rater)} at {iso(v.created)}: {what}"
-    if v.ranking:
-        line += "; ranking " + " > ".join(name(x) for x in v.ranking)
+    if ranking:
+        line += "; ranking " + " > ".join(name(x) for x in ranking)
     if v.note:
         line += f" — {visible(v.note)}"
     return line
@@ -151,19 +161,24 @@ def _vote_line(v: VoteRecord, hidden: bool) -> str:
 
 def export_markdown(loaded: LoadedSession) -> str:
     s = loaded.session
-    hidden = s.hidden
+    reveal = reveal_state(loaded)
+    hidden = not reveal.all
+    label_by_model = {c.alias: c.label for c in s.contestants}
     out: list[str] = [f"# {visible(s.title) if s.title else 'Session ' + s.id}", ""]
     out.append(f"- id: `{s.id}`")
     out.append(f"- kind: {s.kind}; created {iso(s.created)}")
     if hidden:
         labels = ", ".join(c.label for c in s.contestants)
-        out.append(f"- contestants: {labels} (blind; identities hidden until revealed)")
+        k, n = reveal.counts
+        some = f"; {k} of {n} judged cases or turns revealed" if k else ""
+        out.append(f"- contestants: {labels} (blind; identities hidden until revealed{some})")
     else:
         out.append("- contestants: " + ", ".join(
             f"{c.label} = {c.alias} ({c.provider}/{c.model})" if c.label != c.alias else f"{c.alias} ({c.provider}/{c.model})"
             for c in s.contestants))
         if s.blind:
-            out.append(f"- blind; revealed {iso(s.revealed_at)}")
+            out.append(f"- blind; revealed {iso(s.revealed_at)}" if s.revealed_at is not None
+                       else "- blind; every judged case or turn revealed by its vote")
     if s.params:
         out.append("- params: " + ", ".join(f"{k}={v}" for k, v in sorted(s.params.items())))
     if s.seed is not None:
@@ -185,6 +200,7 @@ def export_markdown(loaded: LoadedSession) -> str:
         if extra:
             head += " (" + ", ".join(visible(x) for x in extra) + ")"
         out += ["", head, "", _quote(turn.user_message)]
+        hidden = not reveal.turn(turn.id)
         for o in loaded.outputs_for(turn.id):
             title = o.label if hidden or o.label == o.contestant else f"{o.label} ({o.contestant})"
             if o.attempt > 1:
@@ -205,7 +221,7 @@ def export_markdown(loaded: LoadedSession) -> str:
         votes = [v for v in current if v.turn_id == turn.id]
         if votes:
             out.append("")
-            out += [_vote_line(v, hidden) for v in votes]
+            out += [_vote_line(v, hidden, label_by_model) for v in votes]
     return "\n".join(out) + "\n"
 
 

@@ -151,10 +151,20 @@ class SessionSummary(_Record):
     created: float
     kind: str
     title: str | None
-    contestants: list[str] | None  # None when blind and not revealed
+    contestants: list[str] | None  # None while a blind session has units not yet revealed
     turns: int
     votes: int
     is_demo: bool
+    blind: bool = False
+    units: int = 0                 # judged units: sample-set cases (per repeat) and chat turns
+    revealed_units: int = 0        # those whose models may be shown (`lineup.votes.Reveal`)
+
+    @property
+    def reveal_note(self) -> str:
+        """"hidden", "1 of 3 revealed", or "" when every model may be named."""
+        if self.contestants is not None:
+            return ""
+        return f"{self.revealed_units} of {self.units} revealed" if self.revealed_units else "hidden"
 
 
 class SearchHit(_Record):

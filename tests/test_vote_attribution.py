@@ -104,9 +104,9 @@ def test_queue_votes_are_attributed_through_their_own_mapping_everywhere(tmp_pat
     rows = list(csv.DictReader(io.StringIO(export(db, sid, "csv", capsys))))
     assert [r["chosen_model"] for r in rows] == [winner]
 
-    # Markdown: the vote line names the winner
+    # Markdown: the vote line names the winner, in the transcript's (the session's) labels
     md = export(db, sid, "md", capsys)
-    assert f"A ({winner}) is better" in md
+    assert f"{SESSION_LABEL[winner]} ({winner}) is better" in md
 
     # the report counts the win for the winner
     with Store.open(db) as s:
@@ -137,7 +137,9 @@ def test_a_run_is_revealed_case_by_case_as_it_is_voted(tmp_path, capsys):
     md = export(db, sid, "md", capsys)
     c1, rest = md.split("## Turn 2", 1)
     assert f"({order[1]})" in c1
-    assert leaks(rest, IDENTITY) == []
+    # (the fixture answers name their model, to tell panes apart; nothing else may)
+    assert all(f"({a})" not in rest and f"{a}-" not in rest for a in ALIASES)
+    assert "### A\n" in rest and "1 of 3 judged cases or turns revealed" in md
 
     # replay: labels only on the panes (two cases are still blind), the voted case names its models
     info, sub, names, visible = replay_info(db, sid, turn_steps=0)

@@ -1,7 +1,9 @@
 """A saved session, read-only: every turn, each contestant's answers (all
 attempts), the votes and the tags; an answer can be played back at its
-recorded pace (1x, 4x) or instantly. Blind sessions not yet revealed show
-labels only, as in the chat."""
+recorded pace (1x, 4x) or instantly. Blind sessions show labels only on the
+panes until every judged unit is revealed; a revealed case or turn names its
+models in the info line. Votes are shown on the session's labels, read
+through each vote's own mapping (`lineup.votes`)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from textual.containers import Container
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
+from lineup.votes import CHOICE_WORDS, describe, reveal_state  # noqa: F401  (CHOICE_WORDS re-exported)
 from lineup.tui.chat_screen import grid_shape
 from lineup.tui.figures import record_figures
 from lineup.tui.panes import Pane
@@ -22,15 +25,11 @@ from lineup.tui.playback import answer_chunks, delays
 from lineup.tui.record_entries import answer_entries, pane_status, status_note
 
 REPLAY_ACTIONS = frozenset({"copy", "copy_code", "maximise", "reasoning"})
-CHOICE_WORDS = {"tie": "a tie", "both_bad": "both bad", "all_bad": "all bad"}
 
 
-def vote_line(vote, hidden: bool) -> str:
-    what = CHOICE_WORDS.get(vote.choice, f"{vote.choice} best")
-    if vote.ranking:
-        what = "ranking " + " > ".join(vote.ranking)
-    if not hidden and vote.choice in vote.mapping:
-        what += f" ({vote.mapping[vote.choice]})"
+def vote_line(vote, hidden: bool, label_by_model: dict[str, str] | None = None) -> str:
+    """One vote in the panes' labels (`label_by_model`), the model named unless `hidden`."""
+    what = describe(vote, revealed=not hidden, label_by_model=label_by_model)
     return f"{vote.rater}: {what}" + (f", note: {vote.note}" if vote.note else "")
 
 
@@ -72,9 +71,12 @@ class ReplayScreen(Screen):
                 self.dismiss()
             return
         rec = self.loaded.session
-        self.hidden = rec.hidden
+        self.reveal = reveal_state(self.loaded)
+        self.hidden = not self.reveal.all
         contestants = sorted(rec.contestants, key=lambda c: c.position)
         self.aliases = [c.alias for c in contestants]
+        self.labels = [c.label for c in contestants]
+        self.label_by_model = dict(zip(self.aliases, self.labels))
         self.names = [c.label if self.hidden else (f"{c.label} · {c.alias}" if rec.blind else c.alias)
                       for c in contestants]
         grid = self.query_one("#panes", Container)
@@ -84,7 +86,8 @@ class ReplayScreen(Screen):
                       for i, name in enumerate(self.names)]
         await grid.mount_all(self.panes)
         kind = {"rerun": f"rerun of {rec.rerun_of[:10]}" if rec.rerun_of else "rerun"}.get(rec.kind, rec.kind)
-        names = "blind, not revealed" if self.hidden else " · ".join(self.aliases)
+        names = f"blind, {self.reveal.summary().replace('hidden', 'not revealed')}" if self.hidden \
+            else " · ".join(self.aliases)
         self.sub_title = f"replay · {kind} · {names}"
         self.turn_index = max(0, len(self.loaded.turns) - 1)
         for i in range(len(self.panes)):
@@ -146,7 +149,10 @@ class ReplayScreen(Screen):
         line = f"turn {self.turn_index + 1} of {len(turns)}"
         if turn.case_id:
             line += f" · case {turn.case_id}" + (f" ({turn.category})" if turn.category else "")
-        line += " · votes: " + ("; ".join(vote_line(v, self.hidden) for v in votes) if votes else "none")
+        if self.hidden and self.reveal.turn(turn.id):
+            line += " · revealed: " + ", ".join(f"{lab} = {alias}" for lab, alias in zip(self.labels, self.aliases))
+        line += " · votes: " + ("; ".join(vote_line(v, not self.reveal.vote(v), self.label_by_model)
+                                          for v in votes) if votes else "none")
         line += "  ([ ] choose the turn, 1 / 4 / i play the focused pane's answer)"
         self.info.update(Text(line))
 

@@ -1,5 +1,6 @@
 """Past sessions: a filterable table; open one to continue it, replay it or
-judge it in the vote queue. Blind sessions not yet revealed list no names."""
+judge it in the vote queue. Blind sessions list no names until every judged
+unit is revealed ("k of n revealed" meanwhile)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ def when(ts: float) -> str:
 
 
 def summary_row(s) -> tuple:
-    models = "(blind)" if s.contestants is None else ", ".join(s.contestants)
+    models = ("(blind)" if s.reveal_note == "hidden" else f"(blind · {s.reveal_note})") \
+        if s.contestants is None else ", ".join(s.contestants)
     title = s.title or ""
     if s.is_demo:
         title = f"{title} [demo]".strip()

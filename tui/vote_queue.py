@@ -20,7 +20,7 @@ from lineup.store.records import TagRecord
 from lineup.tui.chat_screen import grid_shape
 from lineup.tui.panes import Pane
 from lineup.tui.record_entries import answer_entries, pane_status, status_note
-from lineup.tui.replay_screen import CHOICE_WORDS
+from lineup.votes import CHOICE_WORDS
 from lineup.tui.tag_picker import TagChoice, TagPicker
 from lineup.tui.vote_bar import VoteBar
 from lineup.tui.vote_items import (

@@ -1,5 +1,6 @@
-"""`lineup sessions`: list saved sessions, newest first. Blind sessions not
-yet revealed show "hidden" instead of their contestants."""
+"""`lineup sessions`: list saved sessions, newest first. Blind sessions show
+"hidden" instead of their contestants until every judged unit (case or turn)
+is revealed, and "k of n revealed" once some are."""
 
 from __future__ import annotations
 
@@ -56,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     if show_titles:
         table.add_column("title")
     for s in sessions:
-        who = "hidden" if s.contestants is None else ", ".join(s.contestants)
+        who = s.reveal_note if s.contestants is None else ", ".join(s.contestants)
         kind = s.kind + (" (demo)" if s.is_demo else "")
         cells = [Text(s.id), Text(datetime.fromtimestamp(s.created).strftime("%Y-%m-%d %H:%M")), Text(kind),
                  Text(visible(who)), Text(str(s.turns)), Text(str(s.votes))]
