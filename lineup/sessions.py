@@ -29,6 +29,7 @@ from lineup.events import (
     StreamEvent,
     StreamResult,
 )
+from lineup import votes as votes_core
 from lineup.cli import store_error_in
 from lineup.ids import new_ulid
 from lineup.providers import make_provider
@@ -439,38 +440,68 @@ class ChatSession:
 
     # ----- judgements -----------------------------------------------------
     def valid_choices(self) -> list[str]:
-        labels = [c.label for c in self.contestants]
-        return labels + (["tie", "both_bad"] if len(labels) == 2 else ["tie", "all_bad"])
+        return votes_core.valid_choices([c.label for c in self.contestants])
+
+    def answers(self) -> dict[str, OutputRecord | None]:
+        """label -> each contestant's answer to the last turn (None: none yet)."""
+        turn_id = self.turns[-1].id if self.turns else None
+        return {c.label: c.last_output if c.last_output is not None and c.last_output.turn_id == turn_id
+                else None for c in self.contestants}
+
+    def vote_warnings(self, choice: str) -> list[votes_core.VoteWarning]:
+        """What to confirm before `choice` is saved (its answer failed, was
+        cancelled or is missing): blind-safe messages, labels only."""
+        return votes_core.answer_warnings(choice, self.answers())
+
+    def current_vote(self, rater: str | None = None) -> VoteRecord | None:
+        """This rater's vote on the last turn that counts (not replaced, not withdrawn)."""
+        if not self.turns:
+            return None
+        rater = rater or default_rater()
+        turn_id = self.turns[-1].id
+        replaced = {v.supersedes for v in self.votes if v.supersedes}
+        return next((v for v in reversed(self.votes) if v.turn_id == turn_id and v.rater == rater
+                     and v.retracted_at is None and v.id not in replaced), None)
 
     async def vote(self, choice: str, *, ranking: Sequence[str] | None = None, note: str | None = None,
-                   rater: str | None = None) -> VoteRecord:
-        """Record a vote on the last turn (replacing an earlier one, history kept) and reveal."""
+                   rater: str | None = None, confirm: bool = False) -> VoteRecord:
+        """Record a vote on the last turn (replacing an earlier one, history kept) and reveal.
+
+        ValueError (`lineup.votes.VoteError`) for a malformed vote, a ranking
+        that does not place every answer included; `VoteNeedsConfirmation`
+        when the pick failed, was cancelled or is missing, unless `confirm`."""
         if not self.turns:
             raise ValueError("nothing to vote on yet")
-        if choice not in self.valid_choices():
-            raise ValueError(f"unknown choice {choice!r}; expected one of {', '.join(self.valid_choices())}")
-        labels = [c.label for c in self.contestants]
-        if ranking is not None and sorted(ranking) != sorted(labels):
-            raise ValueError("a ranking must list every label once")
         turn = self.turns[-1]
         rater = rater or default_rater()
-        previous = next((v for v in reversed(self.votes)
-                         if v.turn_id == turn.id and v.rater == rater), None)
-        now = time.time()
-        vote = VoteRecord(
-            id=new_ulid(), session_id=self.id, turn_id=turn.id, rater=rater, choice=choice,
-            ranking=list(ranking) if ranking else None,
-            mapping={c.label: c.alias for c in self.contestants},
-            positions=[c.label for c in sorted(self.contestants, key=lambda c: c.position)],
-            created=now, revealed_at=now if self.blind else None, note=note,
-            supersedes=previous.id if previous else None,
-        )
+        previous = self.current_vote(rater)
+        ordered = sorted(self.contestants, key=lambda c: c.position)
+        (vote,) = votes_core.make_votes(
+            self.id, [turn.id], choice, mapping={c.label: c.alias for c in self.contestants},
+            positions=[c.label for c in ordered], ranking=ranking, rater=rater, note=note,
+            revealed=self.blind, answers=self.answers(), confirm=confirm,
+            supersedes={turn.id: previous.id} if previous else None)
         await self.store.add_vote(vote)
         self.votes.append(vote)
         if self.blind and self.record.revealed_at is None:
-            await self.store.reveal_session(self.id, now)
-            self.record = self.record.model_copy(update={"revealed_at": now})
+            # a chat keeps its labels from turn to turn: one vote reveals them all
+            await self.store.reveal_session(self.id, vote.created)
+            self.record = self.record.model_copy(update={"revealed_at": vote.created})
         return vote
+
+    async def retract_vote(self, rater: str | None = None) -> VoteRecord | None:
+        """Withdraw this rater's vote on the last turn (a vote cast by mistake):
+        it stays in the record with `retracted_at` and no longer counts, so the
+        turn can be judged again. Names already revealed stay revealed. None
+        when there is no vote to withdraw."""
+        vote = self.current_vote(rater)
+        if vote is None:
+            return None
+        now = time.time()
+        await self.store.retract_vote(vote.id, now)
+        withdrawn = vote.model_copy(update={"retracted_at": now})
+        self.votes[self.votes.index(vote)] = withdrawn
+        return withdrawn
 
     async def tag(self, index: int, tag: str, note: str | None = None, rater: str | None = None) -> TagRecord:
         """Attach a failure-mode tag to this contestant's last answer."""

@@ -442,6 +442,19 @@ class Store:
 
         return self._write(f"retract vote {vote_id}", write)
 
+    def reveal_votes(self, vote_ids: list[str], at: float | None = None) -> int:
+        """Record that these votes' models were shown (the vote queue's reveal
+        at the end): their cases count as revealed, the session's other cases
+        stay hidden. Returns how many were not revealed before."""
+        at = time.time() if at is None else at
+        ids = list(vote_ids)
+
+        def write(conn) -> int:
+            return sum(conn.execute("UPDATE vote SET revealed_at = ? WHERE id = ? AND revealed_at IS NULL",
+                                    [at, i]).rowcount for i in ids)
+
+        return self._write("record the reveal of votes", write)
+
     def add_tag(self, rec: TagRecord) -> None:
         self._write(f"save tag {rec.id}", lambda conn: conn.execute(R.insert_sql("tag", R.TAG_COLS),
                                                                   R.tag_row(rec)))

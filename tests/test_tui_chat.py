@@ -117,7 +117,12 @@ def test_blind_mode_hides_every_identity_until_the_vote(tmp_path):
                 assert leaks(text, IDENTITY) == []
                 assert "ttft" not in text and "tok/s" not in text       # figures hidden until reveal
                 assert app.focused is app.chat_screen.vote_bar
-                # vote B best
+                # vote B best: B's answer failed, so the vote waits for the same key again
+                await pilot.press("b")
+                await wait_for(pilot, lambda: any("Not saved yet" in m for _, m in app.notices), "the warning")
+                warning = next(m for _, m in app.notices if "Not saved yet" in m)
+                assert "B's answer failed (not found)" in warning and leaks(warning, IDENTITY) == []
+                assert not app.session.revealed and not app.session.votes
                 await pilot.press("b")
                 await wait_for(pilot, lambda: app.session.revealed, "the reveal")
                 await pilot.pause()

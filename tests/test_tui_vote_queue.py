@@ -5,13 +5,10 @@ before its vote."""
 
 from __future__ import annotations
 
-import random
-
 from lineup.store import Store
 from lineup.store.records import ContestantRecord, OutputRecord, SessionRecord, TurnRecord, VoteRecord
 from lineup.tui.app import LineupApp, VoteOptions
 from lineup.tui.tag_picker import TagPicker
-from lineup.tui.vote_items import build_items, queue_votes, shuffled_positions
 from lineup.tui.vote_queue import VoteQueueScreen
 
 from tui_support import leaks, open_store, run, wait_for
@@ -65,39 +62,6 @@ def make_run(path, cases, *, aliases=ALIASES, repeats=1, voted=(), created=1_700
 CASES = [("c1", "math", ["two plus two?"]),
          ("c2", "code", ["write a loop", "now in reverse"]),
          ("c3", "format", ["a haiku"])]
-
-
-def test_items_group_follow_ups_skip_voted_cases_and_keep_order(tmp_path):
-    sid = make_run(tmp_path / "q.db", CASES, voted=("c3",))
-    with Store.open(tmp_path / "q.db") as s:
-        loaded = s.load_session(sid)
-    items = build_items(loaded, rater="tester")
-    assert [i.case_id for i in items] == ["c1", "c2"]
-    assert [t.user_message for t in items[1].repeats[0]] == ["write a loop", "now in reverse"]
-    assert items[1].targets[0].follow_up_index == 1
-    # another rater still has c3 to do
-    assert [i.case_id for i in build_items(loaded, rater="someone")] == ["c1", "c2", "c3"]
-
-
-def test_repeats_separate_or_together(tmp_path):
-    sid = make_run(tmp_path / "q.db", CASES[:2], repeats=2)
-    with Store.open(tmp_path / "q.db") as s:
-        loaded = s.load_session(sid)
-    separate = build_items(loaded, rater="tester")
-    assert [(i.case_id, len(i.repeats)) for i in separate] == [("c1", 1), ("c1", 1), ("c2", 1), ("c2", 1)]
-    together = build_items(loaded, rater="tester", repeats="together")
-    assert [(i.case_id, len(i.repeats)) for i in together] == [("c1", 2), ("c2", 2)]
-    votes = queue_votes(together[1], ["heron", "plover", "kestrel"], "A", ranking=None, rater="r", note=None,
-                        reveal_now=True)
-    assert [v.turn_id for v in votes] == [t.id for t in together[1].targets]
-    assert votes[0].mapping == {"A": "heron", "B": "plover", "C": "kestrel"}
-    assert votes[0].positions == ["A", "B", "C"] and votes[0].winner == "heron"
-
-
-def test_shuffle_is_fresh_per_case():
-    rng = random.Random(1)
-    orders = {tuple(shuffled_positions(ALIASES, rng)) for _ in range(30)}
-    assert len(orders) > 1 and all(sorted(o) == sorted(ALIASES) for o in orders)
 
 
 def pane_aliases(screen) -> list[str]:

@@ -23,6 +23,7 @@ from lineup.tui.prompt_box import PromptBox
 from lineup.tui.record_entries import answer_entries, pane_status, status_note
 from lineup.tui.tag_picker import TagChoice, TagPicker
 from lineup.tui.vote_bar import VoteBar
+from lineup.votes import VoteNeedsConfirmation
 
 PANE_ACTIONS = {
     "cancel": "cancel the answer in flight",
@@ -69,6 +70,7 @@ class ChatScreen(Screen):
         self.sending = False
         self.sends = 0          # prompts sent from this screen (tests wait on it)
         self._voted_turns: set[str] = set()
+        self._unconfirmed_vote: tuple | None = None
 
     # ----- layout ---------------------------------------------------------
     def compose(self):
@@ -214,8 +216,15 @@ class ChatScreen(Screen):
     @work(group="vote", exclusive=True, exit_on_error=False)
     async def _vote(self, choice: str, ranking: list[str] | None) -> None:
         was_hidden = not self.session.revealed
+        # the same vote cast again after a warning (its answer failed...) confirms it
+        key = (self.session.turns[-1].id if self.session.turns else None, choice, ranking)
+        confirm, self._unconfirmed_vote = self._unconfirmed_vote == key, None
         try:
-            vote = await self.session.vote(choice, ranking=ranking, rater=self.app.rater)
+            vote = await self.session.vote(choice, ranking=ranking, rater=self.app.rater, confirm=confirm)
+        except VoteNeedsConfirmation as exc:
+            self._unconfirmed_vote = key
+            self.say(f"Not saved yet: {exc}", severity="warning")
+            return
         except Exception as exc:
             self.say(f"Vote not saved: {exc}", severity="error")
             return

@@ -2,7 +2,8 @@
 time, its answers in freshly shuffled positions (recorded in the vote),
 vote, tag, note, skip, undo; progress n/total; resumable because the queue
 is rebuilt from the record each time. Names appear after each vote or only
-at the end (`reveal`)."""
+at the end (`reveal`). The logic is `lineup.vote_queue.VoteQueue`; this screen
+draws it and forwards keys."""
 
 from __future__ import annotations
 
@@ -20,12 +21,11 @@ from lineup.store.records import TagRecord
 from lineup.tui.chat_screen import grid_shape
 from lineup.tui.panes import Pane
 from lineup.tui.record_entries import answer_entries, pane_status, status_note
-from lineup.votes import CHOICE_WORDS
 from lineup.tui.tag_picker import TagChoice, TagPicker
 from lineup.tui.vote_bar import VoteBar
-from lineup.tui.vote_items import (
-    LABELS, QueueItem, build_items, check_summary, queue_votes, scrub, shuffled_positions,
-)
+from lineup.tui.vote_items import scrub
+from lineup.vote_queue import LABELS, QueueItem, VoteQueue, check_summary
+from lineup.votes import VoteError, VoteNeedsConfirmation, describe
 
 QUEUE_PANE_ACTIONS = frozenset({"copy", "copy_code", "maximise", "reasoning", "tag"})
 
@@ -48,15 +48,10 @@ class VoteQueueScreen(Screen):
         self.repeats = repeats
         self.standalone = standalone
         self.rng = rng
-        self.items: list[QueueItem] = []
-        self.total = 0
-        self.done = 0
-        self.current: QueueItem | None = None
-        self.order: list[str] = []
+        self.queue: VoteQueue | None = None
         self.panes: list[Pane] = []
-        self.history: list[tuple[QueueItem, list[str], list]] = []   # (item, order, votes)
-        self.judged = False
         self.note: str | None = None
+        self.unconfirmed: tuple[str, list[str] | None] | None = None   # a vote waiting for its repeat
         self.info = Static("loading…", classes="info-line", id="queue-info")
         self.vote_bar = VoteBar()
 
@@ -68,12 +63,43 @@ class VoteQueueScreen(Screen):
         yield Input(placeholder="note for the next vote, Enter keeps it", id="queue-note")
         yield Footer(show_command_palette=False)
 
+    # ----- the queue's state, for drawing (and tests) ------------------------
+    @property
+    def items(self) -> list[QueueItem]:
+        return self.queue.items if self.queue else []
+
+    @property
+    def total(self) -> int:
+        return self.queue.total if self.queue else 0
+
+    @property
+    def done(self) -> int:
+        return self.queue.done if self.queue else 0
+
+    @property
+    def current(self) -> QueueItem | None:
+        return self.queue.current if self.queue else None
+
+    @property
+    def order(self) -> list[str]:
+        return self.queue.order if self.queue else []
+
+    @property
+    def judged(self) -> bool:
+        return bool(self.queue and self.queue.judged)
+
+    @property
+    def history(self) -> list:
+        return self.queue.history if self.queue else []
+
     async def on_mount(self) -> None:
         self.title = "lineup"
         self.sub_title = "vote queue"
         self.query_one("#queue-note").display = False
+        queue = VoteQueue(self.app.store, rater=self.app.rater, session_id=self.session_id,
+                          reveal=self.reveal, repeats=self.repeats, rng=self.rng)
         try:
-            self.items = await self.load_items()
+            await queue.load()
         except Exception as exc:
             if self.standalone:
                 self.app.exit(2, message=f"lineup vote: {exc}")
@@ -81,34 +107,20 @@ class VoteQueueScreen(Screen):
                 self.app.say(str(exc), severity="error")
                 self.dismiss()
             return
-        self.total = len(self.items)
+        self.queue = queue
         await self.show_next()
-
-    async def load_items(self) -> list[QueueItem]:
-        store = self.app.store
-        if self.session_id:
-            ids = [self.session_id]
-        else:
-            ids = [s.id for s in reversed(await store.list_sessions()) if s.turns]
-        items: list[QueueItem] = []
-        for sid in ids:
-            loaded = await store.load_session(sid)
-            items.extend(build_items(loaded, rater=self.app.rater, repeats=self.repeats))
-        return items
 
     # ----- showing a case ---------------------------------------------------
     async def show_next(self) -> None:
         grid = self.query_one("#panes", Container)
         await grid.remove_children()
         self.panes = []
-        self.judged = False
-        if not self.items:
-            self.current = None
+        self.unconfirmed = None
+        item = self.queue.advance()
+        if item is None:
             self.vote_bar.remove_class("-visible")
             self._show_end()
             return
-        item = self.current = self.items.pop(0)
-        self.order = shuffled_positions(item.aliases, self.rng)
         cols, rows = grid_shape(len(self.order))
         grid.styles.grid_size_columns, grid.styles.grid_size_rows = cols, rows
         self.panes = [Pane(i, LABELS[i], show_figures=False, actions=QUEUE_PANE_ACTIONS)
@@ -116,7 +128,7 @@ class VoteQueueScreen(Screen):
         await grid.mount_all(self.panes)
         for i, alias in enumerate(self.order):
             self._fill(self.panes[i], item, alias)
-        self.vote_bar.set_labels(list(LABELS[:len(self.order)]))
+        self.vote_bar.set_labels(self.queue.labels)
         self.vote_bar.add_class("-visible")
         self.vote_bar.focus()
         self._show_info()
@@ -162,26 +174,22 @@ class VoteQueueScreen(Screen):
                  "Nothing to vote on: every case has a vote."]
         if self.reveal == "end" and self.history:
             lines.append("Your votes, revealed:")
-            for item, order, votes in self.history:
-                v = votes[0]
-                what = CHOICE_WORDS.get(v.choice, f"{v.choice} best")
+            for judged in self.history:
+                v = judged.votes[0]
                 names = ", ".join(f"{label} = {alias}" for label, alias in v.mapping.items())
-                lines.append(f"  {item.case_id or item.targets[0].id[:10]}: {what} ({names})")
+                item = judged.item
+                lines.append(f"  {item.case_id or item.targets[0].id[:10]}: {describe(v, revealed=False)} ({names})")
             self._mark_revealed()
         lines.append("u: undo the last vote · Esc: quit")
         self.info.update(Text("\n".join(lines)))
 
     @work(group="queue-write", exit_on_error=False)
     async def _mark_revealed(self) -> None:
-        """End-of-queue reveal: record when the names were shown, per session."""
-        now = time.time()
-        for sid in {item.session_id for item, _, _ in self.history}:
-            try:
-                loaded = await self.app.store.load_session(sid)
-                if loaded.session.hidden:
-                    await self.app.store.reveal_session(sid, now)
-            except Exception as exc:
-                self.app.say(f"Could not record the reveal: {exc}", severity="error")
+        """End-of-queue reveal: record that these votes' names were shown."""
+        try:
+            await self.queue.reveal_at_end()
+        except Exception as exc:
+            self.app.say(f"Could not record the reveal: {exc}", severity="error")
 
     # ----- voting -------------------------------------------------------------
     def on_vote_bar_voted(self, event: VoteBar.Voted) -> None:
@@ -193,19 +201,23 @@ class VoteQueueScreen(Screen):
     @work(group="queue-write", exclusive=True, exit_on_error=False)
     async def _record(self, choice: str, ranking: list[str] | None) -> None:
         item = self.current
-        votes = queue_votes(item, self.order, choice, ranking=ranking, rater=self.app.rater, note=self.note,
-                            reveal_now=self.reveal == "each")
+        # the same vote cast again after a warning confirms it
+        confirm = self.unconfirmed == (choice, ranking)
+        self.unconfirmed = None
         try:
-            for v in votes:
-                await self.app.store.add_vote(v)
+            votes = await self.queue.vote(choice, ranking, note=self.note, confirm=confirm)
+        except VoteNeedsConfirmation as exc:
+            self.unconfirmed = (choice, ranking)
+            self.app.say(f"Not saved yet: {exc}", severity="warning")
+            return
+        except VoteError as exc:
+            self.app.say(f"Vote not saved: {exc}", severity="error")
+            return
         except Exception as exc:
             self.app.say(f"Vote not saved: {exc}", severity="error")
             return
-        self.history.append((item, self.order, votes))
         self.note = None
-        self.done += 1
-        self.judged = True
-        what = CHOICE_WORDS.get(choice, f"{choice} best")
+        what = describe(votes[0], revealed=False)
         if self.reveal == "each":
             for i, alias in enumerate(self.order):
                 self.panes[i].name_shown = f"{LABELS[i]} · {alias}"
@@ -227,27 +239,20 @@ class VoteQueueScreen(Screen):
 
     async def action_skip(self) -> None:
         if self.current is not None and not self.judged:
-            self.items.append(self.current)   # back of the queue
+            self.queue.skip()   # back of the queue
             self.app.say("Skipped: it comes back at the end.")
             await self.show_next()
 
     @work(group="queue-write", exclusive=True, exit_on_error=False)
     async def action_undo(self) -> None:
-        if not self.history:
+        if self.queue is None or not self.history:
             self.app.say("No vote to undo.")
             return
-        item, order, votes = self.history[-1]
         try:
-            for v in votes:   # withdrawn, kept in the record, no longer counted
-                await self.app.store.retract_vote(v.id)
+            await self.queue.undo()   # withdrawn, kept in the record, no longer counted
         except Exception as exc:
             self.app.say(f"Undo not saved: {exc}", severity="error")
             return
-        self.history.pop()
-        if self.current is not None and not self.judged:
-            self.items.insert(0, self.current)
-        self.done -= 1
-        self.items.insert(0, item)
         await self.show_next()
         self._show_info("undone: the vote is withdrawn; judge this case again or skip it")
 
