@@ -1,0 +1,300 @@
+"""What a vote means (lineup/votes.py) and the vote queue's logic
+(lineup/vote_queue.py), without a UI: kinds and validation, warnings before a
+pick that failed, attribution through the vote's own mapping, reveal per judged
+unit, undo as a kept withdrawal, reveal at the end."""
+
+from __future__ import annotations
+
+import random
+
+import anyio
+import pytest
+
+from lineup import votes as V
+from lineup.store import AsyncStore, Store, StoreError
+from lineup.store.records import LoadedSession, OutputRecord, SessionRecord, TurnRecord, VoteRecord
+from lineup.store.synthetic import synthetic_session, write_synthetic
+from lineup.vote_queue import VoteQueue, build_items, shuffled_positions
+
+from test_tui_vote_queue import ALIASES, CASES, make_run
+
+
+def _load(path, sid) -> LoadedSession:
+    with Store.open(path) as s:
+        return s.load_session(sid)
+
+
+# ---------------------------------------------------------------------- kinds and validation
+
+def test_choices_and_kinds():
+    assert V.valid_choices(["A", "B"]) == ["A", "B", "tie", "both_bad"]
+    assert V.valid_choices(["A", "B", "C"]) == ["A", "B", "C", "tie", "all_bad"]
+    assert V.vote_kind(2) == "two_way" and V.vote_kind(3) == "pick" and V.vote_kind(3, ["A", "B", "C"]) == "ranking"
+
+
+@pytest.mark.parametrize("choice, ranking, message", [
+    ("D", None, "not one of the labels"),
+    ("A", ["A", "B"], "places all 3; C not placed"),          # n-1 picks is not a ranking of 3
+    ("A", ["A", "B", "B"], "twice"),
+    ("A", ["B", "A", "C"], "starts with 'B'"),
+    ("tie", ["A", "B", "C"], "both a tie and a ranking"),
+    ("A", ["A", "B", "Z"], "'Z' is not one of the labels"),
+])
+def test_malformed_votes_are_refused(choice, ranking, message):
+    with pytest.raises(V.VoteError, match=message):
+        V.check_choice(choice, ["A", "B", "C"], ranking)
+    with pytest.raises(V.VoteError, match=message):
+        V.make_votes("S", ["T"], choice, mapping={"A": "x", "B": "y", "C": "z"}, positions=["A", "B", "C"],
+                     ranking=ranking, rater="r", revealed=True)
+
+
+def test_a_complete_ranking_and_older_partial_ones():
+    (v,) = V.make_votes("S", ["T"], "B", mapping={"A": "x", "B": "y", "C": "z"}, positions=["C", "A", "B"],
+                        ranking=["B", "C", "A"], rater="r", revealed=False)
+    assert v.ranking == ["B", "C", "A"] and v.revealed_at is None and V.winner(v) == "y"
+    assert V.ranking_models(v) == ["y", "z", "x"]
+    # a record from before (last place implied) is still readable, and counts the same
+    old = v.model_copy(update={"ranking": ["B", "C"]})
+    assert V.record_problem(old) is None
+    assert V.vote_battles(old) == V.vote_battles(v)
+
+
+def test_the_store_and_the_importer_use_the_same_check(tmp_path):
+    s, turns, outs, votes = synthetic_session(turns=1, contestants=3, votes=False)
+    bad = VoteRecord(session_id=s.id, turn_id=turns[0].id, choice="A", ranking=["B", "A"],
+                     mapping={"A": "model-0", "B": "model-1", "C": "model-2"}, positions=["A", "B", "C"])
+    from lineup.store.rows import validate_vote
+
+    assert validate_vote(bad) == V.record_problem(bad) and "starts with 'B'" in validate_vote(bad)
+    with Store.open(tmp_path / "v.db") as store:
+        write_synthetic(store, s, turns, outs, [])
+        with pytest.raises(StoreError, match="starts with 'B'"):
+            store.add_vote(bad)
+
+
+def _out(status, text="an answer", error_kind=None) -> OutputRecord:
+    return OutputRecord(session_id="S", turn_id="T", contestant="m", label="A", status=status, text=text,
+                        error_kind=error_kind)
+
+
+def test_warnings_before_picking_an_answer_that_failed():
+    answers = {"A": _out("error", "", "server_error"), "B": _out("cancelled", "par"), "C": None,
+               "D": _out("complete"), "E": _out("complete", "  "), "F": _out("interrupted", "half")}
+    got = {label: [(w.problem, w.message) for w in V.answer_warnings(label, answers)] for label in answers}
+    assert got == {
+        "A": [("error", "A's answer failed (server error)")],
+        "B": [("cancelled", "B's answer was cancelled")],
+        "C": [("missing", "C has no answer")],
+        "D": [],
+        "E": [("empty", "E's answer is empty")],
+        "F": [("interrupted", "F's answer was interrupted before it ended")],
+    }
+    assert V.answer_warnings("tie", answers) == [] and V.answer_warnings("all_bad", answers) == []
+    mapping = {label: f"m{label}" for label in answers}
+    with pytest.raises(V.VoteNeedsConfirmation) as err:
+        V.make_votes("S", ["T"], "A", mapping=mapping, positions=list(mapping), rater="r", revealed=True,
+                     answers=answers)
+    assert [w.label for w in err.value.warnings] == ["A"] and "mA" not in str(err.value)
+    (v,) = V.make_votes("S", ["T"], "A", mapping=mapping, positions=list(mapping), rater="r", revealed=True,
+                        answers=answers, confirm=True)
+    assert v.choice == "A"
+
+
+# ---------------------------------------------------------------------- attribution
+
+def test_labels_are_read_through_the_votes_own_mapping():
+    v = VoteRecord(session_id="S", turn_id="T", choice="C", ranking=["C", "A", "B"],
+                   mapping={"A": "heron", "B": "plover", "C": "kestrel"}, positions=["A", "B", "C"])
+    session_labels = {"kestrel": "A", "heron": "B", "plover": "C"}
+    assert V.winner(v) == "kestrel"
+    assert V.relabel(v, session_labels) == ("A", ["A", "B", "C"])
+    assert V.describe(v, revealed=False, label_by_model=session_labels) == "ranking A > B > C"
+    assert V.describe(v, revealed=True, label_by_model=session_labels) == \
+        "ranking A > B > C (kestrel > heron > plover)"
+    pick = v.model_copy(update={"ranking": None})
+    assert V.describe(pick, revealed=True, label_by_model=session_labels) == "A best (kestrel)"
+    assert V.describe(pick, revealed=False) == "C best"
+    assert [V.outcome(pick, m) for m in ("kestrel", "heron", "nobody")] == ["win", "loss", None]
+    assert V.vote_battles(pick) == [V.Battle("kestrel", "heron", "a"), V.Battle("kestrel", "plover", "a")]
+
+
+def test_ratings_decompose_through_the_same_function():
+    from lineup import ratings
+
+    assert ratings.decompose_vote is V.decompose_vote and ratings.Battle is V.Battle
+
+
+# ---------------------------------------------------------------------- reveal per unit
+
+def test_reveal_per_unit_and_the_sessions_list_agree(tmp_path):
+    db = tmp_path / "q.db"
+    sid = make_run(db, CASES, blind=True, repeats=2)
+    loaded = _load(db, sid)
+    state = V.reveal_state(loaded)
+    assert state.counts == (0, 6) and state.summary() == "hidden" and state.none
+    c2 = [t for t in loaded.turns if t.case_id == "c2" and t.repeat_index == 1]
+    with Store.open(db) as s:
+        s.add_vote(VoteRecord(session_id=sid, turn_id=c2[-1].id, rater="r", choice="tie",
+                              mapping={"A": "heron", "B": "kestrel", "C": "plover"}, positions=["A", "B", "C"],
+                              revealed_at=1.0))
+        (summary,) = s.list_sessions()
+    state = V.reveal_state(_load(db, sid))
+    assert state.counts == (1, 6) and state.summary() == "1 of 6 revealed"
+    assert [state.turn(t.id) for t in c2] == [True, True]            # the follow-up turn too
+    assert not any(state.turn(t.id) for t in loaded.turns if t not in c2)
+    assert (summary.revealed_units, summary.units, summary.contestants) == (1, 6, None)
+    assert summary.reveal_note == "1 of 6 revealed"
+    # the SQL form of a unit is the Python one
+    with Store.open(db) as s:
+        keys = {r["k"] for r in s.query(f"SELECT {V.UNIT_KEY_SQL} AS k FROM turn t WHERE t.session_id = ?", [sid])}
+    assert keys == set(state.units)
+
+
+def test_sessions_not_blind_or_revealed_as_a_whole_show_their_models(tmp_path):
+    with Store.open(tmp_path / "s.db") as s:
+        open_ = synthetic_session(turns=2, seed=1, created=1.7e9)
+        blind = synthetic_session(turns=2, seed=2, blind=True, created=1.8e9)
+        write_synthetic(s, *open_)
+        write_synthetic(s, *blind)
+        rows = {r.id: r for r in s.list_sessions()}
+        assert rows[open_[0].id].contestants == ["model-0", "model-1"] and rows[open_[0].id].reveal_note == ""
+        assert rows[blind[0].id].contestants is None and rows[blind[0].id].reveal_note == "hidden"
+        s.reveal_session(blind[0].id, 5.0)
+        assert s.list_sessions()[0].contestants == ["model-0", "model-1"]
+        assert V.reveal_state(s.load_session(blind[0].id)).all
+
+
+# ---------------------------------------------------------------------- the queue (moved from the TUI)
+
+def test_items_group_follow_ups_skip_voted_cases_and_keep_order(tmp_path):
+    sid = make_run(tmp_path / "q.db", CASES, voted=("c3",))
+    loaded = _load(tmp_path / "q.db", sid)
+    items = build_items(loaded, rater="tester")
+    assert [i.case_id for i in items] == ["c1", "c2"]
+    assert [t.user_message for t in items[1].repeats[0]] == ["write a loop", "now in reverse"]
+    assert items[1].targets[0].follow_up_index == 1
+    # another rater still has c3 to do
+    assert [i.case_id for i in build_items(loaded, rater="someone")] == ["c1", "c2", "c3"]
+
+
+def test_repeats_separate_or_together(tmp_path):
+    sid = make_run(tmp_path / "q.db", CASES[:2], repeats=2)
+    loaded = _load(tmp_path / "q.db", sid)
+    separate = build_items(loaded, rater="tester")
+    assert [(i.case_id, len(i.repeats)) for i in separate] == [("c1", 1), ("c1", 1), ("c2", 1), ("c2", 1)]
+    together = build_items(loaded, rater="tester", repeats="together")
+    assert [(i.case_id, len(i.repeats)) for i in together] == [("c1", 2), ("c2", 2)]
+
+    async def go():
+        store = await AsyncStore.open(tmp_path / "q.db")
+        queue = VoteQueue(store, rater="r", session_id=sid, repeats="together", rng=random.Random(0))
+        await queue.load()
+        queue.advance()
+        queue.skip()
+        item = queue.advance()
+        votes = await queue.vote("A")
+        await store.aclose()
+        return item, queue.order, votes
+
+    item, order, votes = anyio.run(go)
+    assert item.case_id == "c2"
+    assert [v.turn_id for v in votes] == [t.id for t in item.targets]
+    assert votes[0].mapping == dict(zip("ABC", order))
+    assert votes[0].positions == ["A", "B", "C"] and votes[0].winner == order[0]
+
+
+def test_shuffle_is_fresh_per_case():
+    rng = random.Random(1)
+    orders = {tuple(shuffled_positions(ALIASES, rng)) for _ in range(30)}
+    assert len(orders) > 1 and all(sorted(o) == sorted(ALIASES) for o in orders)
+
+
+def test_queue_undo_keeps_the_withdrawal_and_reveal_at_the_end_reveals_only_its_votes(tmp_path):
+    db = tmp_path / "q.db"
+    sid = make_run(db, CASES, blind=True)
+
+    async def go():
+        store = await AsyncStore.open(db)
+        queue = VoteQueue(store, rater="r", session_id=sid, reveal="end", rng=random.Random(2))
+        await queue.load()
+        assert queue.total == 3
+        first = queue.advance()
+        (undone,) = await queue.vote("B")
+        assert undone.revealed_at is None
+        back = await queue.undo()
+        assert back.item is first and queue.done == 0
+        assert queue.advance() is first                   # judged again first
+        await queue.vote("tie")
+        queue.advance()
+        await queue.vote("C")
+        judged = await queue.reveal_at_end()             # c3 left unjudged
+        await store.aclose()
+        return undone, judged
+
+    undone, judged = anyio.run(go)
+    loaded = _load(db, sid)
+    withdrawn = next(v for v in loaded.votes if v.id == undone.id)
+    assert withdrawn.retracted_at is not None and withdrawn not in loaded.current_votes()
+    assert len(loaded.current_votes()) == 2 and all(v.revealed_at is not None for v in loaded.current_votes())
+    state = V.reveal_state(loaded)
+    assert state.counts == (2, 3) and loaded.session.revealed_at is None
+    c3 = next(t for t in loaded.turns if t.case_id == "c3")
+    assert not state.turn(c3.id)
+
+
+def test_queue_asks_to_confirm_a_pick_that_failed(tmp_path):
+    db = tmp_path / "q.db"
+    sid = make_run(db, CASES[:1], blind=True)
+    with Store.open(db) as s:
+        loaded = s.load_session(sid)
+        out = next(o for o in loaded.outputs if o.contestant == "heron")
+        s.finish_output(out.model_copy(update={"status": "cancelled"}))
+
+    async def go():
+        store = await AsyncStore.open(db)
+        queue = VoteQueue(store, rater="r", session_id=sid, rng=random.Random(0))
+        await queue.load()
+        queue.advance()
+        label = "ABC"[queue.order.index("heron")]
+        with pytest.raises(V.VoteNeedsConfirmation, match=f"{label}'s answer was cancelled"):
+            await queue.vote(label)
+        assert not queue.judged
+        with pytest.raises(V.VoteError, match="places all 3"):
+            await queue.vote(label, ["A", "B"] if label == "A" else [label, "A"], confirm=True)
+        (vote,) = await queue.vote(label, confirm=True)
+        await store.aclose()
+        return vote
+
+    vote = anyio.run(go)
+    assert vote.winner == "heron"
+
+
+# ---------------------------------------------------------------------- the chat
+
+def test_chat_vote_checks_rankings_and_a_mistaken_vote_can_be_withdrawn(tmp_path):
+    from lineup.providers.demo import DEMO_MODELS
+    from lineup.sessions import ChatSession
+
+    async def go():
+        store = await AsyncStore.open(tmp_path / "c.db")
+        session = await ChatSession.create(store, list(DEMO_MODELS[:3]), blind=True, label_seed=1)
+        await session.send("Name a colour.")
+        with pytest.raises(ValueError, match="places all 3"):
+            await session.vote("A", ranking=["A", "B"], rater="tester")
+        assert await session.retract_vote("tester") is None          # nothing to withdraw
+        first = await session.vote("A", rater="tester")
+        withdrawn = await session.retract_vote("tester")
+        assert withdrawn.id == first.id and withdrawn.retracted_at is not None
+        assert session.current_vote("tester") is None
+        again = await session.vote("B", ranking=["B", "C", "A"], rater="tester")
+        await session.aclose()
+        loaded = await store.load_session(session.id)
+        await store.aclose()
+        return first, again, loaded
+
+    first, again, loaded = anyio.run(go)
+    assert again.supersedes is None                                   # it replaces no counted vote
+    assert [v.id for v in loaded.current_votes()] == [again.id]
+    kept = next(v for v in loaded.votes if v.id == first.id)
+    assert kept.retracted_at is not None
+    assert loaded.session.revealed_at is not None                    # names seen stay revealed
