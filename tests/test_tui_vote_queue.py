@@ -252,3 +252,32 @@ def test_checks_and_reference_are_shown_after_the_vote_not_before(tmp_path):
         await store.aclose()
 
     run(scenario())
+
+
+def test_picking_an_answer_that_failed_asks_for_confirmation(tmp_path):
+    sid = make_run(tmp_path / "q.db", CASES[:1], blind=True)
+    with Store.open(tmp_path / "q.db") as s:
+        out = next(o for o in s.load_session(sid).outputs if o.contestant == "plover")
+        s.finish_output(out.model_copy(update={"status": "error", "error_kind": "server_error",
+                                               "error_message": "plover-mini at anthropic failed", "text": ""}))
+
+    async def scenario():
+        store = await open_store(tmp_path / "q.db")
+        app = queue_app(store, session_id=sid, shuffle_seed=5)
+        async with app.run_test(size=(150, 40)) as pilot:
+            screen = await queue_screen(pilot)
+            i = screen.order.index("plover")
+            key = "abc"[i]
+            await pilot.press(key)
+            await wait_for(pilot, lambda: any("Not saved yet" in m for _, m in app.notices), "the warning")
+            warning = next(m for _, m in app.notices if "Not saved yet" in m)
+            assert f"{'ABC'[i]}'s answer failed (server error)" in warning and leaks(warning, IDENTITY) == []
+            assert not screen.judged
+            await pilot.press(key)                    # the same vote again: confirmed
+            await wait_for(pilot, lambda: screen.judged, "the vote")
+        await store.aclose()
+        with Store.open(tmp_path / "q.db") as s:
+            (vote,) = s.load_session(sid).current_votes()
+        assert vote.winner == "plover"
+
+    run(scenario())

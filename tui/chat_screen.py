@@ -23,7 +23,7 @@ from lineup.tui.prompt_box import PromptBox
 from lineup.tui.record_entries import answer_entries, pane_status, status_note
 from lineup.tui.tag_picker import TagChoice, TagPicker
 from lineup.tui.vote_bar import VoteBar
-from lineup.votes import VoteNeedsConfirmation
+from lineup.votes import VoteNeedsConfirmation, describe
 
 PANE_ACTIONS = {
     "cancel": "cancel the answer in flight",
@@ -231,9 +231,7 @@ class ChatScreen(Screen):
         self._voted_turns.add(vote.turn_id)
         self._hide_vote()
         self._refresh_titles()
-        what = {"tie": "a tie", "both_bad": "both bad", "all_bad": "all bad"}.get(choice, f"{choice} best")
-        if ranking:
-            what = "ranking " + " > ".join(ranking)
+        what = describe(vote, revealed=False)
         reveal = ""
         if was_hidden:
             reveal = " · " + ", ".join(f"{label} = {alias}" for label, alias in vote.mapping.items())
