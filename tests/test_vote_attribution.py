@@ -18,6 +18,7 @@ from lineup.report import build_report
 from lineup.store import Store
 from lineup.tui.app import LineupApp, ReplayOptions, VoteOptions
 from lineup.tui.replay_screen import ReplayScreen
+from lineup.tui.sessions_screen import summary_row
 from lineup.tui.vote_queue import VoteQueueScreen
 
 from test_tui_vote_queue import ALIASES, CASES, make_run, pane_aliases
@@ -128,6 +129,8 @@ def test_a_run_is_revealed_case_by_case_as_it_is_voted(tmp_path, capsys):
     assert main(["sessions", "--db", str(db), "--json"]) == 0
     (summary,) = json.loads(capsys.readouterr().out)
     assert summary["contestants"] is None and (summary["revealed_units"], summary["units"]) == (1, 3)
+    with Store.open(db) as s:                          # the sessions screen says the same
+        assert str(summary_row(s.list_sessions()[0])[3]) == "(blind · 1 of 3 revealed)"
 
     # CSV: the voted case names its winner
     rows = list(csv.DictReader(io.StringIO(export(db, sid, "csv", capsys))))
