@@ -560,10 +560,12 @@ class Store:
                "  WHERE c.session_id = s.id ORDER BY position, alias)), "
                "(SELECT count(*) FROM turn t WHERE t.session_id = s.id), "
                "(SELECT count(*) FROM vote v WHERE v.session_id = s.id AND v.current = 1), "
-               f"(SELECT count(DISTINCT {UNIT_KEY_SQL}) FROM turn t WHERE t.session_id = s.id), "
+               # judged units, counted where some may still be hidden (blind, not revealed as a whole)
                "CASE WHEN s.blind AND s.revealed_at IS NULL THEN "
-               f"(SELECT count(DISTINCT {UNIT_KEY_SQL}) FROM turn t WHERE t.session_id = s.id AND t.id IN "
-               "  (SELECT v.turn_id FROM vote v WHERE v.session_id = s.id AND v.revealed_at IS NOT NULL)) "
+               f"(SELECT count(DISTINCT {UNIT_KEY_SQL}) FROM turn t WHERE t.session_id = s.id) END, "
+               "CASE WHEN s.blind AND s.revealed_at IS NULL THEN "
+               f"(SELECT count(DISTINCT {UNIT_KEY_SQL}) FROM vote v JOIN turn t ON t.id = v.turn_id "
+               "  WHERE v.session_id = s.id AND v.revealed_at IS NOT NULL) "
                "END "
                "FROM session s" + (" WHERE " + " AND ".join(where) if where else "")
                + " ORDER BY s.created DESC, s.id DESC")
@@ -574,9 +576,8 @@ class Store:
             out = []
             for (sid, created, k, title, blind, revealed, demo, aliases, turns, votes, units,
                  revealed_units) in self.conn.execute(sql, params):
-                if revealed_units is None:       # not blind, or revealed as a whole
-                    revealed_units = units
-                hidden = bool(blind) and revealed is None and (not units or revealed_units < units)
+                # units None: not blind, or revealed as a whole
+                hidden = units is not None and (not units or revealed_units < units)
                 out.append(SessionSummary(id=sid, created=created, kind=k, title=title,
                                           contestants=None if hidden else json.loads(aliases),
                                           turns=turns, votes=votes, is_demo=bool(demo), blind=bool(blind),

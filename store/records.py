@@ -156,8 +156,10 @@ class SessionSummary(_Record):
     votes: int
     is_demo: bool
     blind: bool = False
-    units: int = 0                 # judged units: sample-set cases (per repeat) and chat turns
-    revealed_units: int = 0        # those whose models may be shown (`lineup.votes.Reveal`)
+    # Judged units (sample-set cases per repeat, chat turns) and those whose models
+    # may be shown (`lineup.votes.Reveal`); None when all are (not blind, or revealed as a whole).
+    units: int | None = None
+    revealed_units: int | None = None
 
     @property
     def reveal_note(self) -> str:

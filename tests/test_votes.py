@@ -272,12 +272,16 @@ def test_queue_asks_to_confirm_a_pick_that_failed(tmp_path):
 # ---------------------------------------------------------------------- the chat
 
 def test_chat_vote_checks_rankings_and_a_mistaken_vote_can_be_withdrawn(tmp_path):
-    from lineup.providers.demo import DEMO_MODELS
+    from lineup.config import ModelConfig
     from lineup.sessions import ChatSession
+
+    # demo styles that never fail, without delays
+    models = [ModelConfig(alias=f"demo/{m}", provider="demo", model=m, extra_body={"speed": 0})
+              for m in ("concise", "thorough", "thinker")]
 
     async def go():
         store = await AsyncStore.open(tmp_path / "c.db")
-        session = await ChatSession.create(store, list(DEMO_MODELS[:3]), blind=True, label_seed=1)
+        session = await ChatSession.create(store, models, blind=True, label_seed=1)
         await session.send("Name a colour.")
         with pytest.raises(ValueError, match="places all 3"):
             await session.vote("A", ranking=["A", "B"], rater="tester")
