@@ -156,6 +156,7 @@ class VoteQueue:
         self.order: list[str] = []          # models left to right for the current case
         self.judged = False                 # the current case has its vote
         self.history: list[Judged] = []
+        self._hidden_votes: list[str] = []
 
     async def load(self) -> None:
         """The unvoted cases of one session, or of every session (oldest first)."""
@@ -164,9 +165,13 @@ class VoteQueue:
         else:
             ids = [s.id for s in reversed(await self.store.list_sessions()) if s.turns]
         items: list[QueueItem] = []
+        self._hidden_votes = []
         for sid in ids:
-            items.extend(build_items(await self.store.load_session(sid), rater=self.rater,
-                                     repeats=self.repeats))
+            loaded = await self.store.load_session(sid)
+            items.extend(build_items(loaded, rater=self.rater, repeats=self.repeats))
+            # votes of an earlier pass left before its end (reveal="end"): shown when this one ends
+            self._hidden_votes += [v.id for v in loaded.current_votes()
+                                   if v.rater == self.rater and v.revealed_at is None and loaded.session.blind]
         self.items, self.total, self.done = items, len(items), 0
 
     # ----- the case on screen -------------------------------------------------
@@ -249,10 +254,20 @@ class VoteQueue:
         self.items.insert(0, last.item)
         return last
 
-    async def reveal_at_end(self) -> list[Judged]:
-        """With reveal="end": the judgements of this pass, now shown; their
-        votes are recorded as revealed (so their cases are, and no others)."""
-        if self.reveal != "end" or not self.history:
-            return []
-        await self.store.reveal_votes([v.id for j in self.history for v in j.votes])
-        return list(self.history)
+    @property
+    def finished(self) -> bool:
+        return not self.items and (self.current is None or self.judged)
+
+    async def finish(self) -> list[Judged]:
+        """The end of the queue: every vote of this rater on these sessions not
+        shown yet (this pass with reveal="end", or an earlier pass left half
+        way) is recorded as revealed, so its case is. Returns this pass's
+        judgements whose names are shown only now."""
+        if not self.finished:
+            raise ValueError("cases are still waiting for a vote")
+        ids = [v.id for j in self.history for v in j.votes if v.revealed_at is None]
+        ids += [i for i in self._hidden_votes if i not in ids]
+        if ids:
+            await self.store.reveal_votes(ids)
+        self._hidden_votes = []
+        return list(self.history) if self.reveal == "end" else []

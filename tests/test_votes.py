@@ -209,7 +209,7 @@ def test_shuffle_is_fresh_per_case():
     assert len(orders) > 1 and all(sorted(o) == sorted(ALIASES) for o in orders)
 
 
-def test_queue_undo_keeps_the_withdrawal_and_reveal_at_the_end_reveals_only_its_votes(tmp_path):
+def test_queue_undo_keeps_the_withdrawal_and_the_end_reveals_the_votes(tmp_path):
     db = tmp_path / "q.db"
     sid = make_run(db, CASES, blind=True)
 
@@ -227,19 +227,34 @@ def test_queue_undo_keeps_the_withdrawal_and_reveal_at_the_end_reveals_only_its_
         await queue.vote("tie")
         queue.advance()
         await queue.vote("C")
-        judged = await queue.reveal_at_end()             # c3 left unjudged
+        with pytest.raises(ValueError):
+            await queue.finish()                          # c3 still waiting
         await store.aclose()
-        return undone, judged
+        return undone
 
-    undone, judged = anyio.run(go)
+    undone = anyio.run(go)
     loaded = _load(db, sid)
     withdrawn = next(v for v in loaded.votes if v.id == undone.id)
     assert withdrawn.retracted_at is not None and withdrawn not in loaded.current_votes()
-    assert len(loaded.current_votes()) == 2 and all(v.revealed_at is not None for v in loaded.current_votes())
-    state = V.reveal_state(loaded)
-    assert state.counts == (2, 3) and loaded.session.revealed_at is None
-    c3 = next(t for t in loaded.turns if t.case_id == "c3")
-    assert not state.turn(c3.id)
+    assert len(loaded.current_votes()) == 2 and all(v.revealed_at is None for v in loaded.current_votes())
+    assert V.reveal_state(loaded).counts == (0, 3)     # left half way: nothing shown yet
+
+    async def next_pass():                             # the next pass reaches the end
+        store = await AsyncStore.open(db)
+        queue = VoteQueue(store, rater="r", session_id=sid, reveal="end", rng=random.Random(3))
+        await queue.load()
+        assert queue.total == 1 and queue.advance().case_id == "c3"
+        await queue.vote("A")
+        queue.advance()
+        judged = await queue.finish()
+        await store.aclose()
+        return judged
+
+    judged = anyio.run(next_pass)
+    assert [j.item.case_id for j in judged] == ["c3"]
+    loaded = _load(db, sid)
+    assert all(v.revealed_at is not None for v in loaded.current_votes())
+    assert V.reveal_state(loaded).counts == (3, 3) and loaded.session.revealed_at is None
 
 
 def test_queue_asks_to_confirm_a_pick_that_failed(tmp_path):

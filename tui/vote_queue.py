@@ -179,15 +179,15 @@ class VoteQueueScreen(Screen):
                 names = ", ".join(f"{label} = {alias}" for label, alias in v.mapping.items())
                 item = judged.item
                 lines.append(f"  {item.case_id or item.targets[0].id[:10]}: {describe(v, revealed=False)} ({names})")
-            self._mark_revealed()
+        self._mark_revealed()
         lines.append("u: undo the last vote · Esc: quit")
         self.info.update(Text("\n".join(lines)))
 
     @work(group="queue-write", exit_on_error=False)
     async def _mark_revealed(self) -> None:
-        """End-of-queue reveal: record that these votes' names were shown."""
+        """End of the queue: record that the names of its votes were shown."""
         try:
-            await self.queue.reveal_at_end()
+            await self.queue.finish()
         except Exception as exc:
             self.app.say(f"Could not record the reveal: {exc}", severity="error")
 
