@@ -90,6 +90,20 @@ def check_choice(choice: str, labels: Sequence[str], ranking: Sequence[str] | No
                         f"{', '.join(missing)} not placed")
 
 
+def ranking_missing(ranking: Sequence[str], labels: Sequence[str]) -> list[str]:
+    """The labels a ranking in progress has not placed yet (screen order)."""
+    return [lab for lab in labels if lab not in ranking]
+
+
+def ranking_with_last_implied(ranking: Sequence[str], labels: Sequence[str]) -> list[str]:
+    """A ranking that places all but one label, with that one placed last. A
+    UI may save this only after it has shown the rater the implied last place."""
+    missing = ranking_missing(ranking, labels)
+    if len(missing) != 1:
+        raise VoteError(f"{len(missing)} labels are not placed; only the last one can be implied")
+    return [*ranking, missing[0]]
+
+
 def record_problem(v: VoteRecord) -> str | None:
     """Why a stored vote is inconsistent with its own mapping, or None (the
     store refuses such a vote; the importer names it)."""

@@ -48,6 +48,13 @@ def test_malformed_votes_are_refused(choice, ranking, message):
                      ranking=ranking, rater="r", revealed=True)
 
 
+def test_ranking_in_progress():
+    assert V.ranking_missing(["B"], ["A", "B", "C"]) == ["A", "C"]
+    assert V.ranking_with_last_implied(["B", "C"], ["A", "B", "C"]) == ["B", "C", "A"]
+    with pytest.raises(V.VoteError, match="only the last one"):
+        V.ranking_with_last_implied(["B"], ["A", "B", "C"])
+
+
 def test_a_complete_ranking_and_older_partial_ones():
     (v,) = V.make_votes("S", ["T"], "B", mapping={"A": "x", "B": "y", "C": "z"}, positions=["C", "A", "B"],
                         ranking=["B", "C", "A"], rater="r", revealed=False)
