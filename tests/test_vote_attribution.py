@@ -54,8 +54,8 @@ def vote_in_queue(db, sid, keys: list[str], *, seed: int) -> list[list[str]]:
     return orders
 
 
-def replay_info(db, sid, turn_steps: int = 0) -> tuple[str, str, list[str]]:
-    """(info line, sub title, pane names) of replay at the first turn + turn_steps."""
+def replay_info(db, sid, turn_steps: int = 0) -> tuple[str, str, list[str], str]:
+    """(info line, sub title, pane names, all visible text) of replay at the first turn + turn_steps."""
     got: dict = {}
 
     async def scenario():
@@ -145,11 +145,11 @@ def test_a_run_is_revealed_case_by_case_as_it_is_voted(tmp_path, capsys):
     assert "### A\n" in rest and "1 of 3 judged cases or turns revealed" in md
 
     # replay: labels only on the panes (two cases are still blind), the voted case names its models
-    info, sub, names, visible = replay_info(db, sid, turn_steps=0)
+    info, sub, names, _ = replay_info(db, sid, turn_steps=0)
     assert names == ["A", "B", "C"] and "1 of 3 revealed" in sub
     assert all(f"{SESSION_LABEL[a]} = {a}" in info for a in ALIASES)
-    info2, _, _, visible2 = replay_info(db, sid, turn_steps=1)
-    assert leaks(info2, IDENTITY) == []
+    info2, sub2, _, _ = replay_info(db, sid, turn_steps=1)
+    assert leaks(info2 + sub2, IDENTITY) == []
 
     # all cases voted: the whole run is revealed
     vote_in_queue(db, sid, ["a", "t"], seed=7)

@@ -12,7 +12,7 @@ import pytest
 
 from lineup import votes as V
 from lineup.store import AsyncStore, Store, StoreError
-from lineup.store.records import LoadedSession, OutputRecord, SessionRecord, TurnRecord, VoteRecord
+from lineup.store.records import LoadedSession, OutputRecord, VoteRecord
 from lineup.store.synthetic import synthetic_session, write_synthetic
 from lineup.vote_queue import VoteQueue, build_items, shuffled_positions
 
