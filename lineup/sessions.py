@@ -30,6 +30,7 @@ from lineup.events import (
     StreamResult,
 )
 from lineup.cli import store_error_in
+from lineup.identity import prompt_texts, tag_self_identification
 from lineup.ids import new_ulid
 from lineup.providers import make_provider
 from lineup.providers.base import ChatStream, Provider
@@ -421,12 +422,8 @@ class ChatSession:
         c.last_output = final
         if final.text:
             c.history.append(Message(role="assistant", content=final.text))
-        if self.blind and final.text:
-            leaked = names_itself(final.text, c.config)
-            if leaked:
-                await self.store.add_tag(TagRecord(
-                    id=new_ulid(), output_id=final.id, tag="identity_leak", rater="lineup",
-                    note="the answer names its own model or vendor", auto=True, created=time.time()))
+        # blind or not: the tag describes the answer, and any session may be judged blind later (vote queue)
+        await tag_self_identification(self.store, final, c.config, prompt_texts(c.history, self.system))
 
     def cancel(self, index: int) -> None:
         stream = self.contestants[index].stream
