@@ -259,6 +259,7 @@ class ChatSession:
         self.contestants = contestants
         self.turns: list[TurnRecord] = []
         self.votes: list[VoteRecord] = []
+        self.tags: list[TagRecord] = []     # current ones (not removed), automatic ones included
 
     # ----- creation -------------------------------------------------------
     @classmethod
@@ -323,6 +324,7 @@ class ChatSession:
         session = cls(store, rec, contestants)
         session.turns = list(loaded.turns)
         session.votes = list(loaded.votes)
+        session.tags = list(loaded.tags)
         by_alias = {c.alias: c for c in contestants}
         for turn in loaded.turns:
             for c in contestants:
@@ -423,7 +425,9 @@ class ChatSession:
         if final.text:
             c.history.append(Message(role="assistant", content=final.text))
         # blind or not: the tag describes the answer, and any session may be judged blind later (vote queue)
-        await tag_self_identification(self.store, final, c.config, prompt_texts(c.history, self.system))
+        auto = await tag_self_identification(self.store, final, c.config, prompt_texts(c.history, self.system))
+        if auto is not None:
+            self.tags.append(auto)
 
     def cancel(self, index: int) -> None:
         stream = self.contestants[index].stream
@@ -477,7 +481,22 @@ class ChatSession:
         rec = TagRecord(id=new_ulid(), output_id=out.id, tag=tag, rater=rater or default_rater(),
                         note=note, auto=False, created=time.time())
         await self.store.add_tag(rec)
+        self.tags.append(rec)
         return rec
+
+    def tags_on(self, index: int) -> list[TagRecord]:
+        """The tags this contestant's last answer carries (what the tag picker shows as set)."""
+        out = self.contestants[index].last_output
+        return [t for t in self.tags if out is not None and t.output_id == out.id]
+
+    async def untag(self, index: int, tag: str) -> int:
+        """Remove `tag` from this contestant's last answer (an automatic one too:
+        the rater overrules it); the rows are kept, marked removed. How many."""
+        gone = [t for t in self.tags_on(index) if t.tag == tag]
+        for t in gone:
+            await self.store.remove_tag(t.id)
+            self.tags.remove(t)
+        return len(gone)
 
     async def aclose(self) -> None:
         self.cancel_all()
