@@ -147,21 +147,26 @@ model local default server test custom chat base instruct assistant main llm ggu
 
 _FIRST_PERSON = re.compile(
     r"""(?ix)
-    (?P<maker>\bmy\s+(?:creators?|developers?|makers?|parent\s+company)(?:\s+(?:is|are|was|were))?)
-  | (?P<strict>(?:^|(?<=[.!?\n]))\s*(?:as|en\s+tant\s+que|als|this\s+is)\b)
+    (?P<maker>my\s+(?:creators?|developers?|makers?|parent\s+company)(?:\s+(?:is|are|was|were))?\b)
+  | (?P<clause>(?:as|en\s+tant\s+que|als|sono)\b)
   | (?P<plain>
       \bI\s*(?:am|'m|’m)\b | \bI\s+(?:was|have\s+been)\b | \bI['’]ve\s+been\b | \bmy\s+name\s+is\b | \bcall\s+me\b
     | \byou(?:['’]re|\s+are)\s+(?:talking|chatting|speaking)\s+(?:to|with)\b
     | \bje\s+suis\b | \bj['’]ai\s+été\b | \bje\s+m['’]appelle\b | \bmon\s+nom\s+est\b
     | \b(?:yo\s+)?soy\b | \bme\s+llamo\b | \bmi\s+nombre\s+es\b | \bfui\b | \bhe\s+sido\b
     | \b(?:eu\s+)?sou\b | \bme\s+chamo\b | \bmeu\s+nome\s+é\b
-    | (?:^|(?<=[.!?\n,]))\s*(?:io\s+)?sono\b | \bio\s+sono\b | \bmi\s+chiamo\b | \bil\s+mio\s+nome\s+è\b
+    | \bio\s+sono\b | \bmi\s+chiamo\b | \bil\s+mio\s+nome\s+è\b
     | \bich\s+bin\b | \bich\s+heiße\b | \bmein\s+name\s+ist\b | \bich\s+wurde\b
     | (?<!\w)я(?!\w) | \bменя\s+зовут\b | \bмо[ёе]\s+имя\b
     )""")
 # In a prompt, a claim the answer would repeat may also be put to it: "You are ChatGPT", "act as Claude".
 _PROMPT_ANCHORS = re.compile(
     r"(?i)\byou(?:['’]re|\s+are)\b|\bas\b|\btu\s+es\b|\beres\b|\bdu\s+bist\b|\bvous\s+êtes\b|\bты\b|你是|あなたは")
+# The first word of each anchor: only where one stands is the anchor pattern tried (fast on long answers).
+_ANCHOR_WORDS = frozenset("""
+i my call you je j mon yo soy me mi fui he eu sou meu sono io il ich mein я меня моё мое as en als
+""".split())
+_WORD = re.compile(r"[^\W\d_]+")
 _CJK_FIRST_PERSON = re.compile(r"我(?:其实|就|正|真的)?是由?|我叫|我的名字(?:是|叫)|作为|我由|私は|わたしは|僕は|저는|나는")
 _CJK_HYPOTHETICAL = re.compile(r"如果|假如|假设|要是|もし|仮に|만약|만일")
 _CJK_GAP = re.compile(
@@ -253,7 +258,14 @@ def _key(name: str) -> str:
 
 def _claims(text: str, ident: _Identity, *, prompt: bool = False) -> list[SelfIdentification]:
     found = []
-    anchors = [(m.start(), m.end(), m.group("maker") is not None) for m in _FIRST_PERSON.finditer(text)]
+    anchors = []
+    for w in _WORD.finditer(text):
+        if w.group(0).lower() not in _ANCHOR_WORDS:
+            continue
+        m = _FIRST_PERSON.match(text, w.start())
+        clause = m.group("clause") if m is not None else None
+        if m is not None and (clause is None or _clause_start(text, m.start(), comma=clause.lower() == "sono")):
+            anchors.append((m.start(), m.end(), m.group("maker") is not None))
     if prompt:
         anchors += [(m.start(), m.end(), False) for m in _PROMPT_ANCHORS.finditer(text)]
     for start, end, maker in anchors:
@@ -276,11 +288,19 @@ def _claims(text: str, ident: _Identity, *, prompt: bool = False) -> list[SelfId
     return found
 
 
+def _clause_start(text: str, at: int, *, comma: bool = False) -> bool:
+    """"As ..." and "Sono ..." are claims only where a sentence (or line) starts
+    ("Ciao, sono Claude" too; "..., as Google's docs say" is not one)."""
+    before = text[max(0, at - 40):at].rstrip(" \t")
+    return not before or before[-1] in ".!?\n:;" or (comma and before[-1] == ",")
+
+
 def _reported(text: str, at: int) -> bool:
     """True if the words just before `at` (same clause) make what follows
     reported, hypothetical or denied: "if I were", "the user said I am"."""
-    start = max(text.rfind(c, 0, at) for c in ".!?;:,\n。！？，")
-    words = re.findall(r"[^\W\d_][\w'’-]*", text[start + 1:at].lower())[-5:]
+    before = text[max(0, at - 120):at]
+    start = max(before.rfind(c) for c in ".!?;:,\n。！？，")
+    words = re.findall(r"[^\W\d_][\w'’-]*", before[start + 1:].lower())[-5:]
     return any(w in NOT_A_CLAIM or w.endswith("n't") for w in words)
 
 
@@ -321,27 +341,38 @@ def _walk(text: str, pos: int, ident: _Identity, *, maker: bool) -> tuple[str, i
     return None
 
 
+_SPACE = re.compile(r"\s*")
+_POSSESSIVE = re.compile(r"['’]s\s+([^\W\d_][\w-]*)")
+_COMPOUND = re.compile(r"-[^\W\d_]")
+
+
 def _next_word(text: str, pos: int) -> str:
-    m = _TOKEN.match(text, pos + len(text[pos:]) - len(text[pos:].lstrip()))
+    m = _TOKEN.match(text, _SPACE.match(text, pos).end())
     return m.group(0).lower() if m else ""
 
 
 def _possessive_model(text: str, pos: int) -> bool:
     """"Anthropic's AI assistant": a possessive followed by a model noun."""
-    m = re.match(r"['’]s\s+([^\W\d_][\w-]*)", text[pos:])
-    return bool(m) and m.group(1).lower() in MODEL_NOUNS
+    m = _POSSESSIVE.match(text, pos)
+    if not m or m.group(1).lower() not in MODEL_NOUNS:
+        return False
+    end = m.end()
+    while (nxt := _WORD.match(text, _SPACE.match(text, end).end())) and nxt.group(0).lower() in MODEL_NOUNS:
+        end = nxt.end()     # "Anthropic's AI assistant"
+    return _ends_claim(text, end, None)   # not "Google's model card"
 
 
 def _ends_claim(text: str, pos: int, prev: str | None) -> bool:
     """A name is the claim, not a modifier ("a ChatGPT user", "Claude's fans",
     "Claude-like"): what follows must end the clause or continue the claim."""
-    rest = text[pos:]
-    if rest[:1] in ("'", "’"):
+    if text[pos:pos + 1] in ("'", "’"):
         return _possessive_model(text, pos)
-    if re.match(r"-[^\W\d_]", rest):
+    if _COMPOUND.match(text, pos):
         return False
-    stripped = rest.lstrip(" \t")
-    if not stripped or stripped[0] in ",.!?;:\n—–()…":
+    at = pos
+    while at < len(text) and text[at] in " \t":
+        at += 1
+    if at >= len(text) or text[at] in ",.!?;:\n—–()…":
         return True
     word = _next_word(text, pos)
     if not word or not word[0].isalpha():

@@ -140,4 +140,8 @@ HELD_OUT: tuple[Case, ...] = (
          prompt="Write a monologue as ChatGPT."),
     Case("claude", "I am Claude.", False, "system prompt role", prompt="You are Claude. Introduce yourself."),
     Case("claude", "Yes — I am Claude, made by Anthropic.", True, "answers the question", prompt="Are you Claude?"),
+    Case("claude", "Ciao, sono Claude. Come posso aiutarti?", True, "self-name it"),
+    Case("gemini", "As Google's model card says, the context window is large.", False, "as + vendor possessive"),
+    Case("gemini", "Both are good, as Google's model family shows.", False, "as + vendor possessive"),
+    Case("gpt", "Summary: the author says he is tired of ChatGPT and prefers paper notes.", False, "own name in summary"),
 )
