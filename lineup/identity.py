@@ -131,7 +131,6 @@ CONJUNCTIONS = frozenset("and so but or et y e und и а".split())
 AFTER_NAME = MODEL_NOUNS | MADE_VERBS | CONJUNCTIONS | frozenset("""
 by from here speaking version variant which that who your at i de par por von da di от made
 """.split())
-ARTICLES = frozenset("a an the un une le la l el los las um uma o il lo ein eine einer der die das".split())
 # A claim right after one of these is reported, hypothetical or denied, not made.
 NOT_A_CLAIM = frozenset("""
 if unless whether pretend pretending imagine suppose supposing assume assuming roleplay role-play
@@ -180,7 +179,7 @@ _CJK_VENDOR_AFTER = re.compile(
     r"에서\s*(?:개발|만든|훈련)|[가이]\s*(?:개발|만든)|의\s*(?:AI|모델|언어|어시스턴트))")
 _CJK_NAME_END = re.compile(r"\s*(?:$|[，,。.！!、:：（(\s]|です|だ|と申します|という|입니다|이에요|예요|라고|이라고|"
                            r"的?(?:AI|人工智能|大型|超大规模|大规模|大模型|语言模型|模型|助手)|，|由|来自)")
-_VENDOR_ACTS = r"\s+(?:\w+\s+)?(?:created|made|trained|built|developed|designed)\s+me\b"
+_VENDOR_ACTS = r"\s+(?:\w+\s+)?(?:created|trained|built|developed|designed)\s+me\b"   # not "made me (think)"
 _BOUNDARY = re.compile(r"[.!?;:\n。！？；：](?!\d)")
 _TOKEN = re.compile(r"(?:[ldjmnstc]|qu)['’](?=\w)|[^\W\d_](?:[\w'’.-]*\w)?|\d[\w.]*|[,—–()\-]|\S")
 _QUOTES = re.compile(
@@ -234,7 +233,8 @@ def _identity(provider: str, model: str, base_url: str) -> _Identity | None:
         # an unknown model is known by its own id ("zorblax-7" -> Zorblax), unless that is an ordinary word
         stem = re.split(r"[^a-z]", lowered.rsplit("/", 1)[-1])[0]
         if len(stem) >= 4 and stem not in GENERIC_IDS and stem not in SAFE:
-            names.append(re.escape(stem))
+            # written as a name: capitalised ("I'm Zorblax"), so "I am thorough" is not "thorough"
+            names.append(f"(?-i:{stem[0].upper()}){re.escape(stem[1:])}")
     if not names:
         return None
     edge = r"(?<![A-Za-z0-9])"
@@ -317,12 +317,14 @@ def _walk(text: str, pos: int, ident: _Identity, *, maker: bool) -> tuple[str, i
             return None
         name = ident.names.match(text, pos)
         if name is not None:
-            return (name.group(0), name.end()) if _ends_claim(text, name.end(), prev) else None
+            return (name.group(0), name.end()) if _ends_claim(text, name.end()) else None
         vendor = ident.vendors.match(text, pos) if ident.vendors is not None else None
         if vendor is not None:
+            # the maker, not a third party: "my developers at X", "a model trained by X",
+            # "a model X"... or "an X model", "X's assistant"
             after = _next_word(text, vendor.end())
-            if maker or (marker and described) or (prev or "") in MODEL_NOUNS or after in MODEL_NOUNS or after in MADE_VERBS \
-                    or _possessive_model(text, vendor.end()):
+            if maker or (marker and described) or (prev or "") in MODEL_NOUNS or after in MODEL_NOUNS \
+                    or after in MADE_VERBS or _possessive_model(text, vendor.end()):
                 return vendor.group(0), vendor.end()
             return None
         tok = _TOKEN.match(text, pos)
@@ -359,10 +361,10 @@ def _possessive_model(text: str, pos: int) -> bool:
     end = m.end()
     while (nxt := _WORD.match(text, _SPACE.match(text, end).end())) and nxt.group(0).lower() in MODEL_NOUNS:
         end = nxt.end()     # "Anthropic's AI assistant"
-    return _ends_claim(text, end, None)   # not "Google's model card"
+    return _ends_claim(text, end)   # not "Google's model card"
 
 
-def _ends_claim(text: str, pos: int, prev: str | None) -> bool:
+def _ends_claim(text: str, pos: int) -> bool:
     """A name is the claim, not a modifier ("a ChatGPT user", "Claude's fans",
     "Claude-like"): what follows must end the clause or continue the claim."""
     if text[pos:pos + 1] in ("'", "’"):
@@ -434,7 +436,7 @@ async def tag_self_identification(store, output: OutputRecord, cfg: ModelConfig,
     found = self_identification(output.text, cfg, prompts)
     if found is None:
         return None
-    rec = TagRecord(output_id=output.id, tag=TAG, rater=RATER, auto=True,
-                    note=f"the answer identifies itself as its own model or vendor (characters {found.start}-{found.end})")
+    note = f"the answer identifies itself as its own model or vendor (characters {found.start}-{found.end})"
+    rec = TagRecord(output_id=output.id, tag=TAG, rater=RATER, auto=True, note=note)
     await store.add_tag(rec)
     return rec
