@@ -24,6 +24,7 @@ import anyio
 
 from lineup.config import ModelConfig
 from lineup.events import ChatRequest, Message, SamplingParams
+from lineup.identity import prompt_texts, tag_self_identification
 from lineup.ids import new_ulid
 from lineup.sessions import LABELS, Contestant, contestant_record, record_stream
 from lineup.store import AsyncStore
@@ -242,6 +243,7 @@ class Runner:
                 final, result = await record_stream(self.store, c, request, base, blind=True,
                                                     contestants=self._contestants)
                 self._outputs[(turn.id, c.alias)] = final
+                await tag_self_identification(self.store, final, c.config, prompt_texts(history, request.system))
                 if final.status != "complete":
                     tally.errors[final.error_kind or final.status] += 1
                     failed = True

@@ -31,6 +31,7 @@ from lineup.events import (
 )
 from lineup import votes as votes_core
 from lineup.cli import store_error_in
+from lineup.identity import prompt_texts, tag_self_identification
 from lineup.ids import new_ulid
 from lineup.providers import make_provider
 from lineup.providers.base import ChatStream, Provider
@@ -259,6 +260,7 @@ class ChatSession:
         self.contestants = contestants
         self.turns: list[TurnRecord] = []
         self.votes: list[VoteRecord] = []
+        self.tags: list[TagRecord] = []     # current ones (not removed), automatic ones included
 
     # ----- creation -------------------------------------------------------
     @classmethod
@@ -323,6 +325,7 @@ class ChatSession:
         session = cls(store, rec, contestants)
         session.turns = list(loaded.turns)
         session.votes = list(loaded.votes)
+        session.tags = list(loaded.tags)
         by_alias = {c.alias: c for c in contestants}
         for turn in loaded.turns:
             for c in contestants:
@@ -422,12 +425,10 @@ class ChatSession:
         c.last_output = final
         if final.text:
             c.history.append(Message(role="assistant", content=final.text))
-        if self.blind and final.text:
-            leaked = names_itself(final.text, c.config)
-            if leaked:
-                await self.store.add_tag(TagRecord(
-                    id=new_ulid(), output_id=final.id, tag="identity_leak", rater="lineup",
-                    note="the answer names its own model or vendor", auto=True, created=time.time()))
+        # blind or not: the tag describes the answer, and any session may be judged blind later (vote queue)
+        auto = await tag_self_identification(self.store, final, c.config, prompt_texts(c.history, self.system))
+        if auto is not None:
+            self.tags.append(auto)
 
     def cancel(self, index: int) -> None:
         stream = self.contestants[index].stream
@@ -511,7 +512,22 @@ class ChatSession:
         rec = TagRecord(id=new_ulid(), output_id=out.id, tag=tag, rater=rater or default_rater(),
                         note=note, auto=False, created=time.time())
         await self.store.add_tag(rec)
+        self.tags.append(rec)
         return rec
+
+    def tags_on(self, index: int) -> list[TagRecord]:
+        """The tags this contestant's last answer carries (what the tag picker shows as set)."""
+        out = self.contestants[index].last_output
+        return [t for t in self.tags if out is not None and t.output_id == out.id]
+
+    async def untag(self, index: int, tag: str) -> int:
+        """Remove `tag` from this contestant's last answer (an automatic one too:
+        the rater overrules it); the rows are kept, marked removed. How many."""
+        gone = [t for t in self.tags_on(index) if t.tag == tag]
+        for t in gone:
+            await self.store.remove_tag(t.id)
+            self.tags.remove(t)
+        return len(gone)
 
     async def aclose(self) -> None:
         self.cancel_all()

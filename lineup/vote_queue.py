@@ -37,6 +37,7 @@ class QueueItem:
     category: str | None = None
     checks: dict[str, list] = field(default_factory=dict)   # output id -> CheckResultRecords
     reference: str | None = None        # the case's reference note, shown after the vote
+    tags: dict[str, list] = field(default_factory=dict)     # output id -> current TagRecords (auto ones too)
 
     @property
     def targets(self) -> list[TurnRecord]:
@@ -63,6 +64,9 @@ def build_items(loaded: LoadedSession, *, rater: str, repeats: str = "separate")
     for c in loaded.checks:
         checks.setdefault(c.output_id, []).append(c)
     references = s.meta.get("references") or {}
+    tags: dict[str, list] = {}
+    for t in loaded.tags:
+        tags.setdefault(t.output_id, []).append(t)
     voted = {v.turn_id for v in loaded.current_votes() if v.rater == rater}
     aliases = [c.alias for c in sorted(s.contestants, key=lambda c: c.position)]
 
@@ -97,7 +101,7 @@ def build_items(loaded: LoadedSession, *, rater: str, repeats: str = "separate")
                          + (f":r{key[2]}" if key[0] == "case" and repeats != "together" else ""),
                          context=context, repeats=[turns], aliases=aliases, outputs=latest,
                          contestants=list(s.contestants), case_id=turns[0].case_id, category=turns[0].category,
-                         checks=checks, reference=references.get(turns[0].case_id))
+                         checks=checks, reference=references.get(turns[0].case_id), tags=tags)
         if repeats == "together" and key[0] == "case":
             by_case[key[1]] = item
         items.append(item)

@@ -21,7 +21,7 @@ from lineup.tui.figures import record_figures
 from lineup.tui.panes import Pane
 from lineup.tui.prompt_box import PromptBox
 from lineup.tui.record_entries import answer_entries, pane_status, status_note
-from lineup.tui.tag_picker import TagChoice, TagPicker
+from lineup.tui.tag_picker import TagChoice, TagPicker, tag_summary
 from lineup.tui.vote_bar import VoteBar
 from lineup.votes import VoteNeedsConfirmation, describe
 
@@ -300,7 +300,10 @@ class ChatScreen(Screen):
             if self.session.contestants[index].last_output is None:
                 self.say(f"{name}: no answer to tag yet.")
                 return
-            self.app.push_screen(TagPicker(name, self.tags), lambda choice: self._tag(index, choice))
+            carried = self.session.tags_on(index)
+            picker = TagPicker(name, self.tags, already=tuple(t.tag for t in carried if not t.auto),
+                               auto=tuple(t.tag for t in carried if t.auto))
+            self.app.push_screen(picker, lambda choice: self._tag(index, choice))
 
     @work(group="retry", exit_on_error=False)
     async def _retry(self, index: int) -> None:
@@ -317,13 +320,15 @@ class ChatScreen(Screen):
             return
         name = self.session.display_name(index)
         try:
-            tags = choice.tags or ("note",)
+            tags = choice.tags or (("note",) if choice.note else ())
             for i, tag in enumerate(tags):
                 await self.session.tag(index, tag, note=choice.note if i == 0 else None, rater=self.app.rater)
+            for tag in choice.removed:
+                await self.session.untag(index, tag)
         except Exception as exc:
             self.say(f"Tag not saved: {exc}", severity="error")
             return
-        self.say(f"Tagged {name}: {', '.join(tags)}" + (" (with a note)" if choice.note else ""))
+        self.say(tag_summary(name, tags, choice))
 
     # ----- command palette -------------------------------------------------
     def palette_commands(self):

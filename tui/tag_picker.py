@@ -1,5 +1,7 @@
 """A quick picker that attaches failure-mode tags and a note to one answer.
-Returns a `TagChoice` (or None when dismissed); the caller records it."""
+Tags the answer already carries (its automatic ones included, e.g.
+identity_leak) show as set; unsetting one asks for its removal. Returns a
+`TagChoice` (or None when dismissed); the caller records it."""
 
 from __future__ import annotations
 
@@ -14,8 +16,9 @@ from textual.widgets import Input, Label, SelectionList
 
 @dataclass(frozen=True)
 class TagChoice:
-    tags: tuple[str, ...]
+    tags: tuple[str, ...]               # newly set
     note: str | None
+    removed: tuple[str, ...] = ()       # were set, now unset
 
 
 class TagPicker(ModalScreen[TagChoice | None]):
@@ -26,16 +29,20 @@ class TagPicker(ModalScreen[TagChoice | None]):
         Binding("enter", "save", "Save", id="tags.save", priority=True),
     ]
 
-    def __init__(self, target: str, tags: tuple[str, ...], *, already: tuple[str, ...] = ()) -> None:
+    def __init__(self, target: str, tags: tuple[str, ...], *, already: tuple[str, ...] = (),
+                 auto: tuple[str, ...] = ()) -> None:
         super().__init__()
         self.target = target
-        self.tags = tags
-        self.already = set(already)
+        self.already = set(already) | set(auto)
+        self.auto = set(auto)
+        # a tag the answer carries is listed even if the taxonomy no longer has it
+        self.tags = tuple(tags) + tuple(sorted(t for t in self.already if t not in tags))
 
     def compose(self):
         with Vertical(id="tag-dialog"):
             yield Label(Text(f"Tags for answer {self.target}"), id="tag-title")
-            yield SelectionList[str](*[(Text(t), t, t in self.already) for t in self.tags], id="tag-list")
+            yield SelectionList[str](*[(Text(t + (" (auto)" if t in self.auto else "")), t, t in self.already)
+                                       for t in self.tags], id="tag-list")
             yield Input(placeholder="note (optional), Enter saves", id="tag-note")
             yield Label(Text("space: toggle · tab: note · enter: save · esc: close"), id="tag-help")
 
@@ -43,9 +50,21 @@ class TagPicker(ModalScreen[TagChoice | None]):
         self.query_one(SelectionList).focus()
 
     def action_save(self) -> None:
-        selected = tuple(t for t in self.tags if t in self.query_one(SelectionList).selected and t not in self.already)
+        chosen = set(self.query_one(SelectionList).selected)
+        selected = tuple(t for t in self.tags if t in chosen and t not in self.already)
+        removed = tuple(t for t in self.tags if t in self.already and t not in chosen)
         note = self.query_one(Input).value.strip() or None
-        self.dismiss(TagChoice(selected, note) if selected or note else None)
+        self.dismiss(TagChoice(selected, note, removed) if selected or note or removed else None)
 
     def action_dismiss_picker(self) -> None:
         self.dismiss(None)
+
+
+def tag_summary(name: str, added: tuple[str, ...], choice: TagChoice) -> str:
+    """The notice after a save: what was tagged and what was removed."""
+    parts = []
+    if added:
+        parts.append(f"Tagged {name}: {', '.join(added)}" + (" (with a note)" if choice.note else ""))
+    if choice.removed:
+        parts.append(f"Removed from {name}: {', '.join(choice.removed)}")
+    return "; ".join(parts)

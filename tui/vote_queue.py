@@ -21,7 +21,7 @@ from lineup.store.records import TagRecord
 from lineup.tui.chat_screen import grid_shape
 from lineup.tui.panes import Pane
 from lineup.tui.record_entries import answer_entries, pane_status, status_note
-from lineup.tui.tag_picker import TagChoice, TagPicker
+from lineup.tui.tag_picker import TagChoice, TagPicker, tag_summary
 from lineup.tui.vote_bar import VoteBar
 from lineup.tui.vote_items import scrub
 from lineup.vote_queue import LABELS, QueueItem, VoteQueue, check_summary
@@ -307,22 +307,30 @@ class VoteQueueScreen(Screen):
             outs = [item.outputs.get((t.id, alias)) for t in item.targets]
             outs = [o for o in outs if o is not None]
             if outs:
-                self.app.push_screen(TagPicker(name, self.app.tags), lambda c: self._tag(outs, name, c))
+                carried = [t for o in outs for t in item.tags.get(o.id, ())]
+                picker = TagPicker(name, self.app.tags, already=tuple(t.tag for t in carried if not t.auto),
+                                   auto=tuple(t.tag for t in carried if t.auto))
+                self.app.push_screen(picker, lambda c: self._tag(item, outs, name, c))
         else:
             pane.common_action(event.action, name)
 
     @work(group="queue-write", exit_on_error=False)
-    async def _tag(self, outs, name: str, choice: TagChoice | None) -> None:
+    async def _tag(self, item: QueueItem, outs, name: str, choice: TagChoice | None) -> None:
         if choice is None:
             return
-        tags = choice.tags or ("note",)
+        tags = choice.tags or (("note",) if choice.note else ())
         try:
             for out in outs:
+                carried = item.tags.setdefault(out.id, [])
                 for i, tag in enumerate(tags):
-                    await self.app.store.add_tag(TagRecord(
-                        id=new_ulid(), output_id=out.id, tag=tag, rater=self.app.rater,
-                        note=choice.note if i == 0 else None, auto=False, created=time.time()))
+                    rec = TagRecord(id=new_ulid(), output_id=out.id, tag=tag, rater=self.app.rater,
+                                    note=choice.note if i == 0 else None, auto=False, created=time.time())
+                    await self.app.store.add_tag(rec)
+                    carried.append(rec)
+                for rec in [t for t in carried if t.tag in choice.removed]:
+                    await self.app.store.remove_tag(rec.id)
+                    carried.remove(rec)
         except Exception as exc:
             self.app.say(f"Tag not saved: {exc}", severity="error")
             return
-        self.app.say(f"Tagged {name}: {', '.join(tags)}")
+        self.app.say(tag_summary(name, tags, choice))
