@@ -220,6 +220,14 @@ class StreamParser(ABC):
                                message=f"the response is not a {self.protocol} stream")
         return StreamError(kind=ErrorKind.truncated, t=t, message=f"the stream ended without {what}")
 
+    def cut(self, t: float, terminator: str) -> StreamError:
+        """The protocol's terminator came without a finish reason: the server
+        ended the answer early (llama-cpp-python does so when another request
+        arrives). The text so far is kept; the answer is not complete."""
+        self.done = True
+        return StreamError(kind=ErrorKind.truncated, t=t, message=(
+            f"the server ended the stream ({terminator}) without a finish reason: the answer was cut"))
+
     def failed(self, t: float, kind: ErrorKind, message: str, retry_after: float | None = None) -> StreamError:
         self.done = True
         return StreamError(kind=kind, message=message, t=t, retry_after=retry_after)

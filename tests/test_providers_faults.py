@@ -361,3 +361,29 @@ def test_valid_json_in_the_wrong_shape_is_bad_response_not_a_crash(srv, line):
     err = terminal(events)
     assert err.kind == ErrorKind.bad_response
     assert result.text == "fine"
+
+
+# --- a server that cuts the answer but still sends its terminator (issue 11, item 1) ----------
+
+
+@params
+@pytest.mark.parametrize("fault", ["no_finish", "role_only"])
+def test_a_terminator_without_a_finish_reason_is_a_cut_answer(srv, proto, opts, fault):
+    """llama-cpp-python ends an interrupted stream with `data: [DONE]` and no
+    finish reason (sometimes after only the role chunk); every protocol's
+    equivalent is reported as truncated, with the text kept, never as finished."""
+    result, events = run(srv, proto, opts, Reply(text="partial answer", chunk_chars=4, fault=fault, fault_after=2),
+                         max_retries=2)
+    err = terminal(events)
+    assert err.type == "error" and err.kind == ErrorKind.truncated, err
+    assert "finish reason" in err.message
+    assert result.finish_reason is None
+    assert result.text == ("" if fault == "role_only" else "partial ")
+    assert len(srv.requests) == 1      # text may have been shown: never retried silently
+
+
+@params
+def test_a_normal_end_still_finishes(srv, proto, opts):
+    result, events = run(srv, proto, opts, Reply(text="whole", finish_reason=None))
+    assert terminal(events).type == "finish"
+    assert result.finish_reason is not None
