@@ -242,3 +242,36 @@ def test_cli_run_redoes_answers_the_server_cut(tmp_path):
     assert not complete_before & {(o.turn_id, o.contestant) for o in loaded.outputs
                                   if o.status == "complete" and o.attempt > 1}
     assert redone == 10 - len(complete_before)
+
+
+def test_a_huge_answer_is_cut_and_the_run_goes_on(tmp_path):
+    """One model's server inflates a gzip body without end; its answers are
+    recorded as cut with the reason, and every other answer is still done."""
+    import zlib
+
+    from tests.server import RawReply
+
+    sample = load_sample_set(_write_set(tmp_path / "set.jsonl", n=2))
+    comp = zlib.compressobj(9, zlib.DEFLATED, 31)
+    body = comp.compress(b'data: {"choices": [{"delta": {"content": "') + b"".join(
+        comp.compress(b"A" * (1 << 20)) for _ in range(64)) + comp.flush()
+    with TestServer() as good, TestServer() as bomb:
+        good.script(Reply(text="a normal answer"))
+        bomb.script(RawReply(200, {"content-type": "text/event-stream", "content-encoding": "gzip"}, body))
+        models = [model_config(good, "openai", alias="good", max_retries=0, read_timeout=5),
+                  model_config(bomb, "openai", alias="bomb", max_retries=0, read_timeout=5,
+                               max_answer_bytes=1 << 20)]
+
+        async def go():
+            store = AsyncStore(Store.open(tmp_path / "run.db"))
+            try:
+                return await Runner(store, sample, models).run()
+            finally:
+                await store.aclose()
+
+        progress = anyio.run(go)
+    assert progress.tallies["good"].done == 2 and progress.tallies["good"].failed == 0
+    assert progress.tallies["bomb"].failed == 2 and progress.tallies["bomb"].errors == {"truncated": 2}
+    loaded = _records(tmp_path / "run.db")
+    cut = [o for o in loaded.outputs if o.contestant == "bomb"]
+    assert all(o.status == "error" and "the rest was not read" in o.error_message for o in cut)
