@@ -201,7 +201,10 @@ async def record_stream(
 ) -> tuple[OutputRecord, StreamResult]:
     """Stream one answer into the store: started, checkpointed about once a
     second, finished with its final status. Error text is scrubbed of model
-    identities when blind before anyone (UI or store) sees it."""
+    identities when blind before anyone (UI or store) sees it.
+
+    Checkpoints run on a timer beside the stream, never on the per-token path,
+    so text that came just before a stall is saved within about a second."""
     await store.start_output(base)
     result = StreamResult()
     stream = contestant.get_provider().stream(request)
@@ -215,24 +218,43 @@ async def record_stream(
         if on_update is not None:
             on_update(PaneUpdate(index, event, result, base.id, base.turn_id))
 
-    try:
-        last_checkpoint = time.monotonic()
+    saved = [0]                        # len(result.chunk_ms) at the last checkpoint
+    write_failed: list[BaseException] = []
+
+    async def checkpoint_on_a_timer() -> None:
         try:
-            async for event in stream:
-                emit(event)
-                now = time.monotonic()
-                if now - last_checkpoint >= CHECKPOINT_EVERY_S and event.type in ("text", "reasoning"):
-                    last_checkpoint = now
+            while True:
+                await anyio.sleep(CHECKPOINT_EVERY_S)
+                n = len(result.chunk_ms)
+                if n != saved[0]:
+                    saved[0] = n
                     await store.checkpoint_output(base.id, result.text, result.reasoning,
-                                                  list(result.chunk_ms), list(result.chunk_chars))
-        except Exception as exc:
+                                                  result.chunk_ms[:n], result.chunk_chars[:n])
+        except Exception as exc:  # a failed write ends this answer; raised by the streaming task
+            write_failed.append(exc)
+            stream.cancel()
+
+    try:
+        failure: Exception | None = None
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(checkpoint_on_a_timer)
+            try:
+                async for event in stream:
+                    emit(event)
+            except Exception as exc:
+                failure = exc
+            finally:
+                tg.cancel_scope.cancel()
+        if write_failed:
+            raise write_failed[0]
+        if failure is not None:
             # A client that breaks its contract (raises instead of ending with
             # a StreamError) fails this answer only, never its neighbours; the
             # exception's text is scrubbed of the key like any error message.
-            if store_error_in(exc) is not None or result.error is not None:
-                raise
+            if store_error_in(failure) is not None or result.error is not None:
+                raise failure
             emit(StreamError(kind=ErrorKind.bad_request, t=time.perf_counter(), message=_scrub_secrets(
-                f"the client failed: {type(exc).__name__}: {exc}"[:500], contestant.config)))
+                f"the client failed: {type(failure).__name__}: {failure}", contestant.config)[:500]))
     finally:
         contestant.stream = None
         final = output_from_result(base, result, contestant.config, blind=blind, contestants=contestants)
