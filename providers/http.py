@@ -36,6 +36,7 @@ from lineup.events import (
 )
 from lineup.providers import DEFAULT_BASE_URLS
 from lineup.providers.base import Provider
+from lineup.providers.secrets import key_scrubber
 from lineup.providers.sse import DecodeError
 
 perf_counter = time.perf_counter
@@ -84,9 +85,11 @@ _AUTH_RE = re.compile(r"(?i)\b(authorization|x-api-key|x-goog-api-key|api[-_]?ke
 
 
 def scrub(text: str, key: str | None) -> str:
-    """`text` without the key value or anything that looks like an auth header value."""
-    if key and len(key) >= 4:
-        text = text.replace(key, "[redacted]")
+    """`text` without the key, any run of 8 or more of its characters (a cut or
+    line-wrapped echo too, see `lineup.providers.secrets`), or anything that
+    looks like an auth header value."""
+    if key and len(key.strip()) >= 4:
+        text = key_scrubber(key).scrub(text)
     return _AUTH_RE.sub(lambda m: m.group(1) + m.group(2) + "[redacted]", text)
 
 
