@@ -35,7 +35,7 @@ from lineup.cli import store_error_in
 from lineup.ids import new_ulid
 from lineup.providers import make_provider
 from lineup.providers.base import ChatStream, Provider
-from lineup.providers.secrets import HeldBack, key_scrubber
+from lineup.providers.secrets import GrowingText, HeldBack, key_scrubber
 from lineup.store import AsyncStore
 from lineup.store.records import (
     ContestantRecord,
@@ -222,9 +222,10 @@ async def record_stream(
     key = _key_of(contestant.config)
     scrubber = key_scrubber(key) if key else None
     held = HeldBack(scrubber) if scrubber is not None and on_update is not None else None
+    kept = {"text": GrowingText(scrubber), "reasoning": GrowingText(scrubber)} if scrubber is not None else None
 
-    def secret_free(text: str | None) -> str | None:
-        return scrubber.scrub(text) if scrubber is not None and text else text
+    def secret_free(kind: str, text: str | None) -> str | None:
+        return kept[kind].of(text) if kept is not None and text else text
 
     def emit(event: StreamEvent) -> None:
         if blind and event.type in ("error", "retrying"):
@@ -247,7 +248,8 @@ async def record_stream(
                 n = len(result.chunk_ms)
                 if n != saved[0]:
                     saved[0] = n
-                    await store.checkpoint_output(base.id, secret_free(result.text), secret_free(result.reasoning),
+                    await store.checkpoint_output(base.id, secret_free("text", result.text),
+                                                  secret_free("reasoning", result.reasoning),
                                                   result.chunk_ms[:n], result.chunk_chars[:n])
         except Exception as exc:  # a failed write ends this answer; raised by the streaming task
             write_failed.append(exc)
@@ -278,8 +280,9 @@ async def record_stream(
         contestant.stream = None
         final = output_from_result(base, result, contestant.config, blind=blind, contestants=contestants)
         if scrubber is not None:
-            final = final.model_copy(update={"text": secret_free(final.text), "reasoning": secret_free(
-                final.reasoning), "error_message": secret_free(final.error_message)})
+            final = final.model_copy(update={
+                "text": secret_free("text", final.text), "reasoning": secret_free("reasoning", final.reasoning),
+                "error_message": scrubber.scrub(final.error_message) if final.error_message else None})
         with anyio.CancelScope(shield=True):
             await store.finish_output(final)
     return final, result

@@ -195,7 +195,7 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from lineup.providers.http import scrub, short  # noqa: E402
-from lineup.providers.secrets import MIN_FRAGMENT, HeldBack, KeyScrubber  # noqa: E402
+from lineup.providers.secrets import MIN_FRAGMENT, GrowingText, HeldBack, KeyScrubber  # noqa: E402
 
 
 def _fragments(key: str) -> list[str]:
@@ -265,3 +265,7 @@ def test_no_run_of_the_key_survives_scrubbing_or_streaming(key, data):
     _assert_no_fragment("".join(shown), key, "the streamed text")
     # nothing but the key was changed: the screen shows what the store keeps
     assert "".join(shown) == scrubber.scrub(text)
+    saved = GrowingText(scrubber)               # the store's view, saved as the text grows
+    for c in cuts:
+        _assert_no_fragment(saved.of(text[:c]), key, "a checkpoint")
+    assert saved.of(text) == scrubber.scrub(text)
