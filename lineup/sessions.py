@@ -35,7 +35,7 @@ from lineup.cli import store_error_in
 from lineup.ids import new_ulid
 from lineup.providers import make_provider
 from lineup.providers.base import ChatStream, Provider
-from lineup.providers.secrets import GrowingText, HeldBack, key_scrubber
+from lineup.providers.secrets import GrowingText, HeldBack, scrubber_for
 from lineup.store import AsyncStore
 from lineup.store.records import (
     ContestantRecord,
@@ -210,8 +210,8 @@ async def record_stream(
     so text that came just before a stall is saved within about a second.
 
     A key the server echoes (in the answer, its reasoning or an error) never
-    reaches the store or the screen: text is scrubbed of any run of 8 or more of
-    the key's characters at each checkpoint and at the end (`secret_free`); what
+    reaches the store or the screen: text is scrubbed of any run of 8 or more
+    characters of any key in the session at each checkpoint and at the end; what
     goes to `on_update` passes through `HeldBack`, which holds back an ending
     that could still grow into the key. Only models with a key pay for this."""
     await store.start_output(base)
@@ -219,8 +219,9 @@ async def record_stream(
     stream = contestant.get_provider().stream(request)
     contestant.stream = stream
     index = contestant.position
-    key = _key_of(contestant.config)
-    scrubber = key_scrubber(key) if key else None
+    # Every key of the session: an answer may echo a neighbour's key (a shared proxy) as well as its own.
+    keys = tuple(sorted({k for c in (contestant, *contestants) if (k := _key_of(c.config))}))
+    scrubber = scrubber_for(keys) if keys else None
     held = HeldBack(scrubber) if scrubber is not None and on_update is not None else None
     kept = {"text": GrowingText(scrubber), "reasoning": GrowingText(scrubber)} if scrubber is not None else None
 

@@ -23,7 +23,8 @@ import functools
 import re
 from bisect import bisect_right
 
-__all__ = ["MIN_FRAGMENT", "REDACTED", "KeyScrubber", "HeldBack", "GrowingText", "key_scrubber"]
+__all__ = ["MIN_FRAGMENT", "REDACTED", "KeyScrubber", "KeysScrubber", "HeldBack", "GrowingText", "key_scrubber",
+           "scrubber_for"]
 
 #: The shortest run of a key's characters that is treated as the key.
 MIN_FRAGMENT = 8
@@ -119,6 +120,32 @@ class KeyScrubber:
         return cut
 
 
+class KeysScrubber:
+    """Several keys at once (every key configured in a session): the union of
+    their runs; an ending is held back while it could start any of them."""
+
+    __slots__ = ("scrubbers",)
+
+    def __init__(self, keys: tuple[str, ...]) -> None:
+        self.scrubbers = tuple(KeyScrubber(k) for k in keys)
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        found = sorted(span for s in self.scrubbers for span in s.spans(text))
+        merged: list[tuple[int, int]] = []
+        for start, end in found:
+            if merged and start <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+            else:
+                merged.append((start, end))
+        return merged
+
+    def scrub(self, text: str) -> str:
+        return _redact(text, self.spans(text)) if text else text
+
+    def hold_from(self, text: str) -> int:
+        return min(s.hold_from(text) for s in self.scrubbers)
+
+
 def _redact(text: str, spans: list[tuple[int, int]]) -> str:
     if not spans:
         return text
@@ -142,7 +169,7 @@ class HeldBack:
 
     __slots__ = ("scrubber", "pending")
 
-    def __init__(self, scrubber: KeyScrubber) -> None:
+    def __init__(self, scrubber: KeyScrubber | KeysScrubber) -> None:
         self.scrubber = scrubber
         self.pending: dict[str, str] = {}
 
@@ -151,14 +178,14 @@ class HeldBack:
         s = self.scrubber
         cut = s.hold_from(text)
         spans = s.spans(text)
-        shown = []
+        if spans and not text[spans[-1][1]:].strip():   # a run at the end may still grow: hold all of it
+            cut = min(cut, spans[-1][0])
+            spans = spans[:-1]
         for start, end in spans:
-            if start < cut < end:   # a complete run across the cut: show it redacted, hold what follows
+            if start < cut < end:   # a finished run across the cut: show it redacted, hold what follows
                 cut = end
-            if end <= cut:
-                shown.append((start, end))
         self.pending[kind] = text[cut:]
-        return _redact(text[:cut], shown)
+        return _redact(text[:cut], [span for span in spans if span[1] <= cut])
 
     def flush(self, kind: str) -> str:
         return self.scrubber.scrub(self.pending.pop(kind, ""))
@@ -172,7 +199,7 @@ class GrowingText:
 
     __slots__ = ("held", "fed", "done")
 
-    def __init__(self, scrubber: KeyScrubber) -> None:
+    def __init__(self, scrubber: KeyScrubber | KeysScrubber) -> None:
         self.held = HeldBack(scrubber)
         self.fed = 0          # characters of the text fed so far
         self.done = ""        # their scrubbed form, final (the held ending aside)
@@ -188,3 +215,9 @@ class GrowingText:
 @functools.lru_cache(maxsize=32)
 def key_scrubber(key: str) -> KeyScrubber:
     return KeyScrubber(key)
+
+
+@functools.lru_cache(maxsize=32)
+def scrubber_for(keys: tuple[str, ...]) -> KeyScrubber | KeysScrubber:
+    """One scrubber for every key in `keys` (at least one)."""
+    return key_scrubber(keys[0]) if len(keys) == 1 else KeysScrubber(keys)
