@@ -90,6 +90,10 @@ class ModelConfig(BaseModel):
     read_timeout: float = Field(default=60.0, gt=0)
     max_retries: int = Field(default=3, ge=0, le=10)
     concurrency: int = Field(default=4, ge=1, description="parallel requests to this model in `lineup run`")
+    answer_deadline: float = Field(default=600.0, gt=0, description=(
+        "seconds one answer may take in all, however the server keeps the connection alive"))
+    max_answer_bytes: int = Field(default=8 * 1024 * 1024, ge=1024, description=(
+        "UTF-8 bytes of text and reasoning kept per answer; past it the answer is cut"))
     extra_body: dict = Field(default_factory=dict, description="provider-specific request fields, sent as is")
 
     @property

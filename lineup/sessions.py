@@ -24,10 +24,12 @@ from lineup.events import (
     ErrorKind,
     ImagePart,
     Message,
+    ReasoningDelta,
     SamplingParams,
     StreamError,
     StreamEvent,
     StreamResult,
+    TextDelta,
 )
 from lineup import votes as votes_core
 from lineup.cli import store_error_in
@@ -35,6 +37,7 @@ from lineup.identity import prompt_texts, tag_self_identification
 from lineup.ids import new_ulid
 from lineup.providers import make_provider
 from lineup.providers.base import ChatStream, Provider
+from lineup.providers.secrets import GrowingText, HeldBack, scrubber_for
 from lineup.store import AsyncStore
 from lineup.store.records import (
     ContestantRecord,
@@ -203,52 +206,129 @@ async def record_stream(
 ) -> tuple[OutputRecord, StreamResult]:
     """Stream one answer into the store: started, checkpointed about once a
     second, finished with its final status. Error text is scrubbed of model
-    identities when blind before anyone (UI or store) sees it."""
+    identities when blind before anyone (UI or store) sees it.
+
+    Checkpoints run on a timer beside the stream, never on the per-token path,
+    so text that came just before a stall is saved within about a second.
+
+    A key the server echoes (in the answer, its reasoning or an error) never
+    reaches the store or the screen: text is scrubbed of any run of 8 or more
+    characters of any key in the session at each checkpoint and at the end; what
+    goes to `on_update` passes through `HeldBack`, which holds back an ending
+    that could still grow into the key. Only models with a key pay for this."""
     await store.start_output(base)
     result = StreamResult()
     stream = contestant.get_provider().stream(request)
     contestant.stream = stream
     index = contestant.position
+    # Every key of the session: an answer may echo a neighbour's key (a shared proxy) as well as its own.
+    keys = tuple(sorted({k for c in (contestant, *contestants) if (k := _key_of(c.config))}))
+    scrubber = scrubber_for(keys) if keys else None
+    held = HeldBack(scrubber) if scrubber is not None and on_update is not None else None
+    kept = {"text": GrowingText(scrubber), "reasoning": GrowingText(scrubber)} if scrubber is not None else None
+
+    def secret_free(kind: str, text: str | None) -> str | None:
+        return kept[kind].of(text) if kept is not None and text else text
 
     def emit(event: StreamEvent) -> None:
         if blind and event.type in ("error", "retrying"):
             event = event.model_copy(update={"message": blind_safe(event.message, contestants)})
         result.add(event)
         if on_update is not None:
-            on_update(PaneUpdate(index, event, result, base.id, base.turn_id))
+            if held is None:
+                on_update(PaneUpdate(index, event, result, base.id, base.turn_id))
+            else:
+                for shown in _shown_events(held, event):
+                    on_update(PaneUpdate(index, shown, result, base.id, base.turn_id))
+
+    saved = [0]                        # len(result.chunk_ms) at the last checkpoint
+    write_failed: list[BaseException] = []
+
+    async def checkpoint_on_a_timer() -> None:
+        try:
+            while True:
+                await anyio.sleep(CHECKPOINT_EVERY_S)
+                n = len(result.chunk_ms)
+                if n != saved[0]:
+                    saved[0] = n
+                    await store.checkpoint_output(base.id, secret_free("text", result.text),
+                                                  secret_free("reasoning", result.reasoning),
+                                                  result.chunk_ms[:n], result.chunk_chars[:n])
+        except Exception as exc:  # a failed write ends this answer; raised by the streaming task
+            write_failed.append(exc)
+            stream.cancel()
 
     try:
-        last_checkpoint = time.monotonic()
-        try:
-            async for event in stream:
-                emit(event)
-                now = time.monotonic()
-                if now - last_checkpoint >= CHECKPOINT_EVERY_S and event.type in ("text", "reasoning"):
-                    last_checkpoint = now
-                    await store.checkpoint_output(base.id, result.text, result.reasoning,
-                                                  list(result.chunk_ms), list(result.chunk_chars))
-        except Exception as exc:
+        failure: Exception | None = None
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(checkpoint_on_a_timer)
+            try:
+                async for event in stream:
+                    emit(event)
+            except Exception as exc:
+                failure = exc
+            finally:
+                tg.cancel_scope.cancel()
+        if write_failed:
+            raise write_failed[0]
+        if failure is not None:
             # A client that breaks its contract (raises instead of ending with
             # a StreamError) fails this answer only, never its neighbours; the
             # exception's text is scrubbed of the key like any error message.
-            if store_error_in(exc) is not None or result.error is not None:
-                raise
+            if store_error_in(failure) is not None or result.error is not None:
+                raise failure
             emit(StreamError(kind=ErrorKind.bad_request, t=time.perf_counter(), message=_scrub_secrets(
-                f"the client failed: {type(exc).__name__}: {exc}"[:500], contestant.config)))
+                f"the client failed: {type(failure).__name__}: {failure}", contestant.config)[:500]))
     finally:
         contestant.stream = None
         final = output_from_result(base, result, contestant.config, blind=blind, contestants=contestants)
+        if scrubber is not None:
+            final = final.model_copy(update={
+                "text": secret_free("text", final.text), "reasoning": secret_free("reasoning", final.reasoning),
+                "error_message": scrubber.scrub(final.error_message) if final.error_message else None})
         with anyio.CancelScope(shield=True):
             await store.finish_output(final)
     return final, result
 
 
+def _key_of(cfg: ModelConfig) -> str | None:
+    """The model's key as set in its variable now (None without one)."""
+    key = os.environ.get(cfg.api_key_env, "").strip() if cfg.api_key_env else ""
+    return key if len(key) >= 4 else None
+
+
+def _shown_events(held: HeldBack, event: StreamEvent) -> list[StreamEvent]:
+    """What the screen gets for `event`: deltas without any run of the key
+    (an ending that may grow into one waits for the next delta); held text is
+    let out before a terminal event; messages scrubbed too."""
+    kind = event.type
+    if kind == "text" or kind == "reasoning":
+        out: list[StreamEvent] = []
+        if kind == "text" and held.pending.get("reasoning"):
+            out.append(ReasoningDelta(text=held.flush("reasoning"), t=event.t))
+        shown = held.feed(kind, event.text)
+        if shown:
+            out.append(event.model_copy(update={"text": shown}))
+        return out
+    if kind in ("finish", "error"):
+        out = [ReasoningDelta(text=held.flush("reasoning"), t=event.t)] if held.pending.get("reasoning") else []
+        rest = held.flush("text")
+        if rest:
+            out.append(TextDelta(text=rest, t=event.t))
+        if kind == "error":
+            event = event.model_copy(update={"message": held.scrubber.scrub(event.message)})
+        return [*out, event]
+    if kind == "retrying":
+        return [event.model_copy(update={"message": held.scrubber.scrub(event.message)})]
+    return [event]
+
+
 def _scrub_secrets(text: str, cfg: ModelConfig) -> str:
-    """`text` without the model's key (as set in its variable) or anything that looks like one."""
+    """`text` without the model's key (as set in its variable), any run of 8 or
+    more of its characters, or anything that looks like a key in a header."""
     from lineup.providers.http import scrub
 
-    key = os.environ.get(cfg.api_key_env or "", "").strip() if cfg.api_key_env else ""
-    return scrub(text, key if len(key) >= 4 else None)
+    return scrub(text, _key_of(cfg))
 
 
 class ChatSession:

@@ -124,6 +124,9 @@ class AnthropicParser(StreamParser):
             elif kind == "message_start":
                 self._usage((obj.get("message") or {}).get("usage"))
             elif kind == "message_stop":
+                if self.acc.finish_reason is None:   # no message_delta with a stop_reason
+                    out.append(self.cut(t, "message_stop"))
+                    return out
                 out += self.acc.closing(t)
                 self.done = True
                 return out

@@ -132,7 +132,7 @@ class GeminiParser(StreamParser):
             if self._element(obj, t, out):
                 return out
         if array.closed:
-            out += self._closing(t)
+            out += self._closing(t) if self.finished else [self.cut(t, "the closing ] of the JSON array")]
         return out
 
     def _element(self, obj: Any, t: float, out: list[StreamEvent]) -> bool:
@@ -195,5 +195,7 @@ class GeminiParser(StreamParser):
         if self.sse is not None:
             if self.finished and not self.sse.pending:
                 return self._closing(t)
+            if self.seen_any and not self.sse.pending:
+                return [self.cut(t, "end of the SSE body")]
             return [self.truncated(t, "a finish reason")]
         return [self.truncated(t, "the closing ] of the JSON array")]

@@ -36,6 +36,7 @@ from lineup.events import (
 )
 from lineup.providers import DEFAULT_BASE_URLS
 from lineup.providers.base import Provider
+from lineup.providers.secrets import key_scrubber
 from lineup.providers.sse import DecodeError
 
 perf_counter = time.perf_counter
@@ -45,6 +46,9 @@ RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 #: Kinds worth another attempt when they happen before the first token.
 RETRYABLE_KINDS = frozenset({ErrorKind.rate_limited, ErrorKind.overloaded, ErrorKind.server, ErrorKind.connection})
 _ERROR_BODY_LIMIT = 64 * 1024
+#: Response bytes read per answer, as a multiple of `max_answer_bytes`: room for
+#: the protocol's framing around small deltas, a bound on a decompression bomb.
+_BODY_FACTOR = 16
 _MESSAGE_LIMIT = 300
 
 
@@ -81,9 +85,11 @@ _AUTH_RE = re.compile(r"(?i)\b(authorization|x-api-key|x-goog-api-key|api[-_]?ke
 
 
 def scrub(text: str, key: str | None) -> str:
-    """`text` without the key value or anything that looks like an auth header value."""
-    if key and len(key) >= 4:
-        text = text.replace(key, "[redacted]")
+    """`text` without the key, any run of 8 or more of its characters (a cut or
+    line-wrapped echo too, see `lineup.providers.secrets`), or anything that
+    looks like an auth header value."""
+    if key and len(key.strip()) >= 4:
+        text = key_scrubber(key).scrub(text)
     return _AUTH_RE.sub(lambda m: m.group(1) + m.group(2) + "[redacted]", text)
 
 
@@ -220,6 +226,14 @@ class StreamParser(ABC):
                                message=f"the response is not a {self.protocol} stream")
         return StreamError(kind=ErrorKind.truncated, t=t, message=f"the stream ended without {what}")
 
+    def cut(self, t: float, terminator: str) -> StreamError:
+        """The protocol's terminator came without a finish reason: the server
+        ended the answer early (llama-cpp-python does so when another request
+        arrives). The text so far is kept; the answer is not complete."""
+        self.done = True
+        return StreamError(kind=ErrorKind.truncated, t=t, message=(
+            f"the server ended the stream ({terminator}) without a finish reason: the answer was cut"))
+
     def failed(self, t: float, kind: ErrorKind, message: str, retry_after: float | None = None) -> StreamError:
         self.done = True
         return StreamError(kind=kind, message=message, t=t, retry_after=retry_after)
@@ -340,6 +354,12 @@ class HttpProvider(Provider):
         client = self.client
         max_attempts = 1 + self.cfg.max_retries
         attempt = 0
+        # The whole answer has a deadline: keep-alive comments (or a trickle of
+        # bytes) reset the read timeout but not this.
+        deadline = perf_counter() + self.cfg.answer_deadline
+        max_text = self.cfg.max_answer_bytes
+        max_body = _BODY_FACTOR * max_text   # decompressed body bytes read, framing and all
+        text_bytes = 0
         while True:
             attempt += 1
             failure: _Failure | None = None
@@ -348,8 +368,11 @@ class HttpProvider(Provider):
             yield RequestSent(t=perf_counter(), wall=time.time(), attempt=attempt)
             try:
                 try:
-                    resp = await client.send(client.build_request("POST", url, headers=headers, content=content),
-                                             stream=True)
+                    with anyio.move_on_after(max(0.0, deadline - perf_counter())) as waited:
+                        resp = await client.send(client.build_request("POST", url, headers=headers,
+                                                                      content=content), stream=True)
+                    if waited.cancelled_caught:
+                        failure = self._deadline_failure(None)
                 except httpx.TimeoutException as exc:
                     connect = isinstance(exc, (httpx.ConnectTimeout, httpx.PoolTimeout))
                     failure = _Failure(ErrorKind.timeout, (
@@ -376,8 +399,20 @@ class HttpProvider(Provider):
                                 # Raw bytes (no decoder layer) unless the body is compressed.
                                 body = resp.aiter_bytes() if resp.headers.get("content-encoding", "identity") \
                                     not in ("identity", "") else resp.aiter_raw()
+                                body_bytes = 0
                                 async for chunk in body:
-                                    evs = feed(chunk, perf_counter())
+                                    now = perf_counter()
+                                    body_bytes += len(chunk)
+                                    if now > deadline:
+                                        failure = self._deadline_failure(status)
+                                        break
+                                    if body_bytes > max_body:
+                                        failure = _Failure(ErrorKind.truncated, (
+                                            f"the response passed {_size(max_body)} without finishing the answer "
+                                            f"({_BODY_FACTOR} x max_answer_bytes); the rest was not read"),
+                                            now, status=status)
+                                        break
+                                    evs = feed(chunk, now)
                                     if evs:
                                         if parser.done:
                                             last = evs[-1]
@@ -388,7 +423,22 @@ class HttpProvider(Provider):
                                                 failure = None
                                                 evs[-1] = last.model_copy(update={"message": scrub(last.message, key)})
                                         for ev in evs:
+                                            kind = ev.type
+                                            if kind == "text" or kind == "reasoning":
+                                                piece = ev.text
+                                                text_bytes += len(piece) if piece.isascii() else len(piece.encode())
+                                                if text_bytes > max_text:
+                                                    keep = _fit(piece, text_bytes - max_text)
+                                                    if keep:
+                                                        yield ev.model_copy(update={"text": keep})
+                                                    failure = _Failure(ErrorKind.truncated, (
+                                                        f"the answer passed the size limit of {_size(max_text)} "
+                                                        "(max_answer_bytes): cut there, the rest was not read"),
+                                                        ev.t, status=status)
+                                                    break
                                             yield ev
+                                        if failure is not None:
+                                            break
                                         if parser.done:
                                             return
                                         shown = parser.shown
@@ -430,13 +480,17 @@ class HttpProvider(Provider):
             failure.message = scrub(failure.message, key)
             if failure.retryable and not shown and attempt < max_attempts:
                 delay = self.retry.delay(attempt, failure.retry_after)
-                if delay is not None:
+                if delay is not None and perf_counter() + delay < deadline:
                     yield Retrying(attempt=attempt, delay=delay, kind=failure.kind, message=failure.message)
                     await anyio.sleep(delay)
                     continue
             yield StreamError(kind=failure.kind, message=failure.message, t=failure.t, status=failure.status,
                               retry_after=failure.retry_after)
             return
+
+    def _deadline_failure(self, status: int | None) -> _Failure:
+        return _Failure(ErrorKind.timeout, f"no complete answer within {self.cfg.answer_deadline:g} s "
+                        "(answer_deadline): stopped there, the text so far is kept", perf_counter(), status=status)
 
     def _in_stream_failure(self, parser: StreamParser, ev: StreamEvent, status: int) -> _Failure:
         assert isinstance(ev, StreamError)
@@ -475,6 +529,16 @@ class HttpProvider(Provider):
             return httpx.URL(self.base_url).host or self.base_url
         except Exception:  # noqa: BLE001 - a malformed URL is reported by the request itself
             return "the server"
+
+
+def _fit(text: str, over: int) -> str:
+    """`text` without its last `over` UTF-8 bytes (never splitting a character)."""
+    raw = text.encode()
+    return raw[: max(0, len(raw) - over)].decode("utf-8", "ignore")
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**20:g} MiB" if n >= 2**20 else f"{n:,} bytes"
 
 
 def _exc_text(exc: BaseException) -> str:

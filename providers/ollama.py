@@ -94,6 +94,10 @@ class OllamaParser(StreamParser):
                                     arguments=parse_json_args(args) if isinstance(args, str) else (args or {})))
                 self.shown = True
         if obj.get("done"):
+            if not obj.get("done_reason") and obj.get("eval_count") is None:
+                # Servers before done_reason still sent the counts; neither: cut short.
+                out.append(self.cut(t, "done: true"))
+                return True
             acc = self.acc
             acc.finish_reason = obj.get("done_reason") or "stop"
             acc.input_tokens = obj.get("prompt_eval_count")

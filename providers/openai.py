@@ -67,6 +67,7 @@ class OpenAIParser(StreamParser):
         self.acc = Accumulated()
         self.tools: dict[int, list[Any]] = {}      # index -> [id, name, argument fragments]
         self.whole: list[bytes] | None = None      # a non-streamed JSON body, collected
+        self.usage_seen = False                    # a chunk with usage arrived (sent at the end)
 
     def start(self, content_type: str) -> None:
         if "json" in content_type and "event-stream" not in content_type:
@@ -80,6 +81,12 @@ class OpenAIParser(StreamParser):
         for _event, data in self.sse.feed(chunk):
             if data == "[DONE]":
                 self.seen_any = True
+                # A normal end has a finish reason, or at least the usage chunk that
+                # servers send only once generation is over (some OpenRouter
+                # upstreams never set finish_reason). Neither: the server cut it.
+                if self.acc.finish_reason is None and not self.usage_seen:
+                    out.append(self.cut(t, "data: [DONE]"))
+                    return out
                 out += self._closing(t)
                 return out
             try:
@@ -117,6 +124,7 @@ class OpenAIParser(StreamParser):
         usage = obj.get("usage")
         if usage:
             self._usage(usage)
+            self.usage_seen = True
         err = obj.get("error")
         if err:
             out.append(self._error(err, t))

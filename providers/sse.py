@@ -67,7 +67,7 @@ class SSEDecoder:
     __slots__ = ("_buf", "_skip_lf", "_event", "_data", "_started")
 
     def __init__(self) -> None:
-        self._buf = b""
+        self._buf: list[bytes] = []   # an unfinished line, in the pieces it came in (no CR or LF inside)
         self._skip_lf = False      # last chunk ended in CR: a leading LF now is part of that CRLF
         self._event = ""
         self._data: list[str] = []
@@ -93,20 +93,26 @@ class SSEDecoder:
                 chunk = chunk[1:]
                 if not chunk:
                     return []
-        buf = self._buf + chunk if self._buf else chunk
-        if b"\r" in buf:
-            if buf[-1:] == b"\r":
+        # Only the new chunk is searched and folded: what is buffered holds no line
+        # end, so a long line costs linear time however finely it is chunked.
+        if b"\r" in chunk:
+            if chunk[-1:] == b"\r":
                 self._skip_lf = True
-            buf = buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        cut = buf.rfind(b"\n")
+            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        cut = chunk.rfind(b"\n")
         if cut < 0:
-            self._buf = buf
+            self._buf.append(chunk)
             return []
-        return self._lines(_decode(buf[:cut]), buf[cut + 1:])
+        if self._buf:
+            self._buf.append(chunk[:cut])
+            head = b"".join(self._buf)
+        else:
+            head = chunk[:cut]
+        return self._lines(_decode(head), chunk[cut + 1:])
 
     def _lines(self, text: str, rest: bytes) -> list[tuple[str, str]]:
         """Process complete lines (`text`, LF-separated, CR already folded); keep `rest`."""
-        self._buf = rest
+        self._buf = [rest] if rest else []
         if not self._started:
             self._started = True
             if text.startswith("\ufeff"):
@@ -140,7 +146,7 @@ class SSEDecoder:
     @property
     def pending(self) -> bool:
         """True if bytes or an undispatched event remain (the stream was cut)."""
-        return bool(self._buf.strip() or self._data)
+        return bool(any(p.strip() for p in self._buf) or self._data)
 
 
 class NDJSONDecoder:
@@ -149,30 +155,36 @@ class NDJSONDecoder:
     __slots__ = ("_buf",)
 
     def __init__(self) -> None:
-        self._buf = b""
+        self._buf: list[bytes] = []   # an unfinished line, in pieces (linear however it is chunked)
 
     def feed(self, chunk: bytes) -> list[Any]:
-        buf = self._buf + chunk if self._buf else chunk
-        cut = buf.rfind(b"\n")
+        cut = chunk.rfind(b"\n")
         if cut < 0:
-            self._buf = buf
+            if chunk:
+                self._buf.append(chunk)
             return []
-        self._buf = buf[cut + 1:]
+        if self._buf:
+            self._buf.append(chunk[:cut])
+            head = b"".join(self._buf)
+        else:
+            head = chunk[:cut]
+        rest = chunk[cut + 1:]
+        self._buf = [rest] if rest else []
         out = []
-        for line in _decode(buf[:cut]).split("\n"):
+        for line in _decode(head).split("\n"):
             if line and not line.isspace():
                 out.append(_parse(line))
         return out
 
     def close(self) -> list[Any]:
         """A last line without a newline still counts if it is whole JSON."""
-        rest, self._buf = self._buf, b""
+        rest, self._buf = b"".join(self._buf), []
         text = _decode(rest).strip()
         return [_parse(text)] if text else []
 
     @property
     def pending(self) -> bool:
-        return bool(self._buf.strip())
+        return any(p.strip() for p in self._buf)
 
 
 def _parse(text: str) -> Any:
@@ -193,9 +205,10 @@ class JSONArrayDecoder:
     A cheap scanner tracks bracket nesting and string state to find where each
     element ends (linear in the body, however it is chunked), then parses the
     element once. `closed` becomes True at the array's `]`.
+    (An element spanning chunks is kept as scanned pieces, never re-copied.)
     """
 
-    __slots__ = ("_dec", "_text", "_pos", "_stack", "_in_str", "_esc", "_start", "_opened", "closed")
+    __slots__ = ("_dec", "_text", "_pos", "_stack", "_in_str", "_esc", "_start", "_parts", "_opened", "closed")
 
     def __init__(self) -> None:
         self._dec = codecs.getincrementaldecoder("utf-8")("strict")
@@ -205,6 +218,7 @@ class JSONArrayDecoder:
         self._in_str = False
         self._esc = False      # a backslash ended the previous chunk inside a string
         self._start = -1       # start of the element being scanned, -1 between elements
+        self._parts: list[str] = []   # the scanned start of an element that spans chunks
         self._opened = False
         self.closed = False
 
@@ -291,14 +305,22 @@ class JSONArrayDecoder:
                     raise DecodeError(f"malformed JSON in array element: unexpected {c!r} "
                                       f"(near {text[max(self._start, pos - 40):pos]!r})")
                 if not self._stack:
-                    out.append(_parse(text[self._start:pos]))
+                    if self._parts:
+                        self._parts.append(text[self._start:pos])
+                        element, self._parts = "".join(self._parts), []
+                    else:
+                        element = text[self._start:pos]
+                    out.append(_parse(element))
                     self._start = -1
                     # Drop what is consumed so the buffer stays small.
                     text, pos, n = text[pos:], 0, n - pos
-        if self._start > 0:
-            text, pos = text[self._start:], pos - self._start
+        if self._start >= 0:
+            # An element spans chunks: keep what is scanned as a piece, joined once
+            # at its end (a huge element costs linear time however it is chunked).
+            self._parts.append(text[self._start:pos])
+            text, pos = text[pos:], 0
             self._start = 0
-        elif self._start < 0:
+        else:
             text, pos = text[pos:], 0
         self._text, self._pos = text, pos
         return out

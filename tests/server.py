@@ -42,6 +42,17 @@ after `fault_after` deltas:
     invalid_utf8    a delta whose bytes are not UTF-8
     error_event     an in-stream error (Anthropic `error` event of `error_type`,
                     OpenAI error chunk, Ollama error line, Gemini error element)
+    no_finish       the terminator without any finish reason, as a server that cut
+                    the answer sends it (llama-cpp-python on a new request: `[DONE]`
+                    with no `finish_reason` and no usage; Anthropic `message_stop`
+                    with no `message_delta`; Ollama `done: true` with no
+                    `done_reason` or counts; Gemini SSE end / `]` with no finishReason)
+    role_only       only the opening message (OpenAI role chunk, Anthropic
+                    `message_start`, an empty Ollama line or Gemini element), then
+                    the terminator as in `no_finish`; `fault_after` is ignored
+    keepalive_stall stop the answer and send only keep-alives (an SSE comment, or a
+                    blank line for NDJSON / the JSON array) every `delay` s (0.2 s
+                    when 0) until the client leaves
 
 `stamp=True` replaces each text delta by the server's `time.perf_counter()`
 at the moment it is written ("%.6f " seconds), for latency benchmarks (same
@@ -65,7 +76,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 FAULTS = ("disconnect", "stall", "stall_headers", "malformed_json", "html", "no_terminator",
-          "invalid_utf8", "error_event")
+          "invalid_utf8", "error_event", "no_finish", "role_only", "keepalive_stall")
 
 _REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
             408: "Request Timeout", 409: "Conflict", 429: "Too Many Requests", 500: "Internal Server Error",
@@ -406,6 +417,9 @@ class _Responder:
         enc = _ENCODERS[proto](reply)
         sent = 0
         pending = reply.fault is not None and reply.fault != "no_terminator"
+        if reply.fault == "role_only":
+            await self.piece(enc.opening() + enc.cut_end())
+            return await self.finish()
         for kind, payload in _plan(reply):
             if pending and (kind == "end" or sent == reply.fault_after):
                 pending = False
@@ -431,6 +445,16 @@ class _Responder:
             raise _ClientGone
         if f == "stall":
             await self.wait(_MAX_HOLD)
+            return True
+        if f == "no_finish":
+            await self.piece(enc.cut_end())
+            await self.finish()
+            return True
+        if f == "keepalive_stall":
+            until = time.perf_counter() + _MAX_HOLD
+            while time.perf_counter() < until:
+                await self.wait(reply.delay or 0.2)
+                await self.piece(enc.keepalive())
             return True
         if f == "malformed_json":
             await self.piece(enc.malformed())
@@ -512,6 +536,11 @@ class _Encoder:
     def end(self, reply: Reply, with_terminator: bool) -> bytes: ...
     def error(self, reply: Reply) -> bytes: ...
     def malformed(self) -> bytes: ...
+    def opening(self) -> bytes: ...
+    def cut_end(self) -> bytes: ...
+
+    def keepalive(self) -> bytes:
+        return b": keep-alive\n\n"
 
 
 class _OpenAI(_Encoder):
@@ -539,6 +568,14 @@ class _OpenAI(_Encoder):
 
     def malformed(self) -> bytes:
         return b'data: {"choices": [{"index": 0, "delta": {"content": "oops"\n\n'
+
+    def opening(self) -> bytes:
+        return b"data: " + _j({"id": "chatcmpl-test", "object": "chat.completion.chunk", "model": "test-model",
+                               "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
+                                            "finish_reason": None}]}) + b"\n\n"
+
+    def cut_end(self) -> bytes:
+        return b"data: [DONE]\n\n"
 
 
 class _Anthropic(_Encoder):
@@ -595,6 +632,12 @@ class _Anthropic(_Encoder):
     def malformed(self) -> bytes:
         return self._start() + b'event: content_block_delta\ndata: {"type": "content_block_delta", "delta": {\n\n'
 
+    def opening(self) -> bytes:
+        return self._start()
+
+    def cut_end(self) -> bytes:
+        return self._start() + self._stop() + self._ev("message_stop", {"type": "message_stop"})
+
 
 class _Ollama(_Encoder):
     def delta(self, kind: str, text: str) -> bytes:
@@ -615,6 +658,15 @@ class _Ollama(_Encoder):
 
     def malformed(self) -> bytes:
         return b'{"model": "test-model", "message": {"content": "oops"\n'
+
+    def opening(self) -> bytes:
+        return _j({"model": "test-model", "message": {"role": "assistant", "content": ""}, "done": False}) + b"\n"
+
+    def cut_end(self) -> bytes:
+        return _j({"model": "test-model", "message": {"role": "assistant", "content": ""}, "done": True}) + b"\n"
+
+    def keepalive(self) -> bytes:
+        return b"\n"
 
 
 class _Gemini(_Encoder):
@@ -657,6 +709,16 @@ class _Gemini(_Encoder):
 
     def malformed(self) -> bytes:
         return self._frame(None, raw=b'{"candidates": [{"content": {"parts": [{"text": "oops"}}]')
+
+    def opening(self) -> bytes:
+        return self._frame({"candidates": [{"content": {"parts": [{"text": ""}], "role": "model"}, "index": 0}],
+                            "modelVersion": "test-model"})
+
+    def cut_end(self) -> bytes:
+        return b"" if self.sse else (b"[" if self.count == 0 else b"") + b"\n]"
+
+    def keepalive(self) -> bytes:
+        return b": keep-alive\r\n\r\n" if self.sse else b"\n"
 
 
 class _GeminiArray(_Gemini):

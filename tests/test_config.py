@@ -386,3 +386,19 @@ def test_secret_helpers():
         assert looks_like_key(key), key
     assert redact_url("https://u:p@h.com/v1?key=s3cr3t&alt=sse") == "https://***@h.com/v1?key=***&alt=sse"
     assert redact_url("https://h.com/v1") == "https://h.com/v1"
+
+
+def test_answer_deadline_and_size_limit_per_model():
+    """Every answer is bounded (issue 11, items 3 and 12): generous defaults,
+    settable per model, bad values named by key."""
+    cfg = cfgmod.parse_config({"models": {
+        "a": {"provider": "openai", "model": "x", "base_url": "http://localhost:8080/v1"},
+        "b": {"provider": "openai", "model": "x", "base_url": "http://localhost:8080/v1", "answer_deadline": 30,
+              "max_answer_bytes": 65536}}})
+    assert (cfg.models["a"].answer_deadline, cfg.models["a"].max_answer_bytes) == (600.0, 8 * 1024 * 1024)
+    assert (cfg.models["b"].answer_deadline, cfg.models["b"].max_answer_bytes) == (30.0, 65536)
+    with pytest.raises(cfgmod.ConfigError) as err:
+        cfgmod.parse_config({"models": {"c": {"provider": "openai", "model": "x", "answer_deadline": 0,
+                                              "max_answer_bytes": 10}}})
+    text = str(err.value)
+    assert "models.c.answer_deadline" in text and "models.c.max_answer_bytes" in text

@@ -361,3 +361,85 @@ def test_valid_json_in_the_wrong_shape_is_bad_response_not_a_crash(srv, line):
     err = terminal(events)
     assert err.kind == ErrorKind.bad_response
     assert result.text == "fine"
+
+
+# --- a server that cuts the answer but still sends its terminator (issue 11, item 1) ----------
+
+
+@params
+@pytest.mark.parametrize("fault", ["no_finish", "role_only"])
+def test_a_terminator_without_a_finish_reason_is_a_cut_answer(srv, proto, opts, fault):
+    """llama-cpp-python ends an interrupted stream with `data: [DONE]` and no
+    finish reason (sometimes after only the role chunk); every protocol's
+    equivalent is reported as truncated, with the text kept, never as finished."""
+    result, events = run(srv, proto, opts, Reply(text="partial answer", chunk_chars=4, fault=fault, fault_after=2),
+                         max_retries=2)
+    err = terminal(events)
+    assert err.type == "error" and err.kind == ErrorKind.truncated, err
+    assert "finish reason" in err.message
+    assert result.finish_reason is None
+    assert result.text == ("" if fault == "role_only" else "partial ")
+    assert len(srv.requests) == 1      # text may have been shown: never retried silently
+
+
+@params
+def test_a_normal_end_still_finishes(srv, proto, opts):
+    result, events = run(srv, proto, opts, Reply(text="whole", finish_reason=None))
+    assert terminal(events).type == "finish"
+    assert result.finish_reason is not None
+
+
+# --- an answer has a deadline and a size limit (issue 11, items 3 and 12) ----------------------
+
+
+@params
+def test_keep_alives_do_not_hold_an_answer_past_its_deadline(srv, proto, opts):
+    """Text, then only keep-alive comments (or blank lines): the read timeout
+    never fires; the answer's deadline does, with the text kept."""
+    result, events = run(srv, proto, opts, Reply(text="some text then", chunk_chars=5, fault="keepalive_stall",
+                                                 fault_after=2, delay=0.05),
+                         read_timeout=30, answer_deadline=0.6, max_retries=2)
+    err = terminal(events)
+    assert err.type == "error" and err.kind == ErrorKind.timeout, err
+    assert "answer_deadline" in err.message
+    assert result.text == "some text "
+    assert len(srv.requests) == 1
+    assert srv.requests[0].wait_closed(5) is not None      # and the connection was let go
+
+
+@params
+def test_an_answer_past_the_size_limit_is_cut_there(srv, proto, opts):
+    text = "0123456789" * 300        # 3,000 bytes against a 1,024-byte limit
+    result, events = run(srv, proto, opts, Reply(text=text, chunk_chars=100), max_answer_bytes=1024)
+    err = terminal(events)
+    assert err.type == "error" and err.kind == ErrorKind.truncated and "max_answer_bytes" in err.message
+    assert result.text == text[:1024]
+
+
+def test_the_size_limit_never_splits_a_character(srv):
+    text = "é" * 2000                # 4,000 bytes
+    result, events = run(srv, "openai", {}, Reply(text=text, chunk_chars=333), max_answer_bytes=1024)
+    assert terminal(events).kind == ErrorKind.truncated
+    assert result.text == "é" * 512
+
+
+@pytest.mark.parametrize("proto", ["openai", "ollama"])
+def test_a_gzip_bomb_is_cut_after_a_bounded_read(srv, proto):
+    """A compressed body that inflates to gigabytes: reading stops after 16 x
+    max_answer_bytes of decompressed body, whatever its shape (here one endless line)."""
+    import gzip
+    import zlib
+
+    comp = zlib.compressobj(9, zlib.DEFLATED, 31)    # gzip framing
+    head = b'data: {"choices": [{"delta": {"content": "' if proto == "openai" else b'{"message": {"content": "'
+    block = b"A" * (1 << 20)
+    body = comp.compress(head) + b"".join(comp.compress(block) for _ in range(256)) + comp.flush()
+    assert len(gzip.decompress(body)) > 256 * 2**20 and len(body) < 2**20
+    from tests.server import RawReply
+
+    ctype = "text/event-stream" if proto == "openai" else "application/x-ndjson"
+    result, events = run(srv, proto, {}, RawReply(200, {"content-type": ctype, "content-encoding": "gzip"}, body,
+                                                  cuts=list(range(4096, len(body), 4096))),
+                         max_answer_bytes=1 << 20)
+    err = terminal(events)
+    assert err.kind == ErrorKind.truncated and "the rest was not read" in err.message, err

@@ -198,3 +198,80 @@ def test_cli_run_unknown_model_is_usage_error(tmp_path, capsys):
     good = _write_set(tmp_path / "set.jsonl", 1)
     assert main(["run", str(good), "-m", "nope"]) == 2
     assert "nope" in capsys.readouterr().err
+
+
+def test_cli_run_redoes_answers_the_server_cut(tmp_path):
+    """A local server that cuts answers (`[DONE]` with no finish reason, as
+    llama-cpp-python does when another request arrives) gives cut answers, not
+    complete ones; `lineup run` counts them as failed and the same command redoes
+    exactly those."""
+    set_path = _write_set(tmp_path / "set.jsonl", n=3)
+    db = tmp_path / "cut.db"
+    with TestServer() as srv:
+        config = tmp_path / "config.toml"
+        lines = []
+        for alias, proto in (("oa", "openai"), ("an", "anthropic")):
+            lines += [f"[models.{alias}]", f'provider = "{proto}"', 'model = "test-model"',
+                      f'base_url = "{srv.base_url(proto)}"', 'api_key_env = ""', "max_retries = 0",
+                      "read_timeout = 5", ""]
+        config.write_text("\n".join(lines))
+        env = {**os.environ, "LINEUP_DB": str(db), "LINEUP_CONFIG": str(config)}
+        cmd = [sys.executable, "-m", "lineup", "run", str(set_path), "-m", "oa", "-m", "an", "--quiet"]
+        srv.script(Reply(text="half an answer", chunk_chars=5, fault="no_finish", fault_after=1),
+                   Reply(text="", fault="role_only"),
+                   Reply(text="a whole answer"))
+        first = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert "Traceback" not in first.stderr, first.stderr
+        loaded = _records(db)
+        cut = [o for o in loaded.outputs if o.error_kind == "truncated"]
+        assert len(cut) == 2 and all(o.status != "complete" for o in cut)
+        assert sorted(o.text for o in cut) == ["", "half "]        # the text that came is kept
+        assert all("without a finish reason" in o.error_message for o in cut)
+        complete_before = {(o.turn_id, o.contestant) for o in loaded.outputs if o.status == "complete"}
+        assert len(complete_before) < 10                            # the cut conversations are not done
+        requests_before = len(srv.requests)
+
+        srv.script(Reply(text="a whole answer"))
+        second = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert second.returncode == 0, second.stderr
+        assert "resumed session" in second.stderr
+        redone = len(srv.requests) - requests_before
+    loaded = _records(db)
+    complete = Counter((o.turn_id, o.contestant) for o in loaded.outputs if o.status == "complete")
+    assert len(complete) == 5 * 2 and set(complete.values()) == {1}
+    assert not complete_before & {(o.turn_id, o.contestant) for o in loaded.outputs
+                                  if o.status == "complete" and o.attempt > 1}
+    assert redone == 10 - len(complete_before)
+
+
+def test_a_huge_answer_is_cut_and_the_run_goes_on(tmp_path):
+    """One model's server inflates a gzip body without end; its answers are
+    recorded as cut with the reason, and every other answer is still done."""
+    import zlib
+
+    from tests.server import RawReply
+
+    sample = load_sample_set(_write_set(tmp_path / "set.jsonl", n=2))
+    comp = zlib.compressobj(9, zlib.DEFLATED, 31)
+    body = comp.compress(b'data: {"choices": [{"delta": {"content": "') + b"".join(
+        comp.compress(b"A" * (1 << 20)) for _ in range(64)) + comp.flush()
+    with TestServer() as good, TestServer() as bomb:
+        good.script(Reply(text="a normal answer"))
+        bomb.script(RawReply(200, {"content-type": "text/event-stream", "content-encoding": "gzip"}, body))
+        models = [model_config(good, "openai", alias="good", max_retries=0, read_timeout=5),
+                  model_config(bomb, "openai", alias="bomb", max_retries=0, read_timeout=5,
+                               max_answer_bytes=1 << 20)]
+
+        async def go():
+            store = AsyncStore(Store.open(tmp_path / "run.db"))
+            try:
+                return await Runner(store, sample, models).run()
+            finally:
+                await store.aclose()
+
+        progress = anyio.run(go)
+    assert progress.tallies["good"].done == 2 and progress.tallies["good"].failed == 0
+    assert progress.tallies["bomb"].failed == 2 and progress.tallies["bomb"].errors == {"truncated": 2}
+    loaded = _records(tmp_path / "run.db")
+    cut = [o for o in loaded.outputs if o.contestant == "bomb"]
+    assert all(o.status == "error" and "the rest was not read" in o.error_message for o in cut)

@@ -264,3 +264,53 @@ def test_identity_leak_looks_for_the_model_not_our_alias():
     assert names_itself("I am Qwen, trained by Alibaba.", local) == "Qwen"
     demo = ModelConfig(alias="demo/thorough", provider="demo", model="thorough")
     assert names_itself("A thorough answer.", demo) is None
+
+
+def test_text_before_a_stall_is_saved_without_waiting_for_the_next_chunk(tmp_path):
+    """The server sends some text, then only keep-alive comments: the text is
+    in the database within about a second (a timer checkpoints it), while the
+    answer is still streaming; nothing waits for another chunk."""
+    with TestServer() as srv:
+        srv.script(Reply(text="saved before the stall", chunk_chars=6, fault="keepalive_stall", fault_after=4,
+                         delay=0.1))
+        models = [model_config(srv, "openai", alias="m", max_retries=0, read_timeout=30)]
+        seen: list[str] = []
+
+        async def go():
+            store = _open(tmp_path)
+            session = await ChatSession.create(store, models)
+
+            async def watch():
+                with anyio.fail_after(30):
+                    while "".join(seen) != "saved before the stall":
+                        await anyio.sleep(0.05)
+                    reader = Store.open(tmp_path / "s.db", readonly=True)
+                    try:
+                        while True:           # polled: no timing is asserted, only that it arrives
+                            rows = reader.query("SELECT status, text FROM output")
+                            if rows and rows[0]["text"]:
+                                break
+                            await anyio.sleep(0.1)
+                    finally:
+                        reader.close()
+                session.cancel_all()
+                return rows[0]
+
+            found = {}
+
+            async def send():
+                await session.send("go", on_update=lambda u: seen.append(u.event.text)
+                                   if u.event.type == "text" else None)
+
+            async def check():
+                found.update(await watch())
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(send)
+                tg.start_soon(check)
+            await session.aclose()
+            await store.aclose()
+            return found
+
+        row = _run(go)
+    assert row == {"status": "streaming", "text": "saved before the stall"}

@@ -435,3 +435,27 @@ def test_palette_shows_names_with_markup_literally(tmp_path):
         await store.aclose()
 
     run(scenario())
+
+
+def test_an_answer_the_server_cut_is_shown_as_cut(tmp_path):
+    """`[DONE]` without a finish reason (a local server that cut the answer)
+    shows as a truncated error in its pane, with the text that came kept."""
+    async def scenario():
+        store = await open_store(tmp_path / "t.db")
+        with ModelServers(NAMES[:2]) as srv:
+            srv["zephyr"].script(Reply(text="fine and complete"))
+            srv["orca"].script(Reply(text="half of it and", chunk_chars=5, fault="no_finish", fault_after=2))
+            app = make_app(store, srv)
+            async with app.run_test(size=(150, 40)) as pilot:
+                await started(pilot, app)
+                await send(pilot, "go")
+                await settle(pilot)
+                assert statuses(app) == ["done", "error"]
+                pane = app.chat_screen.panes[1]
+                assert pane.detail == "truncated"
+                shown = pane.body.plain_text()
+                assert "half of it" in shown and "the answer was cut" in shown
+                await pilot.press("ctrl+q")
+        await store.aclose()
+
+    run(scenario())
