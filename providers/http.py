@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 import anyio
 import httpx
 
-from lineup.config import ModelConfig
+from lineup.config import ModelConfig, server_concurrency
 from lineup.events import (
     ChatRequest, ErrorKind, Finish, ReasoningDelta, RequestSent, Retrying, SamplingParams,
     StreamError, StreamEvent, TextDelta, ToolCall, UsageReport,
@@ -294,7 +294,8 @@ class HttpProvider(Provider):
             cfg = self.cfg
             self._client = httpx.AsyncClient(
                 timeout=httpx.Timeout(cfg.read_timeout, connect=cfg.connect_timeout, pool=cfg.connect_timeout),
-                limits=httpx.Limits(max_connections=max(8, cfg.concurrency * 2), max_keepalive_connections=cfg.concurrency),
+                limits=httpx.Limits(max_connections=max(8, server_concurrency(cfg) * 2),
+                                    max_keepalive_connections=server_concurrency(cfg)),
                 headers={"user-agent": "lineup"},
                 transport=self._transport,
                 verify=shared_ssl_context(),
