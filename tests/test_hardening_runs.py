@@ -450,3 +450,38 @@ def test_rerun_of_a_run_session_goes_case_by_case(tmp_path, monkeypatch, capsys)
     (contains,) = [c for c in loaded.checks if c.check == "contains"]
     assert contains.output_id in {o.id for o in loaded.outputs if o.turn_id == talk_first.id}
     assert loaded.session.meta["references"] == {"m-3": "2"}
+
+
+def test_lone_surrogates_are_storable_everywhere_not_only_in_run(tmp_path):
+    """The record boundary, not the runner, makes text storable: a chat answer,
+    a prompt, a tag note and a checkpoint alike."""
+    import anyio
+
+    from lineup.sessions import ChatSession
+    from lineup.store import AsyncStore
+    from tests.server import model_config
+
+    surrogate = _sse({"choices": [{"index": 0, "delta": {"content": "x \udc80 y"}}]},
+                     {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    with TestServer() as srv:
+        srv.script(surrogate)
+        models = [model_config(srv, "openai", alias="m0", max_retries=0)]
+
+        async def go():
+            store = AsyncStore(Store.open(tmp_path / "chat.db"))
+            session = await ChatSession.create(store, models)
+            await session.send("a plain prompt")
+            turn = session.turns[0].model_copy(update={"id": "T2", "position": 1, "user_message": "prompt \ud800 here"})
+            await store.add_turn(turn)
+            await session.tag(0, "format_error", note="note \udbff")
+            status = session.contestants[0].last_output.status
+            await store.checkpoint_output(session.contestants[0].last_output.id, "cp \ud801")
+            await session.aclose()
+            await store.aclose()
+            return status
+
+        assert anyio.run(go) == "complete"
+    db = tmp_path / "chat.db"
+    assert _rows(db, "SELECT user_message FROM turn ORDER BY position") == [("a plain prompt",), ("prompt \ufffd here",)]
+    assert _rows(db, "SELECT text FROM output") == [("x \ufffd y",)]
+    assert _rows(db, "SELECT note FROM tag") == [("note \ufffd",)]
