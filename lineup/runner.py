@@ -142,7 +142,9 @@ class Runner:
             rerun_of=self.rerun_of, meta={"run_key": key, "repeat": self.repeat, "label_seed": label_seed,
                                           # shown after the vote in the queue; the set file may move later
                                           "references": {c.id: c.reference for c in self.sample_set.cases
-                                                         if c.reference}},
+                                                         if c.reference},
+                                          # what turns do not hold, for a re-run (`sample_set_from_run`)
+                                          "cases": _case_extras(self.sample_set.cases)},
         )
         if self.new_session:
             await self.store.create_session(record)
@@ -365,6 +367,23 @@ def _checks_missing(case, answers: list[OutputRecord], recorded: Counter) -> boo
     return any(recorded[key] < n for key, n in want.items())
 
 
+def _case_extras(cases) -> dict[str, dict]:
+    """Per case, what its turns do not record: its own system prompt, its
+    sampling overrides, the scripted messages before its last user message."""
+    extras = {}
+    for c in cases:
+        extra = {}
+        if c.system is not None:
+            extra["system"] = c.system
+        if c.params is not None:
+            extra["params"] = c.params.model_dump(exclude_none=True)
+        if c.messages is not None:
+            extra["messages"] = [m.model_dump() for m in c.messages]
+        if extra:
+            extras[c.id] = extra
+    return extras
+
+
 def sample_set_from_run(loaded) -> tuple["SampleSet", list[str]]:
     """The cases of a recorded `run` session, rebuilt from its turns so that it
     can be re-run case by case: ids, categories, prompts, scripted follow-ups,
@@ -404,9 +423,11 @@ def sample_set_from_run(loaded) -> tuple["SampleSet", list[str]]:
                 specs.append(spec)
         if any(t.images for t in turns):
             lost.append(f"case {case_id}: its images (the record keeps their names, not the files)")
-        cases.append(Case(id=case_id, category=turns[0].category or "uncategorised",
-                          prompt=turns[0].user_message, follow_ups=tuple(t.user_message for t in turns[1:]),
-                          checks=tuple(specs), reference=references.get(case_id)))
+        extra = (session.meta.get("cases") or {}).get(case_id, {})
+        opening = {"messages": extra["messages"]} if "messages" in extra else {"prompt": turns[0].user_message}
+        cases.append(Case(id=case_id, category=turns[0].category or "uncategorised", **opening,
+                          follow_ups=tuple(t.user_message for t in turns[1:]), system=extra.get("system"),
+                          params=extra.get("params"), checks=tuple(specs), reference=references.get(case_id)))
     digest = hashlib.sha256(json.dumps([session.id, [c.model_dump(mode="json") for c in cases]],
                                        sort_keys=True).encode()).hexdigest()
     name = session.sample_set_name or session.id

@@ -412,7 +412,11 @@ def test_rerun_of_a_run_session_goes_case_by_case(tmp_path, monkeypatch, capsys)
     cases = [{"id": "fmt-1", "category": "format", "prompt": "give JSON", "checks": [{"type": "valid_json"}]},
              {"id": "talk-2", "category": "dialogue", "prompt": "hello", "follow_ups": ["and then?", "finally?"],
               "checks": [{"type": "contains", "value": "loopback", "turn": 0}]},
-             {"id": "m-3", "category": "math", "prompt": "1+1", "reference": "2"}]
+             {"id": "m-3", "category": "math", "prompt": "1+1", "reference": "2", "system": "be terse",
+              "params": {"max_tokens": 7}},
+             {"id": "ms-4", "category": "dialogue", "messages": [{"role": "user", "content": "hi"},
+                                                                 {"role": "assistant", "content": "hello"},
+                                                                 {"role": "user", "content": "who are you?"}]}]
     set_path.write_text("".join(json.dumps(c) + "\n" for c in cases))
     with TestServer() as srv:
         srv.script(Reply(text="Hello from the loopback server."))
@@ -437,14 +441,19 @@ def test_rerun_of_a_run_session_goes_case_by_case(tmp_path, monkeypatch, capsys)
     assert [c.alias for c in loaded.session.contestants] == ["m2"]
     shape = lambda s: sorted((t.case_id, t.category, t.follow_up_index, t.user_message) for t in s.turns)
     assert shape(loaded) == shape(original)
-    assert len(loaded.outputs) == 5 and all(o.status == "complete" for o in loaded.outputs)
-    # each request carries one case's conversation only
-    assert len(bodies) == 5
+    assert len(loaded.outputs) == 6 and all(o.status == "complete" for o in loaded.outputs)
+    # each request carries one case's conversation only, with the case's own system prompt and parameters
+    assert len(bodies) == 6
     for body in bodies:
         users = [m["content"] for m in body["messages"] if m["role"] == "user"]
         assert users in (["give JSON"], ["hello"], ["hello", "and then?"], ["hello", "and then?", "finally?"],
-                         ["1+1"])
-        assert all(b.get("temperature") == 0.3 for b in bodies)
+                         ["1+1"], ["hi", "who are you?"])
+        assert body.get("temperature") == 0.3
+        if users == ["1+1"]:
+            assert body["messages"][0] == {"role": "system", "content": "be terse"}
+            assert body.get("max_tokens") == 7 or body.get("max_completion_tokens") == 7
+        if users[0] == "hi":
+            assert [m["content"] for m in body["messages"]] == ["hi", "hello", "who are you?"]
     checks = Counter(c.check for c in loaded.checks)
     assert checks == {"valid_json": 1, "contains": 1}
     talk_first = next(t for t in loaded.turns if t.case_id == "talk-2" and t.follow_up_index == 0)
