@@ -94,32 +94,32 @@ def insert_sql(table: str, cols: tuple[str, ...], verb: str = "INSERT") -> str:
 
 def session_row(r: SessionRecord) -> tuple:
     return _safe((r.id, r.created, r.kind, r.title, r.system, dumps(r.params), r.seed, int(r.blind),
-            r.revealed_at, r.sample_set_name, r.sample_set_hash, r.rerun_of, dumps(r.meta),
-            int(r.is_demo)))
+                  r.revealed_at, r.sample_set_name, r.sample_set_hash, r.rerun_of, dumps(r.meta),
+                  int(r.is_demo)))
 
 
 def contestant_row(session_id: str, c: ContestantRecord) -> tuple:
     return _safe((session_id, c.alias, c.position, c.label, c.provider, c.model, c.base_url,
-            dumps(c.params), None if c.price is None else dumps(c.price), int(c.is_demo)))
+                  dumps(c.params), None if c.price is None else dumps(c.price), int(c.is_demo)))
 
 
 def turn_row(r: TurnRecord) -> tuple:
     return _safe((r.id, r.session_id, r.position, r.case_id, r.category, r.user_message, dumps(r.images),
-            r.follow_up_index, r.repeat_index, r.created))
+                  r.follow_up_index, r.repeat_index, r.created))
 
 
 def output_row(r: OutputRecord, updated: float | None = None, writer: str | None = None) -> tuple:
     return _safe((r.id, r.session_id, r.turn_id, r.contestant, r.label, r.attempt, r.status, r.text,
-            r.reasoning, r.error_kind, r.error_message, r.finish_reason, r.sent_at, r.ttft_ms,
-            r.duration_ms, pack_ints(r.chunk_ms), pack_ints(r.chunk_chars), r.input_tokens,
-            r.output_tokens, int(r.tokens_estimated), r.reasoning_tokens, r.cost, int(r.is_demo),
-            r.created, updated, writer))
+                  r.reasoning, r.error_kind, r.error_message, r.finish_reason, r.sent_at, r.ttft_ms,
+                  r.duration_ms, pack_ints(r.chunk_ms), pack_ints(r.chunk_chars), r.input_tokens,
+                  r.output_tokens, int(r.tokens_estimated), r.reasoning_tokens, r.cost, int(r.is_demo),
+                  r.created, updated, writer))
 
 
 def vote_row(r: VoteRecord, current: int = 1) -> tuple:
     return _safe((r.id, r.session_id, r.turn_id, r.rater, r.choice, r.winner,
-            None if r.ranking is None else dumps(r.ranking), dumps(r.mapping), dumps(r.positions),
-            r.created, r.revealed_at, r.note, r.supersedes, current, r.retracted_at))
+                  None if r.ranking is None else dumps(r.ranking), dumps(r.mapping), dumps(r.positions),
+                  r.created, r.revealed_at, r.note, r.supersedes, current, r.retracted_at))
 
 
 def vote_contestants(r: VoteRecord, current: int = 1) -> list[tuple]:
