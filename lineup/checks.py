@@ -263,8 +263,15 @@ def _excerpt(text: str, limit: int = 60) -> str:
 
 
 def run_check(check: Any, answer: str) -> CheckOutcome:
-    """Run one check (a spec model from this module) on an answer."""
-    passed, score, detail = _RUNNERS[check.type](check, answer)
+    """Run one check (a spec model from this module) on an answer. A check
+    that cannot run on this answer (JSON nested beyond the parser's depth, any
+    other fault) fails with the reason: one answer never stops a run."""
+    try:
+        passed, score, detail = _RUNNERS[check.type](check, answer)
+    except RecursionError:
+        passed, score, detail = False, 0.0, "nested too deeply to check (beyond the JSON parser's depth limit)"
+    except Exception as exc:
+        passed, score, detail = False, 0.0, f"the check could not run: {type(exc).__name__}: {exc}"[:300]
     return CheckOutcome(
         type=check.type,
         name=check.label,

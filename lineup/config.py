@@ -89,7 +89,10 @@ class ModelConfig(BaseModel):
     connect_timeout: float = Field(default=10.0, gt=0)
     read_timeout: float = Field(default=60.0, gt=0)
     max_retries: int = Field(default=3, ge=0, le=10)
-    concurrency: int = Field(default=4, ge=1, description="parallel requests to this model in `lineup run`")
+    concurrency: int | None = Field(
+        default=None, ge=1,
+        description="requests in flight at once to this model's server, shared by every alias on the same "
+                    "host and port, in the chat and in `lineup run` (default: 1 for a local server, 4 otherwise)")
     answer_deadline: float = Field(default=600.0, gt=0, description=(
         "seconds one answer may take in all, however the server keeps the connection alive"))
     max_answer_bytes: int = Field(default=8 * 1024 * 1024, ge=1024, description=(
@@ -99,6 +102,50 @@ class ModelConfig(BaseModel):
     @property
     def is_demo(self) -> bool:
         return self.provider == "demo"
+
+
+#: Requests in flight at once per server when the config says nothing. A local
+#: server (llama.cpp, Ollama, LM Studio, vLLM on this machine or the LAN) runs
+#: every alias on the same hardware: two at once compete for it (some servers
+#: even cut the stream in flight) and make each other's speed figures
+#: meaningless, so they take turns. Hosted APIs scale; 4 keeps well under
+#: their rate limits.
+LOCAL_SERVER_CONCURRENCY = 1
+REMOTE_SERVER_CONCURRENCY = 4
+
+
+def server_key(cfg: ModelConfig) -> str | None:
+    """The server a model runs on (scheme://host:port), shared by every alias
+    there whatever the path or protocol; None for models with no server (demo)."""
+    if not cfg.base_url:
+        return None
+    parts = urlsplit(cfg.base_url)
+    host = (parts.hostname or "").lower()
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return f"{parts.scheme.lower()}://{host}:{port}"
+
+
+def is_local_host(host: str) -> bool:
+    """This machine or the local network: loopback, private and link-local
+    addresses, `localhost` and `.local` / `.localhost` / `.lan` names."""
+    import ipaddress
+
+    host = host.strip("[]").lower()
+    if host in ("localhost", "host.docker.internal") or host.endswith((".local", ".localhost", ".lan")):
+        return True
+    try:
+        addr = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return addr.is_loopback or addr.is_private or addr.is_link_local
+
+
+def server_concurrency(cfg: ModelConfig) -> int:
+    """Requests in flight at once to this model's server: its `concurrency`, else the default for the host."""
+    if cfg.concurrency is not None:
+        return cfg.concurrency
+    host = urlsplit(cfg.base_url).hostname if cfg.base_url else None
+    return LOCAL_SERVER_CONCURRENCY if host and is_local_host(host) else REMOTE_SERVER_CONCURRENCY
 
 
 class Config(BaseModel):

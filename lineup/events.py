@@ -80,6 +80,15 @@ class Retrying(_Event):
     message: str
 
 
+class Queued(_Event):
+    """The request waits for its server: as many requests as the server takes
+    at once (`concurrency`) are in flight for other panes or cases."""
+
+    type: Literal["queued"] = "queued"
+    message: str
+    t: float
+
+
 class Finish(_Event):
     type: Literal["finish"] = "finish"
     reason: str | None = Field(description="the provider's raw finish reason")
@@ -98,7 +107,8 @@ class StreamError(_Event):
     retry_after: float | None = None
 
 
-StreamEvent = RequestSent | TextDelta | ReasoningDelta | ToolCall | UsageReport | Retrying | Finish | StreamError
+StreamEvent = (RequestSent | TextDelta | ReasoningDelta | ToolCall | UsageReport | Retrying | Queued | Finish
+               | StreamError)
 
 
 class ImagePart(BaseModel):

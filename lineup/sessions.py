@@ -18,13 +18,14 @@ from urllib.parse import urlsplit
 
 import anyio
 
-from lineup.config import Config, ModelConfig
+from lineup.config import Config, ModelConfig, server_concurrency, server_key
 from lineup.events import (
     ChatRequest,
     ErrorKind,
     ImagePart,
     Message,
     ReasoningDelta,
+    Queued,
     SamplingParams,
     StreamError,
     StreamEvent,
@@ -135,6 +136,7 @@ class Contestant:
     history: list[Message] = field(default_factory=list)
     provider: Provider | None = None
     stream: ChatStream | None = None
+    waiting: anyio.CancelScope | None = None   # queued for its server (see `ServerLimits`)
     last_output: OutputRecord | None = None
 
     @property
@@ -145,6 +147,34 @@ class Contestant:
         if self.provider is None:
             self.provider = make_provider(self.config)
         return self.provider
+
+
+class ServerLimits:
+    """How many requests each server takes at once (`server_concurrency`),
+    shared by every alias on it, in the chat and in `lineup run` alike; the
+    smallest setting among a server's aliases wins."""
+
+    def __init__(self, models: Iterable[ModelConfig]) -> None:
+        self._sizes: dict[str, int] = {}
+        for m in models:
+            key = server_key(m)
+            if key is not None:
+                self._sizes[key] = min(self._sizes.get(key, server_concurrency(m)), server_concurrency(m))
+        self._limiters: dict[str, anyio.CapacityLimiter] = {}
+
+    def limiter(self, cfg: ModelConfig) -> anyio.CapacityLimiter | None:
+        """The limiter of `cfg`'s server (made in the running event loop), or None: no limit."""
+        key = server_key(cfg)
+        if key is None or key not in self._sizes:
+            return None
+        if key not in self._limiters:
+            self._limiters[key] = anyio.CapacityLimiter(self._sizes[key])
+        return self._limiters[key]
+
+    @staticmethod
+    def queued_message(limiter: anyio.CapacityLimiter) -> str:
+        n = int(limiter.total_tokens)
+        return f"queued: the server takes {n} request{'s' if n != 1 else ''} at once"
 
 
 @dataclass(slots=True)
@@ -341,6 +371,7 @@ class ChatSession:
         self.turns: list[TurnRecord] = []
         self.votes: list[VoteRecord] = []
         self.tags: list[TagRecord] = []     # current ones (not removed), automatic ones included
+        self.limits = ServerLimits(c.config for c in contestants)
 
     # ----- creation -------------------------------------------------------
     @classmethod
@@ -446,11 +477,12 @@ class ChatSession:
         return c.label
 
     def is_streaming(self, index: int) -> bool:
-        return self.contestants[index].stream is not None
+        c = self.contestants[index]
+        return c.stream is not None or c.waiting is not None
 
     @property
     def streaming(self) -> bool:
-        return any(c.stream is not None for c in self.contestants)
+        return any(c.stream is not None or c.waiting is not None for c in self.contestants)
 
     # ----- turns ----------------------------------------------------------
     async def send(
@@ -481,8 +513,7 @@ class ChatSession:
         if not self.turns:
             return
         c = self.contestants[index]
-        if c.stream is not None:
-            c.stream.cancel()
+        self.cancel(index)
         turn = self.turns[-1]
         if c.history and c.history[-1].role == "assistant":
             c.history.pop()
@@ -500,8 +531,15 @@ class ChatSession:
             chunk_ms=[], chunk_chars=[], input_tokens=None, output_tokens=None, tokens_estimated=False,
             reasoning_tokens=None, cost=None, is_demo=c.config.is_demo, created=time.time(),
         )
-        final, _ = await record_stream(self.store, c, request, base, blind=self.blind,
-                                       contestants=self.contestants, on_update=on_update)
+        limiter = self.limits.limiter(c.config)
+        if limiter is not None and not await self._wait_for_server(c, limiter, base, on_update):
+            return
+        try:
+            final, _ = await record_stream(self.store, c, request, base, blind=self.blind,
+                                           contestants=self.contestants, on_update=on_update)
+        finally:
+            if limiter is not None:
+                limiter.release()
         c.last_output = final
         if final.text:
             c.history.append(Message(role="assistant", content=final.text))
@@ -510,10 +548,43 @@ class ChatSession:
         if auto is not None:
             self.tags.append(auto)
 
+    async def _wait_for_server(self, c: Contestant, limiter: anyio.CapacityLimiter, base: OutputRecord,
+                               on_update: Callable[[PaneUpdate], None] | None) -> bool:
+        """Take a place at `c`'s server, saying so in the pane while it waits.
+        False when cancelled while queued (then recorded as cancelled)."""
+        try:
+            limiter.acquire_nowait()
+            return True
+        except anyio.WouldBlock:
+            pass
+        result = StreamResult()
+        with anyio.CancelScope() as scope:
+            c.waiting = scope   # before the pane hears of it: a cancel from there must find it
+            try:
+                if on_update is not None:
+                    on_update(PaneUpdate(c.position, Queued(message=ServerLimits.queued_message(limiter),
+                                                            t=time.perf_counter()), result, base.id, base.turn_id))
+                await limiter.acquire()
+            finally:
+                c.waiting = None
+        if not scope.cancelled_caught:
+            return True
+        error = StreamError(kind=ErrorKind.cancelled, message="cancelled while queued", t=time.perf_counter())
+        result.add(error)
+        final = output_from_result(base, result, c.config, blind=self.blind, contestants=self.contestants)
+        with anyio.CancelScope(shield=True):
+            await self.store.finish_output(final)
+        c.last_output = final
+        if on_update is not None:
+            on_update(PaneUpdate(c.position, error, result, base.id, base.turn_id))
+        return False
+
     def cancel(self, index: int) -> None:
-        stream = self.contestants[index].stream
-        if stream is not None:
-            stream.cancel()
+        c = self.contestants[index]
+        if c.stream is not None:
+            c.stream.cancel()
+        elif c.waiting is not None:
+            c.waiting.cancel()
 
     def cancel_all(self) -> None:
         for i in range(len(self.contestants)):

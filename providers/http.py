@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 import anyio
 import httpx
 
-from lineup.config import ModelConfig
+from lineup.config import ModelConfig, server_concurrency
 from lineup.events import (
     ChatRequest, ErrorKind, Finish, ReasoningDelta, RequestSent, Retrying, SamplingParams,
     StreamError, StreamEvent, TextDelta, ToolCall, UsageReport,
@@ -308,7 +308,8 @@ class HttpProvider(Provider):
             cfg = self.cfg
             self._client = httpx.AsyncClient(
                 timeout=httpx.Timeout(cfg.read_timeout, connect=cfg.connect_timeout, pool=cfg.connect_timeout),
-                limits=httpx.Limits(max_connections=max(8, cfg.concurrency * 2), max_keepalive_connections=cfg.concurrency),
+                limits=httpx.Limits(max_connections=max(8, server_concurrency(cfg) * 2),
+                                    max_keepalive_connections=server_concurrency(cfg)),
                 headers={"user-agent": "lineup"},
                 transport=self._transport,
                 verify=shared_ssl_context(),
@@ -426,7 +427,7 @@ class HttpProvider(Provider):
                                             kind = ev.type
                                             if kind == "text" or kind == "reasoning":
                                                 piece = ev.text
-                                                text_bytes += len(piece) if piece.isascii() else len(piece.encode())
+                                                text_bytes += len(piece) if piece.isascii() else len(piece.encode("utf-8", "surrogatepass"))
                                                 if text_bytes > max_text:
                                                     keep = _fit(piece, text_bytes - max_text)
                                                     if keep:
@@ -533,7 +534,7 @@ class HttpProvider(Provider):
 
 def _fit(text: str, over: int) -> str:
     """`text` without its last `over` UTF-8 bytes (never splitting a character)."""
-    raw = text.encode()
+    raw = text.encode("utf-8", "surrogatepass")
     return raw[: max(0, len(raw) - over)].decode("utf-8", "ignore")
 
 

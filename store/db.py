@@ -88,6 +88,31 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def process_token() -> str:
+    """host:pid:start for this process; the start time (Linux) tells a reused pid apart."""
+    return f"{socket.gethostname()}:{os.getpid()}:{_start_time(os.getpid())}"
+
+
+def _start_time(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read().decode("ascii", "replace")
+        return stat.rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return ""
+
+
+def _owner_alive(owner: str, claimed: float | None) -> bool:
+    """Whether the process named by a `process_token()` still runs."""
+    host, _, rest = owner.partition(":")
+    pid, _, start = rest.partition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return claimed is not None and time.time() - claimed < STALE_STREAM_S
+    if not _pid_alive(int(pid)):
+        return False
+    return not start or start == _start_time(int(pid)) or not _start_time(int(pid))
+
+
 class Store:
     """A lineup database. Open with `Store.open(path)`."""
 
@@ -407,7 +432,8 @@ class Store:
     def checkpoint_output(self, output_id: str, text: str, reasoning: str | None = None,
                           chunk_ms: list[int] | None = None, chunk_chars: list[int] | None = None) -> None:
         """Save a streaming output's text so far (the sessions layer calls it ~1/s)."""
-        args = (text, reasoning, R.pack_ints(chunk_ms or []), R.pack_ints(chunk_chars or []), time.time(),
+        args = (R.sqlite_text(text), R.sqlite_text(reasoning), R.pack_ints(chunk_ms or []),
+                R.pack_ints(chunk_chars or []), time.time(),
                 self.writer, output_id)
         self._write(f"checkpoint output {output_id}", lambda conn: conn.execute(
             "UPDATE output SET text = ?, reasoning = ?, chunk_ms = ?, chunk_chars = ?, updated = ?, "
@@ -468,6 +494,101 @@ class Store:
     def add_check_result(self, rec: CheckResultRecord) -> None:
         self._write(f"save check result {rec.id}", lambda conn: conn.execute(
             R.insert_sql("check_result", R.CHECK_COLS), R.check_row(rec)))
+
+    # ------------------------------------------------------------------ `lineup run`: shared session, claims
+
+    def open_run_session(self, rec: SessionRecord, key: str,
+                         differences: Callable[[SessionRecord], list[str]]
+                         ) -> tuple[SessionRecord, bool, tuple[str, list[str]] | None]:
+        """The newest run session with this `run_key` in which `differences`
+        finds none: (it, True, None). Otherwise `rec` is created: (rec, False,
+        (id, differences) of the newest one with the key, if any). One write
+        transaction, so two processes starting together get the same session."""
+        def step(conn: sqlite3.Connection):
+            ids = [r[0] for r in conn.execute(
+                "SELECT id FROM session WHERE kind = 'run' AND json_extract(meta, '$.run_key') = ? "
+                "ORDER BY created DESC, id DESC", [key])]
+            drift = None
+            for sid in ids:
+                existing = self._session_record(sid)
+                found = differences(existing)
+                if not found:
+                    return existing, True, None
+                drift = drift or (sid, found)
+            insert_session(conn, rec)
+            return rec, False, drift
+        return self._write(f"open run session {rec.id}", step)
+
+    def claim_unit(self, session_id: str, unit: str, owner: str) -> str:
+        """Take one unit of a run for `owner`: "mine", "done" (finished by
+        anyone), or the token of the live process that holds it. A claim whose
+        process is gone (or, from another host, older than STALE_STREAM_S) is
+        taken over."""
+        def step(conn: sqlite3.Connection) -> str:
+            row = conn.execute("SELECT owner, claimed, done FROM run_claim WHERE session_id = ? AND unit = ?",
+                               [session_id, unit]).fetchone()
+            if row is not None:
+                held_by, claimed, done = row
+                if done:
+                    return "done"
+                if held_by and held_by != owner and _owner_alive(held_by, claimed):
+                    return held_by
+            conn.execute("INSERT INTO run_claim (session_id, unit, owner, claimed, done) VALUES (?, ?, ?, ?, 0) "
+                         "ON CONFLICT(session_id, unit) DO UPDATE SET owner = excluded.owner, "
+                         "claimed = excluded.claimed", [session_id, unit, owner, time.time()])
+            return "mine"
+        return self._write(f"claim run work in session {session_id}", step)
+
+    def finish_claim(self, session_id: str, unit: str, owner: str, done: bool) -> None:
+        """Release a claim: marked done, or free for the next run to retry."""
+        sql = ("UPDATE run_claim SET owner = NULL, done = 1 WHERE session_id = ? AND unit = ? AND owner = ?"
+               if done else "DELETE FROM run_claim WHERE session_id = ? AND unit = ? AND owner = ? AND done = 0")
+        self._write(f"release run work in session {session_id}",
+                    lambda conn: conn.execute(sql, [session_id, unit, owner]))
+
+    def release_claims(self, session_id: str, owner: str) -> None:
+        """Every unfinished claim of `owner` in a session becomes free (a run that stops)."""
+        self._write(f"release run work in session {session_id}", lambda conn: conn.execute(
+            "DELETE FROM run_claim WHERE session_id = ? AND owner = ? AND done = 0", [session_id, owner]))
+
+    def run_unit(self, session_id: str, case_id: str, repeat_index: int, contestant: str
+                 ) -> tuple[list[TurnRecord], list[OutputRecord], list[CheckResultRecord]]:
+        """What is recorded for one unit of a run, read fresh (another process
+        may have written it): its turns, the contestant's outputs on them, and
+        their check results."""
+        try:
+            conn = self.conn
+            turns = [R.turn_from(r) for r in conn.execute(
+                f"SELECT {R.cols(R.TURN_COLS)} FROM turn WHERE session_id = ? AND case_id = ? AND repeat_index = ? "
+                "ORDER BY follow_up_index, position, id", [session_id, case_id, repeat_index])]
+            ids = [t.id for t in turns]
+            marks = ", ".join("?" * len(ids))
+            outputs = [R.output_from(r) for r in conn.execute(
+                f"SELECT {R.cols(R.READ['output'])} FROM output WHERE turn_id IN ({marks}) AND contestant = ? "
+                "ORDER BY id", [*ids, contestant])] if ids else []
+            out_ids = [o.id for o in outputs]
+            checks = [R.check_from(r) for r in conn.execute(
+                f"SELECT {R.cols(R.CHECK_COLS)} FROM check_result WHERE output_id IN "
+                f"({', '.join('?' * len(out_ids))}) ORDER BY id", out_ids)] if out_ids else []
+        except sqlite3.DatabaseError as exc:
+            raise self._translate(exc, "read") from None
+        return turns, outputs, checks
+
+    def ensure_turn(self, rec: TurnRecord) -> TurnRecord:
+        """The turn of a run for (session, case, repeat, follow-up): the one
+        already recorded (by any process), else `rec`, saved at the next position."""
+        def step(conn: sqlite3.Connection) -> TurnRecord:
+            row = conn.execute(
+                f"SELECT {R.cols(R.TURN_COLS)} FROM turn WHERE session_id = ? AND case_id = ? AND repeat_index = ? "
+                "AND follow_up_index = ? ORDER BY position, id LIMIT 1",
+                [rec.session_id, rec.case_id, rec.repeat_index, rec.follow_up_index]).fetchone()
+            if row is not None:
+                return R.turn_from(row)
+            (last,) = conn.execute("SELECT max(position) FROM turn WHERE session_id = ?", [rec.session_id]).fetchone()
+            new = rec.model_copy(update={"position": 0 if last is None else last + 1})
+            conn.execute(R.insert_sql("turn", R.TURN_COLS), R.turn_row(new))
+            return new
+        return self._write(f"save turn {rec.id}", step)
 
     # ------------------------------------------------------------------ reading
 

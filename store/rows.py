@@ -4,6 +4,7 @@ the importer and the merger all write exactly the same rows."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 from array import array
 from typing import Any, TypeVar
@@ -17,6 +18,38 @@ from lineup.store.records import (
 from lineup.store.schema import VOTE_CONTESTANT_COLS, vote_contestant_rows
 
 M = TypeVar("M", bound=BaseModel)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def sqlite_text(value: Any) -> Any:
+    """`value`, with text made storable: a lone surrogate (from a model's
+    `\\ud800` escape, an import, a log) is not UTF-8 and would make SQLite
+    refuse the whole row, so it becomes U+FFFD. Everything else is unchanged."""
+    if isinstance(value, str) and _unstorable(value):
+        return _SURROGATE.sub("\ufffd", value)
+    return value
+
+
+def _unstorable(text: str) -> bool:
+    """Whether `text` holds a lone surrogate. ASCII is passed by `isascii`;
+    other text by trying the UTF-8 encoding SQLite will do (C speed, 3x a regex scan)."""
+    if text.isascii():
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _safe(row: tuple) -> tuple:
+    """A row every text field of which SQLite can store (see `sqlite_text`)."""
+    for v in row:
+        if v.__class__ is str and _unstorable(v):
+            return tuple([sqlite_text(x) for x in row])
+    return row
 
 
 def dumps(value: Any) -> str:
@@ -75,45 +108,45 @@ def insert_sql(table: str, cols: tuple[str, ...], verb: str = "INSERT") -> str:
 
 
 def session_row(r: SessionRecord) -> tuple:
-    return (r.id, r.created, r.kind, r.title, r.system, dumps(r.params), r.seed, int(r.blind),
-            r.revealed_at, r.sample_set_name, r.sample_set_hash, r.rerun_of, dumps(r.meta),
-            int(r.is_demo))
+    return _safe((r.id, r.created, r.kind, r.title, r.system, dumps(r.params), r.seed, int(r.blind),
+                  r.revealed_at, r.sample_set_name, r.sample_set_hash, r.rerun_of, dumps(r.meta),
+                  int(r.is_demo)))
 
 
 def contestant_row(session_id: str, c: ContestantRecord) -> tuple:
-    return (session_id, c.alias, c.position, c.label, c.provider, c.model, c.base_url,
-            dumps(c.params), None if c.price is None else dumps(c.price), int(c.is_demo))
+    return _safe((session_id, c.alias, c.position, c.label, c.provider, c.model, c.base_url,
+                  dumps(c.params), None if c.price is None else dumps(c.price), int(c.is_demo)))
 
 
 def turn_row(r: TurnRecord) -> tuple:
-    return (r.id, r.session_id, r.position, r.case_id, r.category, r.user_message, dumps(r.images),
-            r.follow_up_index, r.repeat_index, r.created)
+    return _safe((r.id, r.session_id, r.position, r.case_id, r.category, r.user_message, dumps(r.images),
+                  r.follow_up_index, r.repeat_index, r.created))
 
 
 def output_row(r: OutputRecord, updated: float | None = None, writer: str | None = None) -> tuple:
-    return (r.id, r.session_id, r.turn_id, r.contestant, r.label, r.attempt, r.status, r.text,
-            r.reasoning, r.error_kind, r.error_message, r.finish_reason, r.sent_at, r.ttft_ms,
-            r.duration_ms, pack_ints(r.chunk_ms), pack_ints(r.chunk_chars), r.input_tokens,
-            r.output_tokens, int(r.tokens_estimated), r.reasoning_tokens, r.cost, int(r.is_demo),
-            r.created, updated, writer)
+    return _safe((r.id, r.session_id, r.turn_id, r.contestant, r.label, r.attempt, r.status, r.text,
+                  r.reasoning, r.error_kind, r.error_message, r.finish_reason, r.sent_at, r.ttft_ms,
+                  r.duration_ms, pack_ints(r.chunk_ms), pack_ints(r.chunk_chars), r.input_tokens,
+                  r.output_tokens, int(r.tokens_estimated), r.reasoning_tokens, r.cost, int(r.is_demo),
+                  r.created, updated, writer))
 
 
 def vote_row(r: VoteRecord, current: int = 1) -> tuple:
-    return (r.id, r.session_id, r.turn_id, r.rater, r.choice, r.winner,
-            None if r.ranking is None else dumps(r.ranking), dumps(r.mapping), dumps(r.positions),
-            r.created, r.revealed_at, r.note, r.supersedes, current, r.retracted_at)
+    return _safe((r.id, r.session_id, r.turn_id, r.rater, r.choice, r.winner,
+                  None if r.ranking is None else dumps(r.ranking), dumps(r.mapping), dumps(r.positions),
+                  r.created, r.revealed_at, r.note, r.supersedes, current, r.retracted_at))
 
 
 def vote_contestants(r: VoteRecord, current: int = 1) -> list[tuple]:
-    return vote_contestant_rows(r.id, r.choice, r.mapping, r.positions, current)
+    return [_safe(row) for row in vote_contestant_rows(r.id, r.choice, r.mapping, r.positions, current)]
 
 
 def tag_row(r: TagRecord, removed_at: float | None = None) -> tuple:
-    return (r.id, r.output_id, r.tag, r.rater, r.note, int(r.auto), r.created, removed_at)
+    return _safe((r.id, r.output_id, r.tag, r.rater, r.note, int(r.auto), r.created, removed_at))
 
 
 def check_row(r: CheckResultRecord) -> tuple:
-    return (r.id, r.output_id, r.check, dumps(r.spec), int(r.passed), r.detail)
+    return _safe((r.id, r.output_id, r.check, dumps(r.spec), int(r.passed), r.detail))
 
 
 def validate_vote(r: VoteRecord) -> str | None:

@@ -179,6 +179,23 @@ def m004_vote_retraction(db: Database) -> None:
     db.execute("ALTER TABLE vote ADD COLUMN retracted_at REAL")
 
 
+@migrations(name="m005_runner_claims")
+def m005_runner_claims(db: Database) -> None:
+    """Which process runs which unit of a `lineup run` (one contestant through
+    one case and repeat), so that two processes on the same database and set
+    share the work instead of doing it twice. `owner` is host:pid:start of the
+    process holding it (NULL once released); `done` once its answers and
+    checks are all saved."""
+    db.execute("""CREATE TABLE run_claim (
+        session_id TEXT NOT NULL REFERENCES session(id) ON DELETE CASCADE,
+        unit TEXT NOT NULL,
+        owner TEXT,
+        claimed REAL,
+        done INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (session_id, unit)
+    ) WITHOUT ROWID""")
+
+
 def outcome_for(label: str, choice: str) -> str:
     if choice == "tie":
         return "tie"

@@ -153,8 +153,8 @@ def test_a_planted_key_appears_in_no_artefact(tmp_path, monkeypatch, servers):
 
     models = ["-m", "ok", "-m", "denied", "-m", "cut", "-m", "anth", "-m", "odd", "-m", "cut300", "-m", "wrapped",
               "-m", "echo"]
-    cli("run", str(set_path), *models, "--quiet")
-    cli("run", str(set_path), *models, "--quiet")          # the resume path retries the failures
+    cli("run", str(set_path), *models, "--quiet", ok_codes=(1,))   # some models fail by design: exit 1
+    cli("run", str(set_path), *models, "--quiet", ok_codes=(1,))   # the resume path retries the failures
     cli("models")
     cli("models", "--check", ok_codes=(1,))
     cli("models", "--check", "--json", ok_codes=(1,))
@@ -234,7 +234,8 @@ def test_text_that_is_not_the_key_is_left_alone():
 def _one_mark(text: str) -> str:
     import re
 
-    return re.sub(r"(\[redacted\])+", "[redacted]", text)
+    # whitespace between two marks may be taken into one match or left between two
+    return re.sub(r"\[redacted\](?:\s*\[redacted\])*", "[redacted]", text)
 
 
 _key_chars = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_", min_size=8,

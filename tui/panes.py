@@ -20,6 +20,7 @@ STATUS_STYLE = {
     "idle": "dim",
     "waiting": "yellow",
     "retrying": "yellow",
+    "queued": "yellow",
     "streaming": "cyan",
     "done": "green",
     "error": "bold red",
@@ -163,8 +164,11 @@ class Pane(Vertical):
         elif kind == "retrying":
             self.status = "retrying"
             self.detail = f"{event.kind.value}, attempt {event.attempt + 1}"
+        elif kind == "queued":   # its server is busy with other panes (see `ServerLimits`)
+            self.status = "queued"
+            self.detail = event.message
         elif kind == "sent":
-            if self.status == "retrying":
+            if self.status in ("retrying", "queued"):
                 self.status = "waiting"
                 self.detail = ""
         elif kind == "finish":

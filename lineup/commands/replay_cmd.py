@@ -20,8 +20,6 @@ def run(args: argparse.Namespace) -> int:
     from lineup.config import load_config, resolve_models
     from lineup.events import SamplingParams
     from lineup.store import StoreError, default_db_path
-    from lineup.tui.app import ChatOptions, ReplayOptions
-    from lineup.tui.launch import run_app
 
     db = args.db or default_db_path()
     if args.models and not args.rerun:
@@ -32,6 +30,13 @@ def run(args: argparse.Namespace) -> int:
         except StoreError as exc:
             raise UsageError(str(exc)) from None
     config = load_config(args.config)   # a ConfigError is a UsageError: exit 2
+    if original.kind == "run" and args.rerun:
+        aliases = args.models or [c.alias for c in sorted(original.contestants, key=lambda c: c.position)]
+        params = {k: v for k, v in original.params.items() if k in SamplingParams.model_fields and k != "seed"}
+        return _rerun_run(args, config, resolve_models(config, aliases), original, params)
+    from lineup.tui.app import ChatOptions, ReplayOptions   # the TUI only for what is interactive
+    from lineup.tui.launch import run_app
+
     if not args.rerun:
         return run_app(db, config, replay=ReplayOptions(original.id))
     aliases = args.models or [c.alias for c in sorted(original.contestants, key=lambda c: c.position)]
@@ -40,3 +45,27 @@ def run(args: argparse.Namespace) -> int:
     opts = ChatOptions(models=models, blind=original.blind, system=original.system,
                        params=SamplingParams(**params), seed=original.seed, rerun_of=original.id)
     return run_app(db, config, chat=opts)
+
+
+def _rerun_run(args: argparse.Namespace, config, models, original, params: dict) -> int:
+    """A `run` session re-runs as a run: case by case, each contestant in its
+    own thread, with the recorded case ids, categories, follow-ups and checks
+    (not as one chat that interleaves every case)."""
+    from rich.console import Console
+
+    from lineup.commands import open_store
+    from lineup.commands.run_cmd import execute, require_keys
+    from lineup.events import SamplingParams
+    from lineup.runner import sample_set_from_run
+
+    require_keys(config, models)
+    with open_store(args, write=False) as store:
+        loaded = store.load_session(original.id)
+    sample_set, lost = sample_set_from_run(loaded)
+    err = Console(stderr=True, highlight=False, markup=False)
+    for what in lost:
+        err.print(f"not re-sent: {what}")
+    seed = original.params.get("seed")
+    return execute(args, config, models, sample_set, SamplingParams(**params, seed=seed),
+                   repeat=int(original.meta.get("repeat") or 1), concurrency=8, system=original.system,
+                   new=False, quiet=False, rerun_of=original.id)

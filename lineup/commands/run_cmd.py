@@ -19,23 +19,25 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress display")
 
 
+def require_keys(config, models) -> None:
+    """Every model's key is in the environment: checked before any request,
+    and before a session is recorded."""
+    from lineup.cli import UsageError
+    from lineup.config import missing_key
+
+    missing = [(m.alias, missing_key(m)) for m in models if missing_key(m)]
+    if missing:
+        where = f" (config: {config.source})" if config.source else ""
+        raise UsageError("; ".join(f"model {alias!r} needs its API key in the environment variable {var}, "
+                                   "which is not set" for alias, var in missing) + where)
+
+
 def run(args: argparse.Namespace) -> int:
-    import anyio
-    from rich.console import Console
-    from rich.live import Live
-    from rich.table import Table
-    from rich.text import Text
-
-    from lineup.cli import UsageError, store_error_in
-    from lineup.config import ConfigError, load_config, missing_key, resolve_models
+    from lineup.cli import UsageError
+    from lineup.config import ConfigError, load_config, resolve_models
     from lineup.events import SamplingParams
-    from lineup.runner import Runner, format_eta, summary_rows
     from lineup.sampleset import SampleSetError, load_sample_set
-    from lineup.commands import open_store
-    from lineup.store import AsyncStore
 
-    err = Console(stderr=True, highlight=False, markup=False)
-    out = Console(highlight=False, markup=False)
     try:
         config = load_config(args.config, probe_ollama=True)
         models = resolve_models(config, args.models) if args.models else list(config.models.values())
@@ -44,17 +46,35 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     if not models:
         raise UsageError("no models: name them with -m ALIAS (see `lineup models`)")
-    missing = [(m.alias, missing_key(m)) for m in models if missing_key(m)]
-    if missing:   # before any request, and before a session is recorded
-        where = f" (config: {config.source})" if config.source else ""
-        raise UsageError("; ".join(f"model {alias!r} needs its API key in the environment variable {var}, "
-                                   "which is not set" for alias, var in missing) + where)
+    require_keys(config, models)
     try:
         params = SamplingParams(temperature=args.temperature, max_tokens=args.max_tokens, seed=args.seed)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if args.repeat < 1 or args.concurrency < 1:
         raise UsageError("--repeat and --concurrency must be at least 1")
+    return execute(args, config, models, sample_set, params, repeat=args.repeat, concurrency=args.concurrency,
+                   system=args.system, new=args.new, quiet=args.quiet)
+
+
+def execute(args: argparse.Namespace, config, models, sample_set, params, *, repeat: int, concurrency: int,
+            system: str | None, new: bool, quiet: bool, rerun_of: str | None = None) -> int:
+    """Run `sample_set` (a set file, or the cases of a recorded run being
+    re-run) with a progress display; the exit code of `lineup run`."""
+    import signal
+
+    import anyio
+    from rich.console import Console
+    from rich.live import Live
+    from rich.table import Table
+    from rich.text import Text
+
+    from lineup.commands import open_store
+    from lineup.runner import Runner, format_eta, summary_rows
+    from lineup.store import AsyncStore
+
+    err = Console(stderr=True, highlight=False, markup=False)
+    out = Console(highlight=False, markup=False)
     store = open_store(args, write=True)
 
     def table(progress) -> Table:
@@ -67,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
             t.add_row(Text(alias), str(tally.done), str(tally.failed), Text(errors))
         return t
 
-    live = None if args.quiet or not err.is_terminal else Live(console=err, auto_refresh=False)
+    live = None if quiet or not err.is_terminal else Live(console=err, auto_refresh=False)
 
     def on_progress(progress) -> None:
         if live is not None:
@@ -75,15 +95,30 @@ def run(args: argparse.Namespace) -> int:
 
     async def main():
         astore = AsyncStore(store)
-        runner = Runner(astore, sample_set, models, repeat=args.repeat, concurrency=args.concurrency,
-                        params=params, defaults=config.defaults, system=args.system,
-                        new_session=args.new, on_progress=on_progress)
+        runner = Runner(astore, sample_set, models, repeat=repeat, concurrency=concurrency,
+                        params=params, defaults=config.defaults, system=system,
+                        new_session=new, rerun_of=rerun_of, on_progress=on_progress)
+        stopped: list[int] = []
+
+        async def on_signal(scope: anyio.CancelScope) -> None:
+            # Ctrl-C and SIGTERM alike: stop the run, close the open answers as
+            # cancelled, keep everything. Handled by the event loop (woken
+            # through its signal fd), whichever thread the signal landed on.
+            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                async for signum in signals:
+                    stopped.append(signum)
+                    scope.cancel()
+                    return
+
         try:
-            return await runner.run(), False
-        except BaseException as exc:
-            if runner.progress is None or store_error_in(exc) is not None:
-                raise   # a failing database is reported as such (exit 1), not as "stopped"
-            return runner.progress, True
+            with anyio.CancelScope() as scope:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(on_signal, scope)
+                    await runner.run()
+                    tg.cancel_scope.cancel()
+            if stopped and runner.progress is None:
+                raise KeyboardInterrupt
+            return runner.progress, bool(stopped)
         finally:
             with anyio.CancelScope(shield=True):
                 await astore.aclose()
@@ -100,7 +135,11 @@ def run(args: argparse.Namespace) -> int:
     if progress is None:
         err.print("interrupted before the run started; nothing recorded beyond the session")
         return 130
-    if progress.resumed:
+    if progress.drift is not None:
+        old_id, changes = progress.drift
+        err.print(f"not resuming session {old_id}: the models changed since ({'; '.join(changes)}); "
+                  f"started session {progress.session_id}")
+    elif progress.resumed:
         err.print(f"resumed session {progress.session_id}: {progress.already_done} conversations were already done")
     summary = Table(title=Text(f"session {progress.session_id}"), title_justify="left")
     for col in ("model", "answers", "failed", "errors", "TTFT p50", "tok/s p50", "cost"):
@@ -117,6 +156,13 @@ def run(args: argparse.Namespace) -> int:
     if interrupted:
         err.print(f"stopped: {progress.finished}/{progress.total} done. Run the same command again to resume.")
         return 130
-    failed = sum(t.failed for t in progress.tallies.values())
+    if progress.elsewhere:
+        pids = ", ".join(sorted({o.split(":")[1] for o in progress.others if o.count(":") >= 1}))
+        err.print(f"{progress.elsewhere} conversations were being run by another lineup process "
+                  f"(pid {pids}) on this database; they are left to it")
+    if progress.failed:
+        err.print(f"exit 1: {progress.failed} of {progress.total} conversations failed after retries "
+                  "(see the errors column); run the same command again to retry them")
+        return 1
     err.print(f"vote on it: lineup vote {progress.session_id}")
-    return 1 if failed and failed == progress.total else 0
+    return 0
