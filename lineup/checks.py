@@ -17,6 +17,8 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from lineup.text import escape_controls
+
 _REGEX_FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "x": re.VERBOSE}
 
 
@@ -257,9 +259,9 @@ def count_words(text: str) -> int:
 
 
 def _excerpt(text: str, limit: int = 60) -> str:
-    """A short, printable excerpt: repr() escapes control characters and escapes."""
+    """A short excerpt in quotes, its control characters escaped."""
     cut = text if len(text) <= limit else text[:limit] + "…"
-    return repr(cut)
+    return '"' + escape_controls(cut, keep_newlines=False) + '"'
 
 
 def run_check(check: Any, answer: str) -> CheckOutcome:

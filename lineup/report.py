@@ -23,15 +23,12 @@ renderers escape it (HTML, Markdown) and the CLI prints it as plain text.
 
 from __future__ import annotations
 
-import html
 import json
 import math
 import operator
-import re
 import sqlite3
 import threading
 import time
-import unicodedata
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -40,6 +37,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from lineup import ratings as R
+from lineup.text import html_text, markdown_inline
 from lineup import votes as V
 
 # --------------------------------------------------------------------------- structure
@@ -1054,29 +1052,6 @@ def _message(conn, report: Report, filters: ReportFilters) -> str | None:
 # --------------------------------------------------------------------------- rendering helpers
 
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-
-
-def plain(text: Any) -> str:
-    """Text safe for a terminal: control characters (escape sequences among
-    them) and bidi/format characters shown as visible escapes."""
-    s = str(text)
-    s = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", s)
-    return "".join(ch if unicodedata.category(ch) != "Cf" else f"\\u{ord(ch):04x}" for ch in s)
-
-
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+!|~])")
-
-
-def md(text: Any) -> str:
-    """Markdown-inert text (table-safe: no pipes, no newlines, no HTML)."""
-    s = plain(text).replace("\n", " ")
-    return _MD_SPECIAL.sub(r"\\\1", s)
-
-
-def h(text: Any) -> str:
-    return html.escape(plain(text), quote=True)
-
 
 def fmt(x: float | None, digits: int = 0) -> str:
     if x is None:
@@ -1112,13 +1087,13 @@ def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]
 def _md_ratings(table_models: Sequence[ModelRow], gaps: Sequence[GapRow]) -> list[str]:
     lines = _md_table(
         ["rank", "model", "rating", "95% interval", "votes", "W", "T", "L", "group", "notes"],
-        [[fmt_rank(m), md(m.name), fmt(m.rating), fmt_ci(m), str(m.votes), str(m.wins), str(m.ties),
-          str(m.losses), str(m.group + 1), md("; ".join(m.notes))] for m in table_models])
+        [[fmt_rank(m), markdown_inline(m.name), fmt(m.rating), fmt_ci(m), str(m.votes), str(m.wins), str(m.ties),
+          str(m.losses), str(m.group + 1), markdown_inline("; ".join(m.notes))] for m in table_models])
     close = [g for g in gaps if not g.separated]
     if close:
         lines.append("Adjacent models not yet separated (rough further votes needed at the current gap):")
         lines.append("")
-        lines += [f"- {md(g.upper)} vs {md(g.lower)}: gap {g.gap:.0f}, "
+        lines += [f"- {markdown_inline(g.upper)} vs {markdown_inline(g.lower)}: gap {g.gap:.0f}, "
                   f"{'unknown' if g.more_votes is None else f'~{g.more_votes:,}'} more votes" for g in close]
         lines.append("")
     return lines
@@ -1131,20 +1106,20 @@ def render_markdown(r: Report) -> str:
                  "covers every rank the intervals allow.")
     lines.append("")
     if r.message:
-        lines += [f"> {md(r.message)}", ""]
+        lines += [f"> {markdown_inline(r.message)}", ""]
     for w in r.warnings:
-        lines += [f"- warning: {md(w)}"]
+        lines += [f"- warning: {markdown_inline(w)}"]
     if r.warnings:
         lines.append("")
     if r.models:
         lines += ["## Ratings", ""] + _md_ratings(r.models, r.gaps)
-        ties = "; ".join("{" + ", ".join(md(n) for n in g) + "}" for g in r.groups if len(g) > 1)
+        ties = "; ".join("{" + ", ".join(markdown_inline(n) for n in g) + "}" for g in r.groups if len(g) > 1)
         lines += ["Cannot be told apart (overlapping intervals): " + (ties or "none"), ""]
     for title, tables in (("By category", r.by_category), ("By rater", r.by_rater)):
         if len(tables) > 1:
             lines += [f"## {title}", ""]
             for name, t in tables.items():
-                lines += [f"### {md(name)}", ""] + _md_ratings(t.models, t.gaps)
+                lines += [f"### {markdown_inline(name)}", ""] + _md_ratings(t.models, t.gaps)
     if r.position_bias.rows:
         lines += ["## Position bias", ""]
         lines += _md_table(["position", "votes", "wins", "win rate", "95% interval", "expected"],
@@ -1155,23 +1130,23 @@ def render_markdown(r: Report) -> str:
     if c.raters or c.inter_rater_pairs:
         lines += ["## Rater consistency", ""]
         lines += _md_table(["rater", "judged twice", "same verdict", "rate"],
-                           [[md(x.rater), str(x.repeated), str(x.agreed), pct(x.rate)] for x in c.raters])
+                           [[markdown_inline(x.rater), str(x.repeated), str(x.agreed), pct(x.rate)] for x in c.raters])
         if c.inter_rater_pairs:
             lines += [f"Between raters: {c.inter_rater_agreed} of {c.inter_rater_pairs} pairs agree "
                       f"({pct(c.inter_rater_rate)}).", ""]
     if any(f.tags for f in r.failure_modes):
         lines += ["## Failure modes", ""]
         lines += _md_table(["model", "answers", "tagged", "tags (count, rate)"],
-                           [[md(f.model), str(f.answers), pct(f.tagged / f.answers if f.answers else None),
-                             md(", ".join(f"{t} {s.count} ({100 * s.rate:.0f}%)" for t, s in f.tags.items()))]
+                           [[markdown_inline(f.model), str(f.answers), pct(f.tagged / f.answers if f.answers else None),
+                             markdown_inline(", ".join(f"{t} {s.count} ({100 * s.rate:.0f}%)" for t, s in f.tags.items()))]
                             for f in r.failure_modes])
     if r.engineering:
         lines += ["## Speed, errors and cost", ""]
         lines += _md_table(
             ["model", "requests", "errors", "TTFT p50", "TTFT p95", "tok/s p50", "duration p50",
              "tokens in/out", "cost"],
-            [[md(e.model), str(e.requests),
-              f"{pct(e.error_rate)}" + (f" ({md(', '.join(f'{k} {v}' for k, v in e.errors_by_kind.items()))})"
+            [[markdown_inline(e.model), str(e.requests),
+              f"{pct(e.error_rate)}" + (f" ({markdown_inline(', '.join(f'{k} {v}' for k, v in e.errors_by_kind.items()))})"
                                         if e.errors_by_kind else ""),
               fmt(e.ttft_ms.p50 if e.ttft_ms else None) + " ms", fmt(e.ttft_ms.p95 if e.ttft_ms else None) + " ms",
               fmt(e.output_tokens_per_s_p50, 1), fmt(e.duration_ms.p50 if e.duration_ms else None) + " ms",
@@ -1180,17 +1155,17 @@ def render_markdown(r: Report) -> str:
     if r.checks:
         lines += ["## Automated checks", ""]
         lines += _md_table(["model", "check", "passed", "rate"],
-                           [[md(x.model), md(x.check or "all"), f"{x.passed}/{x.total}", pct(x.rate)]
+                           [[markdown_inline(x.model), markdown_inline(x.check or "all"), f"{x.passed}/{x.total}", pct(x.rate)]
                             for x in r.checks])
         if r.checks_by_category:
             lines += _md_table(["model", "category", "passed", "rate"],
-                               [[md(x.model), md(x.category), f"{x.passed}/{x.total}", pct(x.rate)]
+                               [[markdown_inline(x.model), markdown_inline(x.category), f"{x.passed}/{x.total}", pct(x.rate)]
                                 for x in r.checks_by_category])
     if r.stability:
         lines += ["## Stability over repeats", ""]
         lines += _md_table(["model", "cases", "runs", "identical", "similarity (mean/min)", "flaky checks",
                             "pass-rate sd (mean/max)"],
-                           [[md(s.model), str(s.cases), str(s.runs), pct(s.exact_match_rate),
+                           [[markdown_inline(s.model), str(s.cases), str(s.runs), pct(s.exact_match_rate),
                              f"{fmt(s.mean_similarity, 2)} / {fmt(s.min_similarity, 2)}",
                              f"{s.flaky_checks}/{s.checks}",
                              f"{fmt(s.pass_rate_sd_mean, 2)} / {fmt(s.pass_rate_sd_max, 2)}"]
@@ -1237,14 +1212,14 @@ def _svg_ratings(models: Sequence[ModelRow]) -> str:
         col = colours[m.group % len(colours)]
         a = x(m.ci_low) if m.ci_low is not None else label_w
         b = x(m.ci_high) if m.ci_high is not None else label_w + plot_w
-        parts.append(f'<text x="{label_w - 8}" y="{y + 4}" text-anchor="end">{h(m.name)}</text>')
+        parts.append(f'<text x="{label_w - 8}" y="{y + 4}" text-anchor="end">{html_text(m.name)}</text>')
         dash = ' stroke-dasharray="4 3"' if (m.ci_low is None or m.ci_high is None) else ""
         parts.append(f'<line x1="{a:.1f}" y1="{y}" x2="{b:.1f}" y2="{y}" stroke="{col}" stroke-width="2"{dash}/>')
         for end, open_ in ((a, m.ci_low is None), (b, m.ci_high is None)):
             if not open_:
                 parts.append(f'<line x1="{end:.1f}" y1="{y - 5}" x2="{end:.1f}" y2="{y + 5}" stroke="{col}" stroke-width="2"/>')
-        parts.append(f'<circle cx="{x(m.rating):.1f}" cy="{y}" r="4" fill="{col}"><title>{h(m.name)}: '
-                     f'{m.rating:.0f} ({h(fmt_ci(m))})</title></circle>')
+        parts.append(f'<circle cx="{x(m.rating):.1f}" cy="{y}" r="4" fill="{col}"><title>{html_text(m.name)}: '
+                     f'{m.rating:.0f} ({html_text(fmt_ci(m))})</title></circle>')
     parts.append("</svg>")
     return "".join(parts)
 
@@ -1272,7 +1247,7 @@ def _svg_failures(rows: Sequence[FailureModes]) -> str:
     for f in rows:
         if not f.tags:
             continue
-        parts.append(f'<text x="0" y="{y + 12}" font-weight="bold">{h(f.model)} '
+        parts.append(f'<text x="0" y="{y + 12}" font-weight="bold">{html_text(f.model)} '
                      f'<tspan fill="#666" font-weight="normal">({f.answers} answers)</tspan></text>')
         y += 18
         for t in tags:
@@ -1281,7 +1256,7 @@ def _svg_failures(rows: Sequence[FailureModes]) -> str:
                 continue
             w = s.rate / top * plot_w
             col = colours[tags.index(t) % len(colours)]
-            parts.append(f'<text x="{label_w - 8}" y="{y + 11}" text-anchor="end">{h(t)}</text>'
+            parts.append(f'<text x="{label_w - 8}" y="{y + 11}" text-anchor="end">{html_text(t)}</text>'
                          f'<rect x="{label_w}" y="{y}" width="{w:.1f}" height="{bar_h}" fill="{col}"/>'
                          f'<text x="{label_w + w + 6:.1f}" y="{y + 11}" fill="#444">{s.count} ({100 * s.rate:.0f}%)</text>')
             y += bar_h + 4
@@ -1302,7 +1277,7 @@ def _svg_latency(rows: Sequence[Engineering], attr: str, title: str) -> str:
         return label_w + v / hi * plot_w
 
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{label_w + plot_w + 30}" height="{height}" '
-             f'role="img" aria-label="{h(title)}">']
+             f'role="img" aria-label="{html_text(title)}">']
     step = _nice_step(hi / 6)
     tick = 0.0
     while tick <= hi:
@@ -1311,12 +1286,12 @@ def _svg_latency(rows: Sequence[Engineering], attr: str, title: str) -> str:
         tick += step
     for k, (model, q) in enumerate(data):
         y = 20 + k * row_h
-        parts.append(f'<text x="{label_w - 8}" y="{y + 4}" text-anchor="end">{h(model)}</text>'
+        parts.append(f'<text x="{label_w - 8}" y="{y + 4}" text-anchor="end">{html_text(model)}</text>'
                      f'<line x1="{x(q.p5):.1f}" y1="{y}" x2="{x(q.p95):.1f}" y2="{y}" stroke="#888"/>'
                      f'<rect x="{x(q.p25):.1f}" y="{y - 7}" width="{max(1.0, x(q.p75) - x(q.p25)):.1f}" height="14" '
                      f'fill="#cfe0f7" stroke="#4a78c2"/>'
                      f'<line x1="{x(q.p50):.1f}" y1="{y - 7}" x2="{x(q.p50):.1f}" y2="{y + 7}" stroke="#1d3f7a" '
-                     f'stroke-width="2"><title>{h(model)}: p50 {q.p50:.0f} ms, p95 {q.p95:.0f} ms, n={q.n}</title></line>')
+                     f'stroke-width="2"><title>{html_text(model)}: p50 {q.p50:.0f} ms, p95 {q.p95:.0f} ms, n={q.n}</title></line>')
     parts.append("</svg>")
     return "".join(parts)
 
@@ -1331,12 +1306,12 @@ def _html_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 def _html_ratings(models: Sequence[ModelRow], gaps: Sequence[GapRow]) -> str:
     parts = [_svg_ratings(models), _html_table(
         ["model", "rank", "rating", "95% interval", "votes", "W", "T", "L", "group", "notes"],
-        [[h(m.name), fmt_rank(m), fmt(m.rating), h(fmt_ci(m)), str(m.votes), str(m.wins), str(m.ties),
-          str(m.losses), str(m.group + 1), h("; ".join(m.notes))] for m in models])]
+        [[html_text(m.name), fmt_rank(m), fmt(m.rating), html_text(fmt_ci(m)), str(m.votes), str(m.wins), str(m.ties),
+          str(m.losses), str(m.group + 1), html_text("; ".join(m.notes))] for m in models])]
     close = [g for g in gaps if not g.separated]
     if close:
         parts.append("<p class=small>Not yet separated (rough further votes, same mix, at the current gap): "
-                     + "; ".join(f"{h(g.upper)} vs {h(g.lower)}: gap {g.gap:.0f}, "
+                     + "; ".join(f"{html_text(g.upper)} vs {html_text(g.lower)}: gap {g.gap:.0f}, "
                                  f"{'unknown' if g.more_votes is None else f'~{g.more_votes:,}'}"
                                  for g in close) + "</p>")
     return "".join(parts)
@@ -1346,19 +1321,19 @@ def render_html(r: Report) -> str:
     """A self-contained page: inline CSS and SVG, no script, every piece of
     recorded text escaped."""
     body = ["<h1>lineup report</h1>",
-            f"<p class=small>{r.votes_used} votes, {r.rounds} bootstrap rounds, seed {h(r.seed)}. "
+            f"<p class=small>{r.votes_used} votes, {r.rounds} bootstrap rounds, seed {html_text(r.seed)}. "
             "Bradley-Terry on the Elo scale (mean 1000), 95% bootstrap intervals; dashed whiskers are open "
             "(no finite rating on that side).</p>"]
     if r.message:
-        body.append(f'<p class="msg">{h(r.message)}</p>')
-    body += [f'<p class="warn">{h(w)}</p>' for w in r.warnings]
+        body.append(f'<p class="msg">{html_text(r.message)}</p>')
+    body += [f'<p class="warn">{html_text(w)}</p>' for w in r.warnings]
     if r.models:
         body += ["<h2>Ratings</h2>", _html_ratings(r.models, r.gaps)]
     for title, tables in (("By category", r.by_category), ("By rater", r.by_rater)):
         if len(tables) > 1:
             body.append(f"<h2>{title}</h2>")
             for name, t in tables.items():
-                body += [f"<h3>{h(name)}</h3>", _html_ratings(t.models, t.gaps)]
+                body += [f"<h3>{html_text(name)}</h3>", _html_ratings(t.models, t.gaps)]
     if r.position_bias.rows:
         body += ["<h2>Position bias</h2>", _html_table(
             ["position", "votes", "wins", "win rate", "95% interval", "expected"],
@@ -1368,7 +1343,7 @@ def render_html(r: Report) -> str:
     if c.raters or c.inter_rater_pairs:
         body += ["<h2>Rater consistency</h2>", _html_table(
             ["rater", "judged twice", "same verdict", "rate"],
-            [[h(x.rater), str(x.repeated), str(x.agreed), pct(x.rate)] for x in c.raters])]
+            [[html_text(x.rater), str(x.repeated), str(x.agreed), pct(x.rate)] for x in c.raters])]
         if c.inter_rater_pairs:
             body.append(f"<p>Between raters: {c.inter_rater_agreed} of {c.inter_rater_pairs} pairs agree "
                         f"({pct(c.inter_rater_rate)}).</p>")
@@ -1381,8 +1356,8 @@ def render_html(r: Report) -> str:
                  "<h3>Duration (ms)</h3>", _svg_latency(r.engineering, "duration_ms", "duration"),
                  _html_table(["model", "requests", "error rate", "errors by kind", "TTFT p50", "TTFT p95",
                               "tok/s p50", "tokens in / out", "cost"],
-                             [[h(e.model), str(e.requests), pct(e.error_rate),
-                               h(", ".join(f"{k} {v}" for k, v in e.errors_by_kind.items())),
+                             [[html_text(e.model), str(e.requests), pct(e.error_rate),
+                               html_text(", ".join(f"{k} {v}" for k, v in e.errors_by_kind.items())),
                                fmt(e.ttft_ms.p50 if e.ttft_ms else None),
                                fmt(e.ttft_ms.p95 if e.ttft_ms else None),
                                fmt(e.output_tokens_per_s_p50, 1), f"{e.input_tokens:,} / {e.output_tokens:,}",
@@ -1390,16 +1365,16 @@ def render_html(r: Report) -> str:
     if r.checks:
         body += ["<h2>Automated checks</h2>", _html_table(
             ["model", "check", "passed", "rate"],
-            [[h(x.model), h(x.check or "all"), f"{x.passed}/{x.total}", pct(x.rate)] for x in r.checks])]
+            [[html_text(x.model), html_text(x.check or "all"), f"{x.passed}/{x.total}", pct(x.rate)] for x in r.checks])]
         if r.checks_by_category:
             body.append(_html_table(["model", "category", "passed", "rate"],
-                                    [[h(x.model), h(x.category), f"{x.passed}/{x.total}", pct(x.rate)]
+                                    [[html_text(x.model), html_text(x.category), f"{x.passed}/{x.total}", pct(x.rate)]
                                      for x in r.checks_by_category]))
     if r.stability:
         body += ["<h2>Stability over repeats</h2>", _html_table(
             ["model", "cases", "runs", "identical", "similarity mean / min", "flaky checks",
              "pass-rate sd mean / max"],
-            [[h(s.model), str(s.cases), str(s.runs), pct(s.exact_match_rate),
+            [[html_text(s.model), str(s.cases), str(s.runs), pct(s.exact_match_rate),
               f"{fmt(s.mean_similarity, 2)} / {fmt(s.min_similarity, 2)}", f"{s.flaky_checks}/{s.checks}",
               f"{fmt(s.pass_rate_sd_mean, 2)} / {fmt(s.pass_rate_sd_max, 2)}"] for s in r.stability])]
     return ("<!DOCTYPE html><html lang=en><head><meta charset=utf-8>"

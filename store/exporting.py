@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import csv
 import io
-import json
-import re
 from collections.abc import Iterator
 from datetime import datetime, timezone
 
 from lineup.store.records import LoadedSession, NON_LABEL_CHOICES, OutputRecord, VoteRecord
+from lineup.text import csv_cell, escape_controls, json_line
 from lineup.votes import relabel, reveal_state, winner
 
 EXPORT_FORMAT = "lineup.output"
@@ -27,24 +26,6 @@ FORMATS = ("jsonl", "csv", "md")
 HIDDEN = "hidden"
 
 # C0 controls except tab/newline/CR, DEL, C1 controls.
-_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
-# What json.dumps(ensure_ascii=False) leaves raw but a terminal could act on.
-_JSON_RAW = re.compile("[\x7f-\x9f\u2028\u2029]")
-
-
-def visible(text: str | None) -> str:
-    """`text` with control characters shown as `\\xNN` instead of acted on."""
-    if not text:
-        return text or ""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
-
-
-def json_line(obj: object) -> str:
-    """Compact JSON on one line, readable Unicode, no raw DEL/C1 controls."""
-    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
-    return _JSON_RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
-
-
 def iso(ts: float | None) -> str:
     if ts is None:
         return ""
@@ -98,16 +79,6 @@ CSV_COLUMNS = ("session_id", "session_kind", "turn", "case_id", "category", "pro
                "supersedes", "revealed_at")
 
 
-def csv_cell(value: object) -> object:
-    """Neutralise formula injection: text starting = + - @ (or tab/CR) gets a leading '."""
-    if not isinstance(value, str):
-        return value
-    value = visible(value)
-    if value[:1] in ("=", "+", "-", "@", "\t", "\r"):
-        return "'" + value
-    return value
-
-
 def export_csv(loaded: LoadedSession) -> str:
     s = loaded.session
     reveal = reveal_state(loaded)
@@ -132,7 +103,7 @@ def export_csv(loaded: LoadedSession) -> str:
 # ---------------------------------------------------------------------- Markdown
 
 def _quote(text: str) -> str:
-    return "\n".join("> " + line if line else ">" for line in visible(text).split("\n"))
+    return "\n".join("> " + line if line else ">" for line in escape_controls(text).split("\n"))
 
 
 def _vote_line(v: VoteRecord, hidden: bool, label_by_model: dict[str, str]) -> str:
@@ -151,11 +122,11 @@ def _vote_line(v: VoteRecord, hidden: bool, label_by_model: dict[str, str]) -> s
         what = "all bad" if v.choice == "all_bad" else "both bad"
     else:
         what = f"{name(choice)} is better"
-    line = f"- **Vote** by {visible(v.rater)} at {iso(v.created)}: {what}"
+    line = f"- **Vote** by {escape_controls(v.rater)} at {iso(v.created)}: {what}"
     if ranking:
         line += "; ranking " + " > ".join(name(x) for x in ranking)
     if v.note:
-        line += f" — {visible(v.note)}"
+        line += f" — {escape_controls(v.note)}"
     return line
 
 
@@ -164,7 +135,7 @@ def export_markdown(loaded: LoadedSession) -> str:
     reveal = reveal_state(loaded)
     hidden = not reveal.all
     label_by_model = {c.alias: c.label for c in s.contestants}
-    out: list[str] = [f"# {visible(s.title) if s.title else 'Session ' + s.id}", ""]
+    out: list[str] = [f"# {escape_controls(s.title) if s.title else 'Session ' + s.id}", ""]
     out.append(f"- id: `{s.id}`")
     out.append(f"- kind: {s.kind}; created {iso(s.created)}")
     if hidden:
@@ -184,7 +155,7 @@ def export_markdown(loaded: LoadedSession) -> str:
     if s.seed is not None:
         out.append(f"- seed: {s.seed}")
     if s.sample_set_name:
-        out.append(f"- sample set: {visible(s.sample_set_name)} ({s.sample_set_hash or 'no hash'})")
+        out.append(f"- sample set: {escape_controls(s.sample_set_name)} ({s.sample_set_hash or 'no hash'})")
     if s.system:
         out += ["", "**System prompt**", "", _quote(s.system)]
     tags: dict[str, list[str]] = {}
@@ -198,26 +169,26 @@ def export_markdown(loaded: LoadedSession) -> str:
         head = f"## Turn {i}"
         extra = [x for x in (turn.case_id, turn.category) if x]
         if extra:
-            head += " (" + ", ".join(visible(x) for x in extra) + ")"
+            head += " (" + ", ".join(escape_controls(x) for x in extra) + ")"
         out += ["", head, "", _quote(turn.user_message)]
         hidden = not reveal.turn(turn.id)
         for o in loaded.outputs_for(turn.id):
             title = o.label if hidden or o.label == o.contestant else f"{o.label} ({o.contestant})"
             if o.attempt > 1:
                 title += f", attempt {o.attempt}"
-            out += ["", f"### {visible(title)}", ""]
+            out += ["", f"### {escape_controls(title)}", ""]
             if o.status != "complete":
                 note = o.status
                 if o.error_kind:
                     note += f": {o.error_kind}"
                 if o.error_message and not hidden:  # an error message may name the model
-                    note += f" — {visible(o.error_message)}"
+                    note += f" — {escape_controls(o.error_message)}"
                 out += [f"_({note})_", ""]
-            out.append(visible(o.text) if o.text else "_(no text)_")
+            out.append(escape_controls(o.text) if o.text else "_(no text)_")
             if tags.get(o.id):
-                out += ["", "Tags: " + ", ".join(visible(t) for t in tags[o.id])]
+                out += ["", "Tags: " + ", ".join(escape_controls(t) for t in tags[o.id])]
             if checks.get(o.id):
-                out += ["", "Checks: " + "; ".join(visible(c) for c in checks[o.id])]
+                out += ["", "Checks: " + "; ".join(escape_controls(c) for c in checks[o.id])]
         votes = [v for v in current if v.turn_id == turn.id]
         if votes:
             out.append("")

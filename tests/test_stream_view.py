@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from textual.app import App, ComposeResult
 
-from lineup.tui.stream_view import StreamView, _Splitter, neutralise
+from lineup.text import neutralise
+from lineup.tui.stream_view import StreamView, _Splitter
 
 pytestmark = pytest.mark.anyio
 

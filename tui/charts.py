@@ -7,7 +7,7 @@ them on every resize, the tests read them without a terminal, and they mirror
 the choices of `Report.to_html()` (shared scale padded 5%, open sides drawn to
 the edge, one colour per group of models that cannot be told apart, tag
 colours shared across models, latency p5-p95 whisker, p25-p75 box, median).
-Every recorded string (model, tag, check names) goes through `plain()` into a
+Every recorded string (model, tag, check names) goes through `one_line()` into a
 `Text`: never markup, control characters made visible."""
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from rich.cells import cell_len, set_cell_size
 from rich.text import Text
 
-from lineup.report import CheckRate, Engineering, FailureModes, ModelRow, Quantiles, fmt_ci, fmt_rank, plain
+from lineup.report import CheckRate, Engineering, FailureModes, ModelRow, Quantiles, fmt_ci, fmt_rank
+from lineup.text import one_line
 from lineup.report import _nice_step as nice_step
 
 GROUP_COLOURS = ("#4a78c2", "#c2574a", "#4aa36b", "#8a5ac2", "#c29a4a", "#4ab0c2")
@@ -35,7 +36,7 @@ RATINGS_LEGEND = ("● rating   ├─┤ 95% interval   ◀╌ ╌▶ open side
 
 def cell(text: str, width: int, *, right: bool = False) -> str:
     """`text` in exactly `width` cells: cut with an ellipsis, padded left or right."""
-    text = plain(text)
+    text = one_line(text)
     if width <= 0:
         return ""
     if cell_len(text) > width:
@@ -57,7 +58,7 @@ def line(*parts: tuple[str, str] | str | Text) -> Text:
 
 def name_width(names: Sequence[str], width: int, floor: int = 6) -> int:
     """Room for the name column: the longest name, at most a quarter of the width."""
-    longest = max((cell_len(plain(n)) for n in names), default=floor)
+    longest = max((cell_len(one_line(n)) for n in names), default=floor)
     return max(floor, min(longest, max(10, width // 4)))
 
 
@@ -228,12 +229,12 @@ def failure_chart(rows: Sequence[FailureModes], width: int) -> list[Text]:
     if not tags:
         return []
     top = max(s.rate for f in rows for s in f.tags.values()) or 1.0
-    tw = min(max(cell_len(plain(t)) for t in tags), max(12, width // 4))
+    tw = min(max(cell_len(one_line(t)) for t in tags), max(12, width // 4))
     plot = max(8, min(60, width - 4 - tw - 1 - 12))
     out: list[Text] = []
     for f in rows:
         share = f"{100 * f.tagged / f.answers:.0f}%" if f.answers else "-"
-        head = [(plain(f.model), "bold"), (f"  {f.answers} answers, {f.tagged} tagged ({share})", "dim")]
+        head = [(one_line(f.model), "bold"), (f"  {f.answers} answers, {f.tagged} tagged ({share})", "dim")]
         if not f.tags:
             head.append(("  no tags", "dim"))
         out.append(line(*head))
@@ -304,7 +305,7 @@ def speed_chart(rows: Sequence[Engineering], width: int) -> list[Text]:
 
 def _speed_tail(e: Engineering) -> str:
     kinds = ", ".join(f"{k} {v}" for k, v in e.errors_by_kind.items())
-    return f"  {e.requests} req" + (f"; {plain(kinds)}" if kinds else "")
+    return f"  {e.requests} req" + (f"; {one_line(kinds)}" if kinds else "")
 
 
 def checks_chart(rows: Sequence[CheckRate], width: int) -> list[Text]:

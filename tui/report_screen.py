@@ -21,7 +21,8 @@ from textual.widget import Widget
 from textual.widgets import Checkbox, Footer, Header, Select, Static
 
 from lineup.ratings import DEFAULT_ROUNDS
-from lineup.report import NO_CATEGORY, Report, ReportFilters, build_report, plain
+from lineup.report import NO_CATEGORY, Report, ReportFilters, build_report
+from lineup.text import one_line
 from lineup.tui import charts
 
 
@@ -65,7 +66,7 @@ class Chart(Widget):
 
 def prose(text: str | Text, classes: str = "report-prose") -> Static:
     """Wrapping text; a str is untrusted and shown as is (never markup)."""
-    return Static(text if isinstance(text, Text) else Text(plain(text)), classes=classes)
+    return Static(text if isinstance(text, Text) else Text(one_line(text)), classes=classes)
 
 
 def gap_hint(g) -> str:
@@ -87,19 +88,19 @@ def report_widgets(report: Report) -> list[Widget]:
     """Everything the screen shows for one report, top to bottom."""
     out: list[Widget] = []
     if report.message:
-        msg = Text(plain(report.message))
+        msg = Text(one_line(report.message))
         if "--include-demo" in report.message and not report.filters.include_demo:
             msg.append("\nHere: press d (or tick “demo models”) to see them.", style="bold")
         out.append(prose(msg, "report-message"))
     for w in report.warnings:
-        out.append(prose(Text("warning: " + plain(w)), "report-warning"))
+        out.append(prose(Text("warning: " + one_line(w)), "report-warning"))
     if report.models:
         out.append(prose(Text(f"Ratings · {report.votes_used:,} votes · {report.rounds} bootstrap rounds · "
                               f"seed {report.seed}"), "report-section"))
         out.append(Chart(lambda w, m=report.models: charts.ratings_chart(m, w), id="chart-ratings"))
         out.append(prose(Text(charts.RATINGS_LEGEND)))
-        notes = [Text(plain(f"{m.name}: " + "; ".join(m.notes))) for m in report.models if m.notes]
-        hints = [Text(plain(gap_hint(g))) for g in report.gaps if not g.separated]
+        notes = [Text(one_line(f"{m.name}: " + "; ".join(m.notes))) for m in report.models if m.notes]
+        hints = [Text(one_line(gap_hint(g))) for g in report.gaps if not g.separated]
         if hints:
             out.append(prose(Text("More votes to separate neighbours:\n") + Text("\n").join(hints),
                              "report-hints"))
@@ -215,7 +216,7 @@ class ReportScreen(Screen):
         self.recompute()
 
     def _options(self) -> list[tuple[Text, str]]:
-        return [(Text(plain(c)), c) for c in self.categories]
+        return [(Text(one_line(c)), c) for c in self.categories]
 
     # ----- computing ----------------------------------------------------------
     def filters(self) -> ReportFilters:
@@ -264,7 +265,7 @@ class ReportScreen(Screen):
         if report.votes_demo_excluded and not report.filters.include_demo:
             parts.append(f"{report.votes_demo_excluded:,} demo votes out")
         if report.filters.category is not None:
-            parts.append(f"category {plain(report.filters.category)}")
+            parts.append(f"category {one_line(report.filters.category)}")
         self._status(" · ".join(parts))
 
     def _status(self, text: str) -> None:

@@ -12,7 +12,7 @@ scroll position anchored to the block at the top of the view.
 
 Model output is untrusted: it is never parsed as Rich/Textual markup, and
 escape sequences, control and bidi-override characters are replaced by
-visible stand-ins (``neutralise``) before anything is rendered.
+visible stand-ins (`lineup.text.neutralise`) before anything is rendered.
 """
 
 from __future__ import annotations
@@ -39,53 +39,9 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.timer import Timer
 
-__all__ = ["StreamView", "neutralise"]
+from lineup.text import neutralise, one_line, shows_as_is_on_one_line
 
-# ---------------------------------------------------------------------------
-# Neutralising untrusted text
-
-def _build_table() -> dict[int, str]:
-    table: dict[int, str] = {}
-    for code in range(0x20):
-        if code not in (0x09, 0x0A):
-            table[code] = chr(0x2400 + code)  # control pictures: ESC -> "␛", NUL -> "␀", BEL -> "␇"
-    table[0x7F] = "\u2421"  # DEL -> "␡"
-    for code in range(0x80, 0xA0):  # C1 controls (0x9B is a one-byte CSI)
-        table[code] = "\ufffd"
-    bidi = [0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)]
-    for code in bidi:  # marks, embeddings, overrides, isolates: they reorder what follows
-        table[code] = "\ufffd"
-    for code in range(0xD800, 0xE000):  # lone surrogates cannot be encoded for the terminal
-        table[code] = "\ufffd"
-    table[0x2028] = "\n"  # line / paragraph separators: treat as newlines
-    table[0x2029] = "\n"
-    return table
-
-
-_NEUTRAL = _build_table()
-_UNSAFE_RE = re.compile(
-    "[" + "".join(re.escape(chr(c)) for c in sorted(_NEUTRAL)) + "]"
-)
-_SEGMENT_TABLE = dict(_NEUTRAL)
-_SEGMENT_TABLE[0x09] = "    "  # a raw tab in a rendered segment would move the terminal cursor
-_SEGMENT_TABLE[0x0A] = " "
-_SEGMENT_UNSAFE_RE = re.compile(
-    "[" + "".join(re.escape(chr(c)) for c in sorted(_SEGMENT_TABLE)) + "]"
-)
-
-
-def neutralise(text: str) -> str:
-    """Replace escape/control/bidi characters with visible stand-ins.
-
-    Keeps ``\\n`` and ``\\t``; ESC becomes "␛" (so ``\\x1b[31m`` shows as
-    ``␛[31m``), other C0 controls their control pictures, C1 controls, bidi
-    overrides and lone surrogates U+FFFD. Stateless per character, so deltas
-    can be neutralised one by one.
-    """
-    if _UNSAFE_RE.search(text) is None:
-        return text
-    return text.translate(_NEUTRAL)
-
+__all__ = ["StreamView"]
 
 # ---------------------------------------------------------------------------
 # Splitting a stream into blocks
@@ -440,14 +396,13 @@ def _clean(line: list[Segment]) -> list[Segment]:
         if segment.control or (style is not None and style._link):
             break
     else:
-        if _SEGMENT_UNSAFE_RE.search("".join([segment.text for segment in line])) is None:
+        if shows_as_is_on_one_line("".join([segment.text for segment in line])):
             return line
     out = []
     for text, style, control in line:
         if control:
             continue
-        if _SEGMENT_UNSAFE_RE.search(text):
-            text = text.translate(_SEGMENT_TABLE)
+        text = one_line(text, tab_width=4)
         if style is not None and style._link:
             style = style.update_link(None)
         out.append(Segment(text, style))

@@ -10,6 +10,8 @@ import os
 import sys
 import time
 
+from lineup.text import one_line
+
 EXAMPLE = ('[models.gpt4o] provider = "openai", model = "gpt-4o", api_key_env = "OPENAI_API_KEY" '
            "(or just export OPENAI_API_KEY / ANTHROPIC_API_KEY / GEMINI_API_KEY)")
 CHECK_PROMPT = "Reply with the single word: ok"
@@ -56,14 +58,14 @@ def run(args: argparse.Namespace) -> int:
         return 1 if failed else 0
 
     for warning in config.warnings:
-        print(f"warning: {_safe(warning)}", file=sys.stderr)
+        print(f"warning: {one_line(warning)}", file=sys.stderr)
     if config.source:
-        print(f"config: {_safe(config.source)}" + (" (no models in it: autodetected)" if config.autodetected else ""))
+        print(f"config: {one_line(config.source)}" + (" (no models in it: autodetected)" if config.autodetected else ""))
     elif config.demo_only:
         print("No models configured: using the offline demo models (synthetic answers, kept out of ratings).")
-        print(f"Add real ones in {_safe(str(path))}, e.g. {EXAMPLE}")
+        print(f"Add real ones in {one_line(str(path))}, e.g. {EXAMPLE}")
     else:
-        print(f"No config file ({_safe(str(path))}): models autodetected from the environment.")
+        print(f"No config file ({one_line(str(path))}): models autodetected from the environment.")
     print()
     _print_table(rows, args.check)
     return 1 if failed else 0
@@ -79,16 +81,11 @@ def _print_table(rows: list[dict], with_check: bool) -> None:
             c = r["check"]
             cells.append(f"ok  ttft {c['ttft_ms']:.0f} ms" if c["ok"] and c["ttft_ms"] is not None
                          else "ok" if c["ok"] else f"FAILED {c['error_kind']}: {c['error']}")
-        table.append([_safe(x) for x in cells])
+        table.append([one_line(x) for x in cells])
     widths = [max(len(h), *(len(row[i]) for row in table)) if table else len(h) for i, h in enumerate(headers)]
     print("  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip())
     for row in table:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
-
-
-def _safe(text: str) -> str:
-    """Printable text only: config values and server messages could hold escape sequences."""
-    return "".join(ch if ch.isprintable() else "\ufffd" for ch in str(text))
 
 
 async def _check_all(models: list, config, timeout: float) -> list[dict]:

@@ -138,22 +138,23 @@ def print_report(report) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from lineup.report import fmt, fmt_ci, fmt_rank, pct, plain
+    from lineup.report import fmt, fmt_ci, fmt_rank, pct
+    from lineup.text import one_line
 
     console = Console(highlight=False, soft_wrap=False)
     if not console.is_terminal:   # piped into a file: room for every column, names never cut
         console = Console(highlight=False, soft_wrap=False, width=160)
 
     def t(value) -> Text:
-        return Text(plain(value))
+        return Text(one_line(value))
 
     if report.message:
         console.print(Text(report.message))
     for warning in report.warnings:
-        console.print(Text("warning: " + plain(warning), style="yellow"))
+        console.print(Text("warning: " + one_line(warning), style="yellow"))
 
     def ratings_table(title: str, models, gaps) -> None:
-        table = Table(title=Text(plain(title)), title_justify="left")
+        table = Table(title=Text(one_line(title)), title_justify="left")
         for col, just in (("rank", "right"), ("model", "left"), ("rating", "right"), ("95% CI", "right"),
                           ("votes", "right"), ("W", "right"), ("T", "right"), ("L", "right"),
                           ("group", "right")):

@@ -19,14 +19,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", required=True, metavar="SET.jsonl", help="sample set to write")
 
 
-def _printable(text: str, limit: int = 60) -> str:
-    """Log values are untrusted: no control characters reach the terminal."""
-    import unicodedata
-
-    clean = "".join(ch if unicodedata.category(ch)[0] != "C" else "\ufffd" for ch in text)
-    return clean if len(clean) <= limit else clean[: limit - 1] + "…"
-
-
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -35,6 +27,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.text import Text
 
     from lineup.cli import UsageError
+    from lineup.text import one_line
     from lineup.sampleset import SampleSetError, load_sample_set
     from lineup.sampling import DEFAULT_THRESHOLD, LogError, read_logs, sample_records, to_cases, write_jsonl
 
@@ -59,14 +52,14 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.logs}: no prompts to sample")
 
     console = Console(highlight=False, soft_wrap=False)
-    table = Table(title=f"strata by {_printable(logs.by)} ({logs.kind}, prompt field {_printable(logs.prompt_field)})")
+    table = Table(title=Text(f"strata by {one_line(logs.by, 60)} ({logs.kind}, prompt field {one_line(logs.prompt_field, 60)})"))
     for col in ("stratum", "logged", "unique", "sampled", "% unique", "% sample"):
         table.add_column(col, justify="left" if col == "stratum" else "right")
     total_unique = sum(r.unique for r in result.rows) or 1
     total_sampled = len(result.chosen)
     for r in result.rows:
         table.add_row(
-            Text(_printable(r.stratum)), str(r.logged), str(r.unique), str(r.sampled),
+            Text(one_line(r.stratum, 60)), str(r.logged), str(r.unique), str(r.sampled),
             f"{100 * r.unique / total_unique:.1f}", f"{100 * r.sampled / total_sampled:.1f}",
         )
     table.add_row(Text("total"), str(sum(r.logged for r in result.rows)), str(sum(r.unique for r in result.rows)),

@@ -25,7 +25,7 @@ def run(args: argparse.Namespace) -> int:
 
     from lineup.commands import open_store
     from lineup.store import StoreError, default_db_path
-    from lineup.store.exporting import visible
+    from lineup.text import one_line
 
     path = Path(args.db or default_db_path())
     if not path.exists():
@@ -60,9 +60,9 @@ def run(args: argparse.Namespace) -> int:
         who = s.reveal_note if s.contestants is None else ", ".join(s.contestants)
         kind = s.kind + (" (demo)" if s.is_demo else "")
         cells = [Text(s.id), Text(datetime.fromtimestamp(s.created).strftime("%Y-%m-%d %H:%M")), Text(kind),
-                 Text(visible(who)), Text(str(s.turns)), Text(str(s.votes))]
+                 Text(one_line(who)), Text(str(s.turns)), Text(str(s.votes))]
         if show_titles:
-            cells.append(Text(visible(s.title or "")))
+            cells.append(Text(one_line(s.title or "")))
         table.add_row(*cells)
     # piped or captured: no terminal width to fit, so never cut a name short
     width = None if sys.stdout.isatty() else 400
