@@ -48,7 +48,9 @@ class ChatScreen(Screen):
 
     BINDINGS = [
         Binding("escape", "cancel_all", "Cancel all", id="chat.cancel_all", tooltip="Cancel every answer in flight"),
-        Binding("f2", "focus_vote", "Vote", id="chat.vote", tooltip="Go to the vote bar"),
+        Binding("f2", "focus_vote", "Vote", id="chat.vote", tooltip="Go to the vote bar (the only way to vote)"),
+        Binding("f5", "withdraw_vote", "Withdraw vote", id="chat.withdraw_vote",
+                tooltip="Withdraw my vote on the last turn (kept in the record)"),
         Binding("f3", "focus_prompt", "Prompt", id="chat.prompt", tooltip="Go to the prompt box"),
         Binding("ctrl+n", "new_session", "New", id="chat.new", tooltip="New session with the same models"),
         Binding("ctrl+b", "toggle_blind", "Blind", id="chat.blind", tooltip="Blind mode for the next new session"),
@@ -94,7 +96,7 @@ class ChatScreen(Screen):
         if self.autoplay:
             self._autoplay()
         else:
-            self._offer_vote(focus=False)
+            self._offer_vote()
 
     def _figures_visible(self) -> bool:
         return self.session.revealed or self.figures_when_blind
@@ -173,7 +175,7 @@ class ChatScreen(Screen):
                     pane.status = "error"
         finally:
             self.sending = False
-        self._offer_vote(focus=self.session.blind and not self.session.revealed)
+        self._offer_vote()
 
     @work(group="send")
     async def _autoplay(self) -> None:
@@ -187,13 +189,17 @@ class ChatScreen(Screen):
             finally:
                 self.sending = False
         self.autoplay = []
-        self._offer_vote(focus=self.session.blind and not self.session.revealed)
+        self._offer_vote()
 
     def _feed(self, update: PaneUpdate) -> None:
         self.panes[update.index].apply(update.event, update.result, update.output_id)
 
     # ----- voting ---------------------------------------------------------
-    def _offer_vote(self, *, focus: bool) -> None:
+    def _offer_vote(self) -> None:
+        """Show the vote bar once the last turn's answers are in. It never
+        takes the focus: a rater's keys go where they went (the prompt), and
+        a vote is cast only from the vote bar reached deliberately (F2, a
+        click, the palette)."""
         s = self.session
         if not s.turns or self.sending or s.streaming or s.turns[-1].id in self._voted_turns:
             return
@@ -201,8 +207,6 @@ class ChatScreen(Screen):
             return
         self.vote_bar.set_labels([c.label for c in s.contestants])
         self.vote_bar.add_class("-visible")
-        if focus and not self.prompt.text.strip():   # never steal keys from a follow-up being typed
-            self.vote_bar.focus()
 
     def _hide_vote(self) -> None:
         self.vote_bar.remove_class("-visible")
@@ -246,6 +250,26 @@ class ChatScreen(Screen):
 
     def action_focus_prompt(self) -> None:
         self.prompt.focus()
+
+    @work(group="vote", exclusive=True, exit_on_error=False)
+    async def action_withdraw_vote(self) -> None:
+        """Withdraw my vote on the last turn: kept in the record with
+        `retracted_at`, no longer counted; the turn can be judged again. Names
+        already shown stay shown."""
+        if self.session.current_vote(self.app.rater) is None:
+            self.say("No vote of yours on the last turn to withdraw.")
+            return
+        try:
+            withdrawn = await self.session.retract_vote(self.app.rater)
+        except Exception as exc:
+            self.say(f"Withdrawal not saved: {exc}", severity="error")
+            return
+        if withdrawn is None:
+            return
+        self._voted_turns.discard(withdrawn.turn_id)
+        self._offer_vote()
+        self.say(f"Vote withdrawn ({describe(withdrawn, revealed=False)}); it stays in the record, "
+                 "no longer counted. F2 to vote again.")
 
     # ----- whole-screen actions ------------------------------------------
     def action_cancel_all(self) -> None:
@@ -312,7 +336,7 @@ class ChatScreen(Screen):
         except Exception as exc:
             self.say(f"Retry failed: {exc}", severity="error")
         if not self.session.streaming and not self.sending:
-            self._offer_vote(focus=False)
+            self._offer_vote()
 
     @work(group="tag", exit_on_error=False)
     async def _tag(self, index: int, choice: TagChoice | None) -> None:
@@ -339,6 +363,9 @@ class ChatScreen(Screen):
             ("Toggle blind mode", "blind labels for the next new session", self.action_toggle_blind),
             ("Go to prompt", "focus the prompt box", self.action_focus_prompt),
         ]
+        if self.session.current_vote(self.app.rater) is not None:
+            cmds.append(("Withdraw my vote", "a vote cast by mistake: kept in the record, no longer counted",
+                         self.action_withdraw_vote))
         if self.vote_bar.has_class("-visible"):
             cmds.append(("Go to vote bar", "vote on the last turn", self.action_focus_vote))
             bar = self.vote_bar

@@ -70,8 +70,16 @@ class VoteBar(Horizontal, can_focus=True):
         if self.ranking is not None:
             done = " > ".join(self.ranking)
             self.prompt.update(Text(f"Rank best to worst (press a, b, ...): {done}{' > ' if done else ''}…"))
-        else:
+        elif self.has_focus:
             self.prompt.update(Text("Which answer is best?"))
+        else:   # keys typed elsewhere never vote: say how to get here
+            self.prompt.update(Text("Which answer is best? (F2 to vote)"))
+
+    def on_focus(self) -> None:
+        self._show_prompt()
+
+    def on_blur(self) -> None:
+        self._show_prompt()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "pick" and parameters:
