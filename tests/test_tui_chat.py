@@ -244,18 +244,40 @@ def test_a_vote_cast_by_mistake_is_withdrawn_from_the_chat(tmp_path):
 
 
 def test_ranking_vote_with_three(tmp_path):
+    """A ranking of three saves once all three are placed, or once the rater
+    confirms the last place the bar says is implied; never at two picks, and
+    no key of the gesture lands in the prompt."""
     async def scenario():
         store = await open_store(tmp_path / "t.db")
         with ModelServers(NAMES) as srv:
             app = make_app(store, srv, blind=True)
             async with app.run_test(size=(150, 40)) as pilot:
                 await started(pilot, app)
+                screen = app.chat_screen
                 await send(pilot, "hi")
                 await settle(pilot)
-                await pilot.press("f2", "n", "c", "a")      # ranking: C > A > (B implied)
+                await pilot.press("f2", "n", "c", "escape")                  # starts over, saves nothing
+                await pilot.pause()
+                assert screen.vote_bar.ranking is None and not app.session.votes
+                await pilot.press("n", "c", "a")
+                await pilot.pause()
+                assert not app.session.votes and not app.session.revealed      # two of three placed
+                said = str(screen.vote_bar.prompt.render())
+                assert "C > A > B" in said and "B last" in said and "Enter" in said
+                assert app.focused is screen.vote_bar and screen.prompt.text == ""
+                await pilot.press("enter")                                      # confirms B last
                 await wait_for(pilot, lambda: app.session.revealed, "the vote")
                 vote = app.session.votes[-1]
                 assert vote.choice == "C" and vote.ranking == ["C", "A", "B"]
+                assert screen.prompt.text == ""
+                # next turn: all three placed by hand, the last key included
+                await send(pilot, "again")
+                await settle(pilot)
+                await pilot.press("f2", "n", "b", "c", "a")
+                await wait_for(pilot, lambda: len(app.session.votes) == 2, "the second vote")
+                await pilot.pause()
+                assert app.session.votes[-1].ranking == ["B", "C", "A"]
+                assert screen.prompt.text == "" and app.focused is screen.prompt
         await store.aclose()
 
     run(scenario())

@@ -274,8 +274,7 @@ class ChatScreen(Screen):
     # ----- whole-screen actions ------------------------------------------
     def action_cancel_all(self) -> None:
         if self.vote_bar.ranking is not None:
-            self.vote_bar.ranking = None
-            self.vote_bar.set_labels(self.vote_bar.labels)
+            self.vote_bar.action_cancel_rank()
             return
         if self.session.streaming:
             self.session.cancel_all()
