@@ -52,7 +52,6 @@ from lineup.store.records import (
 LABELS = "ABCDEFGH"
 MAX_CONTESTANTS = len(LABELS)
 CHECKPOINT_EVERY_S = 1.0
-HIDDEN = "[hidden]"
 
 # Words that give a vendor away, by provider. Ollama models are named after
 # their family, which `_identity_words` adds from the model name itself.
@@ -104,15 +103,6 @@ def _identity_pattern(words: Iterable[str]) -> re.Pattern[str] | None:
     alternation = "|".join(re.escape(w) for w in ordered)
     # Not inside a longer word ("gpt" must not hit "egypt"); digits/versions may follow.
     return re.compile(rf"(?<![A-Za-z0-9])(?:{alternation})(?![A-Za-z])", re.IGNORECASE)
-
-
-def blind_safe(text: str, contestants: Sequence["Contestant"]) -> str:
-    """`text` with every contestant's model, alias, provider, vendor and host replaced."""
-    words: set[str] = set()
-    for c in contestants:
-        words |= _identity_words(c.config)
-    pattern = _identity_pattern(words)
-    return pattern.sub(HIDDEN, text) if pattern else text
 
 
 def names_itself(text: str, cfg: ModelConfig) -> str | None:
@@ -198,9 +188,11 @@ def contestant_record(c: Contestant) -> ContestantRecord:
     )
 
 
-def output_from_result(base: OutputRecord, result: StreamResult, cfg: ModelConfig, *,
-                       blind: bool, contestants: Sequence[Contestant]) -> OutputRecord:
-    """The final record of one answer, from what its stream reported."""
+def output_from_result(base: OutputRecord, result: StreamResult, cfg: ModelConfig) -> OutputRecord:
+    """The final record of one answer, from what its stream reported. The error
+    text is kept as it came (keys are scrubbed by the caller): blind or not,
+    what a screen may show of it is decided when it is shown
+    (`lineup.votes.error_line`)."""
     err = result.error
     if err is None:
         status = "complete" if result.finish_reason is not None or result.end_t is not None else "interrupted"
@@ -210,8 +202,6 @@ def output_from_result(base: OutputRecord, result: StreamResult, cfg: ModelConfi
         status = "error"
     tokens, estimated = result.output_tokens_or_estimate()
     message = err.message if err else None
-    if message and blind:
-        message = blind_safe(message, contestants)
     cost = cfg.price.cost(result.input_tokens, tokens) if cfg.price else None
     return base.model_copy(update=dict(
         status=status, text=result.text, reasoning=result.reasoning,
@@ -230,13 +220,13 @@ async def record_stream(
     request: ChatRequest,
     base: OutputRecord,
     *,
-    blind: bool,
     contestants: Sequence[Contestant],
     on_update: Callable[[PaneUpdate], None] | None = None,
 ) -> tuple[OutputRecord, StreamResult]:
     """Stream one answer into the store: started, checkpointed about once a
-    second, finished with its final status. Error text is scrubbed of model
-    identities when blind before anyone (UI or store) sees it.
+    second, finished with its final status. Error text is stored and reported
+    as it came, keys aside; a blind screen shows only its kind and status
+    until the reveal (`lineup.votes.error_line`).
 
     Checkpoints run on a timer beside the stream, never on the per-token path,
     so text that came just before a stall is saved within about a second.
@@ -261,8 +251,6 @@ async def record_stream(
         return kept[kind].of(text) if kept is not None and text else text
 
     def emit(event: StreamEvent) -> None:
-        if blind and event.type in ("error", "retrying"):
-            event = event.model_copy(update={"message": blind_safe(event.message, contestants)})
         result.add(event)
         if on_update is not None:
             if held is None:
@@ -311,7 +299,7 @@ async def record_stream(
                 f"the client failed: {type(failure).__name__}: {failure}", contestant.config)[:500]))
     finally:
         contestant.stream = None
-        final = output_from_result(base, result, contestant.config, blind=blind, contestants=contestants)
+        final = output_from_result(base, result, contestant.config)
         if scrubber is not None:
             final = final.model_copy(update={
                 "text": secret_free("text", final.text), "reasoning": secret_free("reasoning", final.reasoning),
@@ -535,8 +523,8 @@ class ChatSession:
         if limiter is not None and not await self._wait_for_server(c, limiter, base, on_update):
             return
         try:
-            final, _ = await record_stream(self.store, c, request, base, blind=self.blind,
-                                           contestants=self.contestants, on_update=on_update)
+            final, _ = await record_stream(self.store, c, request, base, contestants=self.contestants,
+                                           on_update=on_update)
         finally:
             if limiter is not None:
                 limiter.release()
@@ -571,7 +559,7 @@ class ChatSession:
             return True
         error = StreamError(kind=ErrorKind.cancelled, message="cancelled while queued", t=time.perf_counter())
         result.add(error)
-        final = output_from_result(base, result, c.config, blind=self.blind, contestants=self.contestants)
+        final = output_from_result(base, result, c.config)
         with anyio.CancelScope(shield=True):
             await self.store.finish_output(final)
         c.last_output = final

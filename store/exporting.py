@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from datetime import datetime, timezone
 
 from lineup.store.records import LoadedSession, NON_LABEL_CHOICES, OutputRecord, VoteRecord
-from lineup.votes import relabel, reveal_state, winner
+from lineup.votes import output_note, relabel, reveal_state, winner
 
 EXPORT_FORMAT = "lineup.output"
 EXPORT_VERSION = 1
@@ -207,12 +207,9 @@ def export_markdown(loaded: LoadedSession) -> str:
                 title += f", attempt {o.attempt}"
             out += ["", f"### {visible(title)}", ""]
             if o.status != "complete":
-                note = o.status
-                if o.error_kind:
-                    note += f": {o.error_kind}"
-                if o.error_message and not hidden:  # an error message may name the model
-                    note += f" — {visible(o.error_message)}"
-                out += [f"_({note})_", ""]
+                # before the reveal an error says its kind and status only (its text may name the model)
+                note = output_note(o, hidden=hidden) or o.status
+                out += [f"_({visible(note)})_", ""]
             out.append(visible(o.text) if o.text else "_(no text)_")
             if tags.get(o.id):
                 out += ["", "Tags: " + ", ".join(visible(t) for t in tags[o.id])]

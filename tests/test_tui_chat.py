@@ -111,7 +111,9 @@ def test_blind_mode_hides_every_identity_until_the_vote(tmp_path):
                 assert labels == ["A", "B", "C"]
                 falcon = next(i for i, c in enumerate(app.session.contestants) if c.alias == "falcon")
                 assert statuses(app)[falcon] == "error"
-                assert "[hidden]" in app.chat_screen.panes[falcon].body.plain_text()
+                shown = " ".join(app.chat_screen.panes[falcon].body.plain_text().split())
+                assert "error (not found, HTTP 404) — details after the vote" in shown
+                assert "not found on" not in shown
                 assert sorted(s for i, s in enumerate(statuses(app)) if i != falcon) == ["done", "done"]
                 text = visible_text(app)
                 assert leaks(text, IDENTITY) == []
@@ -130,6 +132,10 @@ def test_blind_mode_hides_every_identity_until_the_vote(tmp_path):
                 for alias, _ in NAMES:
                     assert alias in text
                 assert "tok/s" in text or "ttft" in text
+                # the error, whole, now that the names are out
+                await wait_for(pilot, lambda: "model falcon-40b not found on openai"
+                               in " ".join(app.chat_screen.panes[falcon].body.plain_text().split()), "the whole error")
+                assert "details after" not in app.chat_screen.panes[falcon].body.plain_text()
                 mapping = {c.label: c.alias for c in app.session.contestants}
                 sid = app.session.id
                 await pilot.press("ctrl+q")
@@ -141,7 +147,7 @@ def test_blind_mode_hides_every_identity_until_the_vote(tmp_path):
         assert vote.rater == "tester" and vote.revealed_at is not None
         assert loaded.session.revealed_at is not None and loaded.session.blind
         err = next(o for o in loaded.outputs if o.contestant == "falcon")
-        assert err.status == "error" and "falcon" not in (err.error_message or "")
+        assert err.status == "error" and "model falcon-40b not found on openai" in err.error_message   # true text
 
     run(scenario())
 

@@ -89,7 +89,14 @@ def test_replay_shows_turns_votes_tags_and_plays_back(tmp_path):
 
 
 def test_replay_of_an_unrevealed_blind_session_shows_labels_only(tmp_path):
+    """Labels only, and an answer's error by its kind and status: its text may
+    name the model (here an unknown vendor's host). Once revealed, all of it."""
     sid = make_chat(tmp_path / "r.db", blind=True)
+    message = "HTTP 503: lark-1 overloaded at zorblax-cloud.example"
+    with Store.open(tmp_path / "r.db") as s:
+        out = next(o for o in s.load_session(sid).outputs if o.contestant == "lark")
+        s.finish_output(out.model_copy(update={"status": "error", "error_kind": "server",
+                                               "error_message": message}))
 
     async def scenario():
         store = await open_store(tmp_path / "r.db")
@@ -98,7 +105,18 @@ def test_replay_of_an_unrevealed_blind_session_shows_labels_only(tmp_path):
             await wait_for(pilot, lambda: isinstance(app.screen, ReplayScreen) and app.screen.panes, "replay")
             await pilot.pause()
             assert [p.name_shown for p in app.screen.panes] == ["A", "B"]
-            assert leaks(visible_text(app), ["wren", "lark", "wren-2", "lark-1", "openai"]) == []
+            assert leaks(visible_text(app), ["wren", "lark", "wren-2", "lark-1", "openai", "zorblax"]) == []
+            shown = " ".join(app.screen.panes[1].body.plain_text().split())
+            assert "error (server, HTTP 503) — details after the vote" in shown
+        await store.aclose()
+        with Store.open(tmp_path / "r.db") as s:
+            s.reveal_session(sid)
+        store = await open_store(tmp_path / "r.db")
+        app = LineupApp(store, replay=ReplayOptions(sid), rater="tester")
+        async with app.run_test(size=(120, 30)) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, ReplayScreen) and app.screen.panes, "replay")
+            await pilot.pause()
+            assert message in " ".join(app.screen.panes[1].body.plain_text().split())
         await store.aclose()
 
     run(scenario())

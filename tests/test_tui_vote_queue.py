@@ -11,7 +11,7 @@ from lineup.tui.app import LineupApp, VoteOptions
 from lineup.tui.tag_picker import TagPicker
 from lineup.tui.vote_queue import VoteQueueScreen
 
-from tui_support import leaks, open_store, run, wait_for
+from tui_support import leaks, open_store, run, visible_text, wait_for
 
 ALIASES = ["kestrel", "heron", "plover"]
 IDENTITY = ALIASES + ["kestrel-large", "heron-small", "plover-mini", "anthropic"]
@@ -255,11 +255,14 @@ def test_checks_and_reference_are_shown_after_the_vote_not_before(tmp_path):
 
 
 def test_picking_an_answer_that_failed_asks_for_confirmation(tmp_path):
+    """Also: the failed answer's error says only its kind and status before the
+    vote, whatever its text names; the whole text once the vote reveals it."""
     sid = make_run(tmp_path / "q.db", CASES[:1], blind=True)
+    message = "HTTP 500: plover-mini at zorblax-cloud.example failed"
     with Store.open(tmp_path / "q.db") as s:
         out = next(o for o in s.load_session(sid).outputs if o.contestant == "plover")
         s.finish_output(out.model_copy(update={"status": "error", "error_kind": "server_error",
-                                               "error_message": "plover-mini at anthropic failed", "text": ""}))
+                                               "error_message": message, "text": ""}))
 
     async def scenario():
         store = await open_store(tmp_path / "q.db")
@@ -268,6 +271,9 @@ def test_picking_an_answer_that_failed_asks_for_confirmation(tmp_path):
             screen = await queue_screen(pilot)
             i = screen.order.index("plover")
             key = "abc"[i]
+            shown = " ".join(screen.panes[i].body.plain_text().split())
+            assert "error (server error, HTTP 500) — details after the vote" in shown
+            assert "zorblax" not in visible_text(app) and "plover-mini" not in visible_text(app)
             await pilot.press(key)
             await wait_for(pilot, lambda: any("Not saved yet" in m for _, m in app.notices), "the warning")
             warning = next(m for _, m in app.notices if "Not saved yet" in m)
@@ -275,6 +281,8 @@ def test_picking_an_answer_that_failed_asks_for_confirmation(tmp_path):
             assert not screen.judged
             await pilot.press(key)                    # the same vote again: confirmed
             await wait_for(pilot, lambda: screen.judged, "the vote")
+            await pilot.pause()
+            assert message in " ".join(screen.panes[i].body.plain_text().split())
         await store.aclose()
         with Store.open(tmp_path / "q.db") as s:
             (vote,) = s.load_session(sid).current_votes()

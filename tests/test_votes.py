@@ -107,6 +107,33 @@ def test_warnings_before_picking_an_answer_that_failed():
     assert v.choice == "A"
 
 
+def test_an_error_before_the_reveal_says_only_its_kind_and_http_status():
+    """What an answer's error shows (screens, notifications, exports) is decided
+    here: before the reveal its kind and HTTP status, whatever the body says;
+    after, the stored message as it came."""
+    body = "HTTP 500: Internal error at zorblax-cloud.example: model zorblax-7 (Zorblax Labs) failed"
+    assert V.error_line("server", body, hidden=True) == "error (server, HTTP 500) — details after the vote"
+    assert V.error_line("server", body, hidden=False) == f"error (server): {body}"
+    assert V.error_line("not_found", "HTTP 404 Not Found", hidden=True) == \
+        "error (not found, HTTP 404) — details after the vote"
+    # our clients' own messages (no status): the kind alone
+    assert V.error_line("timeout", "no complete answer within 600 s", hidden=True) == \
+        "error (timeout) — details after the vote"
+    assert V.error_line("connection", "cannot connect to zorblax-cloud.example:443", hidden=True) == \
+        "error (connection) — details after the vote"
+    # a status further in is body text, not ours: not trusted to be a status
+    assert V.error_line("server", "zorblax says HTTP 503", hidden=True) == "error (server) — details after the vote"
+    assert V.error_line(None, None, hidden=True) == "error — details after the vote"
+    # no list of names: a model called "redirect" leaves the status text alone
+    assert V.error_line("server", "HTTP 307 Temporary Redirect", hidden=False) == \
+        "error (server): HTTP 307 Temporary Redirect"
+    out = _out("error", "", "server_error").model_copy(update={"error_message": body})
+    assert V.output_note(out, hidden=True) == "error (server error, HTTP 500) — details after the vote"
+    assert V.output_note(out, hidden=False) == f"error (server_error): {body}"
+    assert V.output_note(_out("cancelled"), hidden=True) == "cancelled"
+    assert V.output_note(_out("complete"), hidden=True) is None
+
+
 # ---------------------------------------------------------------------- attribution
 
 def test_labels_are_read_through_the_votes_own_mapping():

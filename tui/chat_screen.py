@@ -1,8 +1,9 @@
 """The side-by-side chat screen: panes, the vote bar and the prompt box over
 one `ChatSession`. Sends run in workers on the app's loop; the session calls
 `_on_update` for every stream event and the pane it names renders it. While a
-blind session is unrevealed every string this screen shows goes through
-`safe()` (labels only, provider text scrubbed)."""
+blind session is unrevealed it names labels only, and an answer's error, or
+a failure's text, shows only what `lineup.votes` says may be seen before the
+reveal (kind and HTTP status); the rest is shown once revealed."""
 
 from __future__ import annotations
 
@@ -16,14 +17,14 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
 from lineup.config import DEFAULT_TAGS
-from lineup.sessions import ChatSession, PaneUpdate, blind_safe
+from lineup.sessions import ChatSession, PaneUpdate
 from lineup.tui.figures import record_figures
 from lineup.tui.panes import Pane
 from lineup.tui.prompt_box import PromptBox
 from lineup.tui.record_entries import answer_entries, pane_status, status_note
 from lineup.tui.tag_picker import TagChoice, TagPicker, tag_summary
 from lineup.tui.vote_bar import VoteBar
-from lineup.votes import VoteNeedsConfirmation, describe
+from lineup.votes import VoteNeedsConfirmation, describe, exception_line
 
 PANE_ACTIONS = {
     "cancel": "cancel the answer in flight",
@@ -73,6 +74,7 @@ class ChatScreen(Screen):
         self.sends = 0          # prompts sent from this screen (tests wait on it)
         self._voted_turns: set[str] = set()
         self._unconfirmed_vote: tuple | None = None
+        self._held_back: list[str] = []     # failures told in part while blind: told whole at the reveal
 
     # ----- layout ---------------------------------------------------------
     def compose(self):
@@ -113,15 +115,52 @@ class ChatScreen(Screen):
         for i, pane in enumerate(self.panes):
             pane.name_shown = s.display_name(i)
             pane.show_figures = self._figures_visible()
-
-    def safe(self, text: str) -> str:
-        """Text fit to show now: scrubbed of identities while blind and unrevealed."""
-        if self.session.revealed:
-            return text
-        return blind_safe(text, self.session.contestants)
+            pane.errors_hidden = not s.revealed
 
     def say(self, message: str, *, severity: str = "information") -> None:
-        self.app.say(self.safe(message), severity=severity)
+        """A notification of our own making (it names labels only while blind)."""
+        self.app.say(message, severity=severity)
+
+    def say_failure(self, what: str, exc: BaseException) -> None:
+        """`what` failed: the exception's text as `lineup.votes.exception_line`
+        allows before the reveal; the whole of it is told at the reveal."""
+        hidden = not self.session.revealed
+        shown = exception_line(exc, hidden=hidden)
+        if hidden and shown != exception_line(exc, hidden=False):
+            self._held_back.append(f"{what}: {exception_line(exc, hidden=False)}")
+        self.say(f"{what}: {shown}", severity="error")
+
+    def _after_reveal(self) -> None:
+        """Names are shown now: titles, figures, and whatever was held back
+        (errors shown by kind only, failures told in part)."""
+        self._refresh_titles()
+        if any(p.masked_errors for p in self.panes):
+            self._show_errors_whole()
+        held, self._held_back = self._held_back, []
+        for message in held:
+            self.say(f"Before the reveal: {message}", severity="warning")
+
+    @work(group="reveal", exit_on_error=False)
+    async def _show_errors_whole(self) -> None:
+        """Panes that showed an error by its kind only, redrawn from the record
+        with the whole message (every turn and attempt, as they were shown)."""
+        try:
+            loaded = await self.app.store.load_session(self.session.id)
+        except Exception as exc:
+            self.say_failure("Could not show the errors in full", exc)
+            return
+        for pane in self.panes:
+            if not pane.masked_errors:
+                continue
+            alias = self.session.contestants[pane.index].alias
+            entries: list = []
+            for turn in loaded.turns:
+                entries.append(("user", turn.user_message))
+                for out in loaded.outputs_for(turn.id):
+                    if out.contestant == alias:
+                        entries += answer_entries(out, status_note(out, hidden=False))
+            pane.body.set_conversation(entries)
+            pane.masked_errors = False
 
     def _show_loaded(self, loaded) -> None:
         """A resumed session: every saved turn and each contestant's latest answer."""
@@ -135,7 +174,8 @@ class ChatScreen(Screen):
                 mine = [o for o in loaded.outputs_for(turn.id) if o.contestant == alias]
                 if mine:
                     last = max(mine, key=lambda o: o.attempt)
-                    entries += answer_entries(last, status_note(last, self.safe))
+                    entries += answer_entries(last, status_note(last, hidden=not self.session.revealed))
+                    pane.masked_errors |= last.status == "error" and not self.session.revealed
             pane.body.set_conversation(entries)
             if last is not None:
                 pane.status = pane_status(last)
@@ -169,7 +209,7 @@ class ChatScreen(Screen):
         try:
             await self.session.send(text, on_update=self._feed)
         except Exception as exc:  # store full, provider bug: tell, keep the app
-            self.say(f"Sending failed: {exc}", severity="error")
+            self.say_failure("Sending failed", exc)
             for pane in self.panes:
                 if pane.status in ("waiting", "streaming"):
                     pane.status = "error"
@@ -230,11 +270,14 @@ class ChatScreen(Screen):
             self.say(f"Not saved yet: {exc}", severity="warning")
             return
         except Exception as exc:
-            self.say(f"Vote not saved: {exc}", severity="error")
+            self.say_failure("Vote not saved", exc)
             return
         self._voted_turns.add(vote.turn_id)
         self._hide_vote()
-        self._refresh_titles()
+        if was_hidden:
+            self._after_reveal()
+        else:
+            self._refresh_titles()
         what = describe(vote, revealed=False)
         reveal = ""
         if was_hidden:
@@ -262,7 +305,7 @@ class ChatScreen(Screen):
         try:
             withdrawn = await self.session.retract_vote(self.app.rater)
         except Exception as exc:
-            self.say(f"Withdrawal not saved: {exc}", severity="error")
+            self.say_failure("Withdrawal not saved", exc)
             return
         if withdrawn is None:
             return
@@ -333,7 +376,7 @@ class ChatScreen(Screen):
         try:
             await self.session.retry(index, on_update=self._feed)
         except Exception as exc:
-            self.say(f"Retry failed: {exc}", severity="error")
+            self.say_failure("Retry failed", exc)
         if not self.session.streaming and not self.sending:
             self._offer_vote()
 
@@ -349,7 +392,7 @@ class ChatScreen(Screen):
             for tag in choice.removed:
                 await self.session.untag(index, tag)
         except Exception as exc:
-            self.say(f"Tag not saved: {exc}", severity="error")
+            self.say_failure("Tag not saved", exc)
             return
         self.say(tag_summary(name, tags, choice))
 

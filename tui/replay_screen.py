@@ -107,7 +107,7 @@ class ReplayScreen(Screen):
         parts = []
         if not last:
             parts.append(f"attempt {out.attempt}, retried")
-        status = status_note(out)
+        status = status_note(out, hidden=not self.reveal.turn(out.turn_id))
         if status:
             parts.append(status)
         tags = self._tags_for(out.id)

@@ -23,7 +23,6 @@ from lineup.tui.panes import Pane
 from lineup.tui.record_entries import answer_entries, pane_status, status_note
 from lineup.tui.tag_picker import TagChoice, TagPicker, tag_summary
 from lineup.tui.vote_bar import VoteBar
-from lineup.tui.vote_items import scrub
 from lineup.vote_queue import LABELS, QueueItem, VoteQueue, check_summary
 from lineup.votes import VoteError, VoteNeedsConfirmation, describe
 
@@ -133,7 +132,9 @@ class VoteQueueScreen(Screen):
         self.vote_bar.focus()
         self._show_info()
 
-    def _fill(self, pane: Pane, item: QueueItem, alias: str) -> None:
+    def _fill(self, pane: Pane, item: QueueItem, alias: str, *, hidden: bool = True) -> None:
+        """Pane: the case's turns and this contestant's answers; while `hidden`
+        (before the vote's reveal) an error says only its kind and status."""
         entries: list = []
         last = None
 
@@ -141,7 +142,7 @@ class VoteQueueScreen(Screen):
             nonlocal last
             out = item.outputs.get((turn.id, alias))
             if out is not None:
-                entries.extend(answer_entries(out, status_note(out, lambda m: scrub(m, item.contestants))))
+                entries.extend(answer_entries(out, status_note(out, hidden=hidden)))
                 last = out
 
         for t in item.context:
@@ -223,12 +224,19 @@ class VoteQueueScreen(Screen):
                 self.panes[i].name_shown = f"{LABELS[i]} · {alias}"
                 self.panes[i].show_figures = True
                 self.panes[i].detail = check_summary(item, alias) or ""
+                if any(o.status == "error" for o in self._answers_of(item, alias)):
+                    self._fill(self.panes[i], item, alias, hidden=False)   # the errors, whole
             self.vote_bar.remove_class("-visible")
             reference = f" · reference: {item.reference}" if item.reference else ""
             self._show_info(f"voted {what}{reference} · Enter/space: next case")
             self.focus_next_target()
         else:
             await self.show_next()
+
+    @staticmethod
+    def _answers_of(item: QueueItem, alias: str) -> list:
+        turns = [*item.context, *(t for turns in item.repeats for t in turns)]
+        return [o for t in turns if (o := item.outputs.get((t.id, alias))) is not None]
 
     def focus_next_target(self) -> None:
         self.set_focus(None)
