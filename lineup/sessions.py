@@ -9,12 +9,10 @@ from __future__ import annotations
 import getpass
 import os
 import random
-import re
 import secrets
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
 
 import anyio
 
@@ -53,66 +51,12 @@ LABELS = "ABCDEFGH"
 MAX_CONTESTANTS = len(LABELS)
 CHECKPOINT_EVERY_S = 1.0
 
-# Words that give a vendor away, by provider. Ollama models are named after
-# their family, which `_identity_words` adds from the model name itself.
-VENDOR_WORDS: dict[str, tuple[str, ...]] = {
-    "openai": ("OpenAI", "ChatGPT", "GPT"),
-    "anthropic": ("Anthropic", "Claude"),
-    "gemini": ("Google", "Gemini", "DeepMind", "Bard"),
-    "ollama": ("Ollama",),
-    "demo": (),
-}
-# Families commonly served through OpenAI-compatible servers and Ollama.
-FAMILY_WORDS = (
-    "llama", "mistral", "mixtral", "qwen", "gemma", "phi", "deepseek", "grok", "command-r",
-    "claude", "gpt", "gemini", "yi", "falcon", "olmo", "granite", "nemotron", "kimi", "glm",
-)
-
-
 def default_rater() -> str:
     """Who is voting: LINEUP_RATER, else the login name."""
     try:
         return os.environ.get("LINEUP_RATER") or getpass.getuser()
     except Exception:  # no login name in some containers
         return "rater"
-
-
-def _identity_words(cfg: ModelConfig, *, alias: bool = True) -> set[str]:
-    """Every word that would tell a reader which model this is. The alias is
-    ours (an answer cannot know it) but our own error text may carry it."""
-    names = [cfg.model, cfg.alias] if alias else [cfg.model]
-    words = set(names)
-    words.update(VENDOR_WORDS.get(cfg.provider, ()))
-    # model ids like "openai/gpt-4o-mini" or "llama3.1:8b": their parts too
-    for name in names:
-        words.update(part for part in re.split(r"[/:@]", name) if len(part) >= 3)
-    lowered = cfg.model.lower()
-    words.update(f for f in FAMILY_WORDS if f in lowered)
-    if cfg.base_url:
-        host = urlsplit(cfg.base_url).hostname
-        if host and host not in ("localhost", "127.0.0.1", "::1"):
-            words.add(host)
-    words.discard("")
-    return words
-
-
-def _identity_pattern(words: Iterable[str]) -> re.Pattern[str] | None:
-    ordered = sorted({w for w in words if w}, key=len, reverse=True)
-    if not ordered:
-        return None
-    alternation = "|".join(re.escape(w) for w in ordered)
-    # Not inside a longer word ("gpt" must not hit "egypt"); digits/versions may follow.
-    return re.compile(rf"(?<![A-Za-z0-9])(?:{alternation})(?![A-Za-z])", re.IGNORECASE)
-
-
-def names_itself(text: str, cfg: ModelConfig) -> str | None:
-    """The first word in an answer that names its own model or vendor, if any.
-    Demo models have no identity to leak (their names are ordinary words)."""
-    if cfg.is_demo:
-        return None
-    pattern = _identity_pattern(_identity_words(cfg, alias=False))
-    match = pattern.search(text) if pattern else None
-    return match.group(0) if match else None
 
 
 @dataclass(slots=True)

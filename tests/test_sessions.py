@@ -9,7 +9,7 @@ import anyio
 import pytest
 
 from lineup.config import Config
-from lineup.sessions import ChatSession, names_itself
+from lineup.sessions import ChatSession
 from lineup.store import AsyncStore, Store
 from tests.server import Reply, TestServer, model_config
 
@@ -250,25 +250,6 @@ def test_resume_continues_each_thread(servers, tmp_path):
     assert len(loaded.turns) == 2 and len(loaded.outputs) == 6
     for srv, word in zip(servers, ("alpha", "beta", "gamma")):
         assert f"{word} first" in repr(srv.requests[1].json)
-
-
-def test_names_itself():
-    from lineup.config import ModelConfig
-
-    cfg = ModelConfig(alias="sonnet", provider="anthropic", model="claude-sonnet-4-5",
-                      base_url="https://api.anthropic.com")
-    assert names_itself("I am Claude, made by Anthropic.", cfg) in ("Claude", "Anthropic")
-    assert names_itself("I am an assistant.", cfg) is None
-
-
-def test_identity_leak_looks_for_the_model_not_our_alias():
-    from lineup.config import ModelConfig
-
-    local = ModelConfig(alias="local", provider="openai", model="qwen2.5:7b", base_url="http://localhost:8080/v1")
-    assert names_itself("Use a local cache here.", local) is None      # the alias is ours, not the model's
-    assert names_itself("I am Qwen, trained by Alibaba.", local) == "Qwen"
-    demo = ModelConfig(alias="demo/thorough", provider="demo", model="thorough")
-    assert names_itself("A thorough answer.", demo) is None
 
 
 def test_text_before_a_stall_is_saved_without_waiting_for_the_next_chunk(tmp_path):
