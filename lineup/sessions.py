@@ -41,6 +41,7 @@ from lineup.store import AsyncStore
 from lineup.store.records import (
     ContestantRecord,
     OutputRecord,
+    RevealRecord,
     SessionRecord,
     TagRecord,
     TurnRecord,
@@ -586,6 +587,20 @@ class ChatSession:
         withdrawn = vote.model_copy(update={"retracted_at": now})
         self.votes[self.votes.index(vote)] = withdrawn
         return withdrawn
+
+    async def reveal(self, rater: str | None = None) -> RevealRecord | None:
+        """Show the models without a vote (the rater asks): recorded as a
+        reveal of the last turn; a chat keeps its labels from turn to turn,
+        so the whole session is revealed, as a vote would. None when nothing
+        is hidden (not blind, revealed already, or no turn yet)."""
+        if not self.blind or self.record.revealed_at is not None or not self.turns:
+            return None
+        rec = RevealRecord(session_id=self.id, turn_id=self.turns[-1].id, rater=rater or default_rater(),
+                           created=time.time())
+        await self.store.add_reveal(rec)
+        await self.store.reveal_session(self.id, rec.created)
+        self.record = self.record.model_copy(update={"revealed_at": rec.created})
+        return rec
 
     async def tag(self, index: int, tag: str, note: str | None = None, rater: str | None = None) -> TagRecord:
         """Attach a failure-mode tag to this contestant's last answer."""

@@ -12,7 +12,8 @@ goes through these functions, so a vote is read the same way everywhere:
 - attribution: a label means the model the vote's OWN `mapping` says, never the
   session's labels (the vote queue shuffles labels per case);
 - reveal per judged unit: a case (its follow-ups, one repeat) or a chat turn is
-  revealed once a vote on it was revealed, or when the whole session was;
+  revealed once a vote on it was revealed, once the rater revealed it without
+  a vote, or when the whole session was;
 - what an answer's error may say before its unit is revealed (`error_line`):
   its kind and HTTP status only, never its text (the store keeps the true text);
 - ratings: `decompose_vote` turns a vote into pairwise outcomes.
@@ -437,8 +438,9 @@ class Reveal:
     """Which judged units of a session show their models. Not blind, or the
     whole session revealed: all. Else a unit is revealed once a vote on any of
     its turns was revealed (after each vote in the chat or the queue, or at
-    the end of the queue); votes withdrawn after their reveal still count,
-    since the names were seen."""
+    the end of the queue), or once the rater revealed it without voting (a
+    `RevealRecord`); votes withdrawn after their reveal still count, since
+    the names were seen."""
 
     blind: bool
     session_revealed: bool
@@ -490,4 +492,7 @@ def reveal_state(loaded: LoadedSession) -> Reveal:
     for v in loaded.votes:
         if v.revealed_at is not None and v.turn_id in state.turn_unit:
             state.revealed_units.add(state.turn_unit[v.turn_id])
+    for r in loaded.reveals:      # revealed by the rater without a vote
+        if r.turn_id in state.turn_unit:
+            state.revealed_units.add(state.turn_unit[r.turn_id])
     return state

@@ -77,18 +77,24 @@ def export_jsonl(loaded: LoadedSession) -> Iterator[str]:
         checks.setdefault(c.output_id, []).append(c.model_dump(mode="json"))
     turns = {t.id: t for t in loaded.turns}
     reveal = reveal_state(loaded)
+    reveals: dict[str, list[dict]] = {}     # turns revealed without a vote
+    for r in loaded.reveals:
+        reveals.setdefault(r.turn_id, []).append(r.model_dump(mode="json"))
     for _, o in ordered_outputs(loaded):
         turn = turns[o.turn_id]
         contestant = contestants.get(o.contestant)
         params = {**s.params, **(contestant.params if contestant else {})}
-        yield json_line({
+        line = {
             "format": EXPORT_FORMAT, "version": EXPORT_VERSION,
             "prompt": turn.user_message, "system": s.system, "params": params,
             "contestant": contestant.model_dump(mode="json") if contestant else None,
             "session": session, "turn": turn.model_dump(mode="json"), "output": o.model_dump(mode="json"),
             "votes": votes_by_turn.get(o.turn_id, []), "tags": tags.get(o.id, []),
             "checks": checks.get(o.id, []), "revealed": reveal.turn(o.turn_id),
-        })
+        }
+        if o.turn_id in reveals:
+            line["reveals"] = reveals[o.turn_id]
+        yield json_line(line)
 
 
 # ---------------------------------------------------------------------- CSV

@@ -249,6 +249,41 @@ def test_a_vote_cast_by_mistake_is_withdrawn_from_the_chat(tmp_path):
     run(scenario())
 
 
+def test_reveal_names_without_voting(tmp_path):
+    """F8 (or the palette) shows who wrote what without a vote: recorded as a
+    reveal (no vote), names and whole errors shown; a vote can still follow."""
+    async def scenario():
+        store = await open_store(tmp_path / "t.db")
+        with ModelServers(NAMES[:2]) as srv:
+            srv["zephyr"].script(Reply(text="Blue."))
+            srv["orca"].script(Reply(status=500, message="orca-mini crashed at zorblax-cloud.example"))
+            app = make_app(store, srv, blind=True)
+            async with app.run_test(size=(150, 40)) as pilot:
+                await started(pilot, app)
+                screen = app.chat_screen
+                await send(pilot, "Name a colour.")
+                await settle(pilot)
+                assert "Reveal names without voting" in [n for n, _, _ in screen.palette_commands()]
+                assert "zorblax" not in visible_text(app) and leaks(visible_text(app), IDENTITY) == []
+                await pilot.press("f8")
+                await wait_for(pilot, lambda: app.session.revealed, "the reveal")
+                orca = next(i for i, c in enumerate(app.session.contestants) if c.alias == "orca")
+                await wait_for(pilot, lambda: "zorblax-cloud.example" in screen.panes[orca].body.plain_text(),
+                               "the whole error")
+                text = visible_text(app)
+                assert "zephyr" in text and "orca" in text
+                assert "Reveal names without voting" not in [n for n, _, _ in screen.palette_commands()]
+                assert not app.session.votes and screen.vote_bar.has_class("-visible")
+        await store.aclose()
+        with Store.open(tmp_path / "t.db") as s:
+            (summary,) = s.list_sessions()
+            loaded = s.load_session(summary.id)
+        assert loaded.votes == [] and len(loaded.reveals) == 1 and loaded.session.revealed_at is not None
+        assert summary.contestants == ["zephyr", "orca"] or sorted(summary.contestants) == ["orca", "zephyr"]
+
+    run(scenario())
+
+
 def test_ranking_vote_with_three(tmp_path):
     """A ranking of three saves once all three are placed, or once the rater
     confirms the last place the bar says is implied; never at two picks, and

@@ -131,6 +131,52 @@ def test_vote_reveal_each_records_the_shuffled_positions(tmp_path):
     run(scenario())
 
 
+def test_reveal_a_case_without_voting(tmp_path):
+    """F8 shows the case's models without a vote: recorded as a reveal of the
+    case, no vote; Enter goes on; the next pass does not offer it again."""
+    sid = make_run(tmp_path / "q.db", CASES, blind=True)
+
+    async def scenario():
+        store = await open_store(tmp_path / "q.db")
+        app = queue_app(store, session_id=sid, shuffle_seed=5)
+        async with app.run_test(size=(150, 40)) as pilot:
+            screen = await queue_screen(pilot)
+            assert "Reveal" in [name for name, _, _ in _palette(screen)]
+            order = pane_aliases(screen)
+            await pilot.press("f8")
+            await wait_for(pilot, lambda: screen.queue.revealed_current, "the reveal")
+            await pilot.pause()
+            assert [p.name_shown for p in screen.panes] == [f"{l} · {a}" for l, a in zip("ABC", order)]
+            assert "revealed without a vote" in str(screen.info.render())
+            assert not screen.vote_bar.has_class("-visible")
+            await pilot.press("a")                                    # no vote on a revealed case
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: screen.current is not None and screen.current.case_id == "c2", "case 2")
+            assert "case 2 of 3" in str(screen.info.render())
+        await store.aclose()
+        with Store.open(tmp_path / "q.db") as s:
+            loaded = s.load_session(sid)
+            (summary,) = s.list_sessions()
+        c1 = next(t for t in loaded.turns if t.case_id == "c1")
+        assert loaded.votes == [] and [(r.turn_id, r.rater) for r in loaded.reveals] == [(c1.id, "tester")]
+        assert summary.reveal_note == "1 of 3 revealed"
+
+        store = await open_store(tmp_path / "q.db")
+        app = queue_app(store, session_id=sid, shuffle_seed=5)
+        async with app.run_test(size=(150, 40)) as pilot:
+            screen = await queue_screen(pilot)
+            assert screen.current.case_id == "c2" and screen.total == 2
+        await store.aclose()
+
+    run(scenario())
+
+
+def _palette(screen):
+    from lineup.tui.commands import LineupCommands
+
+    return list(LineupCommands(screen)._commands())
+
+
 def test_skip_undo_and_resume(tmp_path):
     sid = make_run(tmp_path / "q.db", CASES)
 

@@ -184,6 +184,75 @@ def test_reveal_per_unit_and_the_sessions_list_agree(tmp_path):
     assert keys == set(state.units)
 
 
+def test_a_unit_revealed_without_a_vote_is_revealed_everywhere(tmp_path):
+    """The rater reveals a case without voting (the queue's reveal): it is
+    recorded as a reveal of that unit, and every view counts it revealed;
+    the rater's queue no longer offers it (the names were seen)."""
+    from lineup.store.exporting import export_csv, export_markdown
+
+    db = tmp_path / "q.db"
+    sid = make_run(db, CASES, blind=True)
+
+    async def go():
+        store = await AsyncStore.open(db)
+        queue = VoteQueue(store, rater="r", session_id=sid, rng=random.Random(4))
+        await queue.load()
+        item = queue.advance()
+        assert item.case_id == "c1"
+        reveals = await queue.reveal_current()
+        assert queue.revealed_current and not queue.judged
+        with pytest.raises(ValueError):
+            await queue.vote("A")                        # seen: no blind vote on it now
+        queue.advance()
+        await queue.vote("tie")
+        queue.advance()
+        queue.skip()
+        await store.aclose()
+        return reveals, item
+
+    reveals, item = anyio.run(go)
+    assert [(r.turn_id, r.rater) for r in reveals] == [(t.id, "r") for t in item.targets]
+    loaded = _load(db, sid)
+    assert [r.id for r in loaded.reveals] == [r.id for r in reveals] and not loaded.votes_for(item.targets[0].id)
+    state = V.reveal_state(loaded)
+    assert state.turn(item.targets[0].id) and state.counts == (2, 3)
+    with Store.open(db) as s:
+        (summary,) = s.list_sessions()
+    assert summary.reveal_note == "2 of 3 revealed"
+    md = export_markdown(loaded)
+    c1 = md.split("## Turn 1")[1].split("## Turn 2")[0]
+    assert "(kestrel)" in c1 and "(heron)" in c1 and "(kestrel)" not in md.split("## Turn 4")[1]
+    assert "c1" not in export_csv(loaded)                          # no vote on c1: no row
+    # this rater's next pass offers only what is still blind to them; another rater gets it all
+    assert [i.case_id for i in build_items(loaded, rater="r")] == ["c3"]
+    assert [i.case_id for i in build_items(loaded, rater="someone")] == ["c1", "c2", "c3"]
+
+
+def test_chat_reveal_without_a_vote(tmp_path):
+    from lineup.config import ModelConfig
+    from lineup.sessions import ChatSession
+
+    models = [ModelConfig(alias=f"demo/{m}", provider="demo", model=m, extra_body={"speed": 0})
+              for m in ("concise", "thorough")]
+
+    async def go():
+        store = await AsyncStore.open(tmp_path / "c.db")
+        session = await ChatSession.create(store, models, blind=True, label_seed=1)
+        assert await session.reveal("tester") is None            # nothing to reveal before a turn
+        await session.send("Name a colour.")
+        rec = await session.reveal("tester")
+        assert session.revealed and await session.reveal("tester") is None
+        await session.aclose()
+        loaded = await store.load_session(session.id)
+        await store.aclose()
+        return rec, loaded
+
+    rec, loaded = anyio.run(go)
+    assert loaded.votes == [] and [r.id for r in loaded.reveals] == [rec.id]
+    assert rec.turn_id == loaded.turns[-1].id and loaded.session.revealed_at is not None
+    assert V.reveal_state(loaded).all
+
+
 def test_sessions_not_blind_or_revealed_as_a_whole_show_their_models(tmp_path):
     with Store.open(tmp_path / "s.db") as s:
         open_ = synthetic_session(turns=2, seed=1, created=1.7e9)

@@ -52,6 +52,7 @@ class ChatScreen(Screen):
         Binding("f2", "focus_vote", "Vote", id="chat.vote", tooltip="Go to the vote bar (the only way to vote)"),
         Binding("f5", "withdraw_vote", "Withdraw vote", id="chat.withdraw_vote",
                 tooltip="Withdraw my vote on the last turn (kept in the record)"),
+        Binding("f8", "reveal", "Reveal", id="chat.reveal", tooltip="Show which model wrote what, without a vote"),
         Binding("f3", "focus_prompt", "Prompt", id="chat.prompt", tooltip="Go to the prompt box"),
         Binding("ctrl+n", "new_session", "New", id="chat.new", tooltip="New session with the same models"),
         Binding("ctrl+b", "toggle_blind", "Blind", id="chat.blind", tooltip="Blind mode for the next new session"),
@@ -116,6 +117,7 @@ class ChatScreen(Screen):
             pane.name_shown = s.display_name(i)
             pane.show_figures = self._figures_visible()
             pane.errors_hidden = not s.revealed
+        self.refresh_bindings()
 
     def say(self, message: str, *, severity: str = "information") -> None:
         """A notification of our own making (it names labels only while blind)."""
@@ -285,6 +287,14 @@ class ChatScreen(Screen):
         self.say(f"Vote saved: {what}{reveal}")
         self.prompt.focus()
 
+    def check_action(self, action: str, parameters) -> bool | None:
+        """Withdraw and reveal are offered (footer, keys) only where they apply."""
+        if action == "withdraw_vote":
+            return self.session.current_vote(self.app.rater) is not None
+        if action == "reveal":
+            return self.session.blind and not self.session.revealed
+        return True
+
     def action_focus_vote(self) -> None:
         if self.vote_bar.has_class("-visible"):
             self.vote_bar.focus()
@@ -293,6 +303,32 @@ class ChatScreen(Screen):
 
     def action_focus_prompt(self) -> None:
         self.prompt.focus()
+
+    @work(group="vote", exclusive=True, exit_on_error=False)
+    async def action_reveal(self) -> None:
+        """Names without a vote (the rater asks): recorded as a reveal of the
+        last turn, the whole session shown (its labels are shared by every
+        turn). A vote may still follow."""
+        s = self.session
+        if not s.blind or s.revealed:
+            self.say("Nothing is hidden: the names are shown.")
+            return
+        if not s.turns:
+            self.say("Nothing to reveal yet.")
+            return
+        if self.sending or s.streaming:
+            self.say("Still answering: wait, or press Esc, then reveal.", severity="warning")
+            return
+        try:
+            rec = await s.reveal(self.app.rater)
+        except Exception as exc:
+            self.say_failure("Reveal not saved", exc)
+            return
+        if rec is None:
+            return
+        self._after_reveal()
+        names = ", ".join(f"{c.label} = {c.alias}" for c in s.contestants)
+        self.say(f"Revealed without a vote: {names}. F2 still votes.")
 
     @work(group="vote", exclusive=True, exit_on_error=False)
     async def action_withdraw_vote(self) -> None:
@@ -311,6 +347,7 @@ class ChatScreen(Screen):
             return
         self._voted_turns.discard(withdrawn.turn_id)
         self._offer_vote()
+        self.refresh_bindings()
         self.say(f"Vote withdrawn ({describe(withdrawn, revealed=False)}); it stays in the record, "
                  "no longer counted. F2 to vote again.")
 
@@ -405,6 +442,9 @@ class ChatScreen(Screen):
             ("Toggle blind mode", "blind labels for the next new session", self.action_toggle_blind),
             ("Go to prompt", "focus the prompt box", self.action_focus_prompt),
         ]
+        if self.session.blind and not self.session.revealed and self.session.turns:
+            cmds.append(("Reveal names without voting", "show which model wrote what; recorded as a reveal",
+                         self.action_reveal))
         if self.session.current_vote(self.app.rater) is not None:
             cmds.append(("Withdraw my vote", "a vote cast by mistake: kept in the record, no longer counted",
                          self.action_withdraw_vote))
