@@ -64,14 +64,9 @@ def assert_blind(where: str, text: str, words: list[str]) -> None:
     assert not seen, f"{where}: {seen} shown before the vote:\n{text}"
 
 
-def palette_text(screen) -> str:
-    hits = []
-
-    async def collect():
-        async for hit in LineupCommands(screen).discover():
-            hits.append(f"{hit.text} {hit.help or ''}")
-
-    return collect, hits
+async def palette_hits(screen) -> list[str]:
+    """Every entry the real palette provider offers on `screen`, with its help."""
+    return [f"{hit.text} {hit.help or ''}" async for hit in LineupCommands(screen).discover()]
 
 
 def help_text(app) -> str:
@@ -133,8 +128,7 @@ def test_nothing_names_a_contestant_before_the_vote_and_the_error_shows_after(tm
                 assert len(app.notices) >= 3
                 assert_blind("notifications", "\n".join(m for _, m in app.notices), words)
                 # the command palette: its provider's every entry, then the palette itself
-                collect, hits = palette_text(screen)
-                await collect()
+                hits = await palette_hits(screen)
                 assert len(hits) > 10
                 assert_blind("palette entries", "\n".join(hits), words)
                 await pilot.press("ctrl+p")
@@ -171,8 +165,7 @@ def test_nothing_names_a_contestant_before_the_vote_and_the_error_shows_after(tm
                 await pilot.pause()
                 assert "details after the vote" in flat(visible_text(app))
                 assert_blind("vote queue", visible_text(app), words)
-                collect, hits = palette_text(app.screen)
-                await collect()
+                hits = await palette_hits(app.screen)
                 assert_blind("vote queue palette", "\n".join(hits), words)
             app = LineupApp(store, replay=ReplayOptions(sid), rater="tester")
             async with app.run_test(size=(150, 45)) as pilot:
