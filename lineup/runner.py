@@ -285,8 +285,7 @@ class Runner:
             request = ChatRequest(model=c.config.model, messages=tuple(history),
                                   system=case.system or self.system, params=params)
             base = _new_output(turn, c, attempt=(prev.attempt + 1) if prev else 1)
-            final, result = await record_stream(self.store, c, request, base, blind=True,
-                                                contestants=self._contestants)
+            final, result = await record_stream(self.store, c, request, base, contestants=self._contestants)
             await tag_self_identification(self.store, final, c.config, prompt_texts(history, request.system))
             if final.status != "complete":
                 tally.errors[final.error_kind or final.status] += 1

@@ -9,12 +9,10 @@ from __future__ import annotations
 import getpass
 import os
 import random
-import re
 import secrets
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
 
 import anyio
 
@@ -43,6 +41,7 @@ from lineup.store import AsyncStore
 from lineup.store.records import (
     ContestantRecord,
     OutputRecord,
+    RevealRecord,
     SessionRecord,
     TagRecord,
     TurnRecord,
@@ -52,23 +51,6 @@ from lineup.store.records import (
 LABELS = "ABCDEFGH"
 MAX_CONTESTANTS = len(LABELS)
 CHECKPOINT_EVERY_S = 1.0
-HIDDEN = "[hidden]"
-
-# Words that give a vendor away, by provider. Ollama models are named after
-# their family, which `_identity_words` adds from the model name itself.
-VENDOR_WORDS: dict[str, tuple[str, ...]] = {
-    "openai": ("OpenAI", "ChatGPT", "GPT"),
-    "anthropic": ("Anthropic", "Claude"),
-    "gemini": ("Google", "Gemini", "DeepMind", "Bard"),
-    "ollama": ("Ollama",),
-    "demo": (),
-}
-# Families commonly served through OpenAI-compatible servers and Ollama.
-FAMILY_WORDS = (
-    "llama", "mistral", "mixtral", "qwen", "gemma", "phi", "deepseek", "grok", "command-r",
-    "claude", "gpt", "gemini", "yi", "falcon", "olmo", "granite", "nemotron", "kimi", "glm",
-)
-
 
 def default_rater() -> str:
     """Who is voting: LINEUP_RATER, else the login name."""
@@ -76,53 +58,6 @@ def default_rater() -> str:
         return os.environ.get("LINEUP_RATER") or getpass.getuser()
     except Exception:  # no login name in some containers
         return "rater"
-
-
-def _identity_words(cfg: ModelConfig, *, alias: bool = True) -> set[str]:
-    """Every word that would tell a reader which model this is. The alias is
-    ours (an answer cannot know it) but our own error text may carry it."""
-    names = [cfg.model, cfg.alias] if alias else [cfg.model]
-    words = set(names)
-    words.update(VENDOR_WORDS.get(cfg.provider, ()))
-    # model ids like "openai/gpt-4o-mini" or "llama3.1:8b": their parts too
-    for name in names:
-        words.update(part for part in re.split(r"[/:@]", name) if len(part) >= 3)
-    lowered = cfg.model.lower()
-    words.update(f for f in FAMILY_WORDS if f in lowered)
-    if cfg.base_url:
-        host = urlsplit(cfg.base_url).hostname
-        if host and host not in ("localhost", "127.0.0.1", "::1"):
-            words.add(host)
-    words.discard("")
-    return words
-
-
-def _identity_pattern(words: Iterable[str]) -> re.Pattern[str] | None:
-    ordered = sorted({w for w in words if w}, key=len, reverse=True)
-    if not ordered:
-        return None
-    alternation = "|".join(re.escape(w) for w in ordered)
-    # Not inside a longer word ("gpt" must not hit "egypt"); digits/versions may follow.
-    return re.compile(rf"(?<![A-Za-z0-9])(?:{alternation})(?![A-Za-z])", re.IGNORECASE)
-
-
-def blind_safe(text: str, contestants: Sequence["Contestant"]) -> str:
-    """`text` with every contestant's model, alias, provider, vendor and host replaced."""
-    words: set[str] = set()
-    for c in contestants:
-        words |= _identity_words(c.config)
-    pattern = _identity_pattern(words)
-    return pattern.sub(HIDDEN, text) if pattern else text
-
-
-def names_itself(text: str, cfg: ModelConfig) -> str | None:
-    """The first word in an answer that names its own model or vendor, if any.
-    Demo models have no identity to leak (their names are ordinary words)."""
-    if cfg.is_demo:
-        return None
-    pattern = _identity_pattern(_identity_words(cfg, alias=False))
-    match = pattern.search(text) if pattern else None
-    return match.group(0) if match else None
 
 
 @dataclass(slots=True)
@@ -198,9 +133,11 @@ def contestant_record(c: Contestant) -> ContestantRecord:
     )
 
 
-def output_from_result(base: OutputRecord, result: StreamResult, cfg: ModelConfig, *,
-                       blind: bool, contestants: Sequence[Contestant]) -> OutputRecord:
-    """The final record of one answer, from what its stream reported."""
+def output_from_result(base: OutputRecord, result: StreamResult, cfg: ModelConfig) -> OutputRecord:
+    """The final record of one answer, from what its stream reported. The error
+    text is kept as it came (keys are scrubbed by the caller): blind or not,
+    what a screen may show of it is decided when it is shown
+    (`lineup.votes.error_line`)."""
     err = result.error
     if err is None:
         status = "complete" if result.finish_reason is not None or result.end_t is not None else "interrupted"
@@ -210,8 +147,6 @@ def output_from_result(base: OutputRecord, result: StreamResult, cfg: ModelConfi
         status = "error"
     tokens, estimated = result.output_tokens_or_estimate()
     message = err.message if err else None
-    if message and blind:
-        message = blind_safe(message, contestants)
     cost = cfg.price.cost(result.input_tokens, tokens) if cfg.price else None
     return base.model_copy(update=dict(
         status=status, text=result.text, reasoning=result.reasoning,
@@ -230,13 +165,13 @@ async def record_stream(
     request: ChatRequest,
     base: OutputRecord,
     *,
-    blind: bool,
     contestants: Sequence[Contestant],
     on_update: Callable[[PaneUpdate], None] | None = None,
 ) -> tuple[OutputRecord, StreamResult]:
     """Stream one answer into the store: started, checkpointed about once a
-    second, finished with its final status. Error text is scrubbed of model
-    identities when blind before anyone (UI or store) sees it.
+    second, finished with its final status. Error text is stored and reported
+    as it came, keys aside; a blind screen shows only its kind and status
+    until the reveal (`lineup.votes.error_line`).
 
     Checkpoints run on a timer beside the stream, never on the per-token path,
     so text that came just before a stall is saved within about a second.
@@ -261,8 +196,6 @@ async def record_stream(
         return kept[kind].of(text) if kept is not None and text else text
 
     def emit(event: StreamEvent) -> None:
-        if blind and event.type in ("error", "retrying"):
-            event = event.model_copy(update={"message": blind_safe(event.message, contestants)})
         result.add(event)
         if on_update is not None:
             if held is None:
@@ -311,7 +244,7 @@ async def record_stream(
                 f"the client failed: {type(failure).__name__}: {failure}", contestant.config)[:500]))
     finally:
         contestant.stream = None
-        final = output_from_result(base, result, contestant.config, blind=blind, contestants=contestants)
+        final = output_from_result(base, result, contestant.config)
         if scrubber is not None:
             final = final.model_copy(update={
                 "text": secret_free("text", final.text), "reasoning": secret_free("reasoning", final.reasoning),
@@ -535,8 +468,8 @@ class ChatSession:
         if limiter is not None and not await self._wait_for_server(c, limiter, base, on_update):
             return
         try:
-            final, _ = await record_stream(self.store, c, request, base, blind=self.blind,
-                                           contestants=self.contestants, on_update=on_update)
+            final, _ = await record_stream(self.store, c, request, base, contestants=self.contestants,
+                                           on_update=on_update)
         finally:
             if limiter is not None:
                 limiter.release()
@@ -571,7 +504,7 @@ class ChatSession:
             return True
         error = StreamError(kind=ErrorKind.cancelled, message="cancelled while queued", t=time.perf_counter())
         result.add(error)
-        final = output_from_result(base, result, c.config, blind=self.blind, contestants=self.contestants)
+        final = output_from_result(base, result, c.config)
         with anyio.CancelScope(shield=True):
             await self.store.finish_output(final)
         c.last_output = final
@@ -654,6 +587,20 @@ class ChatSession:
         withdrawn = vote.model_copy(update={"retracted_at": now})
         self.votes[self.votes.index(vote)] = withdrawn
         return withdrawn
+
+    async def reveal(self, rater: str | None = None) -> RevealRecord | None:
+        """Show the models without a vote (the rater asks): recorded as a
+        reveal of the last turn; a chat keeps its labels from turn to turn,
+        so the whole session is revealed, as a vote would. None when nothing
+        is hidden (not blind, revealed already, or no turn yet)."""
+        if not self.blind or self.record.revealed_at is not None or not self.turns:
+            return None
+        rec = RevealRecord(session_id=self.id, turn_id=self.turns[-1].id, rater=rater or default_rater(),
+                           created=time.time())
+        await self.store.add_reveal(rec)
+        await self.store.reveal_session(self.id, rec.created)
+        self.record = self.record.model_copy(update={"revealed_at": rec.created})
+        return rec
 
     async def tag(self, index: int, tag: str, note: str | None = None, rater: str | None = None) -> TagRecord:
         """Attach a failure-mode tag to this contestant's last answer."""

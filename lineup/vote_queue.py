@@ -1,8 +1,9 @@
 """The blind vote queue's logic, without a UI: the cases left to judge, in
 the order they were run; a fresh shuffle of the answers per case (recorded in
 its votes: label A = leftmost); skip; undo (the vote is withdrawn and kept with
-`retracted_at`); reveal after each vote or at the end; repeats judged apart or
-together. `lineup.tui.vote_queue` only draws it and forwards keys.
+`retracted_at`); reveal after each vote or at the end, or of one case without
+a vote when the rater asks (`reveal_current`: recorded, and the case leaves
+that rater's queue); repeats judged apart or together. `lineup.tui.vote_queue` only draws it and forwards keys.
 
 A case is a sample-set case (its follow-ups together, judged on its last
 turn), or one chat turn (judged with the turns before it as context). With
@@ -12,10 +13,11 @@ recorded on each repeat's last turn. Votes are built by `lineup.votes`."""
 from __future__ import annotations
 
 import random
+import time
 from dataclasses import dataclass, field
 from typing import Literal
 
-from lineup.store.records import LoadedSession, OutputRecord, TurnRecord, VoteRecord
+from lineup.store.records import LoadedSession, OutputRecord, RevealRecord, TurnRecord, VoteRecord
 from lineup.votes import (
     LABELS, VoteNeedsConfirmation, VoteWarning, answer_warnings, check_choice, make_votes,
 )
@@ -55,7 +57,8 @@ def _latest(outputs: list[OutputRecord]) -> dict[tuple[str, str], OutputRecord]:
 
 
 def build_items(loaded: LoadedSession, *, rater: str, repeats: str = "separate") -> list[QueueItem]:
-    """Unvoted cases of one session (by `rater`), in the order they were run."""
+    """Unvoted cases of one session (by `rater`), in the order they were run;
+    a case `rater` revealed without a vote is left out (its names were seen)."""
     s = loaded.session
     if len(s.contestants) < 2:
         return []
@@ -68,6 +71,7 @@ def build_items(loaded: LoadedSession, *, rater: str, repeats: str = "separate")
     for t in loaded.tags:
         tags.setdefault(t.output_id, []).append(t)
     voted = {v.turn_id for v in loaded.current_votes() if v.rater == rater}
+    seen = {r.turn_id for r in loaded.reveals if r.rater == rater}   # revealed to them without a vote
     aliases = [c.alias for c in sorted(s.contestants, key=lambda c: c.position)]
 
     groups: dict[tuple, list[TurnRecord]] = {}
@@ -83,7 +87,8 @@ def build_items(loaded: LoadedSession, *, rater: str, repeats: str = "separate")
         last = turns[-1]
         answers = [latest.get((last.id, a)) for a in aliases]
         present = [o for o in answers if o is not None and o.status != "streaming"]
-        return len(present) >= 2 and any(o.status == "complete" for o in present) and last.id not in voted
+        return (len(present) >= 2 and any(o.status == "complete" for o in present)
+                and last.id not in voted and last.id not in seen)
 
     items: list[QueueItem] = []
     by_case: dict[str, QueueItem] = {}
@@ -159,7 +164,9 @@ class VoteQueue:
         self.current: QueueItem | None = None
         self.order: list[str] = []          # models left to right for the current case
         self.judged = False                 # the current case has its vote
+        self.revealed_current = False       # ... or was revealed without one
         self.history: list[Judged] = []
+        self.seen: list[QueueItem] = []     # cases revealed without a vote in this pass
         self._hidden_votes: list[str] = []
 
     async def load(self) -> None:
@@ -182,6 +189,7 @@ class VoteQueue:
     def advance(self) -> QueueItem | None:
         """The next case, in a fresh random order; None when none is left."""
         self.judged = False
+        self.revealed_current = False
         if not self.items:
             self.current, self.order = None, []
             return None
@@ -219,7 +227,7 @@ class VoteQueue:
         judged). VoteError when malformed; VoteNeedsConfirmation when it picks
         an answer that failed, was cancelled or is missing, unless `confirm`."""
         item = self.current
-        if item is None or self.judged:
+        if item is None or self.judged or self.revealed_current:
             raise ValueError("no case waiting for a vote")
         check_choice(choice, self.labels, ranking)
         if not confirm:
@@ -236,9 +244,31 @@ class VoteQueue:
         self.judged = True
         return votes
 
+    async def reveal_current(self) -> list[RevealRecord]:
+        """Show the current case's models without a vote (the rater asks):
+        recorded as a reveal of each turn a vote would go on, so its case
+        counts as revealed everywhere; it can no longer be judged blind by
+        this rater, so it is done and the queue moves on."""
+        item = self.current
+        if item is None or self.judged or self.revealed_current:
+            raise ValueError("no case waiting for a vote")
+        now = time.time()
+        records = [RevealRecord(session_id=item.session_id, turn_id=t.id, rater=self.rater, created=now)
+                   for t in item.targets]
+        for rec in records:
+            await self.store.add_reveal(rec)
+        self.revealed_current = True
+        self.seen.append(item)
+        return records
+
+    @property
+    def waiting(self) -> bool:
+        """The case on screen still waits for a vote (neither judged nor revealed)."""
+        return self.current is not None and not self.judged and not self.revealed_current
+
     def skip(self) -> None:
         """The current case goes to the back of the queue."""
-        if self.current is not None and not self.judged:
+        if self.waiting:
             self.items.append(self.current)
             self.current = None
 
@@ -251,7 +281,7 @@ class VoteQueue:
         for v in last.votes:
             await self.store.retract_vote(v.id)
         self.history.pop()
-        if self.current is not None and not self.judged:
+        if self.waiting:
             self.items.insert(0, self.current)
         self.current = None
         self.done -= 1
@@ -260,7 +290,7 @@ class VoteQueue:
 
     @property
     def finished(self) -> bool:
-        return not self.items and (self.current is None or self.judged)
+        return not self.items and not self.waiting
 
     async def finish(self) -> list[Judged]:
         """The end of the queue: every vote of this rater on these sessions not

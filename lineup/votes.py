@@ -12,12 +12,16 @@ goes through these functions, so a vote is read the same way everywhere:
 - attribution: a label means the model the vote's OWN `mapping` says, never the
   session's labels (the vote queue shuffles labels per case);
 - reveal per judged unit: a case (its follow-ups, one repeat) or a chat turn is
-  revealed once a vote on it was revealed, or when the whole session was;
+  revealed once a vote on it was revealed, once the rater revealed it without
+  a vote, or when the whole session was;
+- what an answer's error may say before its unit is revealed (`error_line`):
+  its kind and HTTP status only, never its text (the store keeps the true text);
 - ratings: `decompose_vote` turns a vote into pairwise outcomes.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -159,6 +163,58 @@ def answer_warnings(choice: str, answers: Mapping[str, OutputRecord | None]) -> 
     if not (out.text or "").strip():
         return [VoteWarning(choice, "empty", f"{choice}'s answer is empty")]
     return []
+
+
+# --------------------------------------------------------------------------- errors before the reveal
+
+AFTER_THE_VOTE = "details after the vote"
+# What our HTTP clients put first in the message of a refused request ("HTTP 500: ...").
+_LEADING_STATUS = re.compile(r"HTTP ([1-5]\d\d)\b")
+
+
+def error_status(message: str | None) -> int | None:
+    """The HTTP status at the start of an error message, as our clients write
+    it; None when there is none (a timeout, a cut stream, a refused connection)."""
+    m = _LEADING_STATUS.match(message or "")
+    return int(m.group(1)) if m else None
+
+
+def error_line(kind: str | None, message: str | None, *, hidden: bool) -> str:
+    """An answer's error as a person sees it: on screen, in a notification,
+    in an export. While its unit is `hidden` (blind, not revealed) only what
+    cannot name a model: its kind and HTTP status, "error (server, HTTP 500) —
+    details after the vote". The text of an error comes from the server, a
+    proxy or our own client (hosts, model ids, vendor names, known or not), so
+    none of it is shown; no list of names can tell which words give a model
+    away. Once revealed: the stored message as it came (keys already scrubbed)."""
+    if hidden:
+        status = error_status(message)
+        what = ", ".join(x for x in ((kind or "").replace("_", " "), f"HTTP {status}" if status else "") if x)
+        return f"error ({what}) — {AFTER_THE_VOTE}" if what else f"error — {AFTER_THE_VOTE}"
+    head = f"error ({kind})" if kind else "error"
+    return f"{head}: {message}" if message else head
+
+
+def exception_line(exc: BaseException, *, hidden: bool) -> str:
+    """A failure's text for a notification. While `hidden`, only our own vote
+    and store errors in full (they name labels and files, never a model);
+    any other exception (from a client or a library: it may carry a host or a
+    model id) by its type alone."""
+    from lineup.store import StoreError
+
+    if not hidden or isinstance(exc, (VoteError, StoreError)):
+        return str(exc) or type(exc).__name__
+    return f"{type(exc).__name__} ({AFTER_THE_VOTE})"
+
+
+def output_note(out: OutputRecord, *, hidden: bool) -> str | None:
+    """The status line of a saved answer: its `error_line`, 'cancelled' or
+    'interrupted'; None when it completed."""
+    if out.status == "error":
+        return error_line(out.error_kind, out.error_message, hidden=hidden)
+    if out.status in ("cancelled", "interrupted"):
+        return out.status
+    return None
 
 
 # --------------------------------------------------------------------------- new votes
@@ -382,8 +438,9 @@ class Reveal:
     """Which judged units of a session show their models. Not blind, or the
     whole session revealed: all. Else a unit is revealed once a vote on any of
     its turns was revealed (after each vote in the chat or the queue, or at
-    the end of the queue); votes withdrawn after their reveal still count,
-    since the names were seen."""
+    the end of the queue), or once the rater revealed it without voting (a
+    `RevealRecord`); votes withdrawn after their reveal still count, since
+    the names were seen."""
 
     blind: bool
     session_revealed: bool
@@ -435,4 +492,7 @@ def reveal_state(loaded: LoadedSession) -> Reveal:
     for v in loaded.votes:
         if v.revealed_at is not None and v.turn_id in state.turn_unit:
             state.revealed_units.add(state.turn_unit[v.turn_id])
+    for r in loaded.reveals:      # revealed by the rater without a vote
+        if r.turn_id in state.turn_unit:
+            state.revealed_units.add(state.turn_unit[r.turn_id])
     return state

@@ -4,7 +4,7 @@ and counted later. See STORE_API.md for the contract."""
 
 from lineup.store.db import Store, StoreError, default_db_path
 from lineup.store.records import (
-    CheckResultRecord, ContestantRecord, LoadedSession, ModelVoteCount, OutputRecord, SearchHit,
+    CheckResultRecord, ContestantRecord, LoadedSession, ModelVoteCount, OutputRecord, RevealRecord, SearchHit,
     SessionRecord, SessionSummary, TagRecord, TurnRecord, VoteRecord,
 )
 from lineup.store.schema import SCHEMA_VERSION
@@ -12,6 +12,6 @@ from lineup.store.writer import AsyncStore
 
 __all__ = [
     "AsyncStore", "CheckResultRecord", "ContestantRecord", "LoadedSession", "ModelVoteCount",
-    "OutputRecord", "SCHEMA_VERSION", "SearchHit", "SessionRecord", "SessionSummary", "Store",
+    "OutputRecord", "RevealRecord", "SCHEMA_VERSION", "SearchHit", "SessionRecord", "SessionSummary", "Store",
     "StoreError", "TagRecord", "TurnRecord", "VoteRecord", "default_db_path",
 ]

@@ -29,7 +29,7 @@ from urllib.parse import quote
 
 from lineup.store import rows as R
 from lineup.store.records import (
-    CheckResultRecord, LoadedSession, ModelVoteCount, OutputRecord, SearchHit,
+    CheckResultRecord, LoadedSession, ModelVoteCount, OutputRecord, RevealRecord, SearchHit,
     SessionRecord, SessionSummary, TagRecord, TurnRecord, VoteRecord,
 )
 from lineup.store.schema import APPLICATION_ID, MIGRATION_NAMES, SCHEMA_VERSION, migrations
@@ -481,6 +481,12 @@ class Store:
 
         return self._write("record the reveal of votes", write)
 
+    def add_reveal(self, rec: RevealRecord) -> None:
+        """Record that the rater was shown the models of this turn's answers
+        without voting (its case or turn counts as revealed from now on)."""
+        self._write(f"save reveal {rec.id}", lambda conn: conn.execute(
+            R.insert_sql("reveal", R.REVEAL_COLS), R.reveal_row(rec)))
+
     def add_tag(self, rec: TagRecord) -> None:
         self._write(f"save tag {rec.id}", lambda conn: conn.execute(R.insert_sql("tag", R.TAG_COLS),
                                                                   R.tag_row(rec)))
@@ -653,10 +659,12 @@ class Store:
             checks = [R.check_from(r) for r in conn.execute(
                 f"SELECT {R.cols(R.CHECK_COLS, 'c.')} FROM check_result c JOIN output ON output.id = c.output_id "
                 "WHERE output.session_id = ? ORDER BY c.id", [sid])]
+            reveals = [R.reveal_from(r) for r in conn.execute(
+                f"SELECT {R.cols(R.REVEAL_COLS)} FROM reveal WHERE session_id = ? ORDER BY created, id", [sid])]
         except sqlite3.DatabaseError as exc:
             raise self._translate(exc, "read") from None
         return LoadedSession.model_construct(session=session, turns=turns, outputs=outputs, votes=votes,
-                                             tags=tags, checks=checks)
+                                             tags=tags, checks=checks, reveals=reveals)
 
     def list_sessions(self, limit: int | None = None, kind: str | None = None,
                       search: str | None = None) -> list[SessionSummary]:
@@ -684,9 +692,12 @@ class Store:
                # judged units, counted where some may still be hidden (blind, not revealed as a whole)
                "CASE WHEN s.blind AND s.revealed_at IS NULL THEN "
                f"(SELECT count(DISTINCT {UNIT_KEY_SQL}) FROM turn t WHERE t.session_id = s.id) END, "
+               # revealed: by a revealed vote, or by the rater without a vote
                "CASE WHEN s.blind AND s.revealed_at IS NULL THEN "
-               f"(SELECT count(DISTINCT {UNIT_KEY_SQL}) FROM vote v JOIN turn t ON t.id = v.turn_id "
-               "  WHERE v.session_id = s.id AND v.revealed_at IS NOT NULL) "
+               f"(SELECT count(DISTINCT unit) FROM (SELECT {UNIT_KEY_SQL} AS unit FROM vote v "
+               "  JOIN turn t ON t.id = v.turn_id WHERE v.session_id = s.id AND v.revealed_at IS NOT NULL "
+               f"  UNION ALL SELECT {UNIT_KEY_SQL} FROM reveal r JOIN turn t ON t.id = r.turn_id "
+               "  WHERE r.session_id = s.id)) "
                "END "
                "FROM session s" + (" WHERE " + " AND ".join(where) if where else "")
                + " ORDER BY s.created DESC, s.id DESC")

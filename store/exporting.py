@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 
 from lineup.store.records import LoadedSession, NON_LABEL_CHOICES, OutputRecord, VoteRecord
 from lineup.text import csv_cell, escape_controls, json_line
-from lineup.votes import relabel, reveal_state, winner
+from lineup.votes import output_note, relabel, reveal_state, winner
 
 EXPORT_FORMAT = "lineup.output"
 EXPORT_VERSION = 1
@@ -58,18 +58,24 @@ def export_jsonl(loaded: LoadedSession) -> Iterator[str]:
         checks.setdefault(c.output_id, []).append(c.model_dump(mode="json"))
     turns = {t.id: t for t in loaded.turns}
     reveal = reveal_state(loaded)
+    reveals: dict[str, list[dict]] = {}     # turns revealed without a vote
+    for r in loaded.reveals:
+        reveals.setdefault(r.turn_id, []).append(r.model_dump(mode="json"))
     for _, o in ordered_outputs(loaded):
         turn = turns[o.turn_id]
         contestant = contestants.get(o.contestant)
         params = {**s.params, **(contestant.params if contestant else {})}
-        yield json_line({
+        line = {
             "format": EXPORT_FORMAT, "version": EXPORT_VERSION,
             "prompt": turn.user_message, "system": s.system, "params": params,
             "contestant": contestant.model_dump(mode="json") if contestant else None,
             "session": session, "turn": turn.model_dump(mode="json"), "output": o.model_dump(mode="json"),
             "votes": votes_by_turn.get(o.turn_id, []), "tags": tags.get(o.id, []),
             "checks": checks.get(o.id, []), "revealed": reveal.turn(o.turn_id),
-        })
+        }
+        if o.turn_id in reveals:
+            line["reveals"] = reveals[o.turn_id]
+        yield json_line(line)
 
 
 # ---------------------------------------------------------------------- CSV
@@ -178,12 +184,9 @@ def export_markdown(loaded: LoadedSession) -> str:
                 title += f", attempt {o.attempt}"
             out += ["", f"### {escape_controls(title)}", ""]
             if o.status != "complete":
-                note = o.status
-                if o.error_kind:
-                    note += f": {o.error_kind}"
-                if o.error_message and not hidden:  # an error message may name the model
-                    note += f" — {escape_controls(o.error_message)}"
-                out += [f"_({note})_", ""]
+                # before the reveal an error says its kind and status only (its text may name the model)
+                note = output_note(o, hidden=hidden) or o.status
+                out += [f"_({escape_controls(note)})_", ""]
             out.append(escape_controls(o.text) if o.text else "_(no text)_")
             if tags.get(o.id):
                 out += ["", "Tags: " + ", ".join(escape_controls(t) for t in tags[o.id])]

@@ -24,11 +24,12 @@ from lineup.store import rows as R
 from lineup.store.db import SQLITE_HEADER, Store, StoreError, insert_session, insert_vote, upsert_output
 from lineup.store.exporting import EXPORT_FORMAT, EXPORT_VERSION
 from lineup.store.records import (
-    CheckResultRecord, ContestantRecord, OutputRecord, SessionRecord, TagRecord, TurnRecord, VoteRecord,
+    CheckResultRecord, ContestantRecord, OutputRecord, RevealRecord, SessionRecord, TagRecord, TurnRecord,
+    VoteRecord,
 )
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-TABLES = ("session", "contestant", "turn", "output", "vote", "vote_contestant", "tag", "check_result")
+TABLES = ("session", "contestant", "turn", "output", "vote", "vote_contestant", "tag", "check_result", "reveal")
 ARENA_WINNERS = {"model_a": "A", "model_b": "B", "tie": "tie", "tie (bothbad)": "both_bad"}
 
 
@@ -72,6 +73,7 @@ class ExportLine(BaseModel):
     votes: list[VoteRecord] = Field(default_factory=list)
     tags: list[TagRecord] = Field(default_factory=list)
     checks: list[CheckResultRecord] = Field(default_factory=list)
+    reveals: list[RevealRecord] = Field(default_factory=list)
 
 
 def _parse_export_line(obj: dict) -> ExportLine:
@@ -91,6 +93,9 @@ def _parse_export_line(obj: dict) -> ExportLine:
     for x in (*line.tags, *line.checks):
         if x.output_id != line.output.id:
             raise ValueError(f"{x.id} does not belong to output {line.output.id}")
+    for r in line.reveals:
+        if r.session_id != sid or r.turn_id != line.turn.id:
+            raise ValueError(f"reveal {r.id} does not belong to this turn")
     return line
 
 
@@ -272,6 +277,8 @@ def _write_export_line(conn: sqlite3.Connection, line: ExportLine) -> None:
         _write_record(conn, t)
     for c in line.checks:
         _write_record(conn, c)
+    for r in line.reveals:
+        _write_record(conn, r)
 
 
 def _write_record(conn: sqlite3.Connection, rec: Any) -> None:
@@ -288,6 +295,8 @@ def _write_record(conn: sqlite3.Connection, rec: Any) -> None:
         conn.execute(R.insert_sql("tag", R.TAG_COLS, "INSERT OR IGNORE"), R.tag_row(rec))
     elif isinstance(rec, CheckResultRecord):
         conn.execute(R.insert_sql("check_result", R.CHECK_COLS, "INSERT OR IGNORE"), R.check_row(rec))
+    elif isinstance(rec, RevealRecord):
+        conn.execute(R.insert_sql("reveal", R.REVEAL_COLS, "INSERT OR IGNORE"), R.reveal_row(rec))
     else:  # pragma: no cover - programming error
         raise TypeError(type(rec))
 
@@ -349,7 +358,7 @@ def _merge_attached(store: Store, copy: Path, other: Path) -> dict[str, int]:
         "session": R.SESSION_COLS, "contestant": R.CONTESTANT_COLS, "turn": R.TURN_COLS,
         "output": R.OUTPUT_COLS, "vote": R.VOTE_COLS,
         "vote_contestant": R.VOTE_CONTESTANT_COLS,
-        "tag": R.TAG_COLS, "check_result": R.CHECK_COLS,
+        "tag": R.TAG_COLS, "check_result": R.CHECK_COLS, "reveal": R.REVEAL_COLS,
     }
     try:
         conn.execute("ATTACH DATABASE ? AS other", [str(copy)])

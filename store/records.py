@@ -127,6 +127,17 @@ class VoteRecord(_Record):
         return self.mapping.get(self.choice) if self.choice not in NON_LABEL_CHOICES else None
 
 
+class RevealRecord(_Record):
+    """The models of a turn's answers shown without a vote (the rater asked):
+    its judged unit counts as revealed, like one with a revealed vote."""
+
+    id: str = Field(default_factory=new_ulid)
+    session_id: str
+    turn_id: str
+    rater: str = "me"
+    created: float = Field(default_factory=time.time)
+
+
 class TagRecord(_Record):
     id: str = Field(default_factory=new_ulid)
     output_id: str
@@ -197,6 +208,7 @@ class LoadedSession(_Record):
     votes: list[VoteRecord]
     tags: list[TagRecord]
     checks: list[CheckResultRecord]
+    reveals: list[RevealRecord] = Field(default_factory=list)
 
     def outputs_for(self, turn_id: str) -> list[OutputRecord]:
         """The turn's outputs in screen order (contestant position, then attempt)."""

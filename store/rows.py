@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from lineup.store.records import (
-    CheckResultRecord, ContestantRecord, OutputRecord, SessionRecord, TagRecord, TurnRecord,
+    CheckResultRecord, ContestantRecord, OutputRecord, RevealRecord, SessionRecord, TagRecord, TurnRecord,
     VoteRecord,
 )
 from lineup.store.schema import VOTE_CONTESTANT_COLS, vote_contestant_rows
@@ -101,6 +101,7 @@ VOTE_COLS = ("id", "session_id", "turn_id", "rater", "choice", "winner", "rankin
              "positions", "created", "revealed_at", "note", "supersedes", "current", "retracted_at")
 TAG_COLS = ("id", "output_id", "tag", "rater", "note", "auto", "created", "removed_at")
 CHECK_COLS = ("id", "output_id", "check_name", "spec", "passed", "detail")
+REVEAL_COLS = ("id", "session_id", "turn_id", "rater", "created")
 
 
 def insert_sql(table: str, cols: tuple[str, ...], verb: str = "INSERT") -> str:
@@ -147,6 +148,10 @@ def tag_row(r: TagRecord, removed_at: float | None = None) -> tuple:
 
 def check_row(r: CheckResultRecord) -> tuple:
     return _safe((r.id, r.output_id, r.check, dumps(r.spec), int(r.passed), r.detail))
+
+
+def reveal_row(r: RevealRecord) -> tuple:
+    return _safe((r.id, r.session_id, r.turn_id, r.rater, r.created))
 
 
 def validate_vote(r: VoteRecord) -> str | None:
@@ -230,6 +235,10 @@ def check_from(row: tuple) -> CheckResultRecord:
     d["check"] = d.pop("check_name")
     d["spec"], d["passed"] = json.loads(d["spec"]), bool(d["passed"])
     return trusted(CheckResultRecord, {k: d[k] for k in CheckResultRecord.model_fields})
+
+
+def reveal_from(row: tuple) -> RevealRecord:
+    return trusted(RevealRecord, dict(zip(REVEAL_COLS, row)))
 
 
 def cols(names: tuple[str, ...], prefix: str = "") -> str:

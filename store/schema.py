@@ -196,6 +196,22 @@ def m005_runner_claims(db: Database) -> None:
     ) WITHOUT ROWID""")
 
 
+@migrations(name="m006_reveal")
+def m006_reveal(db: Database) -> None:
+    """A judged unit (a case, a chat turn) revealed by the rater without a
+    vote: one row per turn whose models were shown, by whom and when. A
+    unit is revealed once a vote on it was revealed or it has such a row
+    (`lineup.votes.reveal_state`)."""
+    db.execute("""CREATE TABLE reveal (
+        id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES session(id) ON DELETE CASCADE,
+        turn_id TEXT NOT NULL REFERENCES turn(id) ON DELETE CASCADE,
+        rater TEXT NOT NULL,
+        created REAL NOT NULL
+    ) WITHOUT ROWID""")
+    db.execute("CREATE INDEX reveal_session ON reveal(session_id)")
+
+
 def outcome_for(label: str, choice: str) -> str:
     if choice == "tie":
         return "tie"

@@ -25,7 +25,7 @@ T = TypeVar("T")
 # Store methods exposed as `await astore.<name>(...)`.
 _METHODS = (
     "create_session", "update_session", "reveal_session", "add_turn", "start_output", "finish_output",
-    "add_vote", "retract_vote", "reveal_votes", "add_tag", "remove_tag", "add_check_result", "list_sessions", "load_session", "get_session",
+    "add_vote", "retract_vote", "reveal_votes", "add_reveal", "add_tag", "remove_tag", "add_check_result", "list_sessions", "load_session", "get_session",
     "resolve_session", "latest_session_id", "search", "votes_per_model", "query", "counts",
     "open_run_session", "claim_unit", "finish_claim", "release_claims", "run_unit", "ensure_turn",
 )

@@ -139,6 +139,7 @@ def test_csv_and_markdown_hide_identities_until_revealed(tmp_path, capsys):
     for text in (md, table):
         assert "model-0" not in text and "model-1" not in text  # aliases, model names, error messages
     assert "### A" in md and "### B" in md and "identities hidden" in md
+    assert "_(error (rate limited) — details after the vote)_" in md    # lineup.votes.error_line
     assert {r["models"] for r in csv.DictReader(io.StringIO(table))} == {"hidden"}
     assert "\x1b" not in md and "\\x1b[31mred" in md and "\\x9b2J" in md
     with Store.open(db) as store:
@@ -146,6 +147,33 @@ def test_csv_and_markdown_hide_identities_until_revealed(tmp_path, capsys):
     assert run_cli("export", "--db", str(db), "--format", "md") == 0
     md = capsys.readouterr().out
     assert "### A (model-0)" in md and "model-1 said 429" in md and "openai/model-0-v1" in md
+
+
+def test_a_reveal_without_a_vote_survives_export_import_and_merge(tmp_path, capsys):
+    """A turn revealed by the rater without a vote: the Markdown export names
+    its models, and the reveal travels with the JSONL record and a merge."""
+    from lineup.store import RevealRecord
+
+    a, b, c = tmp_path / "a.db", tmp_path / "b.db", tmp_path / "c.db"
+    with Store.open(a) as store:
+        s, turns, _ = rich_session(store, blind=True)
+        store.add_reveal(RevealRecord(session_id=s.id, turn_id=turns[2].id, rater="tester", created=1.9e9))
+        assert store.list_sessions()[0].reveal_note == "1 of 3 revealed"
+    assert run_cli("export", "--db", str(a), "--format", "md") == 0
+    md = capsys.readouterr().out
+    assert "(model-0)" not in md.split("## Turn 3")[0] and "### A (model-0)" in md.split("## Turn 3")[1]
+    out = tmp_path / "a.jsonl"
+    assert run_cli("export", "--db", str(a), "--format", "jsonl", "-o", str(out)) == 0
+    assert run_cli("import", "--db", str(b), str(out)) == 0
+    assert run_cli("import", "--db", str(c), str(a)) == 0
+    for db in (b, c):
+        with Store.open(db) as store:
+            (reveal,) = store.load_session(s.id).reveals
+            assert (reveal.turn_id, reveal.rater, reveal.created) == (turns[2].id, "tester", 1.9e9)
+            assert store.list_sessions()[0].reveal_note == "1 of 3 revealed"
+    assert run_cli("import", "--db", str(c), str(a)) == 0           # again: nothing new
+    with Store.open(c) as store:
+        assert len(store.load_session(s.id).reveals) == 1
 
 
 # ---------------------------------------------------------------------- Chatbot Arena

@@ -111,14 +111,16 @@ def test_blind_mode_hides_every_identity_until_the_vote(tmp_path):
                 assert labels == ["A", "B", "C"]
                 falcon = next(i for i, c in enumerate(app.session.contestants) if c.alias == "falcon")
                 assert statuses(app)[falcon] == "error"
-                assert "[hidden]" in app.chat_screen.panes[falcon].body.plain_text()
+                shown = " ".join(app.chat_screen.panes[falcon].body.plain_text().split())
+                assert "error (not found, HTTP 404) — details after the vote" in shown
+                assert "not found on" not in shown
                 assert sorted(s for i, s in enumerate(statuses(app)) if i != falcon) == ["done", "done"]
                 text = visible_text(app)
                 assert leaks(text, IDENTITY) == []
                 assert "ttft" not in text and "tok/s" not in text       # figures hidden until reveal
-                assert app.focused is app.chat_screen.vote_bar
+                assert app.focused is app.chat_screen.prompt            # offered, never forced on the rater
                 # vote B best: B's answer failed, so the vote waits for the same key again
-                await pilot.press("b")
+                await pilot.press("f2", "b")
                 await wait_for(pilot, lambda: any("Not saved yet" in m for _, m in app.notices), "the warning")
                 warning = next(m for _, m in app.notices if "Not saved yet" in m)
                 assert "B's answer failed (not found)" in warning and leaks(warning, IDENTITY) == []
@@ -130,6 +132,10 @@ def test_blind_mode_hides_every_identity_until_the_vote(tmp_path):
                 for alias, _ in NAMES:
                     assert alias in text
                 assert "tok/s" in text or "ttft" in text
+                # the error, whole, now that the names are out
+                await wait_for(pilot, lambda: "model falcon-40b not found on openai"
+                               in " ".join(app.chat_screen.panes[falcon].body.plain_text().split()), "the whole error")
+                assert "details after" not in app.chat_screen.panes[falcon].body.plain_text()
                 mapping = {c.label: c.alias for c in app.session.contestants}
                 sid = app.session.id
                 await pilot.press("ctrl+q")
@@ -141,24 +147,178 @@ def test_blind_mode_hides_every_identity_until_the_vote(tmp_path):
         assert vote.rater == "tester" and vote.revealed_at is not None
         assert loaded.session.revealed_at is not None and loaded.session.blind
         err = next(o for o in loaded.outputs if o.contestant == "falcon")
-        assert err.status == "error" and "falcon" not in (err.error_message or "")
+        assert err.status == "error" and "model falcon-40b not found on openai" in err.error_message   # true text
+
+    run(scenario())
+
+
+def _votes_in(path) -> list:
+    with Store.open(path) as s:
+        return [v for summary in s.list_sessions() for v in s.load_session(summary.id).votes]
+
+
+def test_a_follow_up_typed_after_blind_answers_is_sent_and_never_votes(tmp_path):
+    """Blind, answers done: the prompt keeps the focus, so `also a fruit` is a
+    follow-up for both models, not a vote (its `a` and `t` are vote keys)."""
+    async def scenario():
+        store = await open_store(tmp_path / "t.db")
+        with ModelServers(NAMES[:2]) as srv:
+            srv["zephyr"].script(Reply(text="Blue."), Reply(text="Apple."))
+            srv["orca"].script(Reply(text="Red."), Reply(text="Pear."))
+            app = make_app(store, srv, blind=True)
+            async with app.run_test(size=(150, 40)) as pilot:
+                await started(pilot, app)
+                await send(pilot, "Name a colour.")
+                await settle(pilot)
+                screen = app.chat_screen
+                assert screen.vote_bar.has_class("-visible")          # offered, not forced on the rater
+                assert app.focused is screen.prompt
+                await pilot.press(*"also a fruit")
+                assert screen.prompt.text == "also a fruit"
+                await pilot.press("enter")
+                await wait_for(pilot, lambda: screen.sends == 2, "the follow-up")
+                await settle(pilot)
+                assert not app.session.votes and not app.session.revealed
+                assert leaks(visible_text(app), IDENTITY) == []
+                for alias, _ in NAMES[:2]:
+                    assert srv[alias].requests[1].json["messages"][-1] == {"role": "user", "content": "also a fruit"}
+        await store.aclose()
+        assert _votes_in(tmp_path / "t.db") == []
+
+    run(scenario())
+
+
+def test_keys_typed_while_blind_answers_finish_stay_in_the_prompt(tmp_path):
+    async def scenario():
+        store = await open_store(tmp_path / "t.db")
+        with ModelServers(NAMES[:2]) as srv:
+            srv["zephyr"].script(Reply(text="Blue."))
+            srv["orca"].script(Reply(text="A slow and rather long answer about red things. " * 2, chunk_chars=1,
+                                     delay=0.05))
+            app = make_app(store, srv, blind=True)
+            async with app.run_test(size=(150, 40)) as pilot:
+                await started(pilot, app)
+                await send(pilot, "Name a colour.")
+                await wait_for(pilot, lambda: statuses(app)[0] == "done" or statuses(app)[1] == "done", "one answer")
+                assert app.session.streaming                        # the other one is still coming
+                await pilot.press(*"and a bird")
+                await settle(pilot)
+                await pilot.press(*" tab")
+                screen = app.chat_screen
+                assert screen.prompt.text == "and a bird tab" and app.focused is screen.prompt
+                assert not app.session.votes and not app.session.revealed
+                assert leaks(visible_text(app), IDENTITY) == []
+        await store.aclose()
+        assert _votes_in(tmp_path / "t.db") == []
+
+    run(scenario())
+
+
+def test_a_vote_cast_by_mistake_is_withdrawn_from_the_chat(tmp_path):
+    from lineup.tui.help_screen import binding_groups
+
+    chat_keys = dict(binding_groups())["Chat"]
+    assert any(b.id == "chat.withdraw_vote" and b.action == "withdraw_vote" for b in chat_keys)
+
+    async def scenario():
+        store = await open_store(tmp_path / "t.db")
+        with ModelServers(NAMES[:2]) as srv:
+            app = make_app(store, srv, blind=True)
+            async with app.run_test(size=(150, 40)) as pilot:
+                await started(pilot, app)
+                screen = app.chat_screen
+                assert "Withdraw my vote" not in [n for n, _, _ in screen.palette_commands()]
+                await send(pilot, "hi")
+                await settle(pilot)
+                await pilot.press("f2", "a")                      # deliberate: to the vote bar, then a key
+                await wait_for(pilot, lambda: app.session.current_vote("tester") is not None, "the vote")
+                await pilot.pause()
+                assert app.focused is screen.prompt and not screen.vote_bar.has_class("-visible")
+                assert "Withdraw my vote" in [n for n, _, _ in screen.palette_commands()]
+                await pilot.press("f5")
+                await wait_for(pilot, lambda: app.session.current_vote("tester") is None, "the withdrawal")
+                await pilot.pause()
+                assert any("Vote withdrawn" in m for _, m in app.notices)
+                assert screen.vote_bar.has_class("-visible")        # the turn can be judged again
+                await pilot.press("f2", "b")
+                await wait_for(pilot, lambda: app.session.current_vote("tester") is not None, "the new vote")
+        await store.aclose()
+        votes = _votes_in(tmp_path / "t.db")
+        assert [(v.choice, v.retracted_at is not None) for v in votes] == [("A", True), ("B", False)]
+
+    run(scenario())
+
+
+def test_reveal_names_without_voting(tmp_path):
+    """F8 (or the palette) shows who wrote what without a vote: recorded as a
+    reveal (no vote), names and whole errors shown; a vote can still follow."""
+    async def scenario():
+        store = await open_store(tmp_path / "t.db")
+        with ModelServers(NAMES[:2]) as srv:
+            srv["zephyr"].script(Reply(text="Blue."))
+            srv["orca"].script(Reply(status=500, message="orca-mini crashed at zorblax-cloud.example"))
+            app = make_app(store, srv, blind=True)
+            async with app.run_test(size=(150, 40)) as pilot:
+                await started(pilot, app)
+                screen = app.chat_screen
+                await send(pilot, "Name a colour.")
+                await settle(pilot)
+                assert "Reveal names without voting" in [n for n, _, _ in screen.palette_commands()]
+                assert "zorblax" not in visible_text(app) and leaks(visible_text(app), IDENTITY) == []
+                await pilot.press("f8")
+                await wait_for(pilot, lambda: app.session.revealed, "the reveal")
+                orca = next(i for i, c in enumerate(app.session.contestants) if c.alias == "orca")
+                await wait_for(pilot, lambda: "zorblax-cloud.example" in screen.panes[orca].body.plain_text(),
+                               "the whole error")
+                text = visible_text(app)
+                assert "zephyr" in text and "orca" in text
+                assert "Reveal names without voting" not in [n for n, _, _ in screen.palette_commands()]
+                assert not app.session.votes and screen.vote_bar.has_class("-visible")
+        await store.aclose()
+        with Store.open(tmp_path / "t.db") as s:
+            (summary,) = s.list_sessions()
+            loaded = s.load_session(summary.id)
+        assert loaded.votes == [] and len(loaded.reveals) == 1 and loaded.session.revealed_at is not None
+        assert summary.contestants == ["zephyr", "orca"] or sorted(summary.contestants) == ["orca", "zephyr"]
 
     run(scenario())
 
 
 def test_ranking_vote_with_three(tmp_path):
+    """A ranking of three saves once all three are placed, or once the rater
+    confirms the last place the bar says is implied; never at two picks, and
+    no key of the gesture lands in the prompt."""
     async def scenario():
         store = await open_store(tmp_path / "t.db")
         with ModelServers(NAMES) as srv:
             app = make_app(store, srv, blind=True)
             async with app.run_test(size=(150, 40)) as pilot:
                 await started(pilot, app)
+                screen = app.chat_screen
                 await send(pilot, "hi")
                 await settle(pilot)
-                await pilot.press("n", "c", "a")      # ranking: C > A > (B implied)
+                await pilot.press("f2", "n", "c", "escape")                  # starts over, saves nothing
+                await pilot.pause()
+                assert screen.vote_bar.ranking is None and not app.session.votes
+                await pilot.press("n", "c", "a")
+                await pilot.pause()
+                assert not app.session.votes and not app.session.revealed      # two of three placed
+                said = str(screen.vote_bar.prompt.render())
+                assert "C > A > B" in said and "B last" in said and "Enter" in said
+                assert app.focused is screen.vote_bar and screen.prompt.text == ""
+                await pilot.press("enter")                                      # confirms B last
                 await wait_for(pilot, lambda: app.session.revealed, "the vote")
                 vote = app.session.votes[-1]
                 assert vote.choice == "C" and vote.ranking == ["C", "A", "B"]
+                assert screen.prompt.text == ""
+                # next turn: all three placed by hand, the last key included
+                await send(pilot, "again")
+                await settle(pilot)
+                await pilot.press("f2", "n", "b", "c", "a")
+                await wait_for(pilot, lambda: len(app.session.votes) == 2, "the second vote")
+                await pilot.pause()
+                assert app.session.votes[-1].ranking == ["B", "C", "A"]
+                assert screen.prompt.text == "" and app.focused is screen.prompt
         await store.aclose()
 
     run(scenario())
@@ -341,7 +501,7 @@ def test_every_binding_has_an_id_and_the_palette_lists_pane_actions(tmp_path):
         store = await open_store(tmp_path / "t.db")
         with ModelServers(NAMES[:2]) as srv:
             app = make_app(store, srv, blind=True)
-            async with app.run_test(size=(150, 30)) as pilot:
+            async with app.run_test(size=(150, 60)) as pilot:
                 await started(pilot, app)
                 names = [n for n, _, _ in app.chat_screen.palette_commands()]
                 assert "A: retry" in names and "B: copy code" in names and "Cancel all" in names

@@ -88,8 +88,61 @@ def test_replay_shows_turns_votes_tags_and_plays_back(tmp_path):
     run(scenario())
 
 
+def test_replay_header_shows_the_figures_of_the_turn_shown_or_played(tmp_path):
+    """Three turns with their own figures: choosing a turn, and playing it,
+    shows that turn's time to first token and tokens, never another turn's."""
+    with Store.open(tmp_path / "r.db") as store:
+        rec = SessionRecord(kind="chat", contestants=[
+            ContestantRecord(alias="wren", provider="openai", model="wren-2", label="wren", position=0),
+            ContestantRecord(alias="lark", provider="openai", model="lark-1", label="lark", position=1)])
+        store.create_session(rec)
+        for n in range(3):
+            turn = TurnRecord(session_id=rec.id, position=n, user_message=f"turn {n + 1}")
+            store.add_turn(turn)
+            for k, c in enumerate(rec.contestants):
+                out = OutputRecord(session_id=rec.id, turn_id=turn.id, contestant=c.alias, label=c.label,
+                                   status="complete", text=f"answer {n + 1}", chunk_ms=[0], chunk_chars=[8],
+                                   ttft_ms=float(111 * (n + 1) + k), duration_ms=5000.0, output_tokens=10 * (n + 1))
+                store.start_output(out)
+                store.finish_output(out)
+
+    def ttfts(screen) -> list[str]:
+        return [str(p.header.render()).split("ttft ")[1].split(" ms")[0] for p in screen.panes]
+
+    async def scenario():
+        store = await open_store(tmp_path / "r.db")
+        app = LineupApp(store, replay=ReplayOptions(rec.id), rater="tester")
+        async with app.run_test(size=(140, 30)) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, ReplayScreen) and app.screen.panes, "replay")
+            screen = app.screen
+            await pilot.pause()
+            assert ttfts(screen) == ["333", "334"]                  # the last turn, shown first
+            await pilot.press("left_square_bracket", "left_square_bracket")
+            await pilot.pause()
+            assert "turn 1 of 3" in str(screen.info.render())
+            assert ttfts(screen) == ["111", "112"] and "10 tok" in str(screen.panes[0].header.render())
+            screen.panes[1].focus()
+            await pilot.press("i")                                  # play turn 1 of the second pane
+            await wait_for(pilot, lambda: any("Played" in m for _, m in app.notices), "the playback")
+            await pilot.pause()
+            assert ttfts(screen) == ["111", "112"]
+            await pilot.press("right_square_bracket")
+            await pilot.pause()
+            assert ttfts(screen) == ["222", "223"]
+        await store.aclose()
+
+    run(scenario())
+
+
 def test_replay_of_an_unrevealed_blind_session_shows_labels_only(tmp_path):
+    """Labels only, and an answer's error by its kind and status: its text may
+    name the model (here an unknown vendor's host). Once revealed, all of it."""
     sid = make_chat(tmp_path / "r.db", blind=True)
+    message = "HTTP 503: lark-1 overloaded at zorblax-cloud.example"
+    with Store.open(tmp_path / "r.db") as s:
+        out = next(o for o in s.load_session(sid).outputs if o.contestant == "lark")
+        s.finish_output(out.model_copy(update={"status": "error", "error_kind": "server",
+                                               "error_message": message}))
 
     async def scenario():
         store = await open_store(tmp_path / "r.db")
@@ -98,7 +151,18 @@ def test_replay_of_an_unrevealed_blind_session_shows_labels_only(tmp_path):
             await wait_for(pilot, lambda: isinstance(app.screen, ReplayScreen) and app.screen.panes, "replay")
             await pilot.pause()
             assert [p.name_shown for p in app.screen.panes] == ["A", "B"]
-            assert leaks(visible_text(app), ["wren", "lark", "wren-2", "lark-1", "openai"]) == []
+            assert leaks(visible_text(app), ["wren", "lark", "wren-2", "lark-1", "openai", "zorblax"]) == []
+            shown = " ".join(app.screen.panes[1].body.plain_text().split())
+            assert "error (server, HTTP 503) — details after the vote" in shown
+        await store.aclose()
+        with Store.open(tmp_path / "r.db") as s:
+            s.reveal_session(sid)
+        store = await open_store(tmp_path / "r.db")
+        app = LineupApp(store, replay=ReplayOptions(sid), rater="tester")
+        async with app.run_test(size=(120, 30)) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, ReplayScreen) and app.screen.panes, "replay")
+            await pilot.pause()
+            assert message in " ".join(app.screen.panes[1].body.plain_text().split())
         await store.aclose()
 
     run(scenario())

@@ -247,7 +247,7 @@ def test_refused_while_blind_answers_are_on_show(tmp_path):
             await pilot.pause()
             assert app.screen is app.chat_screen
             assert any("Vote first" in message for _, message in app.notices)
-            await pilot.press("a")                   # the vote bar has focus: vote, names revealed
+            await pilot.press("f2", "a")             # to the vote bar, then vote: names revealed
             await wait_for(pilot, lambda: app.session.revealed, "the reveal")
             await pilot.press("f4")
             await opened(pilot)

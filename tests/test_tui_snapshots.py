@@ -84,6 +84,9 @@ def test_chat_with_answers(snap_compare, store):
 def test_blind_vote_bar(snap_compare, store):
     async def before(pilot):
         await chat_answered(pilot, "Compare bubble sort and merge sort")
+        assert pilot.app.focused is pilot.app.chat_screen.prompt     # the vote bar never takes the focus
+        await pilot.press("f2")
+        await pilot.pause(0.2)
         assert pilot.app.focused is pilot.app.chat_screen.vote_bar
 
     assert snap_compare(chat_app(store, blind=True), run_before=before, terminal_size=SIZE)
@@ -92,7 +95,7 @@ def test_blind_vote_bar(snap_compare, store):
 def test_blind_after_vote_reveals_names(snap_compare, store):
     async def before(pilot):
         await chat_answered(pilot, "Compare bubble sort and merge sort")
-        await pilot.press("b")
+        await pilot.press("f2", "b")
         await wait_for(pilot, lambda: pilot.app.session.revealed, "the reveal")
         await pilot.pause(0.2)
         mask(pilot.app)

@@ -42,11 +42,14 @@ class Tmux:
     def screen(self) -> str:
         return self("capture-pane", "-p", "-t", "lineup", check=False)
 
-    def wait_for(self, text: str, polls: int = 300) -> str:
-        """Poll the screen until `text` shows (a hang guard, not a timing check)."""
+    def wait_for(self, text: str, polls: int = 300, forbid: tuple[str, ...] = ()) -> str:
+        """Poll the screen until `text` shows (a hang guard, not a timing check);
+        fail at once if any of `forbid` shows on the way (case-insensitive)."""
         screen = ""
         for _ in range(polls):
             screen = self.screen()
+            shown = [f for f in forbid if f.lower() in screen.lower()]
+            assert not shown, f"{shown} appeared on the screen:\n{screen}"
             if text in screen:
                 return screen
             time.sleep(0.1)
@@ -90,3 +93,57 @@ def test_lineup_in_a_real_terminal_records_a_vote(tmp_path):
     assert vote.mapping == {"quick": "quick", "wordy": "wordy"} and vote.positions == ["quick", "wordy"]
     assert [t.user_message for t in loaded.turns] == ["explain python lists"]
     assert {o.status for o in loaded.outputs} == {"complete"}
+
+
+NAMES_SHOWN = ("demo/concise", "demo/quirky", "concise", "quirky")
+
+
+def _start(tmux: Tmux, tmp_path: Path, args: str, speed: str) -> Path:
+    db = tmp_path / "lineup.db"
+    config = tmp_path / "config.toml"
+    config.write_text("")
+    env_vars = {"LINEUP_DB": str(db), "LINEUP_CONFIG": str(config), "LINEUP_DEMO_SPEED": speed,
+                "LINEUP_RATER": "pty-tester", "TERM": "xterm-256color", "COLORTERM": "truecolor",
+                "PYTHONPATH": str(ROOT)}
+    env_prefix = " ".join(f"{k}={v!s}" for k, v in env_vars.items())
+    command = f"cd {ROOT} && env {env_prefix} {sys.executable} -m lineup {args}; echo EXITED $?; sleep 30"
+    tmux("-f", "/dev/null", "new-session", "-d", "-s", "lineup", "-x", "140", "-y", "40", command)
+    tmux("resize-window", "-t", "lineup", "-x", "140", "-y", "40", check=False)
+    return db
+
+
+@pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
+def test_blind_follow_ups_typed_after_and_while_answers_finish_never_vote(tmp_path):
+    """The path of issue 10: blind, send, wait for both answers, type a
+    follow-up and Enter. It must go to both models as a turn; no letter of it
+    is a vote, no name shows. Then keys typed while answers are still coming."""
+    tmux = Tmux(f"lineup-test-blind-{os.getpid()}")
+    # speed 0.5: the demo answers take a second or two, long enough to type into
+    db = _start(tmux, tmp_path, "chat --blind -m demo/concise -m demo/quirky --seed 2", "0.5")
+    try:
+        tmux.wait_for("Enter sends to all", forbid=NAMES_SHOWN)
+        tmux("send-keys", "-t", "lineup", "-l", "Name a colour.")
+        tmux("send-keys", "-t", "lineup", "Enter")
+        tmux.wait_for("Which answer is best?", forbid=NAMES_SHOWN)   # shown once both answers are done
+        tmux("send-keys", "-t", "lineup", "-l", "also a fruit")
+        tmux("send-keys", "-t", "lineup", "Enter")
+        tmux.wait_for("▌ also a fruit", forbid=NAMES_SHOWN + ("Vote saved",))   # a turn, in the panes
+        tmux.wait_for("streaming", forbid=NAMES_SHOWN + ("Vote saved",))
+        tmux("send-keys", "-t", "lineup", "-l", "and a bat")     # while the answers finish
+        screen = tmux.wait_for("Which answer is best?", forbid=NAMES_SHOWN + ("Vote saved",))
+        assert "and a bat" in screen                              # still in the prompt box
+        tmux("send-keys", "-t", "lineup", "Enter")
+        tmux.wait_for("▌ and a bat", forbid=NAMES_SHOWN + ("Vote saved",))
+        tmux.wait_for("Which answer is best?", forbid=NAMES_SHOWN + ("Vote saved",))
+        tmux("send-keys", "-t", "lineup", "C-q")
+        screen = tmux.wait_for("EXITED")
+        assert "EXITED 0" in screen
+    finally:
+        tmux("kill-server", check=False)
+    with Store.open(db) as store:
+        (summary,) = store.list_sessions()
+        loaded = store.load_session(summary.id)
+    assert loaded.votes == [] and loaded.session.revealed_at is None
+    assert [t.user_message for t in loaded.turns] == ["Name a colour.", "also a fruit", "and a bat"]
+    for turn in loaded.turns:
+        assert sorted(o.contestant for o in loaded.outputs_for(turn.id)) == ["demo/concise", "demo/quirky"]

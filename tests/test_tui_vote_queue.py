@@ -11,7 +11,7 @@ from lineup.tui.app import LineupApp, VoteOptions
 from lineup.tui.tag_picker import TagPicker
 from lineup.tui.vote_queue import VoteQueueScreen
 
-from tui_support import leaks, open_store, run, wait_for
+from tui_support import leaks, open_store, run, visible_text, wait_for
 
 ALIASES = ["kestrel", "heron", "plover"]
 IDENTITY = ALIASES + ["kestrel-large", "heron-small", "plover-mini", "anthropic"]
@@ -129,6 +129,52 @@ def test_vote_reveal_each_records_the_shuffled_positions(tmp_path):
         assert v2.turn_id == c2_last.id
 
     run(scenario())
+
+
+def test_reveal_a_case_without_voting(tmp_path):
+    """F8 shows the case's models without a vote: recorded as a reveal of the
+    case, no vote; Enter goes on; the next pass does not offer it again."""
+    sid = make_run(tmp_path / "q.db", CASES, blind=True)
+
+    async def scenario():
+        store = await open_store(tmp_path / "q.db")
+        app = queue_app(store, session_id=sid, shuffle_seed=5)
+        async with app.run_test(size=(150, 40)) as pilot:
+            screen = await queue_screen(pilot)
+            assert "Reveal" in [name for name, _, _ in _palette(screen)]
+            order = pane_aliases(screen)
+            await pilot.press("f8")
+            await wait_for(pilot, lambda: screen.queue.revealed_current, "the reveal")
+            await pilot.pause()
+            assert [p.name_shown for p in screen.panes] == [f"{l} · {a}" for l, a in zip("ABC", order)]
+            assert "revealed without a vote" in str(screen.info.render())
+            assert not screen.vote_bar.has_class("-visible")
+            await pilot.press("a")                                    # no vote on a revealed case
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: screen.current is not None and screen.current.case_id == "c2", "case 2")
+            assert "case 2 of 3" in str(screen.info.render())
+        await store.aclose()
+        with Store.open(tmp_path / "q.db") as s:
+            loaded = s.load_session(sid)
+            (summary,) = s.list_sessions()
+        c1 = next(t for t in loaded.turns if t.case_id == "c1")
+        assert loaded.votes == [] and [(r.turn_id, r.rater) for r in loaded.reveals] == [(c1.id, "tester")]
+        assert summary.reveal_note == "1 of 3 revealed"
+
+        store = await open_store(tmp_path / "q.db")
+        app = queue_app(store, session_id=sid, shuffle_seed=5)
+        async with app.run_test(size=(150, 40)) as pilot:
+            screen = await queue_screen(pilot)
+            assert screen.current.case_id == "c2" and screen.total == 2
+        await store.aclose()
+
+    run(scenario())
+
+
+def _palette(screen):
+    from lineup.tui.commands import LineupCommands
+
+    return list(LineupCommands(screen)._commands())
 
 
 def test_skip_undo_and_resume(tmp_path):
@@ -255,11 +301,14 @@ def test_checks_and_reference_are_shown_after_the_vote_not_before(tmp_path):
 
 
 def test_picking_an_answer_that_failed_asks_for_confirmation(tmp_path):
+    """Also: the failed answer's error says only its kind and status before the
+    vote, whatever its text names; the whole text once the vote reveals it."""
     sid = make_run(tmp_path / "q.db", CASES[:1], blind=True)
+    message = "HTTP 500: plover-mini at zorblax-cloud.example failed"
     with Store.open(tmp_path / "q.db") as s:
         out = next(o for o in s.load_session(sid).outputs if o.contestant == "plover")
         s.finish_output(out.model_copy(update={"status": "error", "error_kind": "server_error",
-                                               "error_message": "plover-mini at anthropic failed", "text": ""}))
+                                               "error_message": message, "text": ""}))
 
     async def scenario():
         store = await open_store(tmp_path / "q.db")
@@ -268,6 +317,9 @@ def test_picking_an_answer_that_failed_asks_for_confirmation(tmp_path):
             screen = await queue_screen(pilot)
             i = screen.order.index("plover")
             key = "abc"[i]
+            shown = " ".join(screen.panes[i].body.plain_text().split())
+            assert "error (server error, HTTP 500) — details after the vote" in shown
+            assert "zorblax" not in visible_text(app) and "plover-mini" not in visible_text(app)
             await pilot.press(key)
             await wait_for(pilot, lambda: any("Not saved yet" in m for _, m in app.notices), "the warning")
             warning = next(m for _, m in app.notices if "Not saved yet" in m)
@@ -275,6 +327,8 @@ def test_picking_an_answer_that_failed_asks_for_confirmation(tmp_path):
             assert not screen.judged
             await pilot.press(key)                    # the same vote again: confirmed
             await wait_for(pilot, lambda: screen.judged, "the vote")
+            await pilot.pause()
+            assert message in " ".join(screen.panes[i].body.plain_text().split())
         await store.aclose()
         with Store.open(tmp_path / "q.db") as s:
             (vote,) = s.load_session(sid).current_votes()

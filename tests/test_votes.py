@@ -107,6 +107,33 @@ def test_warnings_before_picking_an_answer_that_failed():
     assert v.choice == "A"
 
 
+def test_an_error_before_the_reveal_says_only_its_kind_and_http_status():
+    """What an answer's error shows (screens, notifications, exports) is decided
+    here: before the reveal its kind and HTTP status, whatever the body says;
+    after, the stored message as it came."""
+    body = "HTTP 500: Internal error at zorblax-cloud.example: model zorblax-7 (Zorblax Labs) failed"
+    assert V.error_line("server", body, hidden=True) == "error (server, HTTP 500) — details after the vote"
+    assert V.error_line("server", body, hidden=False) == f"error (server): {body}"
+    assert V.error_line("not_found", "HTTP 404 Not Found", hidden=True) == \
+        "error (not found, HTTP 404) — details after the vote"
+    # our clients' own messages (no status): the kind alone
+    assert V.error_line("timeout", "no complete answer within 600 s", hidden=True) == \
+        "error (timeout) — details after the vote"
+    assert V.error_line("connection", "cannot connect to zorblax-cloud.example:443", hidden=True) == \
+        "error (connection) — details after the vote"
+    # a status further in is body text, not ours: not trusted to be a status
+    assert V.error_line("server", "zorblax says HTTP 503", hidden=True) == "error (server) — details after the vote"
+    assert V.error_line(None, None, hidden=True) == "error — details after the vote"
+    # no list of names: a model called "redirect" leaves the status text alone
+    assert V.error_line("server", "HTTP 307 Temporary Redirect", hidden=False) == \
+        "error (server): HTTP 307 Temporary Redirect"
+    out = _out("error", "", "server_error").model_copy(update={"error_message": body})
+    assert V.output_note(out, hidden=True) == "error (server error, HTTP 500) — details after the vote"
+    assert V.output_note(out, hidden=False) == f"error (server_error): {body}"
+    assert V.output_note(_out("cancelled"), hidden=True) == "cancelled"
+    assert V.output_note(_out("complete"), hidden=True) is None
+
+
 # ---------------------------------------------------------------------- attribution
 
 def test_labels_are_read_through_the_votes_own_mapping():
@@ -155,6 +182,75 @@ def test_reveal_per_unit_and_the_sessions_list_agree(tmp_path):
     with Store.open(db) as s:
         keys = {r["k"] for r in s.query(f"SELECT {V.UNIT_KEY_SQL} AS k FROM turn t WHERE t.session_id = ?", [sid])}
     assert keys == set(state.units)
+
+
+def test_a_unit_revealed_without_a_vote_is_revealed_everywhere(tmp_path):
+    """The rater reveals a case without voting (the queue's reveal): it is
+    recorded as a reveal of that unit, and every view counts it revealed;
+    the rater's queue no longer offers it (the names were seen)."""
+    from lineup.store.exporting import export_csv, export_markdown
+
+    db = tmp_path / "q.db"
+    sid = make_run(db, CASES, blind=True)
+
+    async def go():
+        store = await AsyncStore.open(db)
+        queue = VoteQueue(store, rater="r", session_id=sid, rng=random.Random(4))
+        await queue.load()
+        item = queue.advance()
+        assert item.case_id == "c1"
+        reveals = await queue.reveal_current()
+        assert queue.revealed_current and not queue.judged
+        with pytest.raises(ValueError):
+            await queue.vote("A")                        # seen: no blind vote on it now
+        queue.advance()
+        await queue.vote("tie")
+        queue.advance()
+        queue.skip()
+        await store.aclose()
+        return reveals, item
+
+    reveals, item = anyio.run(go)
+    assert [(r.turn_id, r.rater) for r in reveals] == [(t.id, "r") for t in item.targets]
+    loaded = _load(db, sid)
+    assert [r.id for r in loaded.reveals] == [r.id for r in reveals] and not loaded.votes_for(item.targets[0].id)
+    state = V.reveal_state(loaded)
+    assert state.turn(item.targets[0].id) and state.counts == (2, 3)
+    with Store.open(db) as s:
+        (summary,) = s.list_sessions()
+    assert summary.reveal_note == "2 of 3 revealed"
+    md = export_markdown(loaded)
+    c1 = md.split("## Turn 1")[1].split("## Turn 2")[0]
+    assert "(kestrel)" in c1 and "(heron)" in c1 and "(kestrel)" not in md.split("## Turn 4")[1]
+    assert "c1" not in export_csv(loaded)                          # no vote on c1: no row
+    # this rater's next pass offers only what is still blind to them; another rater gets it all
+    assert [i.case_id for i in build_items(loaded, rater="r")] == ["c3"]
+    assert [i.case_id for i in build_items(loaded, rater="someone")] == ["c1", "c2", "c3"]
+
+
+def test_chat_reveal_without_a_vote(tmp_path):
+    from lineup.config import ModelConfig
+    from lineup.sessions import ChatSession
+
+    models = [ModelConfig(alias=f"demo/{m}", provider="demo", model=m, extra_body={"speed": 0})
+              for m in ("concise", "thorough")]
+
+    async def go():
+        store = await AsyncStore.open(tmp_path / "c.db")
+        session = await ChatSession.create(store, models, blind=True, label_seed=1)
+        assert await session.reveal("tester") is None            # nothing to reveal before a turn
+        await session.send("Name a colour.")
+        rec = await session.reveal("tester")
+        assert session.revealed and await session.reveal("tester") is None
+        await session.aclose()
+        loaded = await store.load_session(session.id)
+        await store.aclose()
+        return rec, loaded
+
+    rec, loaded = anyio.run(go)
+    assert loaded.votes == [] and [r.id for r in loaded.reveals] == [rec.id]
+    assert rec.turn_id == loaded.turns[-1].id and loaded.session.revealed_at is not None
+    assert V.reveal_state(loaded).all
 
 
 def test_sessions_not_blind_or_revealed_as_a_whole_show_their_models(tmp_path):

@@ -206,7 +206,7 @@ class LineupApp(App[int]):
 
         for screen in self.screen_stack:
             if isinstance(screen, VoteQueueScreen) and screen.current is not None and (
-                    not screen.judged or screen.reveal == "end"):
+                    screen.waiting or screen.reveal == "end"):
                 return "Finish the vote queue first: the report would tell which model wrote which answer."
             if isinstance(screen, ReplayScreen) and getattr(screen, "hidden", False):
                 return "Close the blind replay first: the report would tell which model wrote which answer."

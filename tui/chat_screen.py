@@ -1,8 +1,9 @@
 """The side-by-side chat screen: panes, the vote bar and the prompt box over
 one `ChatSession`. Sends run in workers on the app's loop; the session calls
 `_on_update` for every stream event and the pane it names renders it. While a
-blind session is unrevealed every string this screen shows goes through
-`safe()` (labels only, provider text scrubbed)."""
+blind session is unrevealed it names labels only, and an answer's error, or
+a failure's text, shows only what `lineup.votes` says may be seen before the
+reveal (kind and HTTP status); the rest is shown once revealed."""
 
 from __future__ import annotations
 
@@ -16,14 +17,14 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
 from lineup.config import DEFAULT_TAGS
-from lineup.sessions import ChatSession, PaneUpdate, blind_safe
+from lineup.sessions import ChatSession, PaneUpdate
 from lineup.tui.figures import record_figures
 from lineup.tui.panes import Pane
 from lineup.tui.prompt_box import PromptBox
 from lineup.tui.record_entries import answer_entries, pane_status, status_note
 from lineup.tui.tag_picker import TagChoice, TagPicker, tag_summary
 from lineup.tui.vote_bar import VoteBar
-from lineup.votes import VoteNeedsConfirmation, describe
+from lineup.votes import VoteNeedsConfirmation, describe, exception_line
 
 PANE_ACTIONS = {
     "cancel": "cancel the answer in flight",
@@ -48,7 +49,10 @@ class ChatScreen(Screen):
 
     BINDINGS = [
         Binding("escape", "cancel_all", "Cancel all", id="chat.cancel_all", tooltip="Cancel every answer in flight"),
-        Binding("f2", "focus_vote", "Vote", id="chat.vote", tooltip="Go to the vote bar"),
+        Binding("f2", "focus_vote", "Vote", id="chat.vote", tooltip="Go to the vote bar (the only way to vote)"),
+        Binding("f5", "withdraw_vote", "Withdraw vote", id="chat.withdraw_vote",
+                tooltip="Withdraw my vote on the last turn (kept in the record)"),
+        Binding("f8", "reveal", "Reveal", id="chat.reveal", tooltip="Show which model wrote what, without a vote"),
         Binding("f3", "focus_prompt", "Prompt", id="chat.prompt", tooltip="Go to the prompt box"),
         Binding("ctrl+n", "new_session", "New", id="chat.new", tooltip="New session with the same models"),
         Binding("ctrl+b", "toggle_blind", "Blind", id="chat.blind", tooltip="Blind mode for the next new session"),
@@ -71,6 +75,7 @@ class ChatScreen(Screen):
         self.sends = 0          # prompts sent from this screen (tests wait on it)
         self._voted_turns: set[str] = set()
         self._unconfirmed_vote: tuple | None = None
+        self._held_back: list[str] = []     # failures told in part while blind: told whole at the reveal
 
     # ----- layout ---------------------------------------------------------
     def compose(self):
@@ -94,7 +99,7 @@ class ChatScreen(Screen):
         if self.autoplay:
             self._autoplay()
         else:
-            self._offer_vote(focus=False)
+            self._offer_vote()
 
     def _figures_visible(self) -> bool:
         return self.session.revealed or self.figures_when_blind
@@ -111,15 +116,53 @@ class ChatScreen(Screen):
         for i, pane in enumerate(self.panes):
             pane.name_shown = s.display_name(i)
             pane.show_figures = self._figures_visible()
-
-    def safe(self, text: str) -> str:
-        """Text fit to show now: scrubbed of identities while blind and unrevealed."""
-        if self.session.revealed:
-            return text
-        return blind_safe(text, self.session.contestants)
+            pane.errors_hidden = not s.revealed
+        self.refresh_bindings()
 
     def say(self, message: str, *, severity: str = "information") -> None:
-        self.app.say(self.safe(message), severity=severity)
+        """A notification of our own making (it names labels only while blind)."""
+        self.app.say(message, severity=severity)
+
+    def say_failure(self, what: str, exc: BaseException) -> None:
+        """`what` failed: the exception's text as `lineup.votes.exception_line`
+        allows before the reveal; the whole of it is told at the reveal."""
+        hidden = not self.session.revealed
+        shown = exception_line(exc, hidden=hidden)
+        if hidden and shown != exception_line(exc, hidden=False):
+            self._held_back.append(f"{what}: {exception_line(exc, hidden=False)}")
+        self.say(f"{what}: {shown}", severity="error")
+
+    def _after_reveal(self) -> None:
+        """Names are shown now: titles, figures, and whatever was held back
+        (errors shown by kind only, failures told in part)."""
+        self._refresh_titles()
+        if any(p.masked_errors for p in self.panes):
+            self._show_errors_whole()
+        held, self._held_back = self._held_back, []
+        for message in held:
+            self.say(f"Before the reveal: {message}", severity="warning")
+
+    @work(group="reveal", exit_on_error=False)
+    async def _show_errors_whole(self) -> None:
+        """Panes that showed an error by its kind only, redrawn from the record
+        with the whole message (every turn and attempt, as they were shown)."""
+        try:
+            loaded = await self.app.store.load_session(self.session.id)
+        except Exception as exc:
+            self.say_failure("Could not show the errors in full", exc)
+            return
+        for pane in self.panes:
+            if not pane.masked_errors:
+                continue
+            alias = self.session.contestants[pane.index].alias
+            entries: list = []
+            for turn in loaded.turns:
+                entries.append(("user", turn.user_message))
+                for out in loaded.outputs_for(turn.id):
+                    if out.contestant == alias:
+                        entries += answer_entries(out, status_note(out, hidden=False))
+            pane.body.set_conversation(entries)
+            pane.masked_errors = False
 
     def _show_loaded(self, loaded) -> None:
         """A resumed session: every saved turn and each contestant's latest answer."""
@@ -133,7 +176,8 @@ class ChatScreen(Screen):
                 mine = [o for o in loaded.outputs_for(turn.id) if o.contestant == alias]
                 if mine:
                     last = max(mine, key=lambda o: o.attempt)
-                    entries += answer_entries(last, status_note(last, self.safe))
+                    entries += answer_entries(last, status_note(last, hidden=not self.session.revealed))
+                    pane.masked_errors |= last.status == "error" and not self.session.revealed
             pane.body.set_conversation(entries)
             if last is not None:
                 pane.status = pane_status(last)
@@ -167,13 +211,13 @@ class ChatScreen(Screen):
         try:
             await self.session.send(text, on_update=self._feed)
         except Exception as exc:  # store full, provider bug: tell, keep the app
-            self.say(f"Sending failed: {exc}", severity="error")
+            self.say_failure("Sending failed", exc)
             for pane in self.panes:
                 if pane.status in ("waiting", "streaming"):
                     pane.status = "error"
         finally:
             self.sending = False
-        self._offer_vote(focus=self.session.blind and not self.session.revealed)
+        self._offer_vote()
 
     @work(group="send")
     async def _autoplay(self) -> None:
@@ -187,13 +231,17 @@ class ChatScreen(Screen):
             finally:
                 self.sending = False
         self.autoplay = []
-        self._offer_vote(focus=self.session.blind and not self.session.revealed)
+        self._offer_vote()
 
     def _feed(self, update: PaneUpdate) -> None:
         self.panes[update.index].apply(update.event, update.result, update.output_id)
 
     # ----- voting ---------------------------------------------------------
-    def _offer_vote(self, *, focus: bool) -> None:
+    def _offer_vote(self) -> None:
+        """Show the vote bar once the last turn's answers are in. It never
+        takes the focus: a rater's keys go where they went (the prompt), and
+        a vote is cast only from the vote bar reached deliberately (F2, a
+        click, the palette)."""
         s = self.session
         if not s.turns or self.sending or s.streaming or s.turns[-1].id in self._voted_turns:
             return
@@ -201,8 +249,6 @@ class ChatScreen(Screen):
             return
         self.vote_bar.set_labels([c.label for c in s.contestants])
         self.vote_bar.add_class("-visible")
-        if focus and not self.prompt.text.strip():   # never steal keys from a follow-up being typed
-            self.vote_bar.focus()
 
     def _hide_vote(self) -> None:
         self.vote_bar.remove_class("-visible")
@@ -226,17 +272,28 @@ class ChatScreen(Screen):
             self.say(f"Not saved yet: {exc}", severity="warning")
             return
         except Exception as exc:
-            self.say(f"Vote not saved: {exc}", severity="error")
+            self.say_failure("Vote not saved", exc)
             return
         self._voted_turns.add(vote.turn_id)
         self._hide_vote()
-        self._refresh_titles()
+        if was_hidden:
+            self._after_reveal()
+        else:
+            self._refresh_titles()
         what = describe(vote, revealed=False)
         reveal = ""
         if was_hidden:
             reveal = " · " + ", ".join(f"{label} = {alias}" for label, alias in vote.mapping.items())
         self.say(f"Vote saved: {what}{reveal}")
         self.prompt.focus()
+
+    def check_action(self, action: str, parameters) -> bool | None:
+        """Withdraw and reveal are offered (footer, keys) only where they apply."""
+        if action == "withdraw_vote":
+            return self.session.current_vote(self.app.rater) is not None
+        if action == "reveal":
+            return self.session.blind and not self.session.revealed
+        return True
 
     def action_focus_vote(self) -> None:
         if self.vote_bar.has_class("-visible"):
@@ -247,11 +304,57 @@ class ChatScreen(Screen):
     def action_focus_prompt(self) -> None:
         self.prompt.focus()
 
+    @work(group="vote", exclusive=True, exit_on_error=False)
+    async def action_reveal(self) -> None:
+        """Names without a vote (the rater asks): recorded as a reveal of the
+        last turn, the whole session shown (its labels are shared by every
+        turn). A vote may still follow."""
+        s = self.session
+        if not s.blind or s.revealed:
+            self.say("Nothing is hidden: the names are shown.")
+            return
+        if not s.turns:
+            self.say("Nothing to reveal yet.")
+            return
+        if self.sending or s.streaming:
+            self.say("Still answering: wait, or press Esc, then reveal.", severity="warning")
+            return
+        try:
+            rec = await s.reveal(self.app.rater)
+        except Exception as exc:
+            self.say_failure("Reveal not saved", exc)
+            return
+        if rec is None:
+            return
+        self._after_reveal()
+        names = ", ".join(f"{c.label} = {c.alias}" for c in s.contestants)
+        self.say(f"Revealed without a vote: {names}. F2 still votes.")
+
+    @work(group="vote", exclusive=True, exit_on_error=False)
+    async def action_withdraw_vote(self) -> None:
+        """Withdraw my vote on the last turn: kept in the record with
+        `retracted_at`, no longer counted; the turn can be judged again. Names
+        already shown stay shown."""
+        if self.session.current_vote(self.app.rater) is None:
+            self.say("No vote of yours on the last turn to withdraw.")
+            return
+        try:
+            withdrawn = await self.session.retract_vote(self.app.rater)
+        except Exception as exc:
+            self.say_failure("Withdrawal not saved", exc)
+            return
+        if withdrawn is None:
+            return
+        self._voted_turns.discard(withdrawn.turn_id)
+        self._offer_vote()
+        self.refresh_bindings()
+        self.say(f"Vote withdrawn ({describe(withdrawn, revealed=False)}); it stays in the record, "
+                 "no longer counted. F2 to vote again.")
+
     # ----- whole-screen actions ------------------------------------------
     def action_cancel_all(self) -> None:
         if self.vote_bar.ranking is not None:
-            self.vote_bar.ranking = None
-            self.vote_bar.set_labels(self.vote_bar.labels)
+            self.vote_bar.action_cancel_rank()
             return
         if self.session.streaming:
             self.session.cancel_all()
@@ -310,9 +413,9 @@ class ChatScreen(Screen):
         try:
             await self.session.retry(index, on_update=self._feed)
         except Exception as exc:
-            self.say(f"Retry failed: {exc}", severity="error")
+            self.say_failure("Retry failed", exc)
         if not self.session.streaming and not self.sending:
-            self._offer_vote(focus=False)
+            self._offer_vote()
 
     @work(group="tag", exit_on_error=False)
     async def _tag(self, index: int, choice: TagChoice | None) -> None:
@@ -326,7 +429,7 @@ class ChatScreen(Screen):
             for tag in choice.removed:
                 await self.session.untag(index, tag)
         except Exception as exc:
-            self.say(f"Tag not saved: {exc}", severity="error")
+            self.say_failure("Tag not saved", exc)
             return
         self.say(tag_summary(name, tags, choice))
 
@@ -339,6 +442,12 @@ class ChatScreen(Screen):
             ("Toggle blind mode", "blind labels for the next new session", self.action_toggle_blind),
             ("Go to prompt", "focus the prompt box", self.action_focus_prompt),
         ]
+        if self.session.blind and not self.session.revealed and self.session.turns:
+            cmds.append(("Reveal names without voting", "show which model wrote what; recorded as a reveal",
+                         self.action_reveal))
+        if self.session.current_vote(self.app.rater) is not None:
+            cmds.append(("Withdraw my vote", "a vote cast by mistake: kept in the record, no longer counted",
+                         self.action_withdraw_vote))
         if self.vote_bar.has_class("-visible"):
             cmds.append(("Go to vote bar", "vote on the last turn", self.action_focus_vote))
             bar = self.vote_bar

@@ -13,6 +13,7 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from lineup.events import StreamResult
+from lineup.votes import error_line
 from lineup.tui.figures import live_figures
 from lineup.tui.stream_view import StreamView
 
@@ -78,6 +79,10 @@ class Pane(Vertical):
         self._answer_open = False
         self._output_id: str | None = None
         self._stale: set[str] = set()
+        # blind, not revealed: an error shows its kind and status only (`error_line`);
+        # `masked_errors` says this pane showed one that way, to be shown whole later
+        self.errors_hidden = False
+        self.masked_errors = False
 
     def compose(self):
         yield self.header
@@ -178,7 +183,8 @@ class Pane(Vertical):
                 self._close("cancelled", "cancelled")
             else:
                 self.detail = event.kind.value
-                self._close("error", f"error ({event.kind.value}): {event.message}")
+                self.masked_errors |= self.errors_hidden
+                self._close("error", error_line(event.kind.value, event.message, hidden=self.errors_hidden))
 
     def _close(self, status: str, note: str | None) -> None:
         if self._answer_open:

@@ -3,6 +3,8 @@ resumed chat, the replay and the vote queue."""
 
 from __future__ import annotations
 
+from lineup.votes import output_note
+
 Entry = tuple[str, str]
 
 
@@ -22,11 +24,8 @@ def pane_status(out) -> str:
     return {"complete": "done"}.get(out.status, out.status)
 
 
-def status_note(out, scrub=None) -> str | None:
-    """'error (kind): message', 'cancelled' or 'interrupted' (None when complete)."""
-    if out.status == "error":
-        message = out.error_message or ""
-        return f"error ({out.error_kind}): {scrub(message) if scrub else message}"
-    if out.status in ("cancelled", "interrupted"):
-        return out.status
-    return None
+def status_note(out, *, hidden: bool) -> str | None:
+    """'error (kind): message' ('error (kind, HTTP n) — details after the vote'
+    while `hidden`: see `lineup.votes.error_line`), 'cancelled' or
+    'interrupted'; None when complete."""
+    return output_note(out, hidden=hidden)

@@ -107,7 +107,7 @@ class ReplayScreen(Screen):
         parts = []
         if not last:
             parts.append(f"attempt {out.attempt}, retried")
-        status = status_note(out)
+        status = status_note(out, hidden=not self.reveal.turn(out.turn_id))
         if status:
             parts.append(status)
         tags = self._tags_for(out.id)
@@ -131,13 +131,21 @@ class ReplayScreen(Screen):
         return entries, last_out
 
     def _fill(self, i: int, *, until: int | None = None, skip_answer_of: int | None = None) -> None:
-        """Pane i with turns [0, until) (all when None)."""
+        """Pane i with turns [0, until) (all when None); its header tells of the
+        turn played (`skip_answer_of`), else of the turn chosen."""
+        entries, _ = self._entries(i, until, skip_answer_of)
+        self.panes[i].body.set_conversation(entries)
+        self._header(i, skip_answer_of)
+
+    def _header(self, i: int, turn_index: int | None = None) -> None:
+        """Pane i's status and figures: those of its answer (last attempt) to
+        the turn chosen ([ ]) or played, never another turn's."""
         pane = self.panes[i]
-        entries, last_out = self._entries(i, until, skip_answer_of)
-        pane.body.set_conversation(entries)
-        if last_out is not None:
-            pane.status = pane_status(last_out)
-            pane.figures = record_figures(last_out)
+        turns = self.loaded.turns
+        index = self.turn_index if turn_index is None else turn_index
+        outs = self._outputs(turns[index].id, i) if turns else []
+        pane.status = pane_status(outs[-1]) if outs else "idle"
+        pane.figures = record_figures(outs[-1]) if outs else ""
 
     def _show_info(self) -> None:
         turns = self.loaded.turns
@@ -161,6 +169,8 @@ class ReplayScreen(Screen):
         if self.loaded and self.loaded.turns:
             self.turn_index = max(0, min(len(self.loaded.turns) - 1, self.turn_index + step))
             self._show_info()
+            for i in range(len(self.panes)):
+                self._header(i)
 
     def _focused_index(self) -> int:
         node = self.focused

@@ -10,6 +10,8 @@ from textual.containers import Horizontal
 from textual.message import Message
 from textual.widgets import Button, Static
 
+from lineup.votes import ranking_missing, ranking_with_last_implied
+
 LETTERS = "abcdefgh"
 
 
@@ -22,6 +24,9 @@ class VoteBar(Horizontal, can_focus=True):
         Binding("t", "pick('tie')", "Tie", id="vote.tie", tooltip="Vote: a tie"),
         Binding("x", "pick('bad')", "All bad", id="vote.bad", tooltip="Vote: none is good"),
         Binding("n", "rank", "Rank", id="vote.rank", tooltip="Full ranking: press labels best to worst"),
+        Binding("enter", "confirm_rank", "Save ranking", id="vote.rank_confirm",
+                tooltip="Save the ranking with the one answer left placed last"),
+        Binding("escape", "cancel_rank", "Start over", id="vote.rank_cancel", tooltip="Drop the ranking in progress"),
     ]
 
     class Voted(Message):
@@ -66,12 +71,33 @@ class VoteBar(Horizontal, can_focus=True):
     def bad_choice(self) -> str:
         return "both_bad" if len(self.labels) == 2 else "all_bad"
 
+    @property
+    def implied_last(self) -> str | None:
+        """The one label a ranking in progress has left (it would be last), else None."""
+        if self.ranking is None:
+            return None
+        missing = ranking_missing(self.ranking, self.labels)
+        return missing[0] if len(missing) == 1 else None
+
     def _show_prompt(self) -> None:
-        if self.ranking is not None:
+        last = self.implied_last
+        if last is not None:
+            full = " > ".join(ranking_with_last_implied(self.ranking, self.labels))
+            key = LETTERS[self.labels.index(last)]
+            self.prompt.update(Text(f"Ranking {full}: {last} last. Enter saves it ({key} too), Esc starts over"))
+        elif self.ranking is not None:
             done = " > ".join(self.ranking)
             self.prompt.update(Text(f"Rank best to worst (press a, b, ...): {done}{' > ' if done else ''}…"))
-        else:
+        elif self.has_focus:
             self.prompt.update(Text("Which answer is best?"))
+        else:   # keys typed elsewhere never vote: say how to get here
+            self.prompt.update(Text("Which answer is best? (F2 to vote)"))
+
+    def on_focus(self) -> None:
+        self._show_prompt()
+
+    def on_blur(self) -> None:
+        self._show_prompt()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "pick" and parameters:
@@ -81,6 +107,10 @@ class VoteBar(Horizontal, can_focus=True):
             return self._label_for_key(choice) is not None
         if action == "rank":
             return len(self.labels) > 2 and self.ranking is None
+        if action == "confirm_rank":
+            return self.implied_last is not None
+        if action == "cancel_rank":
+            return self.ranking is not None
         return True
 
     def _label_for_key(self, letter: str) -> str | None:
@@ -97,19 +127,32 @@ class VoteBar(Horizontal, can_focus=True):
                 return
             choice = label
         if self.ranking is not None:
+            # A ranking is saved only when every label is placed: by its own key,
+            # or (the last one) by Enter once the bar has said which it is.
             if choice in self.labels and choice not in self.ranking:
                 self.ranking.append(choice)
-                if len(self.ranking) == len(self.labels) - 1:
-                    self.ranking.extend(l for l in self.labels if l not in self.ranking)
-                if len(self.ranking) == len(self.labels):
-                    ranking, self.ranking = self.ranking, None
-                    self._show_prompt()
-                    self.refresh_bindings()
-                    self.post_message(self.Voted(ranking[0], ranking))
+                if not ranking_missing(self.ranking, self.labels):
+                    self._save_ranking(list(self.ranking))
                     return
                 self._show_prompt()
+                self.refresh_bindings()
             return
         self.post_message(self.Voted(choice, None))
+
+    def action_confirm_rank(self) -> None:
+        if self.implied_last is not None:
+            self._save_ranking(ranking_with_last_implied(self.ranking, self.labels))
+
+    def action_cancel_rank(self) -> None:
+        self.ranking = None
+        self._show_prompt()
+        self.refresh_bindings()
+
+    def _save_ranking(self, ranking: list[str]) -> None:
+        self.ranking = None
+        self._show_prompt()
+        self.refresh_bindings()
+        self.post_message(self.Voted(ranking[0], ranking))
 
     def action_rank(self) -> None:
         self.ranking = []

@@ -23,7 +23,6 @@ from lineup.tui.panes import Pane
 from lineup.tui.record_entries import answer_entries, pane_status, status_note
 from lineup.tui.tag_picker import TagChoice, TagPicker, tag_summary
 from lineup.tui.vote_bar import VoteBar
-from lineup.tui.vote_items import scrub
 from lineup.vote_queue import LABELS, QueueItem, VoteQueue, check_summary
 from lineup.votes import VoteError, VoteNeedsConfirmation, describe
 
@@ -37,6 +36,8 @@ class VoteQueueScreen(Screen):
         Binding("o", "note", "Note", id="queue.note", tooltip="A note saved with the next vote"),
         Binding("space,enter", "next", "Next", id="queue.next", tooltip="Next case (after a vote)"),
         Binding("f2", "focus_vote", "Vote", id="queue.vote", tooltip="Go to the vote bar"),
+        Binding("f8", "reveal", "Reveal", id="queue.reveal",
+                tooltip="Show this case's models without a vote (it leaves your queue)"),
         Binding("escape", "close", "Back", id="queue.back"),
     ]
 
@@ -92,6 +93,11 @@ class VoteQueueScreen(Screen):
     def history(self) -> list:
         return self.queue.history if self.queue else []
 
+    @property
+    def waiting(self) -> bool:
+        """The case on screen waits for a vote (not judged, not revealed)."""
+        return bool(self.queue and self.queue.waiting)
+
     async def on_mount(self) -> None:
         self.title = "lineup"
         self.sub_title = "vote queue"
@@ -133,7 +139,9 @@ class VoteQueueScreen(Screen):
         self.vote_bar.focus()
         self._show_info()
 
-    def _fill(self, pane: Pane, item: QueueItem, alias: str) -> None:
+    def _fill(self, pane: Pane, item: QueueItem, alias: str, *, hidden: bool = True) -> None:
+        """Pane: the case's turns and this contestant's answers; while `hidden`
+        (before the vote's reveal) an error says only its kind and status."""
         entries: list = []
         last = None
 
@@ -141,7 +149,7 @@ class VoteQueueScreen(Screen):
             nonlocal last
             out = item.outputs.get((turn.id, alias))
             if out is not None:
-                entries.extend(answer_entries(out, status_note(out, lambda m: scrub(m, item.contestants))))
+                entries.extend(answer_entries(out, status_note(out, hidden=hidden)))
                 last = out
 
         for t in item.context:
@@ -158,7 +166,7 @@ class VoteQueueScreen(Screen):
 
     def _show_info(self, extra: str = "") -> None:
         item = self.current
-        line = f"case {self.done + 1} of {self.total}"
+        line = f"case {self.done + len(self.queue.seen) + 1} of {self.total}"
         if item is not None and item.case_id:
             line += f" · {item.case_id}" + (f" ({item.category})" if item.category else "")
         if item is not None and len(item.repeats) > 1:
@@ -170,7 +178,8 @@ class VoteQueueScreen(Screen):
         self.info.update(Text(line))
 
     def _show_end(self) -> None:
-        lines = [f"All done: {self.done} of {self.total} cases judged." if self.total else
+        seen = f", {len(self.queue.seen)} revealed without a vote" if self.queue.seen else ""
+        lines = [f"All done: {self.done} of {self.total} cases judged{seen}." if self.total else
                  "Nothing to vote on: every case has a vote."]
         if self.reveal == "end" and self.history:
             lines.append("Your votes, revealed:")
@@ -194,7 +203,7 @@ class VoteQueueScreen(Screen):
     # ----- voting -------------------------------------------------------------
     def on_vote_bar_voted(self, event: VoteBar.Voted) -> None:
         event.stop()
-        if self.current is None or self.judged:
+        if not self.waiting:
             return
         self._record(event.choice, event.ranking)
 
@@ -219,26 +228,51 @@ class VoteQueueScreen(Screen):
         self.note = None
         what = describe(votes[0], revealed=False)
         if self.reveal == "each":
-            for i, alias in enumerate(self.order):
-                self.panes[i].name_shown = f"{LABELS[i]} · {alias}"
-                self.panes[i].show_figures = True
-                self.panes[i].detail = check_summary(item, alias) or ""
-            self.vote_bar.remove_class("-visible")
-            reference = f" · reference: {item.reference}" if item.reference else ""
-            self._show_info(f"voted {what}{reference} · Enter/space: next case")
-            self.focus_next_target()
+            self._show_names(item, f"voted {what}")
         else:
             await self.show_next()
+
+    def _show_names(self, item: QueueItem, what: str) -> None:
+        """The case's models on its panes, its figures, checks and whole errors."""
+        for i, alias in enumerate(self.order):
+            self.panes[i].name_shown = f"{LABELS[i]} · {alias}"
+            self.panes[i].show_figures = True
+            self.panes[i].detail = check_summary(item, alias) or ""
+            if any(o.status == "error" for o in self._answers_of(item, alias)):
+                self._fill(self.panes[i], item, alias, hidden=False)   # the errors, whole
+        self.vote_bar.remove_class("-visible")
+        reference = f" · reference: {item.reference}" if item.reference else ""
+        self._show_info(f"{what}{reference} · Enter/space: next case")
+        self.focus_next_target()
+
+    @work(group="queue-write", exclusive=True, exit_on_error=False)
+    async def action_reveal(self) -> None:
+        """This case's models without a vote (recorded as its reveal; it no
+        longer waits in this rater's queue)."""
+        item = self.current
+        if item is None or not self.waiting:
+            return
+        try:
+            await self.queue.reveal_current()
+        except Exception as exc:
+            self.app.say(f"Reveal not saved: {exc}", severity="error")
+            return
+        self._show_names(item, "revealed without a vote")
+
+    @staticmethod
+    def _answers_of(item: QueueItem, alias: str) -> list:
+        turns = [*item.context, *(t for turns in item.repeats for t in turns)]
+        return [o for t in turns if (o := item.outputs.get((t.id, alias))) is not None]
 
     def focus_next_target(self) -> None:
         self.set_focus(None)
 
     async def action_next(self) -> None:
-        if self.judged:
+        if self.current is not None and not self.waiting:
             await self.show_next()
 
     async def action_skip(self) -> None:
-        if self.current is not None and not self.judged:
+        if self.waiting:
             self.queue.skip()   # back of the queue
             self.app.say("Skipped: it comes back at the end.")
             await self.show_next()
@@ -289,9 +323,9 @@ class VoteQueueScreen(Screen):
 
     def check_action(self, action: str, parameters) -> bool | None:
         if action == "next":
-            return self.judged
-        if action in ("skip", "note"):
-            return self.current is not None and not self.judged
+            return self.current is not None and not self.waiting
+        if action in ("skip", "note", "reveal"):
+            return self.waiting
         return True
 
     # ----- panes ------------------------------------------------------------
