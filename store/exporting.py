@@ -33,10 +33,10 @@ def iso(ts: float | None) -> str:
 
 
 def ordered_outputs(loaded: LoadedSession) -> Iterator[tuple[int, OutputRecord]]:
-    turn_pos = {t.id: i for i, t in enumerate(loaded.turns)}
-    for t in loaded.turns:
-        for o in loaded.outputs_for(t.id):
-            yield turn_pos[t.id], o
+    by_turn = loaded.outputs_by_turn()
+    for i, t in enumerate(loaded.turns):
+        for o in by_turn.get(t.id, ()):
+            yield i, o
 
 
 # ---------------------------------------------------------------------- JSONL
@@ -164,7 +164,8 @@ def export_markdown(loaded: LoadedSession) -> str:
     checks: dict[str, list[str]] = {}
     for c in loaded.checks:
         checks.setdefault(c.output_id, []).append(f"{c.check} {'passed' if c.passed else 'failed'}")
-    current = loaded.current_votes()
+    votes_by_turn = loaded.current_votes_by_turn()
+    outputs_by_turn = loaded.outputs_by_turn()
     for i, turn in enumerate(loaded.turns, 1):
         head = f"## Turn {i}"
         extra = [x for x in (turn.case_id, turn.category) if x]
@@ -172,7 +173,7 @@ def export_markdown(loaded: LoadedSession) -> str:
             head += " (" + ", ".join(escape_controls(x) for x in extra) + ")"
         out += ["", head, "", _quote(turn.user_message)]
         hidden = not reveal.turn(turn.id)
-        for o in loaded.outputs_for(turn.id):
+        for o in outputs_by_turn.get(turn.id, ()):
             title = o.label if hidden or o.label == o.contestant else f"{o.label} ({o.contestant})"
             if o.attempt > 1:
                 title += f", attempt {o.attempt}"
@@ -189,7 +190,7 @@ def export_markdown(loaded: LoadedSession) -> str:
                 out += ["", "Tags: " + ", ".join(escape_controls(t) for t in tags[o.id])]
             if checks.get(o.id):
                 out += ["", "Checks: " + "; ".join(escape_controls(c) for c in checks[o.id])]
-        votes = [v for v in current if v.turn_id == turn.id]
+        votes = votes_by_turn.get(turn.id, ())
         if votes:
             out.append("")
             out += [_vote_line(v, hidden, label_by_model) for v in votes]
