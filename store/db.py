@@ -778,6 +778,34 @@ class Store:
         except sqlite3.DatabaseError as exc:
             raise self._translate(exc, "query") from None
 
+    def out_of_range(self, session_ids: list[str] | None = None, limit: int = 3,
+                     tables: tuple[str, ...] = ("session", "turn", "output", "vote", "tag")) -> tuple[int, list[str]]:
+        """Rows holding a number outside `lineup.store.bounds` (written by an
+        older lineup or by hand): how many, and up to `limit` of them named
+        ("output 01J..."). Readers warn with it instead of failing."""
+        from lineup.store import bounds
+
+        where = {"session": "s.id", "turn": "s.session_id", "output": "s.session_id", "vote": "s.session_id",
+                 "tag": "(SELECT o.session_id FROM output o WHERE o.id = s.output_id)"}
+        total, named = 0, []
+        try:
+            for table in tables:
+                sid_col = where[table]
+                cond = bounds.sql_out_of_range(table, "s")
+                params: list[Any] = []
+                if session_ids is not None:
+                    cond = f"({cond}) AND {sid_col} IN ({','.join('?' * len(session_ids))})"
+                    params = list(session_ids)
+                (n,) = self.conn.execute(f"SELECT count(*) FROM {table} s WHERE {cond}", params).fetchone()
+                total += n
+                if n and len(named) < limit:
+                    named += [f"{table} {r[0]}" for r in self.conn.execute(
+                        f"SELECT s.id FROM {table} s WHERE {cond} ORDER BY s.id LIMIT ?",
+                        [*params, limit - len(named)])]
+        except sqlite3.DatabaseError as exc:
+            raise self._translate(exc, "read") from None
+        return total, named
+
     def counts(self) -> dict[str, int]:
         """Rows per table (tests, import summaries)."""
         return {t: self.conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]

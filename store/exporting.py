@@ -14,8 +14,8 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Iterator
-from datetime import datetime, timezone
 
+from lineup.store.bounds import format_time
 from lineup.store.records import LoadedSession, NON_LABEL_CHOICES, OutputRecord, VoteRecord
 from lineup.text import csv_cell, escape_controls, json_line
 from lineup.votes import relabel, reveal_state, winner
@@ -25,11 +25,9 @@ EXPORT_VERSION = 1
 FORMATS = ("jsonl", "csv", "md")
 HIDDEN = "hidden"
 
-# C0 controls except tab/newline/CR, DEL, C1 controls.
 def iso(ts: float | None) -> str:
-    if ts is None:
-        return ""
-    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """UTC ISO time; one out of range (a bad row) as its raw number."""
+    return format_time(ts)
 
 
 def ordered_outputs(loaded: LoadedSession) -> Iterator[tuple[int, OutputRecord]]:

@@ -20,7 +20,7 @@ from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from lineup.store import rows as R
+from lineup.store import bounds, rows as R
 from lineup.store.db import SQLITE_HEADER, Store, StoreError, insert_session, insert_vote, upsert_output
 from lineup.store.exporting import EXPORT_FORMAT, EXPORT_VERSION
 from lineup.store.records import (
@@ -250,9 +250,16 @@ def _classify(item: Any, ours: list, arena: list, where: str) -> None:
         raise ImportFileError(f"{where}: expected a JSON object, got {type(item).__name__}")
     try:
         if item.get("format") == EXPORT_FORMAT:
-            ours.append(_parse_export_line(item))
+            line = _parse_export_line(item)
+            _check_numbers(line)
+            ours.append(line)
         elif "model_a" in item or "winner" in item:
-            arena.append(ArenaBattle.model_validate(item))
+            battle = ArenaBattle.model_validate(item)
+            problem = bounds.record_problem(
+                "arena", battle.model_dump(exclude={"conversation_a", "conversation_b"}), name="")
+            if problem:
+                raise ValueError(problem)
+            arena.append(battle)
         else:
             raise ValueError("neither a lineup export record (format: lineup.output) nor a Chatbot Arena "
                              "battle (model_a, model_b, winner)")
@@ -260,6 +267,22 @@ def _classify(item: Any, ours: list, arena: list, where: str) -> None:
         raise ImportFileError(f"{where}: {_first_error(exc)}") from None
     except ValueError as exc:
         raise ImportFileError(f"{where}: {exc}") from None
+
+
+def _check_numbers(line: ExportLine) -> None:
+    """Every number in the record within `bounds` (a time in 1990..2200, a
+    finite non-negative duration...), else ValueError naming the field."""
+    s = line.session
+    parts: list[tuple[str, str, Any]] = [("session", "session", s.model_dump(exclude={"contestants"}))]
+    parts += [("contestant", f"session.contestants[{i}]", c.model_dump()) for i, c in enumerate(s.contestants)]
+    parts += [("turn", "turn", line.turn.model_dump()), ("output", "output", line.output.model_dump())]
+    for key, table, recs in (("votes", "vote", line.votes), ("tags", "tag", line.tags),
+                             ("checks", "check_result", line.checks)):
+        parts += [(table, f"{key}[{i}]", r.model_dump()) for i, r in enumerate(recs)]
+    for table, name, data in parts:
+        problem = bounds.record_problem(table, data, name=name)
+        if problem:
+            raise ValueError(problem)
 
 
 def _write_export_line(conn: sqlite3.Connection, line: ExportLine) -> None:

@@ -23,6 +23,7 @@ def run(args: argparse.Namespace) -> int:
     from lineup.commands import open_store
     from lineup.store import StoreError
     from lineup.store.exporting import export_session
+    from lineup.text import one_line
 
     store = open_store(args, write=False)
     path = store.path
@@ -31,10 +32,15 @@ def run(args: argparse.Namespace) -> int:
         if session_id is None:
             raise UsageError(f"no sessions in {path}")
         loaded = store.load_session(session_id)
+        bad, named = store.out_of_range([loaded.session.id])
     except StoreError as exc:
         raise UsageError(str(exc)) from None
     finally:
         store.close()
+    if bad:   # rows written by an older lineup or by hand: exported as they are, and said
+        print(f"lineup export: warning: {bad} record{'s' if bad != 1 else ''} of session {loaded.session.id} "
+              f"hold a time, duration, count or cost out of range (times shown as raw numbers): "
+              f"{one_line(', '.join(named))}{' ...' if bad > len(named) else ''}", file=sys.stderr)
     text = export_session(loaded, args.format)
     if not args.output or args.output == "-":
         sys.stdout.write(text)

@@ -1,0 +1,236 @@
+"""Hostile imports and a record that changes under us (issue 11, items 7, 9,
+10, 15, 16, 18), through the CLI as a user runs it: exit codes, the message
+naming the right file and field, no traceback, and a refused command leaving
+the database byte for byte as it was.
+
+- a database deleted or replaced while `lineup run` writes to it stops the
+  run (exit 1, the file named) and never corrupts the file now at that path;
+- every number an import brings is checked (times 1990..2200, durations and
+  costs finite and not negative, counts whole and not negative): one out of
+  range is refused with FILE:LINE and the field, exit 2, nothing imported;
+  a bad number already stored never breaks the sessions list, an export or
+  the report: they warn and show it as it is;
+- another database is merged only if it passes SQLite's integrity check and
+  every row's parent is in it (else exit 2, naming that file);
+- names, ids, titles, raters and tags from an import reach no export and no
+  listing with a control, escape or bidi character in them, nor a line break;
+- a closed standard output ends a command quietly (exit 141), a full one is
+  said (exit 1); a killed `export -o` leaves no temporary file behind.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import os
+import re
+import resource
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from lineup.store import Store, TagRecord
+from lineup.store.synthetic import synthetic_session, write_synthetic
+
+REPO = Path(__file__).resolve().parents[1]
+TIMEOUT = 120
+pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs POSIX processes")
+
+# What a terminal or a Markdown viewer could act on: C0 (but tab and newline), DEL, C1, bidi.
+RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
+HOSTILE = "\x1b]0;PWNED\x07\x1b[31mred\x9b2J\u202egnp.exe\u2066\n# injected heading\r\ttab"
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _env(db: Path | None, extra: dict | None = None) -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env["LINEUP_DEMO_SPEED"] = "0"
+    if db is not None:
+        env["LINEUP_DB"] = str(db)
+    env.update(extra or {})
+    return env
+
+
+def lineup(args: list[str], cwd: Path, db: Path | None = None, env: dict | None = None,
+           preexec=None, stdout=None) -> subprocess.CompletedProcess:
+    kwargs = {"stdout": stdout, "stderr": subprocess.PIPE} if stdout is not None else {"capture_output": True}
+    return subprocess.run([sys.executable, "-m", "lineup", *args], text=True, cwd=cwd, env=_env(db, env),
+                          timeout=TIMEOUT, preexec_fn=preexec, **kwargs)
+
+
+def spawn(args: list[str], cwd: Path, db: Path | None = None, env: dict | None = None, **kw) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "lineup", *args], cwd=cwd, env=_env(db, env), **kw)
+
+
+def clean(proc: subprocess.CompletedProcess) -> None:
+    assert "Traceback" not in proc.stderr and "Traceback" not in (proc.stdout or ""), proc.stderr[-3000:]
+
+
+def _existing_db(path: Path, sessions: int = 1) -> Path:
+    with Store.open(path) as store:
+        for seed in range(sessions):
+            write_synthetic(store, *synthetic_session(turns=3, seed=4 + seed, created=1.7e9 + seed))
+    return path
+
+
+def _dump(db: Path) -> dict[str, list]:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return {t: sorted(map(repr, conn.execute(f"SELECT * FROM {t}").fetchall()))
+                for t in ("session", "contestant", "turn", "output", "vote", "tag", "check_result")}
+    finally:
+        conn.close()
+
+
+def _integrity(db: Path) -> list:
+    conn = sqlite3.connect(db)
+    try:
+        return conn.execute("PRAGMA integrity_check").fetchall()
+    finally:
+        conn.close()
+
+
+def _file_size_limit(limit: int):
+    def apply() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)   # a failing write(), not a killed process
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return apply
+
+
+# ---------------------------------------------------------------------- item 9: numbers at the import boundary
+
+ARENA = {"model_a": "a", "model_b": "b", "winner": "tie", "tstamp": 1.7e9}
+
+
+def _ours(tmp_path: Path) -> list[dict]:
+    """A real export of ours (one session), as records to spoil."""
+    src = _existing_db(tmp_path / "src.db")
+    with Store.open(src) as store:
+        sid = store.latest_session_id()
+        out = store.load_session(sid).outputs[0]
+        store.add_tag(TagRecord(output_id=out.id, tag="too_verbose", created=1.7e9))
+    proc = lineup(["export", "--format", "jsonl"], cwd=tmp_path, db=src)
+    assert proc.returncode == 0, proc.stderr
+    return [json.loads(line) for line in proc.stdout.splitlines()]
+
+
+def _set(rec: dict, path: str, raw: str) -> str:
+    """`rec` as a JSON line with the field at dotted `path` set to the raw JSON `raw`."""
+    marker = "__SPOILED__"
+    node = rec
+    keys = path.split(".")
+    for k in keys[:-1]:
+        node = node[int(k)] if isinstance(node, list) else node[k]
+    last = keys[-1]
+    if isinstance(node, list):
+        node[int(last)] = marker
+    else:
+        node[last] = marker
+    return json.dumps(rec).replace(f'"{marker}"', raw)
+
+
+BAD_ARENA = {"1e18": "1e18", "1e300": "1e300", "-1e12": "-1e12", "nan": "NaN", "inf": "Infinity",
+             "neg-inf": "-Infinity", "1e999": "1e999"}
+BAD_OURS = {  # where in the line -> (raw JSON value, the field as the message names it)
+    "output.ttft_ms": ("Infinity", "output.ttft_ms"), "output.duration_ms": ("-5", "output.duration_ms"),
+    "output.input_tokens": ("-1", "output.input_tokens"), "output.cost": ("NaN", "output.cost"),
+    "output.created": ("1e18", "output.created"), "output.chunk_ms.0": ("-3", "output.chunk_ms"),
+    "session.created": ("-1e12", "session.created"),
+    "session.params.temperature": ("1e999", "session.params.temperature"),
+    "turn.created": ("1e300", "turn.created"), "votes.0.created": ("NaN", "votes[0].created"),
+    "tags.0.created": ("Infinity", "tags[0].created"),
+    "session.seed": ("123456789012345678901234567890", "session.seed"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_ARENA))
+def test_an_arena_time_out_of_range_is_refused_naming_file_line_and_field(tmp_path, name):
+    db = _existing_db(tmp_path / "lineup.db")
+    before = sha(db)
+    src = tmp_path / "battles.jsonl"
+    good = json.dumps(ARENA)
+    src.write_text(good + "\n" + json.dumps(ARENA).replace("1700000000.0", BAD_ARENA[name]) + "\n")
+    proc = lineup(["import", str(src)], cwd=tmp_path, db=db)
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    clean(proc)
+    assert f"{src}:2: tstamp:" in proc.stderr and "nothing was imported" in proc.stderr, proc.stderr
+    assert sha(db) == before
+
+
+@pytest.mark.parametrize("field", sorted(BAD_OURS))
+def test_a_number_out_of_range_in_our_jsonl_is_refused_naming_the_field(tmp_path, field):
+    records = _ours(tmp_path)
+    tagged = next(i for i, r in enumerate(records) if r["tags"])
+    lines = [json.dumps(r) for r in records]
+    raw, shown = BAD_OURS[field]
+    lines[tagged] = _set(records[tagged], field, raw)
+    src = tmp_path / "ours.jsonl"
+    src.write_text("\n".join(lines) + "\n")
+    db = _existing_db(tmp_path / "lineup.db", sessions=0)
+    before = sha(db)
+    proc = lineup(["import", str(src)], cwd=tmp_path, db=db)
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    clean(proc)
+    assert f"{src}:{tagged + 1}: {shown}:" in proc.stderr, proc.stderr
+    assert "nothing was imported" in proc.stderr
+    assert sha(db) == before
+
+
+def _spoil(db: Path) -> None:
+    """Rows that an older lineup (or a hand) could have left: times and timings out of range."""
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE session SET created = 1e18")
+    conn.execute("UPDATE vote SET created = -1e12 WHERE id = (SELECT min(id) FROM vote)")
+    conn.execute("UPDATE vote SET revealed_at = 1e300 WHERE id = (SELECT max(id) FROM vote)")
+    conn.execute("UPDATE turn SET created = 9e15")
+    conn.execute("UPDATE output SET ttft_ms = 9e999, duration_ms = -4, cost = 9e999 "
+                 "WHERE id = (SELECT min(id) FROM output)")
+    conn.execute("UPDATE output SET sent_at = -9e999 WHERE id = (SELECT max(id) FROM output)")
+    conn.commit()
+    conn.close()
+
+
+def test_a_bad_number_already_in_the_database_never_breaks_a_reader(tmp_path):
+    db = tmp_path / "lineup.db"
+    with Store.open(db) as store:
+        s, turns, outs, votes = synthetic_session(turns=3, seed=2, aliases=["demo/concise", "demo/thorough"])
+        write_synthetic(store, s, turns, outs, votes)
+    _spoil(db)
+    sid = s.id
+    listing = lineup(["sessions"], cwd=tmp_path, db=db)
+    as_json = lineup(["sessions", "--json"], cwd=tmp_path, db=db)
+    exports = {fmt: lineup(["export", "--format", fmt], cwd=tmp_path, db=db) for fmt in ("jsonl", "csv", "md")}
+    html = tmp_path / "r.html"
+    report = lineup(["report", "--include-demo", "--bootstrap", "20", "--html", str(html), "--md",
+                     str(tmp_path / "r.md")], cwd=tmp_path, db=db)
+    report_json = lineup(["report", "--include-demo", "--bootstrap", "0", "--json"], cwd=tmp_path, db=db)
+    for name, proc in {"sessions": listing, "sessions --json": as_json, **exports, "report": report,
+                       "report --json": report_json}.items():
+        assert proc.returncode == 0, (name, proc.stderr[-2000:])
+        clean(proc)
+    assert sid in listing.stdout and "1e+18" in listing.stdout
+    assert "warning" in listing.stderr and sid in listing.stderr
+    rows = json.loads(as_json.stdout)
+    assert rows[0]["id"] == sid and rows[0]["created"] == 1e18
+    for fmt, proc in exports.items():
+        assert "warning" in proc.stderr and "out of range" in proc.stderr, (fmt, proc.stderr)
+    lines = [json.loads(x) for x in exports["jsonl"].stdout.splitlines()]   # strict JSON, no Infinity
+    assert len(lines) == 6 and lines[0]["session"]["created"] == 1e18
+    assert {x["output"]["ttft_ms"] for x in lines} >= {None}
+    assert "created 1e+18" in exports["md"].stdout and "-1000000000000.0" in exports["md"].stdout
+    csv_rows = list(csv.DictReader(io.StringIO(exports["csv"].stdout)))
+    assert "1e+300" in {r["revealed_at"] for r in csv_rows}
+    assert html.exists() and "out of range" in html.read_text()
+    assert "out of range" in report.stdout + report.stderr
+    assert any("out of range" in w for w in json.loads(report_json.stdout)["warnings"])
