@@ -234,3 +234,72 @@ def test_a_bad_number_already_in_the_database_never_breaks_a_reader(tmp_path):
     assert html.exists() and "out of range" in html.read_text()
     assert "out of range" in report.stdout + report.stderr
     assert any("out of range" in w for w in json.loads(report_json.stdout)["warnings"])
+
+
+# ---------------------------------------------------------------------- item 10: merging another database
+
+def _corrupt_an_index(db: Path) -> None:
+    """Garble keys inside one index page (output_turn): the tables read fine,
+    the file fails SQLite's integrity check."""
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA journal_mode = DELETE")
+    (root,) = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 'output_turn'").fetchone()
+    (size,) = conn.execute("PRAGMA page_size").fetchone()
+    conn.close()
+    data = bytearray(db.read_bytes())
+    start = (root - 1) * size
+    page = bytes(data[start:start + size])
+    for m in list(re.finditer(rb"[0-9A-HJKMNP-TV-Z]{26}", page))[::3]:
+        k = start + m.start() + 20
+        data[k] = ord("Z") if data[k] != ord("Z") else ord("Y")
+    db.write_bytes(bytes(data))
+
+
+def _orphans(db: Path) -> None:
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA journal_mode = DELETE")
+    conn.execute("DELETE FROM turn WHERE position = 1")   # foreign keys off: its outputs and vote stay
+    conn.commit()
+    conn.close()
+
+
+def _drop_a_table(db: Path) -> None:
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA journal_mode = DELETE")
+    conn.execute("DROP TABLE check_result")
+    conn.commit()
+    conn.close()
+
+
+def _bad_time(db: Path) -> None:
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA journal_mode = DELETE")
+    conn.execute("UPDATE vote SET created = 1e18")
+    conn.commit()
+    conn.close()
+
+
+BAD_SOURCES = {
+    "corrupt-index": (_corrupt_an_index, r"fails SQLite's integrity check"),
+    "orphan-rows": (_orphans, r"refer to records missing from it"),
+    "missing-table": (_drop_a_table, r"not a complete lineup database"),
+    "time-out-of-range": (_bad_time, r"out of range"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_SOURCES))
+def test_a_bad_source_database_is_refused_naming_it(tmp_path, name):
+    spoil, pattern = BAD_SOURCES[name]
+    source = tmp_path / "theirs.db"
+    with Store.open(source) as store:
+        write_synthetic(store, *synthetic_session(turns=30, seed=5))
+    spoil(source)
+    mine = _existing_db(tmp_path / "mine.db")
+    before, source_before = sha(mine), sha(source)
+    proc = lineup(["import", str(source)], cwd=tmp_path, db=mine)
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    clean(proc)
+    assert re.search(pattern, proc.stderr), proc.stderr
+    assert str(source) in proc.stderr and "nothing was imported" in proc.stderr
+    assert "mine.db" not in proc.stderr, "the message blames the user's own database"
+    assert sha(mine) == before and sha(source) == source_before
