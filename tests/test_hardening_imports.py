@@ -303,3 +303,64 @@ def test_a_bad_source_database_is_refused_naming_it(tmp_path, name):
     assert str(source) in proc.stderr and "nothing was imported" in proc.stderr
     assert "mine.db" not in proc.stderr, "the message blames the user's own database"
     assert sha(mine) == before and sha(source) == source_before
+
+
+# ---------------------------------------------------------------------- item 15: hostile names in exports
+
+def test_hostile_names_from_imports_reach_no_export_and_no_listing_raw(tmp_path):
+    db = tmp_path / "lineup.db"
+    evil = [f"gpt{HOSTILE}", f"claude\u009d{HOSTILE}"]
+    battles = [{"model_a": evil[0], "model_b": evil[1], "winner": "model_a", "tstamp": 1.7e9,
+                "judge": f"judge{HOSTILE}", "question_id": f"q{HOSTILE}",
+                "conversation_a": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "A"}],
+                "conversation_b": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "B"}]},
+               {"model_a": evil[1], "model_b": "plain", "winner": "tie", "tstamp": 1.7e9 + 1}]
+    arena = tmp_path / "arena.jsonl"
+    arena.write_text("".join(json.dumps(b) + "\n" for b in battles))
+    # and our own format, with a hostile title, sample set, case id, category, rater, tag and check
+    records = _ours(tmp_path)
+    for r in records:
+        r["session"]["title"] = f"title{HOSTILE}"
+        r["session"]["sample_set_name"] = f"set{HOSTILE}.jsonl"
+        r["session"]["params"] = {f"p{HOSTILE}": f"v{HOSTILE}"}
+        r["turn"]["case_id"], r["turn"]["category"] = f"case{HOSTILE}", f"cat{HOSTILE}"
+        r["output"].update(status="error", error_kind=f"kind{HOSTILE}", error_message=f"msg{HOSTILE}")
+        for v in r["votes"]:
+            v["rater"], v["note"] = f"rater{HOSTILE}", f"note{HOSTILE}"
+        for t in r["tags"]:
+            t["tag"] = f"tag{HOSTILE}"
+    ours = tmp_path / "ours.jsonl"
+    ours.write_text("".join(json.dumps(r) + "\n" for r in records))
+    for src in (arena, ours):
+        proc = lineup(["import", str(src)], cwd=tmp_path, db=db)
+        assert proc.returncode == 0, proc.stderr
+        clean(proc)
+    with Store.open(db) as store:
+        ids = [s.id for s in store.list_sessions()]
+    assert len(ids) == 2
+    outputs = {"sessions": lineup(["sessions"], cwd=tmp_path, db=db),
+               "sessions --json": lineup(["sessions", "--json"], cwd=tmp_path, db=db)}
+    for sid in ids:
+        for fmt in ("jsonl", "csv", "md"):
+            outputs[f"{fmt} {sid}"] = lineup(["export", sid, "--format", fmt], cwd=tmp_path, db=db)
+        outputs[f"md -o {sid}"] = lineup(["export", sid, "--format", "md", "-o", str(tmp_path / f"{sid}.md")],
+                                         cwd=tmp_path, db=db)
+    for name, proc in outputs.items():
+        assert proc.returncode == 0, (name, proc.stderr)
+        clean(proc)
+        found = RAW.search(proc.stdout + proc.stderr)
+        assert found is None, (name, repr(found.group()), proc.stdout[max(0, found.start() - 80):found.end() + 80])
+    for sid in ids:
+        md = (tmp_path / f"{sid}.md").read_text()
+        assert RAW.search(md) is None
+        assert outputs[f"md {sid}"].stdout == md
+        # a name never breaks out of its line into a heading (or a line) of its own
+        assert "injected heading" in md
+        assert not re.search(r"^[\\#> ]*injected", md, re.M), md
+        for line in outputs[f"jsonl {sid}"].stdout.splitlines():
+            json.loads(line)
+        rows = list(csv.reader(io.StringIO(outputs[f"csv {sid}"].stdout)))
+        assert all(len(r) == len(rows[0]) for r in rows)
+    arena_md = outputs[f"md {ids[1]}"].stdout + outputs[f"md {ids[0]}"].stdout
+    assert "x1b" in arena_md and "PWNED" in arena_md      # still readable, as visible escapes
+    assert "PWNED" in outputs["sessions"].stdout and "\u241b" in outputs["sessions"].stdout   # ␛ on screen

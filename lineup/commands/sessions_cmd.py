@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     for s in sessions:
         who = s.reveal_note if s.contestants is None else ", ".join(s.contestants)
         kind = s.kind + (" (demo)" if s.is_demo else "")
-        cells = [Text(s.id), Text(format_time(s.created, "%Y-%m-%d %H:%M", utc=False)), Text(kind),
+        cells = [Text(one_line(s.id)), Text(format_time(s.created, "%Y-%m-%d %H:%M", utc=False)), Text(kind),
                  Text(one_line(who)), Text(str(s.turns)), Text(str(s.votes))]
         if show_titles:
             cells.append(Text(one_line(s.title or "")))
