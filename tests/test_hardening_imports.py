@@ -108,6 +108,67 @@ def _file_size_limit(limit: int):
     return apply
 
 
+# ---------------------------------------------------------------------- item 7: the file changes under a run
+
+def _slow_run(tmp_path: Path, db: Path) -> subprocess.Popen:
+    cases = tmp_path / "s30.jsonl"
+    cases.write_text("".join(json.dumps({"id": f"c{i}", "category": "x", "prompt": f"question {i}"}) + "\n"
+                             for i in range(30)))
+    return spawn(["run", str(cases), "-m", "demo/thorough"], cwd=tmp_path, db=db,
+                 env={"LINEUP_DEMO_SPEED": "0.2"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for_answers(db: Path, proc: subprocess.Popen, n: int = 2) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "the run ended before it could be disturbed"
+        try:
+            conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1)
+            try:
+                (done,) = conn.execute("SELECT count(*) FROM output WHERE status = 'complete'").fetchone()
+            finally:
+                conn.close()
+            if done >= n:
+                return
+        except sqlite3.Error:
+            pass
+        time.sleep(0.1)
+    raise AssertionError("no answers recorded within 60 s")
+
+
+def test_a_database_deleted_while_a_run_writes_stops_the_run(tmp_path):
+    db = tmp_path / "del.db"
+    proc = _slow_run(tmp_path, db)
+    _wait_for_answers(db, proc)
+    for p in tmp_path.glob("del.db*"):
+        p.unlink()
+    out, err = proc.communicate(timeout=TIMEOUT)
+    assert proc.returncode == 1, (proc.returncode, out[-500:], err[-2000:])
+    assert "Traceback" not in err and "vote on it" not in out + err, err
+    assert "del.db was replaced or deleted while lineup was writing to it" in err, err
+    assert not list(tmp_path.glob("del.db*")), "the run wrote a new file at the path"
+
+
+def test_a_database_replaced_while_a_run_writes_stops_and_the_new_file_stays_intact(tmp_path):
+    db, other = tmp_path / "rep.db", tmp_path / "other.db"
+    _existing_db(other)
+    conn = sqlite3.connect(other)
+    conn.execute("PRAGMA journal_mode = DELETE")   # one self-contained file, like a backup copy
+    conn.close()
+    expected = _dump(other)
+    proc = _slow_run(tmp_path, db)
+    _wait_for_answers(db, proc)
+    os.replace(other, db)   # `mv other.db rep.db` while the run writes
+    out, err = proc.communicate(timeout=TIMEOUT)
+    assert proc.returncode == 1, (proc.returncode, out[-500:], err[-2000:])
+    assert "Traceback" not in err and "rep.db was replaced or deleted while lineup was writing" in err, err
+    # the run's write-ahead log, left beside the new file, must not be replayed into it
+    assert _integrity(db) == [("ok",)]
+    assert _dump(db) == expected
+    with Store.open(db) as store:
+        assert store.counts()["session"] == 1
+
+
 # ---------------------------------------------------------------------- item 9: numbers at the import boundary
 
 ARENA = {"model_a": "a", "model_b": "b", "winner": "tie", "tstamp": 1.7e9}
