@@ -425,3 +425,134 @@ def test_hostile_names_from_imports_reach_no_export_and_no_listing_raw(tmp_path)
     arena_md = outputs[f"md {ids[1]}"].stdout + outputs[f"md {ids[0]}"].stdout
     assert "x1b" in arena_md and "PWNED" in arena_md      # still readable, as visible escapes
     assert "PWNED" in outputs["sessions"].stdout and "\u241b" in outputs["sessions"].stdout   # ␛ on screen
+
+
+# ---------------------------------------------------------------------- item 18: standard output and -o FILE
+
+def _many_sessions(db: Path, n: int = 1000) -> Path:
+    with Store.open(db) as store:
+        with store.batch():
+            for seed in range(n):
+                write_synthetic(store, *synthetic_session(turns=1, seed=seed, created=1.7e9 + seed))
+    return db
+
+
+@pytest.mark.parametrize("argv", [["sessions", "--json"], ["sessions"], ["export", "--format", "jsonl"]])
+def test_a_reader_that_stops_early_ends_the_command_quietly(tmp_path, argv):
+    db = _many_sessions(tmp_path / "lineup.db")
+    if argv[0] == "export":
+        with Store.open(db) as store:
+            write_synthetic(store, *synthetic_session(turns=200, words=400, seed=1, created=1.8e9))
+    proc = spawn(argv, cwd=tmp_path, db=db, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = proc.stdout.readline()   # `| head -1`
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    proc.wait(timeout=TIMEOUT)
+    assert first
+    assert proc.returncode == 141, (proc.returncode, err)
+    assert err == "", err
+
+
+def test_a_full_standard_output_is_reported(tmp_path):
+    db = tmp_path / "lineup.db"
+    with Store.open(db) as store:
+        write_synthetic(store, *synthetic_session(turns=40, words=400, seed=2))
+    with open("/dev/full", "w") as full:
+        proc = lineup(["export", "--format", "jsonl"], cwd=tmp_path, db=db, stdout=full)
+    assert proc.returncode == 1, proc.stderr
+    clean(proc)
+    assert "cannot write to standard output" in proc.stderr and "No space left" in proc.stderr
+    # `> out.jsonl` on a disk that fills half way: not reported as done
+    with open(tmp_path / "out.jsonl", "w") as out:
+        proc = lineup(["export", "--format", "jsonl"], cwd=tmp_path, db=db, stdout=out,
+                      preexec=_file_size_limit(64 * 1024))
+    assert proc.returncode == 1, proc.stderr
+    clean(proc)
+    assert "cannot write to standard output" in proc.stderr
+    with Store.open(db) as store:   # and the others
+        write_synthetic(store, *synthetic_session(turns=1, seed=3, created=1.9e9))
+    for argv in (["sessions", "--json"], ["report", "--bootstrap", "0"]):
+        with open("/dev/full", "w") as full:
+            proc = lineup(argv, cwd=tmp_path, db=db, stdout=full)
+        assert proc.returncode == 1, (argv, proc.stderr)
+        clean(proc)
+        assert "standard output" in proc.stderr
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "md"])
+def test_export_to_a_full_disk_leaves_the_old_file_and_no_temporary(tmp_path, fmt):
+    db = tmp_path / "lineup.db"
+    with Store.open(db) as store:   # every format well over the limit (the CSV: 600 votes)
+        write_synthetic(store, *synthetic_session(turns=600, words=60, seed=2))
+    folder = tmp_path / "out"
+    folder.mkdir()
+    target = folder / f"export.{fmt}"
+    target.write_text("the previous export\n")
+    proc = lineup(["export", "--format", fmt, "-o", str(target)], cwd=tmp_path, db=db,
+                  preexec=_file_size_limit(64 * 1024))
+    assert proc.returncode == 1, proc.stderr
+    clean(proc)
+    assert str(target) in proc.stderr
+    assert target.read_text() == "the previous export\n"
+    assert sorted(p.name for p in folder.iterdir()) == [target.name]
+
+
+def _holds_a_file_in(pid: int, folder: Path) -> bool:
+    try:
+        links = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
+    except OSError:
+        return False
+    return any(link.startswith(str(folder) + "/") for link in links)
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc to see the export writing")
+def test_an_export_killed_while_writing_leaves_no_temporary_file(tmp_path):
+    db = tmp_path / "lineup.db"
+    s, turns, outs, votes = synthetic_session(turns=2, seed=3)
+    outs = [o.model_copy(update={"text": f"{i} " + "long answer " * 2_500_000}) for i, o in enumerate(outs)]
+    with Store.open(db) as store:
+        write_synthetic(store, s, turns, outs, votes)
+    folder = tmp_path / "out"
+    folder.mkdir()
+    target = folder / "big.jsonl"
+    target.write_text("the previous export\n")
+    killed_while_writing = 0
+    for _ in range(5):
+        proc = spawn(["export", "--format", "jsonl", "-o", str(target)], cwd=tmp_path, db=db,
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while proc.poll() is None and time.monotonic() < deadline:
+            if _holds_a_file_in(proc.pid, folder):   # it is writing the new export
+                proc.send_signal(signal.SIGKILL)
+                killed_while_writing += 1
+                break
+            time.sleep(0.0005)
+        proc.wait(timeout=TIMEOUT)
+        if proc.returncode == -signal.SIGKILL:
+            break
+        target.write_text("the previous export\n")   # it finished first: try again
+    assert killed_while_writing, "never caught the export while it wrote"
+    assert target.read_text() == "the previous export\n"
+    assert sorted(p.name for p in folder.iterdir()) == ["big.jsonl"], "a temporary file was left behind"
+
+
+def test_temporary_files_of_dead_exports_are_removed_on_the_next_export(tmp_path):
+    """What a kill leaves where no unnamed temporary file can be made (or an
+    older lineup left): `.NAME.PID.tmp` of a process that is gone."""
+    db = _existing_db(tmp_path / "lineup.db")
+    folder = tmp_path / "out"
+    folder.mkdir()
+    target = folder / "x.md"
+    writer = subprocess.Popen([sys.executable, "-c", "import os, sys, time\n"
+                               "open(os.path.join(sys.argv[1], '.x.md.%d.tmp' % os.getpid()), 'w').write('half')\n"
+                               "print('ok', flush=True)\ntime.sleep(600)\n", str(folder)],
+                              stdout=subprocess.PIPE, text=True)
+    assert writer.stdout.readline() == "ok\n"
+    writer.send_signal(signal.SIGKILL)
+    writer.wait()
+    live = folder / f".x.md.{os.getpid()}.tmp"    # a live process's: another export still writing
+    live.write_text("in progress")
+    (folder / ".other.md.1.tmp").write_text("not ours")
+    proc = lineup(["export", "--format", "md", "-o", str(target)], cwd=tmp_path, db=db)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in folder.iterdir()) == sorted([".other.md.1.tmp", live.name, "x.md"])
