@@ -294,7 +294,10 @@ def test_a_bad_number_already_in_the_database_never_breaks_a_reader(tmp_path):
     assert "1e+300" in {r["revealed_at"] for r in csv_rows}
     assert html.exists() and "out of range" in html.read_text()
     assert "out of range" in report.stdout + report.stderr
-    assert any("out of range" in w for w in json.loads(report_json.stdout)["warnings"])
+    def no_constant(name):
+        raise AssertionError(f"report --json holds {name}")
+    figures = json.loads(report_json.stdout, parse_constant=no_constant)   # the bad timings left out
+    assert any("out of range" in w for w in figures["warnings"])
 
 
 # ---------------------------------------------------------------------- item 10: merging another database
