@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import io
 import os
 import sys
 
@@ -25,6 +26,9 @@ COMMANDS: dict[str, str] = {
 }
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+# Standard output closed by its reader (`lineup sessions --json | head -1`):
+# stop quietly with the status a shell gives a command killed by SIGPIPE.
+EXIT_CLOSED_PIPE = 141
 
 
 class UsageError(Exception):
@@ -69,20 +73,60 @@ def _command_module(name: str):
         raise
 
 
+def _found_in(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
+    """`exc` if it is a `kind`, or the first `kind` inside an exception group."""
+    if isinstance(exc, kind):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _found_in(inner, kind)
+            if found is not None:
+                return found
+    return None
+
+
 def store_error_in(exc: BaseException) -> BaseException | None:
     """The `lineup.store.StoreError` in `exc` (itself, or inside an exception
     group from a task group), else None. Looked up without importing the store."""
     db = sys.modules.get("lineup.store.db")
-    if db is None:
-        return None
-    if isinstance(exc, db.StoreError):
-        return exc
-    if isinstance(exc, BaseExceptionGroup):
-        for inner in exc.exceptions:
-            found = store_error_in(inner)
-            if found is not None:
-                return found
-    return None
+    return None if db is None else _found_in(exc, db.StoreError)
+
+
+def _silence_stdout() -> None:
+    """Point standard output at /dev/null, so that what is still buffered
+    cannot fail again when Python flushes it at exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def _reliable_stdout() -> None:
+    """Unbuffered (`python -u`, PYTHONUNBUFFERED), standard output is a text
+    layer straight over the file, which takes a partial write (the disk
+    filled, the reader left half way) as done and drops the rest without a
+    word. Put a buffered layer between them, flushed at each line: it writes
+    everything or raises."""
+    out = sys.stdout
+    if out is not sys.__stdout__ or not isinstance(getattr(out, "buffer", None), io.FileIO):
+        return
+    try:
+        sys.stdout = io.TextIOWrapper(io.BufferedWriter(out.buffer), encoding=out.encoding, errors=out.errors,
+                                      line_buffering=True)
+    except (AttributeError, ValueError, OSError):
+        pass
+
+
+def stdout_failed(command: str, exc: OSError) -> int:
+    """Standard output cannot be written: a closed pipe ends the command
+    quietly (exit 141), anything else (a full disk) is said (exit 1)."""
+    _silence_stdout()
+    if isinstance(exc, BrokenPipeError):
+        return EXIT_CLOSED_PIPE
+    print(f"lineup {command}: cannot write to standard output: {exc.strerror or exc}", file=sys.stderr)
+    return EXIT_FAILURE
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -92,11 +136,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     module = _command_module(args.command)
+    _reliable_stdout()
     if module is None:
         print(f"lineup: '{args.command}' is not available in this build", file=sys.stderr)
         return EXIT_FAILURE
     try:
-        return int(module.run(args) or 0)
+        code = int(module.run(args) or 0)
     except UsageError as exc:
         print(f"lineup {args.command}: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -104,6 +149,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"lineup {args.command}: interrupted", file=sys.stderr)
         return 130
     except BaseException as exc:
+        pipe = _found_in(exc, BrokenPipeError)
+        if pipe is None and isinstance(exc, SystemExit) and isinstance(exc.__context__, BrokenPipeError):
+            pipe = exc.__context__   # Rich's Console ends a broken pipe so (stdout already on /dev/null)
+        if pipe is not None:
+            return stdout_failed(args.command, pipe)
+        if _found_in(exc, OSError) is not None:
+            try:   # a write to standard output failed (a full disk behind `>`): it fails again here
+                sys.stdout.flush()
+            except OSError as again:
+                return stdout_failed(args.command, again)
         # A database that fails under us (disk full, locked for too long, made
         # read-only) is a runtime failure, reported in one line: exit 1.
         found = store_error_in(exc)
@@ -111,3 +166,8 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"lineup {args.command}: {found}", file=sys.stderr)
         return EXIT_FAILURE
+    try:
+        sys.stdout.flush()   # what is still buffered fails here, not in Python's exit
+    except OSError as exc:
+        return stdout_failed(args.command, exc)
+    return code

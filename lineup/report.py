@@ -37,6 +37,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from lineup import ratings as R
+from lineup.store.bounds import COST_MAX, MS_MAX
 from lineup.text import html_text, markdown_inline
 from lineup import votes as V
 
@@ -558,9 +559,14 @@ def _output_filter(filters: ReportFilters, *, turn: bool = True) -> tuple[str, s
 # output tokens + 1 (29 bits; 0: NULL) packed in one integer: a column costs
 # about as much to fetch as a row, and 200k rows are the point. NULL when a
 # value does not fit (or the cost was not recorded): then the plain read.
+# Timings and costs outside `lineup.store.bounds` (an infinity, a negative
+# time: a bad row) read as not recorded; `build_report` warns about them.
+_TIMING_SQL = ", ".join(f"CASE WHEN o.{c} BETWEEN 0 AND {MS_MAX!r} THEN o.{c} END"
+                        for c in ("ttft_ms", "duration_ms"))
+_COST_SQL = f"CASE WHEN o.cost BETWEEN 0 AND {COST_MAX!r} THEN o.cost END"
 _PACKED_SQL = (
     "CASE WHEN typeof(o.input_tokens) IN ('integer', 'null') AND typeof(o.output_tokens) IN ('integer', 'null') "
-    "AND typeof(o.tokens_estimated) = 'integer' AND o.cost IS NOT NULL "
+    f"AND typeof(o.tokens_estimated) = 'integer' AND {_COST_SQL} IS NOT NULL "
     "AND ifnull(o.input_tokens, 0) BETWEEN 0 AND 1073741822 AND ifnull(o.output_tokens, 0) BETWEEN 0 AND 536870910 "
     f"THEN ((({_STATUS_SQL}) * 2 + (o.tokens_estimated != 0)) << 59) "
     "| ((ifnull(o.input_tokens, -1) + 1) << 29) | (ifnull(o.output_tokens, -1) + 1) END")
@@ -577,11 +583,12 @@ def _read_outputs(conn, filters: ReportFilters, *, plain: bool = False) -> _Outp
     join, cond, params = _output_filter(filters, turn=False)
     if plain:   # any value, NULL costs, ties in creation time: SQLite orders, every column as it is
         rows = conn.execute(
-            f"SELECT o.contestant, {_STATUS_SQL}, o.ttft_ms, o.duration_ms, o.cost, o.turn_id, "
-            "o.input_tokens, o.output_tokens, o.tokens_estimated, CASE WHEN o.cost IS NULL THEN o.session_id END "
+            f"SELECT o.contestant, {_STATUS_SQL}, {_TIMING_SQL}, {_COST_SQL}, o.turn_id, "
+            "o.input_tokens, o.output_tokens, o.tokens_estimated, "
+            f"CASE WHEN {_COST_SQL} IS NULL THEN o.session_id END "
             f"FROM output o{join} WHERE {cond} ORDER BY o.created, o.id", params).fetchall()
     else:
-        rows = conn.execute(f"SELECT o.contestant, {_PACKED_SQL}, o.ttft_ms, o.duration_ms, o.cost, o.turn_id, "
+        rows = conn.execute(f"SELECT o.contestant, {_PACKED_SQL}, {_TIMING_SQL}, {_COST_SQL}, o.turn_id, "
                             f"o.created FROM output o{join} WHERE {cond}", params).fetchall()
     cols = _columns(rows, 10)
     del rows
@@ -964,6 +971,10 @@ def build_report(store, filters: ReportFilters | None = None, *, rounds: int = R
     report.votes_used = bs.n_votes
     report.warnings = table.warnings[:] if bs.n_votes else []
     report.warnings += problems
+    bad, named = store.out_of_range(filters.sessions or None, tables=("output",))
+    if bad:
+        report.warnings.append(f"{bad} answer{'s' if bad != 1 else ''} with a time, duration or cost out of range "
+                               f"(left out of the figures): {', '.join(named)}{' ...' if bad > len(named) else ''}")
 
     if breakdowns and bs.n_votes:
         meta_used = votes.meta[used]

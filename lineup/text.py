@@ -130,6 +130,20 @@ _JSON_RAW = re.compile("[\x7f-\x9f\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2
 
 def json_line(obj: object) -> str:
     """Compact JSON on one line, readable Unicode, no raw DEL, C1, bidi or
-    surrogate characters (json.dumps escapes C0 itself)."""
-    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+    surrogate characters (json.dumps escapes C0 itself). A NaN or infinity
+    (a bad stored number) is written as null: the line stays valid JSON."""
+    try:
+        text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except ValueError:
+        text = json.dumps(_finite(obj), ensure_ascii=False, separators=(",", ":"))
     return _JSON_RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def _finite(obj: object) -> object:
+    if isinstance(obj, float):
+        return obj if obj == obj and obj not in (float("inf"), float("-inf")) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj

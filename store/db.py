@@ -123,6 +123,10 @@ class Store:
         self._batch_depth = 0
         self._mine: set[str] = set()  # outputs this Store started and has not finished
         self.writer = f"{socket.gethostname()}:{os.getpid()}"
+        # The file opened (absolute path, (st_dev, st_ino)): checked before every
+        # commit, so a database deleted or replaced under us is never written blind.
+        self._file: tuple[str, tuple[int, int]] | None = None
+        self._lost: str | None = None   # why this Store writes no more
 
     # ------------------------------------------------------------------ open / close
 
@@ -157,6 +161,10 @@ class Store:
                 raise StoreError(f"{path}: cannot create its folder ({exc.strerror or exc})") from None
         conn = cls._connect(path, readonly, memory)
         store = cls(conn, path, readonly)
+        if not memory and not readonly:
+            opened = _identity(path)
+            if opened is not None:
+                store._file = (os.path.abspath(path), opened)
         try:
             store._prepare()
         except BaseException:
@@ -316,10 +324,41 @@ class Store:
                               f"{WRITE_RETRY_S:.0f} s; could not {action}")
         return StoreError(f"{self.path}: cannot {action} ({msg})")
 
-    def _write(self, action: str, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run `fn` in one short write transaction, retrying while the database is busy."""
+    def _commit(self) -> None:
+        """COMMIT the open write transaction, unless the file at our path is no
+        longer the one we opened (deleted, or replaced by another file): then
+        roll back, stop writing for good, and say so. One stat() per commit."""
+        if self._file is not None:
+            try:
+                now = _identity(self._file[0])
+            except OSError:   # cannot tell (a permission changed on a folder): no evidence of a change
+                now = self._file[1]
+            if now != self._file[1]:
+                self.conn.execute("ROLLBACK")
+                self._abandon()
+        self.conn.execute("COMMIT")
+
+    def _abandon(self) -> None:
+        self._lost = (f"{self.path} was replaced or deleted while lineup was writing to it; nothing more is "
+                      "written there")
+        # Fold our write-ahead log into the file we opened (wherever it went)
+        # and empty it: a log left beside a new file of that name would be
+        # replayed into it and corrupt it.
+        try:
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except sqlite3.Error:
+            pass
+        raise StoreError(self._lost)
+
+    def _check_writable(self, action: str) -> None:
         if self.readonly:
             raise StoreError(f"{self.path} is read-only: cannot {action}")
+        if self._lost:
+            raise StoreError(self._lost)
+
+    def _write(self, action: str, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `fn` in one short write transaction, retrying while the database is busy."""
+        self._check_writable(action)
         conn = self.conn
         if self._batch_depth:
             try:
@@ -333,7 +372,7 @@ class Store:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
                     result = fn(conn)
-                    conn.execute("COMMIT")
+                    self._commit()
                     return result
                 except BaseException:
                     if conn.in_transaction:
@@ -367,7 +406,7 @@ class Store:
             raise
         self._batch_depth = 0
         try:
-            self.conn.execute("COMMIT")
+            self._commit()
         except sqlite3.Error as exc:
             if self.conn.in_transaction:
                 self.conn.execute("ROLLBACK")
@@ -789,16 +828,52 @@ class Store:
         except sqlite3.DatabaseError as exc:
             raise self._translate(exc, "query") from None
 
+    def out_of_range(self, session_ids: list[str] | None = None, limit: int = 3,
+                     tables: tuple[str, ...] = ("session", "turn", "output", "vote", "tag")) -> tuple[int, list[str]]:
+        """Rows holding a number outside `lineup.store.bounds` (written by an
+        older lineup or by hand): how many, and up to `limit` of them named
+        ("output 01J..."). Readers warn with it instead of failing."""
+        from lineup.store import bounds
+
+        where = {"session": "s.id", "turn": "s.session_id", "output": "s.session_id", "vote": "s.session_id",
+                 "tag": "(SELECT o.session_id FROM output o WHERE o.id = s.output_id)"}
+        total, named = 0, []
+        try:
+            for table in tables:
+                sid_col = where[table]
+                cond = bounds.sql_out_of_range(table, "s")
+                params: list[Any] = []
+                if session_ids is not None:
+                    cond = f"({cond}) AND {sid_col} IN ({','.join('?' * len(session_ids))})"
+                    params = list(session_ids)
+                (n,) = self.conn.execute(f"SELECT count(*) FROM {table} s WHERE {cond}", params).fetchone()
+                total += n
+                if n and len(named) < limit:
+                    named += [f"{table} {r[0]}" for r in self.conn.execute(
+                        f"SELECT s.id FROM {table} s WHERE {cond} ORDER BY s.id LIMIT ?",
+                        [*params, limit - len(named)])]
+        except sqlite3.DatabaseError as exc:
+            raise self._translate(exc, "read") from None
+        return total, named
+
     def counts(self) -> dict[str, int]:
         """Rows per table (tests, import summaries)."""
         return {t: self.conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
                 for t in ("session", "contestant", "turn", "output", "vote", "tag", "check_result")}
 
 
+def _identity(path: str | os.PathLike) -> tuple[int, int] | None:
+    """(st_dev, st_ino) of the file at `path`, None if there is none."""
+    try:
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return st.st_dev, st.st_ino
+
+
 def _begin_immediate(store: Store) -> None:
     """BEGIN IMMEDIATE with the same busy retry as single writes."""
-    if store.readonly:
-        raise StoreError(f"{store.path} is read-only: cannot write")
+    store._check_writable("write")
     deadline = time.monotonic() + WRITE_RETRY_S
     delay = 0.005
     while True:

@@ -14,10 +14,10 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Iterator
-from datetime import datetime, timezone
 
+from lineup.store.bounds import format_time
 from lineup.store.records import LoadedSession, NON_LABEL_CHOICES, OutputRecord, VoteRecord
-from lineup.text import csv_cell, escape_controls, json_line
+from lineup.text import csv_cell, escape_controls, json_line, markdown_inline
 from lineup.votes import output_note, relabel, reveal_state, winner
 
 EXPORT_FORMAT = "lineup.output"
@@ -25,18 +25,24 @@ EXPORT_VERSION = 1
 FORMATS = ("jsonl", "csv", "md")
 HIDDEN = "hidden"
 
-# C0 controls except tab/newline/CR, DEL, C1 controls.
 def iso(ts: float | None) -> str:
-    if ts is None:
-        return ""
-    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """UTC ISO time; one out of range (a bad row) as its raw number."""
+    return format_time(ts)
+
+
+_line = markdown_inline   # an untrusted name, id, title or note on one line of Markdown
+
+
+def _code(text: str) -> str:
+    """An id as inline code, when it is plain (a ULID); else as escaped text."""
+    return f"`{text}`" if text.isalnum() else _line(text)
 
 
 def ordered_outputs(loaded: LoadedSession) -> Iterator[tuple[int, OutputRecord]]:
-    turn_pos = {t.id: i for i, t in enumerate(loaded.turns)}
-    for t in loaded.turns:
-        for o in loaded.outputs_for(t.id):
-            yield turn_pos[t.id], o
+    by_turn = loaded.outputs_by_turn()
+    for i, t in enumerate(loaded.turns):
+        for o in by_turn.get(t.id, ()):
+            yield i, o
 
 
 # ---------------------------------------------------------------------- JSONL
@@ -120,7 +126,7 @@ def _vote_line(v: VoteRecord, hidden: bool, label_by_model: dict[str, str]) -> s
 
     def name(label: str) -> str:
         alias = model_by_label.get(label, "?")
-        return label if hidden or alias == label else f"{label} ({alias})"
+        return _line(label) if hidden or alias == label else f"{_line(label)} ({_line(alias)})"
 
     if v.choice == "tie":
         what = "tie"
@@ -128,11 +134,11 @@ def _vote_line(v: VoteRecord, hidden: bool, label_by_model: dict[str, str]) -> s
         what = "all bad" if v.choice == "all_bad" else "both bad"
     else:
         what = f"{name(choice)} is better"
-    line = f"- **Vote** by {escape_controls(v.rater)} at {iso(v.created)}: {what}"
+    line = f"- **Vote** by {_line(v.rater)} at {iso(v.created)}: {what}"
     if ranking:
         line += "; ranking " + " > ".join(name(x) for x in ranking)
     if v.note:
-        line += f" — {escape_controls(v.note)}"
+        line += f" — {_line(v.note)}"
     return line
 
 
@@ -141,27 +147,27 @@ def export_markdown(loaded: LoadedSession) -> str:
     reveal = reveal_state(loaded)
     hidden = not reveal.all
     label_by_model = {c.alias: c.label for c in s.contestants}
-    out: list[str] = [f"# {escape_controls(s.title) if s.title else 'Session ' + s.id}", ""]
-    out.append(f"- id: `{s.id}`")
+    out: list[str] = [f"# {_line(s.title) if s.title else 'Session ' + _line(s.id)}", ""]
+    out.append(f"- id: {_code(s.id)}")
     out.append(f"- kind: {s.kind}; created {iso(s.created)}")
     if hidden:
-        labels = ", ".join(c.label for c in s.contestants)
+        labels = ", ".join(_line(c.label) for c in s.contestants)
         k, n = reveal.counts
         some = f"; {k} of {n} judged cases or turns revealed" if k else ""
         out.append(f"- contestants: {labels} (blind; identities hidden until revealed{some})")
     else:
         out.append("- contestants: " + ", ".join(
-            f"{c.label} = {c.alias} ({c.provider}/{c.model})" if c.label != c.alias else f"{c.alias} ({c.provider}/{c.model})"
-            for c in s.contestants))
+            (f"{_line(c.label)} = " if c.label != c.alias else "")
+            + f"{_line(c.alias)} ({_line(c.provider)}/{_line(c.model)})" for c in s.contestants))
         if s.blind:
             out.append(f"- blind; revealed {iso(s.revealed_at)}" if s.revealed_at is not None
                        else "- blind; every judged case or turn revealed by its vote")
     if s.params:
-        out.append("- params: " + ", ".join(f"{k}={v}" for k, v in sorted(s.params.items())))
+        out.append("- params: " + ", ".join(f"{_line(k)}={_line(v)}" for k, v in sorted(s.params.items())))
     if s.seed is not None:
         out.append(f"- seed: {s.seed}")
     if s.sample_set_name:
-        out.append(f"- sample set: {escape_controls(s.sample_set_name)} ({s.sample_set_hash or 'no hash'})")
+        out.append(f"- sample set: {_line(s.sample_set_name)} ({_line(s.sample_set_hash or 'no hash')})")
     if s.system:
         out += ["", "**System prompt**", "", _quote(s.system)]
     tags: dict[str, list[str]] = {}
@@ -170,29 +176,32 @@ def export_markdown(loaded: LoadedSession) -> str:
     checks: dict[str, list[str]] = {}
     for c in loaded.checks:
         checks.setdefault(c.output_id, []).append(f"{c.check} {'passed' if c.passed else 'failed'}")
-    current = loaded.current_votes()
+    votes_by_turn = loaded.current_votes_by_turn()
+    outputs_by_turn = loaded.outputs_by_turn()
     for i, turn in enumerate(loaded.turns, 1):
         head = f"## Turn {i}"
         extra = [x for x in (turn.case_id, turn.category) if x]
         if extra:
-            head += " (" + ", ".join(escape_controls(x) for x in extra) + ")"
+            head += " (" + ", ".join(_line(x) for x in extra) + ")"
         out += ["", head, "", _quote(turn.user_message)]
         hidden = not reveal.turn(turn.id)
-        for o in loaded.outputs_for(turn.id):
-            title = o.label if hidden or o.label == o.contestant else f"{o.label} ({o.contestant})"
+        for o in outputs_by_turn.get(turn.id, ()):
+            title = _line(o.label)
+            if not hidden and o.label != o.contestant:
+                title += f" ({_line(o.contestant)})"
             if o.attempt > 1:
                 title += f", attempt {o.attempt}"
-            out += ["", f"### {escape_controls(title)}", ""]
+            out += ["", f"### {title}", ""]
             if o.status != "complete":
                 # before the reveal an error says its kind and status only (its text may name the model)
                 note = output_note(o, hidden=hidden) or o.status
-                out += [f"_({escape_controls(note)})_", ""]
+                out += [f"_({_line(note)})_", ""]
             out.append(escape_controls(o.text) if o.text else "_(no text)_")
             if tags.get(o.id):
-                out += ["", "Tags: " + ", ".join(escape_controls(t) for t in tags[o.id])]
+                out += ["", "Tags: " + ", ".join(_line(t) for t in tags[o.id])]
             if checks.get(o.id):
-                out += ["", "Checks: " + "; ".join(escape_controls(c) for c in checks[o.id])]
-        votes = [v for v in current if v.turn_id == turn.id]
+                out += ["", "Checks: " + "; ".join(_line(c) for c in checks[o.id])]
+        votes = votes_by_turn.get(turn.id, ())
         if votes:
             out.append("")
             out += [_vote_line(v, hidden, label_by_model) for v in votes]

@@ -20,7 +20,7 @@ from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from lineup.store import rows as R
+from lineup.store import bounds, rows as R
 from lineup.store.db import SQLITE_HEADER, Store, StoreError, insert_session, insert_vote, upsert_output
 from lineup.store.exporting import EXPORT_FORMAT, EXPORT_VERSION
 from lineup.store.records import (
@@ -255,9 +255,16 @@ def _classify(item: Any, ours: list, arena: list, where: str) -> None:
         raise ImportFileError(f"{where}: expected a JSON object, got {type(item).__name__}")
     try:
         if item.get("format") == EXPORT_FORMAT:
-            ours.append(_parse_export_line(item))
+            line = _parse_export_line(item)
+            _check_numbers(line)
+            ours.append(line)
         elif "model_a" in item or "winner" in item:
-            arena.append(ArenaBattle.model_validate(item))
+            battle = ArenaBattle.model_validate(item)
+            problem = bounds.record_problem(
+                "arena", battle.model_dump(exclude={"conversation_a", "conversation_b"}), name="")
+            if problem:
+                raise ValueError(problem)
+            arena.append(battle)
         else:
             raise ValueError("neither a lineup export record (format: lineup.output) nor a Chatbot Arena "
                              "battle (model_a, model_b, winner)")
@@ -265,6 +272,22 @@ def _classify(item: Any, ours: list, arena: list, where: str) -> None:
         raise ImportFileError(f"{where}: {_first_error(exc)}") from None
     except ValueError as exc:
         raise ImportFileError(f"{where}: {exc}") from None
+
+
+def _check_numbers(line: ExportLine) -> None:
+    """Every number in the record within `bounds` (a time in 1990..2200, a
+    finite non-negative duration...), else ValueError naming the field."""
+    s = line.session
+    parts: list[tuple[str, str, Any]] = [("session", "session", s.model_dump(exclude={"contestants"}))]
+    parts += [("contestant", f"session.contestants[{i}]", c.model_dump()) for i, c in enumerate(s.contestants)]
+    parts += [("turn", "turn", line.turn.model_dump()), ("output", "output", line.output.model_dump())]
+    for key, table, recs in (("votes", "vote", line.votes), ("tags", "tag", line.tags),
+                             ("checks", "check_result", line.checks)):
+        parts += [(table, f"{key}[{i}]", r.model_dump()) for i, r in enumerate(recs)]
+    for table, name, data in parts:
+        problem = bounds.record_problem(table, data, name=name)
+        if problem:
+            raise ValueError(problem)
 
 
 def _write_export_line(conn: sqlite3.Connection, line: ExportLine) -> None:
@@ -307,6 +330,13 @@ def _counts(conn: sqlite3.Connection, schema: str = "main") -> dict[str, int]:
 
 # ---------------------------------------------------------------------- another database
 
+_MERGE_COLS = {
+    "session": R.SESSION_COLS, "contestant": R.CONTESTANT_COLS, "turn": R.TURN_COLS,
+    "output": R.OUTPUT_COLS, "vote": R.VOTE_COLS, "vote_contestant": R.VOTE_CONTESTANT_COLS,
+    "tag": R.TAG_COLS, "check_result": R.CHECK_COLS, "reveal": R.REVEAL_COLS,
+}
+
+
 def merge_database(store: Store, other: str | os.PathLike) -> ImportSummary:
     """Merge another lineup database into `store`: rows we lack are added,
     rows we have are kept (a finished output replaces an unfinished one; a
@@ -318,16 +348,57 @@ def merge_database(store: Store, other: str | os.PathLike) -> ImportSummary:
     with tempfile.TemporaryDirectory(prefix="lineup-merge-") as tmp:
         copy = Path(tmp) / "other.db"
         _snapshot(other, copy)
+        _check_sound(copy, other)
         try:
             src = Store.open(copy)  # validates and brings an older schema up to ours
         except StoreError as exc:
             raise ImportFileError(str(exc).replace(str(copy), str(other))) from None
         try:
+            _check_complete(src.conn, other)
+            bad, named = src.out_of_range()
+            if bad:
+                raise ImportFileError(f"{other}: {bad} record{'s' if bad != 1 else ''} with a time, duration, count "
+                                      f"or cost out of range ({', '.join(named)}{' ...' if bad > len(named) else ''}); "
+                                      "it was left untouched")
             summary.records = src.conn.execute("SELECT count(*) FROM session").fetchone()[0]
+        except sqlite3.DatabaseError as exc:
+            raise ImportFileError(f"{other} is corrupt ({exc}); it was left untouched") from None
         finally:
             src.close()
         summary.added = _merge_attached(store, copy, other)
     return summary
+
+
+def _check_sound(copy: Path, other: Path) -> None:
+    """SQLite's own integrity check on (the snapshot of) the source: a file
+    with a damaged page or index is refused before a row of it is read."""
+    conn = sqlite3.connect(copy)
+    try:
+        found = [r[0] for r in conn.execute("PRAGMA integrity_check(3)")]
+    except sqlite3.DatabaseError as exc:
+        found = [str(exc)]
+    finally:
+        conn.close()
+    if found != ["ok"]:
+        raise ImportFileError(f"{other} is corrupt: it fails SQLite's integrity check "
+                              f"({'; '.join(found)}); it was left untouched")
+
+
+def _check_complete(conn: sqlite3.Connection, other: Path) -> None:
+    """Every table and column the merge reads is there, and every row's
+    parent (a turn's session, an output's turn...) is in the file too."""
+    for table in TABLES:
+        have = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
+        missing = [c for c in _MERGE_COLS[table] if c not in have]
+        if missing:
+            raise ImportFileError(f"{other} is not a complete lineup database (table {table} lacks "
+                                  f"{', '.join(missing)}); it was left untouched")
+    orphans = conn.execute("PRAGMA foreign_key_check").fetchall()
+    if orphans:
+        table, rowid, parent = orphans[0][:3]
+        raise ImportFileError(f"{other} is inconsistent: {len(orphans)} row{'s' if len(orphans) != 1 else ''} "
+                              f"refer to records missing from it (first: {table} row {rowid}, whose {parent} "
+                              "is absent); it was left untouched")
 
 
 def _snapshot(src: Path, dst: Path) -> None:
@@ -354,12 +425,7 @@ def _merge_attached(store: Store, copy: Path, other: Path) -> dict[str, int]:
     if store.readonly:
         raise StoreError(f"{store.path} is read-only: cannot import {other}")
     conn = store.conn
-    cols = {
-        "session": R.SESSION_COLS, "contestant": R.CONTESTANT_COLS, "turn": R.TURN_COLS,
-        "output": R.OUTPUT_COLS, "vote": R.VOTE_COLS,
-        "vote_contestant": R.VOTE_CONTESTANT_COLS,
-        "tag": R.TAG_COLS, "check_result": R.CHECK_COLS, "reveal": R.REVEAL_COLS,
-    }
+    cols = _MERGE_COLS
     try:
         conn.execute("ATTACH DATABASE ? AS other", [str(copy)])
     except sqlite3.Error as exc:

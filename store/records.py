@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from lineup.ids import new_ulid
 
@@ -210,16 +210,53 @@ class LoadedSession(_Record):
     checks: list[CheckResultRecord]
     reveals: list[RevealRecord] = Field(default_factory=list)
 
+    # Per-turn indexes, built in one pass on first use (a session of 20,000
+    # turns asked turn by turn would otherwise cost 20,000 scans of every
+    # output). Rebuilt when the lists are replaced or change length.
+    _index: dict = PrivateAttr(default_factory=dict)
+
+    def __eq__(self, other: object) -> bool:   # the indexes are a cache, not part of the value
+        if not isinstance(other, BaseModel):
+            return NotImplemented
+        return type(self) is type(other) and self.__dict__ == other.__dict__
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def _grouped(self, name: str, build) -> dict:
+        source = getattr(self, name)
+        key = (id(source), len(source), id(self.session.contestants), len(self.session.contestants))
+        cached = self._index.get(name)
+        if cached is None or cached[0] != key:
+            cached = self._index[name] = (key, build())
+        return cached[1]
+
+    def outputs_by_turn(self) -> dict[str, list[OutputRecord]]:
+        """turn id -> its outputs in screen order (contestant position, then attempt)."""
+        def build() -> dict[str, list[OutputRecord]]:
+            order = {c.alias: c.position for c in self.session.contestants}
+            by_turn: dict[str, list[OutputRecord]] = {}
+            for o in sorted(self.outputs, key=lambda o: (order.get(o.contestant, 1 << 30), o.label, o.attempt)):
+                by_turn.setdefault(o.turn_id, []).append(o)
+            return by_turn
+        return self._grouped("outputs", build)
+
     def outputs_for(self, turn_id: str) -> list[OutputRecord]:
         """The turn's outputs in screen order (contestant position, then attempt)."""
-        order = {c.alias: c.position for c in self.session.contestants}
-        return sorted((o for o in self.outputs if o.turn_id == turn_id),
-                      key=lambda o: (order.get(o.contestant, 1 << 30), o.label, o.attempt))
+        return list(self.outputs_by_turn().get(turn_id, ()))
 
     def current_votes(self) -> list[VoteRecord]:
         """Votes that count: not withdrawn, and superseded by no later vote."""
         replaced = {v.supersedes for v in self.votes if v.supersedes}
         return [v for v in self.votes if v.id not in replaced and v.retracted_at is None]
 
+    def current_votes_by_turn(self) -> dict[str, list[VoteRecord]]:
+        """turn id -> its current votes, in the order of `votes`."""
+        def build() -> dict[str, list[VoteRecord]]:
+            by_turn: dict[str, list[VoteRecord]] = {}
+            for v in self.current_votes():
+                by_turn.setdefault(v.turn_id, []).append(v)
+            return by_turn
+        return self._grouped("votes", build)
+
     def votes_for(self, turn_id: str) -> list[VoteRecord]:
-        return [v for v in self.current_votes() if v.turn_id == turn_id]
+        return list(self.current_votes_by_turn().get(turn_id, ()))

@@ -218,7 +218,7 @@ def test_nothing_names_a_contestant_before_the_vote_and_the_error_shows_after(tm
         run(the_vote())
 
     md = cli(capsys, "export", "--db", str(db), sid, "--format", "md")
-    assert ERROR_BODY in flat(md) and "zorblax" in md
+    assert ERROR_BODY in re.sub(r"\\(.)", r"\1", flat(md)) and "zorblax" in md   # Markdown escapes undone
     assert "zorblax" in cli(capsys, "sessions", "--db", str(db))
     with Store.open(db) as store:
         loaded = store.load_session(sid)

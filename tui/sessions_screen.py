@@ -4,17 +4,17 @@ unit is revealed ("k of n revealed" meanwhile)."""
 
 from __future__ import annotations
 
-import time
-
 from rich.text import Text
 from textual import work
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Input, Static
 
+from lineup.store.bounds import format_time
+
 
 def when(ts: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts))
+    return format_time(ts, "%Y-%m-%d %H:%M", utc=False)   # a bad row's time as its number
 
 
 def summary_row(s) -> tuple:

@@ -19,10 +19,12 @@ def run(args: argparse.Namespace) -> int:
     import sys
     from pathlib import Path
 
-    from lineup.cli import UsageError
+    from lineup.cli import UsageError, stdout_failed
     from lineup.commands import open_store
+    from lineup.files import write_stdout, write_text_atomic
     from lineup.store import StoreError
     from lineup.store.exporting import export_session
+    from lineup.text import one_line
 
     store = open_store(args, write=False)
     path = store.path
@@ -31,25 +33,28 @@ def run(args: argparse.Namespace) -> int:
         if session_id is None:
             raise UsageError(f"no sessions in {path}")
         loaded = store.load_session(session_id)
+        bad, named = store.out_of_range([loaded.session.id])
     except StoreError as exc:
         raise UsageError(str(exc)) from None
     finally:
         store.close()
+    if bad:   # rows written by an older lineup or by hand: exported as they are, and said
+        print(f"lineup export: warning: {bad} record{'s' if bad != 1 else ''} of session {loaded.session.id} "
+              f"hold a time, duration, count or cost out of range (times shown as raw numbers): "
+              f"{one_line(', '.join(named))}{' ...' if bad > len(named) else ''}", file=sys.stderr)
     text = export_session(loaded, args.format)
     if not args.output or args.output == "-":
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        try:
+            write_stdout(text)
+        except OSError as exc:   # a full disk behind `>`, or a reader that went away
+            return stdout_failed("export", exc)
         return 0
     out = Path(args.output)
     if out.exists() and path.exists() and os.path.samefile(out, path):
         raise UsageError(f"{out} is the database itself; choose another output file")
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     try:
-        with open(tmp, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-        os.replace(tmp, out)
+        write_text_atomic(out, text)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         print(f"lineup export: cannot write {out}: {exc.strerror or exc}", file=sys.stderr)
         return 1
     print(f"exported session {loaded.session.id} ({args.format}) to {out}", file=sys.stderr)

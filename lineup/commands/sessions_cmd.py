@@ -19,12 +19,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import json
     import sys
-    from datetime import datetime
-
     from pathlib import Path
 
     from lineup.commands import open_store
     from lineup.store import StoreError, default_db_path
+    from lineup.store.bounds import finite_or_none, format_time, time_ok
     from lineup.text import one_line
 
     path = Path(args.db or default_db_path())
@@ -39,8 +38,14 @@ def run(args: argparse.Namespace) -> int:
         return 1
     finally:
         store.close()
+    bad = [s.id for s in sessions if not time_ok(s.created)]
+    if bad:   # a row written by an older lineup or by hand: listed, and said
+        print(f"lineup sessions: warning: {len(bad)} session{'s' if len(bad) != 1 else ''} with a creation time "
+              f"out of range (shown as the raw number): {one_line(', '.join(bad[:3]))}"
+              f"{' ...' if len(bad) > 3 else ''}", file=sys.stderr)
     if args.json:
-        print(json.dumps([s.model_dump(mode="json") for s in sessions], indent=2, ensure_ascii=True))
+        rows = [{**s.model_dump(mode="json"), "created": finite_or_none(s.created)} for s in sessions]
+        print(json.dumps(rows, indent=2, ensure_ascii=True))
         return 0
     if not sessions:
         print("No sessions match." if (args.kind or args.search) else "No sessions yet.")
@@ -59,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     for s in sessions:
         who = s.reveal_note if s.contestants is None else ", ".join(s.contestants)
         kind = s.kind + (" (demo)" if s.is_demo else "")
-        cells = [Text(s.id), Text(datetime.fromtimestamp(s.created).strftime("%Y-%m-%d %H:%M")), Text(kind),
+        cells = [Text(one_line(s.id)), Text(format_time(s.created, "%Y-%m-%d %H:%M", utc=False)), Text(kind),
                  Text(one_line(who)), Text(str(s.turns)), Text(str(s.votes))]
         if show_titles:
             cells.append(Text(one_line(s.title or "")))
