@@ -46,6 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from lineup.cli import UsageError
 from lineup.events import SamplingParams
+from lineup.inputs import InputError, read_input, shown_name
 from lineup.providers import DEFAULT_BASE_URLS
 
 ProviderName = Literal["openai", "anthropic", "ollama", "gemini", "demo"]
@@ -327,11 +328,11 @@ def load_config(path: str | os.PathLike | None = None, env: Mapping[str, str] = 
             raise ConfigError([("", "config file not found")], str(file))
         return autodetect(env, probe_ollama=probe_ollama)
     try:
-        raw = file.read_bytes().decode("utf-8")
+        raw = read_input(file).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError([("", f"not UTF-8 text (byte {exc.start})")], str(file)) from None
-    except OSError as exc:
-        raise ConfigError([("", f"cannot read: {exc.strerror or exc}")], str(file)) from None
+    except InputError as exc:
+        raise ConfigError([("", exc.problem if exc.shown == shown_name(file) else str(exc))], str(file)) from None
     try:
         data = tomllib.loads(raw)
     except tomllib.TOMLDecodeError as exc:
