@@ -227,6 +227,8 @@ def _validation_problems(exc: ValidationError, prefix: tuple[Any, ...]) -> list[
                 what += ' (keys never go in the config: put it in an environment variable and set api_key_env = "ITS_NAME")'
         elif kind == "missing":
             what = "required key is missing"
+        elif kind == "value_error":   # our own checks (SamplingParams ranges): the message says it all
+            what = err["msg"].removeprefix("Value error, ")
         else:
             what = err["msg"][0].lower() + err["msg"][1:]
             what = what.replace("valid tuple", "valid array").replace("valid dictionary", "valid table")
@@ -390,19 +392,12 @@ def parse_config(data: Mapping[str, Any], source: str | None = None) -> Config:
 
 
 def _params(table: dict, prefix: tuple[str, ...], problems: list) -> SamplingParams | None:
+    """Sampling parameters, their ranges checked by `SamplingParams` itself."""
     try:
-        params = SamplingParams.model_validate(table)
+        return SamplingParams.model_validate(table)
     except ValidationError as exc:
         problems.extend(_validation_problems(exc, prefix))
         return None
-    before = len(problems)
-    if params.temperature is not None and not 0 <= params.temperature <= 2:
-        problems.append((_join(*prefix, "temperature"), "must be between 0 and 2"))
-    if params.top_p is not None and not 0 < params.top_p <= 1:
-        problems.append((_join(*prefix, "top_p"), "must be greater than 0 and at most 1"))
-    if params.max_tokens is not None and params.max_tokens < 1:
-        problems.append((_join(*prefix, "max_tokens"), "must be at least 1"))
-    return params if len(problems) == before else None
 
 
 def _tags(raw: Any, problems: list) -> tuple[str, ...]:

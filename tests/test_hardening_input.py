@@ -305,3 +305,90 @@ def test_a_full_disk_is_reported_and_loses_nothing(tmp_path):
         conn.close()
     with Store.open(db) as store:   # and it still works once there is room again
         assert store.counts()["session"] >= 1
+
+
+# ---------------------------------------------------------------------- sampling parameters
+
+BAD_PARAMS = [({"temperature": 5}, "params.temperature: must be between 0 and 2"),
+              ({"temperature": -0.1}, "params.temperature: must be between 0 and 2"),
+              ({"top_p": 0}, "params.top_p: must be greater than 0 and at most 1"),
+              ({"max_tokens": 0}, "params.max_tokens: must be at least 1"),
+              ({"max_tokens": 10**7}, "params.max_tokens: must be at most 1,000,000"),
+              ({"seed": 2**64}, "params.seed: must be a 64-bit integer"),
+              ({"temperature": True}, "params.temperature: must be a number")]
+
+
+@pytest.mark.parametrize("params,message", BAD_PARAMS, ids=[next(iter(p)) + "=" + str(next(iter(p.values())))
+                                                             for p, _ in BAD_PARAMS])
+def test_a_case_with_sampling_params_out_of_range_is_refused(tmp_path, params, message):
+    """Issue 11, item 18: a set with `"temperature": 1e999` used to run (exit 0)
+    and send `Infinity` to the server; every case parameter is range-checked
+    and named FILE:LINE: field, before anything is recorded or sent."""
+    (tmp_path / "s.jsonl").write_text(json.dumps({"id": "a", "category": "x", "prompt": "hi"}) + "\n"
+                                      + json.dumps({"id": "b", "category": "x", "prompt": "hi", "params": params})
+                                      + "\n")
+    db = tmp_path / "l.db"
+    proc = lineup(["run", "s.jsonl", "-m", "demo/concise", "--quiet"], cwd=tmp_path, db=db,
+                  env={"XDG_CONFIG_HOME": str(tmp_path / "cfg")})
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"s.jsonl:2: {message}" in proc.stderr
+    assert not db.exists()
+
+
+@pytest.mark.parametrize("flag,value,message", [
+    ("--temperature", "nan", "--temperature: must be between 0 and 2"),
+    ("--temperature", "inf", "--temperature: must be between 0 and 2"),
+    ("--temperature", "2.5", "--temperature: must be between 0 and 2"),
+    ("--max-tokens", "0", "--max-tokens: must be at least 1"),
+    ("--seed", str(2**64), "--seed: must be a 64-bit integer")])
+def test_sampling_flags_out_of_range_are_refused(tmp_path, flag, value, message):
+    (tmp_path / "s.jsonl").write_text(json.dumps({"id": "a", "category": "x", "prompt": "hi"}) + "\n")
+    db = tmp_path / "l.db"
+    proc = lineup(["run", "s.jsonl", "-m", "demo/concise", "--quiet", flag, value], cwd=tmp_path, db=db,
+                  env={"XDG_CONFIG_HOME": str(tmp_path / "cfg")})
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert message in proc.stderr and not db.exists()
+
+
+@pytest.mark.parametrize("toml,message", [
+    ("[defaults]\ntemperature = nan\n", "defaults.temperature: must be between 0 and 2"),
+    ("[defaults]\ntemperature = inf\n", "defaults.temperature: must be between 0 and 2"),
+    ('[models.x]\nprovider = "openai"\nmodel = "m"\nparams = { top_p = inf }\n',
+     "models.x.params.top_p: must be greater than 0 and at most 1"),
+    ('[models.x]\nprovider = "openai"\nmodel = "m"\nparams = { max_tokens = 0 }\n',
+     "models.x.params.max_tokens: must be at least 1")])
+def test_config_sampling_params_out_of_range_are_refused(tmp_path, toml, message):
+    """TOML has nan and inf; a config that sets them is refused, key path named."""
+    (tmp_path / "c.toml").write_text(toml + '\n[models.d]\nprovider = "demo"\nmodel = "concise"\n')
+    (tmp_path / "s.jsonl").write_text(json.dumps({"id": "a", "category": "x", "prompt": "hi"}) + "\n")
+    db = tmp_path / "l.db"
+    proc = lineup(["run", "s.jsonl", "--config", "c.toml", "-m", "d", "--quiet"], cwd=tmp_path, db=db)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"c.toml: {message}" in proc.stderr and not db.exists()
+
+
+def test_no_request_body_ever_carries_nan_or_infinity(tmp_path):
+    """The last line of defence, at the provider boundary: `extra_body` is sent
+    as is, and TOML can put inf in it. The answer fails (bad_request, said
+    why), no invalid JSON reaches the server, the run goes on and exits 1."""
+    with TestServer() as srv:
+        srv.script(Reply(text="never asked"))
+        cfg = tmp_path / "c.toml"
+        cfg.write_text(f'[models.x]\nprovider = "openai"\nmodel = "m"\nbase_url = "{srv.base_url("openai")}"\n'
+                       'max_retries = 0\nextra_body = { boost = inf }\n'
+                       '[models.d]\nprovider = "demo"\nmodel = "concise"\n')
+        (tmp_path / "s.jsonl").write_text(json.dumps({"id": "a", "category": "x", "prompt": "hi"}) + "\n")
+        db = tmp_path / "l.db"
+        proc = lineup(["run", "s.jsonl", "--config", str(cfg), "-m", "x", "-m", "d", "--quiet"], cwd=tmp_path, db=db)
+        assert srv.requests == []
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "bad_request" in proc.stdout + proc.stderr
+    conn = sqlite3.connect(db)
+    try:
+        rows = dict(conn.execute("SELECT contestant, error_kind || ': ' || error_message FROM output "
+                                 "WHERE status != 'complete'").fetchall())
+        done = {r[0] for r in conn.execute("SELECT contestant FROM output WHERE status = 'complete'")}
+    finally:
+        conn.close()
+    assert set(rows) == {"x"} and "cannot build the request" in rows["x"] and "JSON" in rows["x"], rows
+    assert done == {"d"}

@@ -34,8 +34,8 @@ def require_keys(config, models) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from lineup.cli import UsageError
+    from lineup.commands import checked_params
     from lineup.config import ConfigError, load_config, resolve_models
-    from lineup.events import SamplingParams
     from lineup.sampleset import SampleSetError, load_sample_set
 
     try:
@@ -47,10 +47,7 @@ def run(args: argparse.Namespace) -> int:
     if not models:
         raise UsageError("no models: name them with -m ALIAS (see `lineup models`)")
     require_keys(config, models)
-    try:
-        params = SamplingParams(temperature=args.temperature, max_tokens=args.max_tokens, seed=args.seed)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
+    params = checked_params({"temperature": args.temperature, "max_tokens": args.max_tokens, "seed": args.seed})
     if args.repeat < 1 or args.concurrency < 1:
         raise UsageError("--repeat and --concurrency must be at least 1")
     return execute(args, config, models, sample_set, params, repeat=args.repeat, concurrency=args.concurrency,
