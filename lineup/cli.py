@@ -98,7 +98,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(module.run(args) or 0)
     except UsageError as exc:
-        print(f"lineup {args.command}: {exc}", file=sys.stderr)
+        # messages quote file names, case ids, model names: shown, never acted on
+        from lineup.text import neutralise
+
+        print(f"lineup {args.command}: {neutralise(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print(f"lineup {args.command}: interrupted", file=sys.stderr)
@@ -109,5 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         found = store_error_in(exc)
         if found is None:
             raise
-        print(f"lineup {args.command}: {found}", file=sys.stderr)
+        from lineup.text import neutralise
+
+        print(f"lineup {args.command}: {neutralise(str(found))}", file=sys.stderr)
         return EXIT_FAILURE

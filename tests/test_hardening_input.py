@@ -392,3 +392,72 @@ def test_no_request_body_ever_carries_nan_or_infinity(tmp_path):
         conn.close()
     assert set(rows) == {"x"} and "cannot build the request" in rows["x"] and "JSON" in rows["x"], rows
     assert done == {"d"}
+
+
+# ---------------------------------------------------------------------- a terminal
+
+def _under_a_terminal(argv: list[str], cwd: Path, env: dict[str, str], timeout: float = TIMEOUT) -> tuple[int, bytes]:
+    """Run the CLI with a pseudo-terminal as stdin, stdout and stderr (as a
+    person runs it): (exit code, every byte it wrote to the terminal)."""
+    import fcntl
+    import pty
+    import select
+    import struct
+    import termios
+    import time
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
+    full = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+            "TERM": "xterm-256color", "COLUMNS": "160", "LINES": "40", **env}
+    full.pop("NO_COLOR", None)
+    proc = subprocess.Popen([sys.executable, "-m", "lineup", *argv], stdin=slave, stdout=slave, stderr=slave,
+                            cwd=cwd, env=full, start_new_session=True)
+    os.close(slave)
+    out = bytearray()
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.5)
+            if ready:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:   # EIO: the other side is closed
+                    break
+                if not chunk:
+                    break
+                out += chunk
+            elif proc.poll() is not None:
+                break
+        rc = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
+    return rc, bytes(out)
+
+
+HOSTILE_NAME = "esc\x1b]0;PWN\x07\x1b[31m"
+
+
+def test_a_hostile_set_file_name_never_reaches_the_terminal_as_escapes(tmp_path):
+    """Issue 11, item 15: the set's name (from its file name) is the title of
+    `lineup run`'s progress table; with `\\e]0;PWN\\a` in it a terminal set its
+    window title. Under a real pseudo-terminal, what reaches it holds no BEL,
+    no OSC and no escape but the CSI sequences of the display itself; the name
+    shows with visible stand-ins. An error naming the file does the same."""
+    good = tmp_path / f"{HOSTILE_NAME}.jsonl"
+    good.write_text(json.dumps({"id": "a", "category": "x", "prompt": "hi"}) + "\n")
+    bad = tmp_path / f"{HOSTILE_NAME}-bad.jsonl"
+    bad.write_text('{"id": "a", oops}\n')
+    env = {"LINEUP_DB": str(tmp_path / "l.db"), "LINEUP_DEMO_SPEED": "0", "XDG_CONFIG_HOME": str(tmp_path / "cfg")}
+    shown = "esc␛]0;PWN␇␛[31m"
+    for path, want_rc in ((good, 0), (bad, 2)):
+        rc, out = _under_a_terminal(["run", str(path), "-m", "demo/concise", "-m", "demo/thorough"], tmp_path, env)
+        text = out.decode("utf-8", "replace")
+        assert rc == want_rc, text[-2000:]
+        assert "Traceback" not in text
+        assert b"\x07" not in out and b"\x1b]" not in out and b"\x1b[31m" not in out, out[-2000:]
+        assert not re.search(rb"\x1b(?!\[[0-9;?]*[A-Za-z])", out), out[-2000:]   # only the display's own CSI
+        assert shown in text, text[-2000:]
+    assert "ETA" in _under_a_terminal(["run", str(good), "-m", "demo/concise"], tmp_path, env)[1].decode()

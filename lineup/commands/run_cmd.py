@@ -69,19 +69,21 @@ def execute(args: argparse.Namespace, config, models, sample_set, params, *, rep
     from lineup.commands import open_store
     from lineup.runner import Runner, format_eta, summary_rows
     from lineup.store import AsyncStore
+    from lineup.text import one_line
 
     err = Console(stderr=True, highlight=False, markup=False)
     out = Console(highlight=False, markup=False)
     store = open_store(args, write=True)
 
     def table(progress) -> Table:
-        t = Table(title=Text(f"{sample_set.name}: {progress.finished}/{progress.total}  "
+        # the set's name, aliases and error kinds come from files and servers: one_line, always
+        t = Table(title=Text(f"{one_line(sample_set.name, 80)}: {progress.finished}/{progress.total}  "
                              f"ETA {format_eta(progress.eta_s())}"), title_justify="left")
         for col in ("model", "done", "failed", "errors"):
             t.add_column(col, justify="right" if col in ("done", "failed") else "left")
         for alias, tally in progress.tallies.items():
             errors = ", ".join(f"{k} {v}" for k, v in sorted(tally.errors.items())) or "-"
-            t.add_row(Text(alias), str(tally.done), str(tally.failed), Text(errors))
+            t.add_row(Text(one_line(alias)), str(tally.done), str(tally.failed), Text(one_line(errors)))
         return t
 
     live = None if quiet or not err.is_terminal else Live(console=err, auto_refresh=False)
@@ -134,8 +136,8 @@ def execute(args: argparse.Namespace, config, models, sample_set, params, *, rep
         return 130
     if progress.drift is not None:
         old_id, changes = progress.drift
-        err.print(f"not resuming session {old_id}: the models changed since ({'; '.join(changes)}); "
-                  f"started session {progress.session_id}")
+        err.print(one_line(f"not resuming session {old_id}: the models changed since ({'; '.join(changes)}); "
+                           f"started session {progress.session_id}"))
     elif progress.resumed:
         err.print(f"resumed session {progress.session_id}: {progress.already_done} conversations were already done")
     summary = Table(title=Text(f"session {progress.session_id}"), title_justify="left")
@@ -143,8 +145,8 @@ def execute(args: argparse.Namespace, config, models, sample_set, params, *, rep
         summary.add_column(col, justify="left" if col in ("model", "errors") else "right")
     for row in summary_rows(progress):
         summary.add_row(
-            Text(row["model"]), str(row["answers"]), str(row["failed"]),
-            Text(", ".join(f"{k} {v}" for k, v in sorted(row["errors"].items())) or "-"),
+            Text(one_line(row["model"])), str(row["answers"]), str(row["failed"]),
+            Text(one_line(", ".join(f"{k} {v}" for k, v in sorted(row["errors"].items())) or "-")),
             f"{row['ttft_p50_ms']:.0f} ms" if row["ttft_p50_ms"] is not None else "-",
             f"{row['tokens_per_s_p50']:.1f}" if row["tokens_per_s_p50"] is not None else "-",
             f"${row['cost']:.4f}" if row["cost"] is not None else "-",
