@@ -89,9 +89,13 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")):
         argv.insert(0, "chat")
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    module = _command_module(args.command)
+    try:   # building the parser imports every command module: a Ctrl-C here is still just a stop
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        module = _command_module(args.command)
+    except KeyboardInterrupt:
+        print("lineup: interrupted", file=sys.stderr)
+        return 130
     if module is None:
         print(f"lineup: '{args.command}' is not available in this build", file=sys.stderr)
         return EXIT_FAILURE
