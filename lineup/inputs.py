@@ -79,6 +79,14 @@ def max_input_bytes() -> int:
     return value
 
 
+def _regular(mode: int, shown: str) -> None:
+    if stat.S_ISDIR(mode):
+        raise InputError(shown, "is a directory, not a file")
+    if not stat.S_ISREG(mode):
+        kind = next((name for test, name in _KINDS if test(mode)), "not a plain file")
+        raise InputError(shown, f"not a regular file (it is {kind}); lineup reads only regular files")
+
+
 def open_input(path: str | os.PathLike, *, limit: int | None = None) -> BinaryIO:
     """`path` opened for reading bytes, once it is known to be a regular file
     of at most `limit` bytes (default `max_input_bytes()`; 0: no size limit,
@@ -92,15 +100,15 @@ def open_input(path: str | os.PathLike, *, limit: int | None = None) -> BinaryIO
         raise InputError(shown, "no such file") from None
     except IsADirectoryError:
         raise InputError(shown, "is a directory, not a file") from None
-    except OSError as exc:
+    except OSError as exc:   # a socket cannot even be opened (ENXIO): say what it is
+        try:
+            _regular(os.stat(path).st_mode, shown)
+        except OSError:
+            pass
         raise InputError(shown, f"cannot read ({exc.strerror or exc})") from None
     try:
         st = os.fstat(fd)
-        if stat.S_ISDIR(st.st_mode):
-            raise InputError(shown, "is a directory, not a file")
-        if not stat.S_ISREG(st.st_mode):
-            kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a plain file")
-            raise InputError(shown, f"not a regular file (it is {kind}); lineup reads only regular files")
+        _regular(st.st_mode, shown)
         if limit and st.st_size > limit:
             raise InputError(shown, f"{_size(st.st_size)}, more than the {_size(limit)} lineup reads "
                                     f"(set {LIMIT_ENV} to allow more)")

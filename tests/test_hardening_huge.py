@@ -156,14 +156,21 @@ def _fifo(path: Path) -> Path:
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo") or not os.path.exists("/dev/zero"), reason="needs FIFOs and /dev/zero")
-@pytest.mark.parametrize("target", ["fifo", "/dev/zero", "folder"])
+@pytest.mark.parametrize("target", ["fifo", "/dev/zero", "folder", "socket"])
 def test_only_regular_files_are_read(tmp_path, db, target):
     """`run` and `sample` on /dev/zero or a FIFO used to grow without end or
     hang; `import` said "no such file". Each is refused at once, saying what it
     is, and a FIFO's writer is never waited for."""
-    what = {"fifo": "(it is a FIFO)", "/dev/zero": "(it is a character device)", "folder": "is a directory"}[target]
+    what = {"fifo": "(it is a FIFO)", "/dev/zero": "(it is a character device)", "folder": "is a directory",
+            "socket": "(it is a socket)"}[target]
     if target == "fifo":
         path = str(_fifo(tmp_path / "logs.jsonl"))
+    elif target == "socket":
+        import socket
+
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(str(tmp_path / "logs.jsonl"))
+        path = str(tmp_path / "logs.jsonl")
     elif target == "folder":
         (tmp_path / "folder").mkdir()
         path = str(tmp_path / "folder")
@@ -178,6 +185,8 @@ def test_only_regular_files_are_read(tmp_path, db, target):
         proc = lineup(argv, cwd=tmp_path, db=db)
         message = _refused(proc, what)
         assert "no such file" not in message
+    if target == "socket":
+        listener.close()
     assert sha(db) == before and not (tmp_path / "out.jsonl").exists()
 
 
@@ -197,9 +206,12 @@ def test_a_file_over_the_size_limit_is_refused(tmp_path, db):
     (tmp_path / "battles.jsonl").write_text("".join(json.dumps({"model_a": "p", "model_b": "q", "winner": "tie",
                                                                 "question_id": f"q{i}" * 20}) + "\n"
                                                     for i in range(20)))
+    (tmp_path / "small.jsonl").write_text(json.dumps({"id": "a", "category": "x", "prompt": "hi"}) + "\n")
+    (tmp_path / "big.toml").write_text("# a config padded with comments\n" * 40 + '[defaults]\ntemperature = 0.5\n')
     env = {"LINEUP_MAX_INPUT_BYTES": "1000"}
     before = sha(db)
     for argv, name in ((["run", "set.jsonl", "-m", "demo/concise", "--quiet"], "set.jsonl"),
+                       (["run", "small.jsonl", "-m", "demo/concise", "--quiet", "--config", "big.toml"], "big.toml"),
                        (["sample", "logs.jsonl", "--by", "cat", "-n", "1", "-o", "out.jsonl"], "logs.jsonl"),
                        (["import", "battles.jsonl"], "battles.jsonl")):
         _refused(lineup(argv, cwd=tmp_path, db=db, env=env),
