@@ -133,9 +133,13 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")):
         argv.insert(0, "chat")
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    module = _command_module(args.command)
+    try:   # building the parser imports every command module: a Ctrl-C here is still just a stop
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        module = _command_module(args.command)
+    except KeyboardInterrupt:
+        print("lineup: interrupted", file=sys.stderr)
+        return 130
     _reliable_stdout()
     if module is None:
         print(f"lineup: '{args.command}' is not available in this build", file=sys.stderr)
@@ -143,7 +147,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         code = int(module.run(args) or 0)
     except UsageError as exc:
-        print(f"lineup {args.command}: {exc}", file=sys.stderr)
+        # messages quote file names, case ids, model names: shown, never acted on
+        from lineup.text import neutralise
+
+        print(f"lineup {args.command}: {neutralise(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print(f"lineup {args.command}: interrupted", file=sys.stderr)
@@ -164,7 +171,9 @@ def main(argv: list[str] | None = None) -> int:
         found = store_error_in(exc)
         if found is None:
             raise
-        print(f"lineup {args.command}: {found}", file=sys.stderr)
+        from lineup.text import neutralise
+
+        print(f"lineup {args.command}: {neutralise(str(found))}", file=sys.stderr)
         return EXIT_FAILURE
     try:
         sys.stdout.flush()   # what is still buffered fails here, not in Python's exit

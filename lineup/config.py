@@ -46,6 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from lineup.cli import UsageError
 from lineup.events import SamplingParams
+from lineup.inputs import InputError, read_input, shown_name
 from lineup.providers import DEFAULT_BASE_URLS
 
 ProviderName = Literal["openai", "anthropic", "ollama", "gemini", "demo"]
@@ -226,6 +227,8 @@ def _validation_problems(exc: ValidationError, prefix: tuple[Any, ...]) -> list[
                 what += ' (keys never go in the config: put it in an environment variable and set api_key_env = "ITS_NAME")'
         elif kind == "missing":
             what = "required key is missing"
+        elif kind == "value_error":   # our own checks (SamplingParams ranges): the message says it all
+            what = err["msg"].removeprefix("Value error, ")
         else:
             what = err["msg"][0].lower() + err["msg"][1:]
             what = what.replace("valid tuple", "valid array").replace("valid dictionary", "valid table")
@@ -327,11 +330,11 @@ def load_config(path: str | os.PathLike | None = None, env: Mapping[str, str] = 
             raise ConfigError([("", "config file not found")], str(file))
         return autodetect(env, probe_ollama=probe_ollama)
     try:
-        raw = file.read_bytes().decode("utf-8")
+        raw = read_input(file).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError([("", f"not UTF-8 text (byte {exc.start})")], str(file)) from None
-    except OSError as exc:
-        raise ConfigError([("", f"cannot read: {exc.strerror or exc}")], str(file)) from None
+    except InputError as exc:
+        raise ConfigError([("", exc.problem if exc.shown == shown_name(file) else str(exc))], str(file)) from None
     try:
         data = tomllib.loads(raw)
     except tomllib.TOMLDecodeError as exc:
@@ -389,19 +392,12 @@ def parse_config(data: Mapping[str, Any], source: str | None = None) -> Config:
 
 
 def _params(table: dict, prefix: tuple[str, ...], problems: list) -> SamplingParams | None:
+    """Sampling parameters, their ranges checked by `SamplingParams` itself."""
     try:
-        params = SamplingParams.model_validate(table)
+        return SamplingParams.model_validate(table)
     except ValidationError as exc:
         problems.extend(_validation_problems(exc, prefix))
         return None
-    before = len(problems)
-    if params.temperature is not None and not 0 <= params.temperature <= 2:
-        problems.append((_join(*prefix, "temperature"), "must be between 0 and 2"))
-    if params.top_p is not None and not 0 < params.top_p <= 1:
-        problems.append((_join(*prefix, "top_p"), "must be greater than 0 and at most 1"))
-    if params.max_tokens is not None and params.max_tokens < 1:
-        problems.append((_join(*prefix, "max_tokens"), "must be at least 1"))
-    return params if len(problems) == before else None
 
 
 def _tags(raw: Any, problems: list) -> tuple[str, ...]:

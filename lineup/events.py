@@ -10,10 +10,11 @@ arrived; `StreamResult` turns them into the figures the store keeps.
 
 from __future__ import annotations
 
+import math
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 
 class ErrorKind(StrEnum):
@@ -129,8 +130,19 @@ class Message(BaseModel):
     images: tuple[ImagePart, ...] = ()
 
 
+#: The ranges accepted for sampling parameters wherever they are set (config
+#: [defaults] and `params`, a case's `params`, the command-line flags), so that
+#: no request can carry a value a provider would refuse or JSON cannot hold.
+TEMPERATURE_RANGE = (0.0, 2.0)
+MAX_TOKENS_LIMIT = 1_000_000
+SEED_RANGE = (-(2**63), 2**63 - 1)
+
+
 class SamplingParams(BaseModel):
-    """Fixed for a session unless overridden; `None` means "provider default"."""
+    """Fixed for a session unless overridden; `None` means "provider default".
+    Every value is checked: finite numbers, in the ranges above (temperature
+    0..2, top_p above 0 and at most 1, max_tokens 1..1,000,000, seed a 64-bit
+    integer); a boolean is not a number here."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     temperature: float | None = None
@@ -139,11 +151,60 @@ class SamplingParams(BaseModel):
     seed: int | None = None
     stop: tuple[str, ...] | None = None
 
+    @field_validator("temperature", "top_p", "max_tokens", "seed", mode="before")
+    @classmethod
+    def _not_a_boolean(cls, value: Any) -> Any:
+        if isinstance(value, bool):
+            raise ValueError("must be a number, not true or false")
+        return value
+
+    @field_validator("temperature")
+    @classmethod
+    def _temperature(cls, value: float | None) -> float | None:
+        low, high = TEMPERATURE_RANGE
+        if value is not None and not (math.isfinite(value) and low <= value <= high):
+            raise ValueError(f"must be between {low:g} and {high:g}")
+        return value
+
+    @field_validator("top_p")
+    @classmethod
+    def _top_p(cls, value: float | None) -> float | None:
+        if value is not None and not (math.isfinite(value) and 0 < value <= 1):
+            raise ValueError("must be greater than 0 and at most 1")
+        return value
+
+    @field_validator("max_tokens")
+    @classmethod
+    def _max_tokens(cls, value: int | None) -> int | None:
+        if value is not None and value < 1:
+            raise ValueError("must be at least 1")
+        if value is not None and value > MAX_TOKENS_LIMIT:
+            raise ValueError(f"must be at most {MAX_TOKENS_LIMIT:,}")
+        return value
+
+    @field_validator("seed")
+    @classmethod
+    def _seed(cls, value: int | None) -> int | None:
+        if value is not None and not SEED_RANGE[0] <= value <= SEED_RANGE[1]:
+            raise ValueError("must be a 64-bit integer (between -2^63 and 2^63-1)")
+        return value
+
     def merged(self, override: "SamplingParams | None") -> "SamplingParams":
         """These params with every field `override` sets replacing ours."""
         if override is None:
             return self
         return self.model_copy(update=override.model_dump(exclude_none=True))
+
+
+def params_problems(exc: ValidationError) -> list[tuple[str, str]]:
+    """A `SamplingParams` validation error as (field, what is wrong), the
+    wording the config, the sample-set and the flag checks all show."""
+    out = []
+    for err in exc.errors(include_url=False):
+        field = ".".join(str(p) for p in err["loc"])
+        msg = err["msg"].removeprefix("Value error, ")
+        out.append((field, msg[:1].lower() + msg[1:]))
+    return out
 
 
 class ChatRequest(BaseModel):

@@ -55,6 +55,14 @@ SCALE = 400.0            # Elo points per unit of theta
 INIT_RATING = 1000.0     # the mean rating of every connected component
 DEFAULT_PRIOR_SD = 4000.0
 DEFAULT_ROUNDS = 1000
+#: A model with fewer votes keeps its row (rating, interval) but gets no rank:
+#: a single lucky win must not put it at the top of the table.
+MIN_VOTES_TO_RANK = 10
+#: "More votes to separate" is estimated only when it means something: both
+#: models ranked, a gap of at least MIN_GAP Elo points, and an answer of at most
+#: MAX_VOTE_MULTIPLE times the votes so far (further out, the gap itself is noise).
+MIN_GAP = 1.0
+MAX_VOTE_MULTIPLE = 100
 
 Outcome = Literal["a", "b", "tie"]
 _SCORE = {"a": 1.0, "tie": 0.5, "b": 0.0}
@@ -364,13 +372,16 @@ class ModelRating:
     ci_low / ci_high: bootstrap 2.5% / 97.5% percentiles; None when that side is
       open (see open_low / open_high).
     rank_low / rank_high: the best and worst rank (1 = best) consistent with
-      the intervals, within the component:
-        rank_low  = 1 + #{other models m : m.ci_low > my ci_high}
+      the intervals, among the ranked models of the component:
+        rank_low  = 1 + #{other ranked models m : m.ci_low > my ci_high}
                     (models certainly better than me, plus one)
-        rank_high = #{models m, me included : m.ci_high >= my ci_low}
-                    (= number of models minus those certainly worse than me)
+        rank_high = #{ranked models m, me included : m.ci_high >= my ci_low}
+                    (= number of ranked models minus those certainly worse than me)
       An open bound counts as +/- infinity. This is Chatbot Arena's "rank (UB)"
-      for rank_low.
+      for rank_low. None for a model that is not ranked.
+    ranked: the model has at least MIN_VOTES_TO_RANK votes. One that has
+      fewer is listed after the ranked models of its component, with its
+      rating and interval, a note saying so, and no rank.
     open_high: no maximum-likelihood rating exists because, within its
       component, the model's strongly connected group never lost (nor tied) to
       the rest: the rating shown is a lower bound kept finite by the prior and
@@ -383,8 +394,8 @@ class ModelRating:
     rating: float
     ci_low: float | None
     ci_high: float | None
-    rank_low: int
-    rank_high: int
+    rank_low: int | None
+    rank_high: int | None
     votes: int
     wins: int
     ties: int
@@ -394,11 +405,14 @@ class ModelRating:
     open_low: bool = False
     open_high: bool = False
     notes: list[str] = field(default_factory=list)
+    ranked: bool = True
 
 
 @dataclass
 class Gap:
-    """Adjacent models (by rating, within a component) and how far apart they are.
+    """Models next to each other in the table (ranked ones by rating, then
+    those with too few votes to rank), within a component, and how far apart
+    they are: `upper` is the one rated higher, `gap` >= 0.
 
     more_votes: roughly how many more votes (in the same mix as so far) would
     make the two intervals stop overlapping if the gap stayed as it is. The
@@ -406,9 +420,11 @@ class Gap:
     when the gap d exceeds h = (upper.rating - upper.ci_low) + (lower.ci_high -
     lower.rating); that needs the votes multiplied by (h / d)^2, i.e.
     more_votes = votes_in_component * ((h / d)^2 - 1). 0 when already
-    separated; None when the gap is 0 or a bound is open. Rough by design: the
-    gap will move as votes arrive, and targeted votes between the two models
-    would need fewer.
+    separated. None ("not enough votes" to say) unless the estimate means
+    something: both models ranked (MIN_VOTES_TO_RANK votes each), a gap of at
+    least MIN_GAP, both bounds finite, bootstrap rounds run, and (h / d)^2 at
+    most MAX_VOTE_MULTIPLE. Rough by design: the gap will move as votes
+    arrive, and targeted votes between the two models would need fewer.
     """
 
     upper: str
@@ -595,8 +611,10 @@ def _anchor(theta: np.ndarray, comp: np.ndarray, core: np.ndarray) -> np.ndarray
 
 
 def rate(bs: BattleSet, *, rounds: int = DEFAULT_ROUNDS, seed: int | None = 0,
-         prior_sd: float = DEFAULT_PRIOR_SD, level: float = 0.95) -> RatingResult:
-    """Ratings, intervals, ranks, groups and gaps for a set of votes."""
+         prior_sd: float = DEFAULT_PRIOR_SD, level: float = 0.95,
+         min_votes: int = MIN_VOTES_TO_RANK) -> RatingResult:
+    """Ratings, intervals, ranks, groups and gaps for a set of votes; a model
+    with fewer than `min_votes` votes is not ranked (see `ModelRating`)."""
     if rounds < 0:
         raise ValueError("rounds must be >= 0")
     n_models = len(bs.models)
@@ -647,6 +665,7 @@ def rate(bs: BattleSet, *, rounds: int = DEFAULT_ROUNDS, seed: int | None = 0,
     models: list[ModelRating] = []
     groups: list[list[str]] = []
     gaps: list[Gap] = []
+    ranked = votes >= min_votes
     for c in range(int(comp.max()) + 1):
         members = np.flatnonzero(comp == c)
         members = members[np.argsort(-rating[members], kind="stable")]
@@ -665,9 +684,10 @@ def rate(bs: BattleSet, *, rounds: int = DEFAULT_ROUNDS, seed: int | None = 0,
             groups[-1].append(bs.models[x])
             group_of[int(x)] = len(groups) - 1
             reach = max(reach, ci_hi[x])
-        for x in members:
-            better = int(np.sum(ci_lo[members] > ci_hi[x]))
-            not_worse = int(np.sum(ci_hi[members] >= ci_lo[x]))
+        # the table: ranked models by rating, then those with too few votes
+        table = np.concatenate([members[ranked[members]], members[~ranked[members]]])
+        rankable = members[ranked[members]]
+        for x in table:
             notes: list[str] = []
             if open_high[x] and open_low[x]:
                 notes.append("not identified (groups never met on equal terms)")
@@ -675,28 +695,35 @@ def rate(bs: BattleSet, *, rounds: int = DEFAULT_ROUNDS, seed: int | None = 0,
                 notes.append("lower bound: never lost or tied to the models below")
             elif open_low[x]:
                 notes.append("upper bound: never won or tied against the models above")
-            if votes[x] == 1:
-                notes.append("one vote only")
-            elif votes[x] < 10:
-                notes.append(f"only {int(votes[x])} votes")
+            if not ranked[x]:
+                n = int(votes[x])
+                notes.append(f"{'one vote only' if n == 1 else f'only {n} votes'}: "
+                             f"not ranked until it has {min_votes}")
+                rank_low = rank_high = None
+            elif rounds:
+                rank_low = 1 + int(np.sum(ci_lo[rankable] > ci_hi[x]))
+                rank_high = int(np.sum(ci_hi[rankable] >= ci_lo[x]))
+            else:
+                rank_low, rank_high = 1, len(rankable)
             models.append(ModelRating(
                 name=bs.models[x], rating=float(rating[x]),
                 ci_low=None if not np.isfinite(ci_lo[x]) else float(ci_lo[x]),
                 ci_high=None if not np.isfinite(ci_hi[x]) else float(ci_hi[x]),
-                rank_low=1 + better if rounds else 1,
-                rank_high=not_worse if rounds else len(members),
+                rank_low=rank_low, rank_high=rank_high,
                 votes=int(votes[x]), wins=int(wins[x]), ties=int(ties[x]), losses=int(losses[x]),
                 component=c, group=group_of[int(x)],
-                open_low=bool(open_low[x]), open_high=bool(open_high[x]), notes=notes))
-        for up, dn in zip(members[:-1], members[1:]):
+                open_low=bool(open_low[x]), open_high=bool(open_high[x]), notes=notes, ranked=bool(ranked[x])))
+        for a, b in zip(table[:-1], table[1:]):
+            up, dn = (a, b) if rating[a] >= rating[b] else (b, a)
             d = float(rating[up] - rating[dn])
             separated = bool(ci_lo[up] > ci_hi[dn])
             h = float((rating[up] - ci_lo[up]) + (ci_hi[dn] - rating[dn]))
-            if separated:
-                more: int | None = 0
-            elif d <= 0 or not math.isfinite(h) or rounds == 0:
+            more: int | None = None
+            if not (ranked[up] and ranked[dn]) or rounds == 0:
                 more = None
-            else:
+            elif separated:
+                more = 0
+            elif d >= MIN_GAP and math.isfinite(h) and (h / d) ** 2 <= MAX_VOTE_MULTIPLE:
                 more = int(math.ceil(comp_votes * max((h / d) ** 2 - 1.0, 0.0)))
             gaps.append(Gap(bs.models[up], bs.models[dn], d, separated, more))
     # renumber groups in the order of the table

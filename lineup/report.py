@@ -60,8 +60,8 @@ class ModelRow(BaseModel):
     rating: float
     ci_low: float | None
     ci_high: float | None
-    rank_low: int
-    rank_high: int
+    rank_low: int | None = Field(description="None when not ranked")
+    rank_high: int | None
     votes: int
     wins: int
     ties: int
@@ -71,6 +71,8 @@ class ModelRow(BaseModel):
     open_low: bool = False
     open_high: bool = False
     notes: list[str] = Field(default_factory=list)
+    ranked: bool = Field(default=True, description=f"at least {R.MIN_VOTES_TO_RANK} votes; fewer: listed "
+                                                   "after the ranked models, with no rank")
 
 
 class GapRow(BaseModel):
@@ -79,7 +81,8 @@ class GapRow(BaseModel):
     gap: float
     separated: bool
     more_votes: int | None = Field(description="rough number of further votes, in the same mix, "
-                                               "that would separate the two at the current gap")
+                                               "that would separate the two at the current gap; None: "
+                                               "not enough votes to say (see lineup.ratings.Gap)")
 
 
 class RatingTable(BaseModel):
@@ -1079,7 +1082,25 @@ def fmt_ci(row: ModelRow) -> str:
 
 
 def fmt_rank(row: ModelRow) -> str:
+    """The rank range; "-" for a model with too few votes to rank."""
+    if row.rank_low is None or row.rank_high is None:
+        return "-"
     return str(row.rank_low) if row.rank_low == row.rank_high else f"{row.rank_low}-{row.rank_high}"
+
+
+NOT_ENOUGH_VOTES = "not enough votes to estimate how many more would separate them"
+
+
+def more_votes_text(g: GapRow) -> str:
+    """What the estimate says, in words: a number only where it means something."""
+    if g.more_votes is None:
+        return NOT_ENOUGH_VOTES
+    return f"~{g.more_votes:,} more votes (same mix) would separate them at this gap"
+
+
+def gap_hint(g: GapRow) -> str:
+    """One not-yet-separated pair, as every rendering of the report says it."""
+    return f"{g.upper} vs {g.lower}: gap {g.gap:.0f}, not yet separated; {more_votes_text(g)}"
 
 
 def pct(x: float | None) -> str:
@@ -1105,7 +1126,8 @@ def _md_ratings(table_models: Sequence[ModelRow], gaps: Sequence[GapRow]) -> lis
         lines.append("Adjacent models not yet separated (rough further votes needed at the current gap):")
         lines.append("")
         lines += [f"- {markdown_inline(g.upper)} vs {markdown_inline(g.lower)}: gap {g.gap:.0f}, "
-                  f"{'unknown' if g.more_votes is None else f'~{g.more_votes:,}'} more votes" for g in close]
+                  f"{'not enough votes to estimate' if g.more_votes is None else f'~{g.more_votes:,} more votes'}"
+                  for g in close]
         lines.append("")
     return lines
 
@@ -1323,7 +1345,7 @@ def _html_ratings(models: Sequence[ModelRow], gaps: Sequence[GapRow]) -> str:
     if close:
         parts.append("<p class=small>Not yet separated (rough further votes, same mix, at the current gap): "
                      + "; ".join(f"{html_text(g.upper)} vs {html_text(g.lower)}: gap {g.gap:.0f}, "
-                                 f"{'unknown' if g.more_votes is None else f'~{g.more_votes:,}'}"
+                                 f"{'not enough votes to estimate' if g.more_votes is None else f'~{g.more_votes:,}'}"
                                  for g in close) + "</p>")
     return "".join(parts)
 

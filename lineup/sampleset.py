@@ -18,6 +18,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, 
 
 from lineup.checks import CHECK_TYPES, Check
 from lineup.events import ImagePart, Message, SamplingParams
+from lineup.inputs import InputError, read_input, shown_name, split_lines
 from lineup.jsonl import json_objects
 
 MAX_IMAGE_BYTES = 5 * 1024 * 1024
@@ -258,18 +259,16 @@ def _validation_problems(where: str, exc: ValidationError) -> list[str]:
 def load_sample_set(path: str | Path) -> SampleSet:
     """Read and validate a sample set; raise `SampleSetError` listing every problem."""
     path = Path(path)
-    shown = str(path)
+    shown = shown_name(path)
     try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise SampleSetError([f"{shown}: no such file"]) from None
-    except OSError as exc:
-        raise SampleSetError([f"{shown}: cannot read: {exc.strerror}"]) from None
+        raw = read_input(path)
+    except InputError as exc:
+        raise SampleSetError([str(exc)]) from None
     problems: list[str] = []
     cases: list[Case] = []
     first_line: dict[str, int] = {}
     checked_images: dict[str, str | None] = {}
-    for lineno, where, data, problem in json_objects(raw.split(b"\n"), shown, "a case"):
+    for lineno, where, data, problem in json_objects(split_lines(raw, shown), shown, "a case"):
         if problem:
             problems.append(problem)
             continue
@@ -292,4 +291,4 @@ def load_sample_set(path: str | Path) -> SampleSet:
         problems.append(f"{shown}: no cases")
     if problems:
         raise SampleSetError(problems)
-    return SampleSet(name=path.stem, path=shown, sha256=hashlib.sha256(raw).hexdigest(), cases=tuple(cases))
+    return SampleSet(name=path.stem, path=str(path), sha256=hashlib.sha256(raw).hexdigest(), cases=tuple(cases))

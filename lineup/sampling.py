@@ -18,6 +18,7 @@ Inputs: JSONL (one object per line), CSV/TSV with a header, or an `llm` CLI
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import random
@@ -26,13 +27,14 @@ import sqlite3
 import unicodedata
 import zlib
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from lineup.inputs import InputError, lines, open_input, shown_name
 from lineup.jsonl import json_objects
 
 PROMPT_FIELD_NAMES = ("prompt", "input", "question", "message", "messages", "text", "query", "instruction",
@@ -71,27 +73,30 @@ class LoadedLogs:
 
 
 def read_logs(path: str | Path, by: str, prompt_field: str | None = None) -> LoadedLogs:
-    """Read a log file of any supported kind (detected from its content)."""
+    """Read a log file of any supported kind (detected from its content).
+    Opened as `lineup.inputs.open_input` opens any input: a regular file only,
+    bounded in size (an `llm` logs.db, which SQLite reads itself, in kind only)."""
     path = Path(path)
     try:
-        with path.open("rb") as f:
+        with open_input(path, limit=0) as f:
             head = f.read(64)
-    except FileNotFoundError:
-        raise LogError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise LogError(f"{path}: is a directory") from None
-    except OSError as exc:
-        raise LogError(f"{path}: cannot read: {exc.strerror}") from None
+    except InputError as exc:
+        raise LogError(str(exc)) from None
     if head.startswith(_SQLITE_MAGIC):
         return _read_sqlite(path, by, prompt_field)
-    suffix = path.suffix.lower()
-    if suffix in (".csv", ".tsv"):
-        return _read_csv(path, by, prompt_field, delimiter="\t" if suffix == ".tsv" else ",")
-    if suffix in (".jsonl", ".ndjson", ".json"):
-        return _read_jsonl(path, by, prompt_field)
-    if head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{"):
-        return _read_jsonl(path, by, prompt_field)
-    return _read_csv(path, by, prompt_field, delimiter=",")
+    try:
+        f = open_input(path)
+    except InputError as exc:
+        raise LogError(str(exc)) from None
+    with f:
+        suffix = path.suffix.lower()
+        if suffix in (".csv", ".tsv"):
+            return _read_csv(f, path, by, prompt_field, delimiter="\t" if suffix == ".tsv" else ",")
+        if suffix in (".jsonl", ".ndjson", ".json"):
+            return _read_jsonl(f, path, by, prompt_field)
+        if head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{"):
+            return _read_jsonl(f, path, by, prompt_field)
+        return _read_csv(f, path, by, prompt_field, delimiter=",")
 
 
 def _pick_field(available: Iterable[str], wanted: str | None, what: str, where: str) -> str:
@@ -151,30 +156,30 @@ def _dig(obj: Any, dotted: str) -> tuple[bool, Any]:
     return True, cur
 
 
-def _read_jsonl(path: Path, by: str, prompt_field: str | None) -> LoadedLogs:
+def _read_jsonl(f, path: Path, by: str, prompt_field: str | None) -> LoadedLogs:
     out = LoadedLogs(str(path), "jsonl", prompt_field or "", by, [])
     by_seen = False
     keys_seen: list[str] = []
-    with path.open("rb") as f:
-        for lineno, where, obj, problem in json_objects(f, str(path), "a log record"):
-            if problem:
-                raise LogError(problem)
-            if not out.prompt_field:
-                out.prompt_field = _pick_field(obj.keys(), prompt_field, "prompt", where)
-            if not keys_seen:
-                keys_seen = list(obj.keys())
-            found, raw_stratum = _dig(obj, by)
-            by_seen = by_seen or found
-            try:
-                text = _prompt_text(obj.get(out.prompt_field))
-            except TypeError as exc:
-                raise LogError(f"{where}: {out.prompt_field}: expected text, got {exc}") from None
-            system = obj.get("system") if isinstance(obj.get("system"), str) else None
-            _add(out, text, raw_stratum, lineno, system)
+    shown = shown_name(path)
+    for lineno, where, obj, problem in json_objects(lines(f, shown), shown, "a log record"):
+        if problem:
+            raise LogError(problem)
+        if not out.prompt_field:
+            out.prompt_field = _pick_field(obj.keys(), prompt_field, "prompt", where)
+        if not keys_seen:
+            keys_seen = list(obj.keys())
+        found, raw_stratum = _dig(obj, by)
+        by_seen = by_seen or found
+        try:
+            text = _prompt_text(obj.get(out.prompt_field))
+        except TypeError as exc:
+            raise LogError(f"{where}: {out.prompt_field}: expected text, got {exc}") from None
+        system = obj.get("system") if isinstance(obj.get("system"), str) else None
+        _add(out, text, raw_stratum, lineno, system)
     if not out.records and not out.skipped:
-        raise LogError(f"{path}: no records")
+        raise LogError(f"{shown}: no records")
     if not by_seen:
-        raise LogError(f"{path}: no record has the field {by!r} given to --by; fields: {', '.join(keys_seen)}")
+        raise LogError(f"{shown}: no record has the field {by!r} given to --by; fields: {', '.join(keys_seen)}")
     return out
 
 
@@ -187,54 +192,56 @@ def _add(out: LoadedLogs, text: str | None, raw_stratum: Any, line: int, system:
     out.records.append(LogRecord(text, _stratum(raw_stratum), line, system or None))
 
 
-def _read_csv(path: Path, by: str, prompt_field: str | None, delimiter: str) -> LoadedLogs:
-    csv.field_size_limit(2**31 - 1)
+def _read_csv(binary, path: Path, by: str, prompt_field: str | None, delimiter: str) -> LoadedLogs:
+    csv.field_size_limit(2**31 - 1)   # a field is bounded by the file, which `open_input` bounded
     out = LoadedLogs(str(path), "csv", "", by, [])
+    shown = shown_name(path)
     try:
-        with path.open("r", encoding="utf-8-sig", newline="") as f:
-            reader = csv.reader(f, delimiter=delimiter)
-            try:
-                header = next(reader)
-            except StopIteration:
-                raise LogError(f"{path}: empty file (expected a header row)") from None
-            header = [h.strip() for h in header]
-            where = f"{path}:1"
-            out.prompt_field = _pick_field(header, prompt_field, "prompt", where)
-            by_col = _pick_field(header, by, "--by", where)
-            p_idx, b_idx = header.index(out.prompt_field), header.index(by_col)
-            s_idx = next((i for i, h in enumerate(header) if h.lower() == "system"), None)
-            try:
-                for row in reader:
-                    if not row or (len(row) == 1 and not row[0].strip()):
-                        continue
-                    line = reader.line_num
-                    if len(row) > len(header):
-                        raise LogError(f"{path}:{line}: {len(row)} fields but the header has {len(header)}")
-                    get = lambda i: row[i] if i is not None and i < len(row) else None  # noqa: E731
-                    _add(out, get(p_idx), get(b_idx), line, get(s_idx))
-            except csv.Error as exc:
-                raise LogError(f"{path}:{reader.line_num}: bad CSV: {exc}") from None
+        f = io.TextIOWrapper(binary, encoding="utf-8-sig", newline="")
+        reader = csv.reader(f, delimiter=delimiter)
+        try:
+            header = next(reader)
+        except StopIteration:
+            raise LogError(f"{shown}: empty file (expected a header row)") from None
+        header = [h.strip() for h in header]
+        where = f"{shown}:1"
+        out.prompt_field = _pick_field(header, prompt_field, "prompt", where)
+        by_col = _pick_field(header, by, "--by", where)
+        p_idx, b_idx = header.index(out.prompt_field), header.index(by_col)
+        s_idx = next((i for i, h in enumerate(header) if h.lower() == "system"), None)
+        try:
+            for row in reader:
+                if not row or (len(row) == 1 and not row[0].strip()):
+                    continue
+                line = reader.line_num
+                if len(row) > len(header):
+                    raise LogError(f"{shown}:{line}: {len(row)} fields but the header has {len(header)}")
+                get = lambda i: row[i] if i is not None and i < len(row) else None  # noqa: E731
+                _add(out, get(p_idx), get(b_idx), line, get(s_idx))
+        except csv.Error as exc:
+            raise LogError(f"{shown}:{reader.line_num}: bad CSV: {exc}") from None
     except UnicodeDecodeError as exc:
-        raise LogError(f"{path}: not UTF-8 text (near byte {exc.start + 1} of a read block)") from None
+        raise LogError(f"{shown}: not UTF-8 text (near byte {exc.start + 1} of a read block)") from None
     if not out.records and not out.skipped:
-        raise LogError(f"{path}: no data rows")
+        raise LogError(f"{shown}: no data rows")
     return out
 
 
 def _read_sqlite(path: Path, by: str, prompt_field: str | None) -> LoadedLogs:
     """An `llm` CLI logs.db: rows of the `responses` table."""
+    shown = shown_name(path)
     try:
         conn = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True)
     except sqlite3.Error as exc:
-        raise LogError(f"{path}: cannot open the SQLite database: {exc}") from None
+        raise LogError(f"{shown}: cannot open the SQLite database: {exc}") from None
     try:
         try:
             cols = [r[1] for r in conn.execute("PRAGMA table_info(responses)")]
         except sqlite3.DatabaseError as exc:
-            raise LogError(f"{path}: not a readable SQLite database: {exc}") from None
+            raise LogError(f"{shown}: not a readable SQLite database: {exc}") from None
         if not cols:
-            raise LogError(f"{path}: no 'responses' table (expected an `llm` logs.db)")
-        where = f"{path}: table responses"
+            raise LogError(f"{shown}: no 'responses' table (expected an `llm` logs.db)")
+        where = f"{shown}: table responses"
         pcol = _pick_field(cols, prompt_field or "prompt", "prompt", where)
         bcol = _pick_field(cols, by, "--by", where)
         scol = "system" if "system" in cols else None
@@ -244,14 +251,14 @@ def _read_sqlite(path: Path, by: str, prompt_field: str | None) -> LoadedLogs:
         try:
             for rowid, prompt, stratum, system in conn.execute(sql):
                 if prompt is not None and not isinstance(prompt, str):
-                    raise LogError(f"{path}: responses rowid {rowid}: {pcol}: expected text, got {type(prompt).__name__}")
+                    raise LogError(f"{shown}: responses rowid {rowid}: {pcol}: expected text, got {type(prompt).__name__}")
                 _add(out, prompt, stratum, rowid, system if isinstance(system, str) else None)
         except sqlite3.DatabaseError as exc:
-            raise LogError(f"{path}: reading responses failed: {exc}") from None
+            raise LogError(f"{shown}: reading responses failed: {exc}") from None
     finally:
         conn.close()
     if not out.records and not out.skipped:
-        raise LogError(f"{path}: the responses table is empty")
+        raise LogError(f"{shown}: the responses table is empty")
     return out
 
 
@@ -506,11 +513,20 @@ def to_cases(result: SampleResult) -> list[dict[str, Any]]:
     return cases
 
 
-def write_jsonl(cases: Sequence[dict[str, Any]], out: str | Path) -> None:
-    """Write atomically (a partial file never replaces a good one)."""
+def write_jsonl(cases: Sequence[dict[str, Any]], out: str | Path,
+                check: Callable[[Path], object] | None = None) -> None:
+    """Write atomically: a partial file never replaces a good one, and no
+    temporary file is left behind, whatever fails (the disk, `check`, Ctrl-C).
+    `check(tmp)` runs on the written file before it takes `out`'s place."""
     out = Path(out)
     tmp = out.with_name(out.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        for case in cases:
-            f.write(json.dumps(case, ensure_ascii=False) + "\n")
-    tmp.replace(out)
+    try:
+        with tmp.open("w", encoding="utf-8") as f:
+            for case in cases:
+                f.write(json.dumps(case, ensure_ascii=False) + "\n")
+        if check is not None:
+            check(tmp)
+        tmp.replace(out)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

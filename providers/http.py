@@ -346,7 +346,10 @@ class HttpProvider(Provider):
             return
         try:
             url, headers, body = self.build(request, key)
-            content = json.dumps(body, ensure_ascii=False).encode()
+            # allow_nan=False: NaN or Infinity (which JSON does not have) in a
+            # parameter fails this answer here rather than reach the server as
+            # invalid JSON; SamplingParams refuses them earlier, this is the last line.
+            content = json.dumps(body, ensure_ascii=False, allow_nan=False).encode()
         except (ValueError, TypeError) as exc:
             yield StreamError(kind=ErrorKind.bad_request, message=scrub(short(f"cannot build the request: {exc}"), key),
                               t=perf_counter())

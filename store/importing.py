@@ -9,7 +9,6 @@ records keep their ULIDs, Arena records get ids derived from their content."""
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import sqlite3
 import tempfile
@@ -20,6 +19,7 @@ from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from lineup.inputs import InputError, decode, loads, open_input, read_input, shown_name, split_lines
 from lineup.store import bounds, rows as R
 from lineup.store.db import SQLITE_HEADER, Store, StoreError, insert_session, insert_vote, upsert_output
 from lineup.store.exporting import EXPORT_FORMAT, EXPORT_VERSION
@@ -194,38 +194,35 @@ def _arena_records(battles: list[ArenaBattle], source_hash: str, now: float) -> 
 def import_file(store: Store, path: str | os.PathLike) -> ImportSummary:
     """Import `path` (lineup JSONL, Arena JSON/JSONL, or a lineup .db) into `store`."""
     path = Path(path)
+    shown = shown_name(path)
     try:
-        with open(path, "rb") as fh:
+        with open_input(path, limit=0) as fh:   # a database is read by SQLite, in pages
             head = fh.read(16)
-    except OSError as exc:
-        raise ImportFileError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except InputError as exc:
+        raise ImportFileError(str(exc)) from None
     if head == SQLITE_HEADER:
         return merge_database(store, path)
-    try:
-        text = path.read_bytes().decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise ImportFileError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     ours: list[ExportLine] = []
     arena: list[ArenaBattle] = []
-    if text.lstrip().startswith("["):
-        try:
-            items = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ImportFileError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
-        for n, item in enumerate(items, 1):
-            _classify(item, ours, arena, f"{path}: item {n}")
-        records = len(items)
-    else:
-        records = 0
-        for lineno, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                item = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ImportFileError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from None
-            _classify(item, ours, arena, f"{path}:{lineno}")
-            records += 1
+    try:
+        raw = read_input(path)
+        if raw.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"["):
+            items = loads(decode(raw, shown), shown)
+            for n, item in enumerate(items, 1):
+                _classify(item, ours, arena, f"{shown}: item {n}")
+            records = len(items)
+        else:
+            records = 0
+            for lineno, line in split_lines(raw, shown):
+                if isinstance(line, InputError):
+                    raise line
+                text = decode(line, shown, lineno)
+                if not text.strip():
+                    continue
+                _classify(loads(text, shown, lineno), ours, arena, f"{shown}:{lineno}")
+                records += 1
+    except InputError as exc:
+        raise ImportFileError(str(exc)) from None
     fmt = "empty" if not (ours or arena) else "mixed" if ours and arena else "lineup-jsonl" if ours else "arena"
     summary = ImportSummary(source=str(path), format=fmt, records=records)
     if not records:

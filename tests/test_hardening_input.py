@@ -305,3 +305,159 @@ def test_a_full_disk_is_reported_and_loses_nothing(tmp_path):
         conn.close()
     with Store.open(db) as store:   # and it still works once there is room again
         assert store.counts()["session"] >= 1
+
+
+# ---------------------------------------------------------------------- sampling parameters
+
+BAD_PARAMS = [({"temperature": 5}, "params.temperature: must be between 0 and 2"),
+              ({"temperature": -0.1}, "params.temperature: must be between 0 and 2"),
+              ({"top_p": 0}, "params.top_p: must be greater than 0 and at most 1"),
+              ({"max_tokens": 0}, "params.max_tokens: must be at least 1"),
+              ({"max_tokens": 10**7}, "params.max_tokens: must be at most 1,000,000"),
+              ({"seed": 2**64}, "params.seed: must be a 64-bit integer"),
+              ({"temperature": True}, "params.temperature: must be a number")]
+
+
+@pytest.mark.parametrize("params,message", BAD_PARAMS, ids=[next(iter(p)) + "=" + str(next(iter(p.values())))
+                                                             for p, _ in BAD_PARAMS])
+def test_a_case_with_sampling_params_out_of_range_is_refused(tmp_path, params, message):
+    """Issue 11, item 18: a set with `"temperature": 1e999` used to run (exit 0)
+    and send `Infinity` to the server; every case parameter is range-checked
+    and named FILE:LINE: field, before anything is recorded or sent."""
+    (tmp_path / "s.jsonl").write_text(json.dumps({"id": "a", "category": "x", "prompt": "hi"}) + "\n"
+                                      + json.dumps({"id": "b", "category": "x", "prompt": "hi", "params": params})
+                                      + "\n")
+    db = tmp_path / "l.db"
+    proc = lineup(["run", "s.jsonl", "-m", "demo/concise", "--quiet"], cwd=tmp_path, db=db,
+                  env={"XDG_CONFIG_HOME": str(tmp_path / "cfg")})
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"s.jsonl:2: {message}" in proc.stderr
+    assert not db.exists()
+
+
+@pytest.mark.parametrize("flag,value,message", [
+    ("--temperature", "nan", "--temperature: must be between 0 and 2"),
+    ("--temperature", "inf", "--temperature: must be between 0 and 2"),
+    ("--temperature", "2.5", "--temperature: must be between 0 and 2"),
+    ("--max-tokens", "0", "--max-tokens: must be at least 1"),
+    ("--seed", str(2**64), "--seed: must be a 64-bit integer")])
+def test_sampling_flags_out_of_range_are_refused(tmp_path, flag, value, message):
+    (tmp_path / "s.jsonl").write_text(json.dumps({"id": "a", "category": "x", "prompt": "hi"}) + "\n")
+    db = tmp_path / "l.db"
+    proc = lineup(["run", "s.jsonl", "-m", "demo/concise", "--quiet", flag, value], cwd=tmp_path, db=db,
+                  env={"XDG_CONFIG_HOME": str(tmp_path / "cfg")})
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert message in proc.stderr and not db.exists()
+
+
+@pytest.mark.parametrize("toml,message", [
+    ("[defaults]\ntemperature = nan\n", "defaults.temperature: must be between 0 and 2"),
+    ("[defaults]\ntemperature = inf\n", "defaults.temperature: must be between 0 and 2"),
+    ('[models.x]\nprovider = "openai"\nmodel = "m"\nparams = { top_p = inf }\n',
+     "models.x.params.top_p: must be greater than 0 and at most 1"),
+    ('[models.x]\nprovider = "openai"\nmodel = "m"\nparams = { max_tokens = 0 }\n',
+     "models.x.params.max_tokens: must be at least 1")])
+def test_config_sampling_params_out_of_range_are_refused(tmp_path, toml, message):
+    """TOML has nan and inf; a config that sets them is refused, key path named."""
+    (tmp_path / "c.toml").write_text(toml + '\n[models.d]\nprovider = "demo"\nmodel = "concise"\n')
+    (tmp_path / "s.jsonl").write_text(json.dumps({"id": "a", "category": "x", "prompt": "hi"}) + "\n")
+    db = tmp_path / "l.db"
+    proc = lineup(["run", "s.jsonl", "--config", "c.toml", "-m", "d", "--quiet"], cwd=tmp_path, db=db)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"c.toml: {message}" in proc.stderr and not db.exists()
+
+
+def test_no_request_body_ever_carries_nan_or_infinity(tmp_path):
+    """The last line of defence, at the provider boundary: `extra_body` is sent
+    as is, and TOML can put inf in it. The answer fails (bad_request, said
+    why), no invalid JSON reaches the server, the run goes on and exits 1."""
+    with TestServer() as srv:
+        srv.script(Reply(text="never asked"))
+        cfg = tmp_path / "c.toml"
+        cfg.write_text(f'[models.x]\nprovider = "openai"\nmodel = "m"\nbase_url = "{srv.base_url("openai")}"\n'
+                       'max_retries = 0\nextra_body = { boost = inf }\n'
+                       '[models.d]\nprovider = "demo"\nmodel = "concise"\n')
+        (tmp_path / "s.jsonl").write_text(json.dumps({"id": "a", "category": "x", "prompt": "hi"}) + "\n")
+        db = tmp_path / "l.db"
+        proc = lineup(["run", "s.jsonl", "--config", str(cfg), "-m", "x", "-m", "d", "--quiet"], cwd=tmp_path, db=db)
+        assert srv.requests == []
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "bad_request" in proc.stdout + proc.stderr
+    conn = sqlite3.connect(db)
+    try:
+        rows = dict(conn.execute("SELECT contestant, error_kind || ': ' || error_message FROM output "
+                                 "WHERE status != 'complete'").fetchall())
+        done = {r[0] for r in conn.execute("SELECT contestant FROM output WHERE status = 'complete'")}
+    finally:
+        conn.close()
+    assert set(rows) == {"x"} and "cannot build the request" in rows["x"] and "JSON" in rows["x"], rows
+    assert done == {"d"}
+
+
+# ---------------------------------------------------------------------- a terminal
+
+def _under_a_terminal(argv: list[str], cwd: Path, env: dict[str, str], timeout: float = TIMEOUT) -> tuple[int, bytes]:
+    """Run the CLI with a pseudo-terminal as stdin, stdout and stderr (as a
+    person runs it): (exit code, every byte it wrote to the terminal)."""
+    import fcntl
+    import pty
+    import select
+    import struct
+    import termios
+    import time
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
+    full = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+            "TERM": "xterm-256color", "COLUMNS": "160", "LINES": "40", **env}
+    full.pop("NO_COLOR", None)
+    proc = subprocess.Popen([sys.executable, "-m", "lineup", *argv], stdin=slave, stdout=slave, stderr=slave,
+                            cwd=cwd, env=full, start_new_session=True)
+    os.close(slave)
+    out = bytearray()
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.5)
+            if ready:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:   # EIO: the other side is closed
+                    break
+                if not chunk:
+                    break
+                out += chunk
+            elif proc.poll() is not None:
+                break
+        rc = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
+    return rc, bytes(out)
+
+
+HOSTILE_NAME = "esc\x1b]0;PWN\x07\x1b[31m"
+
+
+def test_a_hostile_set_file_name_never_reaches_the_terminal_as_escapes(tmp_path):
+    """Issue 11, item 15: the set's name (from its file name) is the title of
+    `lineup run`'s progress table; with `\\e]0;PWN\\a` in it a terminal set its
+    window title. Under a real pseudo-terminal, what reaches it holds no BEL,
+    no OSC and no escape but the CSI sequences of the display itself; the name
+    shows with visible stand-ins. An error naming the file does the same."""
+    good = tmp_path / f"{HOSTILE_NAME}.jsonl"
+    good.write_text(json.dumps({"id": "a", "category": "x", "prompt": "hi"}) + "\n")
+    bad = tmp_path / f"{HOSTILE_NAME}-bad.jsonl"
+    bad.write_text('{"id": "a", oops}\n')
+    env = {"LINEUP_DB": str(tmp_path / "l.db"), "LINEUP_DEMO_SPEED": "0", "XDG_CONFIG_HOME": str(tmp_path / "cfg")}
+    shown = "esc␛]0;PWN␇␛[31m"
+    for path, want_rc in ((good, 0), (bad, 2)):
+        rc, out = _under_a_terminal(["run", str(path), "-m", "demo/concise", "-m", "demo/thorough"], tmp_path, env)
+        text = out.decode("utf-8", "replace")
+        assert rc == want_rc, text[-2000:]
+        assert "Traceback" not in text
+        assert b"\x07" not in out and b"\x1b]" not in out and b"\x1b[31m" not in out, out[-2000:]
+        assert not re.search(rb"\x1b(?!\[[0-9;?]*[A-Za-z])", out), out[-2000:]   # only the display's own CSI
+        assert shown in text, text[-2000:]
+    assert "ETA" in _under_a_terminal(["run", str(good), "-m", "demo/concise"], tmp_path, env)[1].decode()

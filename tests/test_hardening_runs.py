@@ -126,7 +126,7 @@ def test_a_claim_left_by_a_killed_process_is_taken_over(tmp_path):
 
 # ---------------------------------------------------------------------- config drift
 
-@pytest.mark.parametrize("change", ["model", "base_url", "temperature"])
+@pytest.mark.parametrize("change", ["model", "base_url", "temperature", "provider", "system"])
 def test_a_changed_model_config_is_not_resumed_into_the_old_session(tmp_path, monkeypatch, capsys, change):
     db = tmp_path / "run.db"
     monkeypatch.setenv("LINEUP_DB", str(db))
@@ -136,44 +136,64 @@ def test_a_changed_model_config_is_not_resumed_into_the_old_session(tmp_path, mo
         other.script(Reply(text="from the second"))
         config = tmp_path / "config.toml"
         monkeypatch.setenv("LINEUP_CONFIG", str(config))
-        _config(config, srv, {"m": {"model": "first-model", "params": {"temperature": 0.2}}})
-        assert main(["run", str(set_path), "-m", "m", "--quiet"]) == 0
+        first = {"model": "first-model", "params": {"temperature": 0.2}}
+        _config(config, srv, {"m": first})
+        run = ["run", str(set_path), "-m", "m", "--quiet"]
+        first_run = run + (["--system", "the first system prompt"] if change == "system" else [])
+        assert main(first_run) == 0
         capsys.readouterr()
         changed = {"model": {"model": "second-model", "params": {"temperature": 0.2}},
                    "base_url": {"model": "first-model", "base_url": other.base_url("openai"),
                                 "params": {"temperature": 0.2}},
-                   "temperature": {"model": "first-model", "params": {"temperature": 0.9}}}[change]
+                   "temperature": {"model": "first-model", "params": {"temperature": 0.9}},
+                   "provider": {"provider": "anthropic", "model": "first-model", "base_url": srv.base_url("anthropic"),
+                                "api_key_env": "", "params": {"temperature": 0.2}},
+                   "system": first}[change]
         _config(config, srv, {"m": changed})
-        assert main(["run", str(set_path), "-m", "m", "--quiet"]) == 0
+        second_run = run + (["--system", "the second system prompt"] if change == "system" else [])
+        assert main(second_run) == 0
         err = capsys.readouterr().err
         # the same command again resumes the new session, not the old one
-        assert main(["run", str(set_path), "-m", "m", "--quiet"]) == 0
+        assert main(second_run) == 0
         again = capsys.readouterr().err
     named = {"model": "m: model 'first-model' -> 'second-model'",
              "base_url": f"m: base_url '{srv.base_url('openai')}' -> '{other.base_url('openai')}'",
-             "temperature": "m: params {'temperature': 0.2} -> {'temperature': 0.9}"}[change]
-    assert "not resuming session" in err and named in " ".join(err.split()), err
+             "temperature": "m: params {'temperature': 0.2} -> {'temperature': 0.9}",
+             "provider": "m: provider 'openai' -> 'anthropic'",
+             # the system prompt is part of what a run is (its key): another one is another run
+             "system": None}[change]
+    assert "resumed session" not in err, err
+    if named is not None:
+        assert "not resuming session" in err and named in " ".join(err.split()), err
     assert "resumed session" in again
     store = Store.open(db)
     try:
         sessions = store.list_sessions(kind="run")
         assert len(sessions) == 2
+        seen = set()
         for summary in sessions:
             loaded = store.load_session(summary.id)
             (c,) = loaded.session.contestants
             assert len(loaded.outputs) == 2 and all(o.status == "complete" for o in loaded.outputs)
             texts = {o.text for o in loaded.outputs}
+            seen.add((c.provider, c.model, c.base_url, json.dumps(c.params), loaded.session.system))
             # every answer is stored under the record of the model that wrote it
             if change == "model":
                 assert texts == {"from the first"} and c.model in ("first-model", "second-model")
             if change == "base_url":
                 assert texts == ({"from the second"} if c.base_url == other.base_url("openai")
                                  else {"from the first"})
+        assert len(seen) == 2, seen     # the two sessions record the two configurations
     finally:
         store.close()
     if change == "model":
         bodies = [r.json["model"] for r in srv.requests]
         assert Counter(bodies) == {"first-model": 2, "second-model": 2}
+    if change == "provider":
+        assert Counter(r.path for r in srv.requests) == {"/v1/chat/completions": 2, "/v1/messages": 2}
+    if change == "system":
+        systems = Counter(json.dumps(r.json).count("the second system prompt") > 0 for r in srv.requests)
+        assert systems == {False: 2, True: 2}
 
 
 # ---------------------------------------------------------------------- checks on resume

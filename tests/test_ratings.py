@@ -257,7 +257,7 @@ def _edge_votes():
 
 
 def test_model_that_never_loses_has_an_open_upper_end():
-    result = rate(BattleSet.from_votes(_edge_votes()), rounds=200, seed=0)
+    result = rate(BattleSet.from_votes(_edge_votes()), rounds=200, seed=0, min_votes=1)
     rows = by_name(result)
     d = rows["D"]
     assert d.open_high and not d.open_low and d.ci_high is None
@@ -267,8 +267,24 @@ def test_model_that_never_loses_has_an_open_upper_end():
     assert any("D" in w and "no finite" in w for w in result.warnings)
 
 
+def test_a_model_with_too_few_votes_is_listed_last_and_not_ranked():
+    """D won its only two votes: rated highest, but not the leader of the table."""
+    result = rate(BattleSet.from_votes(_edge_votes()), rounds=200, seed=0)
+    rows = by_name(result)
+    d = rows["D"]
+    assert d.votes == 2 and not d.ranked and d.rank_low is None and d.rank_high is None
+    assert "only 2 votes: not ranked until it has 10" in d.notes and any("never lost" in n for n in d.notes)
+    assert result.models[0].ranked and result.models[0].rank_low == 1
+    ranked = [m for m in result.models if m.ranked]
+    assert result.models[:len(ranked)] == ranked and all(m.votes >= 10 for m in ranked)
+    assert [m.rating for m in ranked] == sorted((m.rating for m in ranked), reverse=True)
+    for gap in result.gaps:   # no estimate that involves a model with too few votes
+        if not (rows[gap.upper].ranked and rows[gap.lower].ranked):
+            assert gap.more_votes is None
+
+
 def test_model_that_never_wins_has_an_open_lower_end():
-    rows = by_name(rate(BattleSet.from_votes(_edge_votes()), rounds=200, seed=0))
+    rows = by_name(rate(BattleSet.from_votes(_edge_votes()), rounds=200, seed=0, min_votes=1))
     w = rows["W"]
     assert w.open_low and not w.open_high and w.ci_low is None and w.ci_high is not None
     assert w.rating < min(rows[x].rating for x in "ABC")
@@ -287,7 +303,8 @@ def test_core_models_keep_finite_intervals_anchored_at_1000():
 def test_model_with_one_vote():
     rows = by_name(rate(BattleSet.from_votes(_edge_votes()), rounds=200, seed=0))
     e = rows["E"]
-    assert e.votes == 1 and e.ties == 1 and "one vote only" in e.notes
+    assert e.votes == 1 and e.ties == 1 and "one vote only: not ranked until it has 10" in e.notes
+    assert not e.ranked and e.rank_low is None
     # a tie with C: same rating as C, very wide interval
     assert e.rating == pytest.approx(rows["C"].rating, abs=5)
     assert e.ci_high - e.ci_low > 300
@@ -303,7 +320,7 @@ def test_single_vote_win_is_open_not_a_number_pretending():
 def test_disconnected_graph_is_rated_per_component():
     votes = [decompose_vote(["A", "B"], c) for c in "AABAB"]
     votes += [decompose_vote(["X", "Y"], c) for c in "XYYY"] + [decompose_vote(["X", "Z"], c) for c in "XZ"]
-    result = rate(BattleSet.from_votes(votes), rounds=100, seed=0)
+    result = rate(BattleSet.from_votes(votes), rounds=100, seed=0, min_votes=1)
     assert not result.connected
     assert [set(c) for c in result.components] == [{"X", "Y", "Z"}, {"A", "B"}]
     assert any("disconnected" in w for w in result.warnings)

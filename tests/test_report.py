@@ -336,3 +336,51 @@ def test_report_is_reproducible(db):
     one = build_report(db, rounds=30, seed=5).model_dump(exclude={"generated_at"})
     two = build_report(db, rounds=30, seed=5).model_dump(exclude={"generated_at"})
     assert one == two
+
+
+def test_votes_needed_is_a_number_only_where_it_means_something(db, tmp_path, capsys):
+    """Issue 11, item 19. Two models tied 20-20 (gap ~0) and a model with one
+    lucky win: the report used to print a nine-digit "~N more votes" for the
+    tie and put the one-vote model at the top of the table with "~N more
+    votes" of its own. Now: "not enough votes" in both places, and the
+    one-vote model keeps its row, after the ranked ones, with no rank."""
+    b = Builder(db)
+    # even1 and even2 end up 0.0003 Elo points apart
+    _two_way(b, {("even1", "even2"): 20, ("even2", "even1"): 20, ("even1", "steady"): 20, ("steady", "even1"): 10,
+                 ("even2", "steady"): 22, ("steady", "even2"): 11, ("lucky", "steady"): 1})
+    md, html_path = tmp_path / "r.md", tmp_path / "r.html"
+    assert main(["report", "--db", str(db.path), "--bootstrap", "200", "--seed", "1", "--md", str(md),
+                 "--html", str(html_path)]) == 0
+    out = capsys.readouterr().out
+    assert main(["report", "--db", str(db.path), "--bootstrap", "200", "--seed", "1", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    rows = {m["name"]: m for m in data["models"]}
+    votes = data["votes_used"]
+
+    # no estimate that extrapolates past 100x the votes so far, and none for a gap of ~0
+    for g in data["gaps"]:
+        if g["more_votes"] is not None:
+            assert g["more_votes"] <= 100 * votes and g["gap"] >= 1
+    tie = next(g for g in data["gaps"] if {g["upper"], g["lower"]} == {"even1", "even2"})
+    assert tie["gap"] < 1 and tie["more_votes"] is None
+    # the one-vote model: rated, listed last, not ranked, and says why
+    assert rows["lucky"]["votes"] == 1 and rows["lucky"]["rating"] == max(m["rating"] for m in data["models"])
+    assert not rows["lucky"]["ranked"] and rows["lucky"]["rank_low"] is None
+    assert data["models"][-1]["name"] == "lucky" and data["models"][0]["ranked"]
+    assert data["models"][0]["rank_low"] == 1
+    assert "one vote only: not ranked until it has 10" in rows["lucky"]["notes"]
+    for g in data["gaps"]:
+        if "lucky" in (g["upper"], g["lower"]):
+            assert g["more_votes"] is None
+
+    # the terminal, Markdown and HTML say so in words, never with a huge number
+    for text in (out, md.read_text(), html_path.read_text()):
+        assert "not enough votes" in text
+        assert not re.search(r"~\d{1,3}(,\d{3}){2,} more votes", text), text   # no ~1,000,000 and up
+        assert "unknown" not in text
+    first_row = next(line for line in out.splitlines() if re.match(r"^│\s*\d", line))
+    assert "lucky" not in first_row
+    lucky_row = next(line for line in out.splitlines() if "lucky" in line and "│" in line)
+    assert re.match(r"^│\s*-\s*│", lucky_row), lucky_row
+    note = next(line for line in out.splitlines() if line.startswith("  lucky: "))
+    assert note.endswith("one vote only: not ranked until it has 10"), note

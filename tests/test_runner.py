@@ -186,6 +186,60 @@ def test_cli_run_ctrl_c_then_resume(tmp_path):
     assert len(complete) == 8 * 2 and set(complete.values()) == {1}
 
 
+def _wait_for_an_answer(db: Path, proc: subprocess.Popen, limit: float = 60) -> None:
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.1)
+        if db.exists():
+            try:
+                if any(o.status == "complete" for o in _records(db).outputs):
+                    return
+            except Exception:
+                continue
+
+
+def test_cli_run_ctrl_c_pressed_again_and_again_still_stops_cleanly(tmp_path):
+    """Issue 11, item 20. Ctrl-C used to be lineup's only while the run's
+    signal receiver was open, and that closed on the first signal: every later
+    one (a person pressing Ctrl-C twice, SIGTERM from a supervisor) raised
+    KeyboardInterrupt wherever the event loop was. That broke anyio's cancel
+    scopes (a RuntimeError traceback), killed the process by SIGINT after it
+    had said "stopped", or interrupted the loop's shutdown before anyio's
+    worker thread was stopped, and the interpreter waited for it forever.
+    Now each signal only records itself: exit 130, the stop message, no
+    traceback, within the bound, and the same command resumes."""
+    set_path = _write_set(tmp_path / "set.jsonl", n=6)
+    db = tmp_path / "cli.db"
+    env = {**os.environ, "LINEUP_DB": str(db), "LINEUP_DEMO_SPEED": "0.3", "PYTHONUNBUFFERED": "1"}
+    cmd = [sys.executable, "-m", "lineup", "run", str(set_path), "-m", "demo/concise", "-m", "demo/thorough",
+           "--concurrency", "2"]
+    wal = db.with_name(db.name + "-wal")
+    for attempt in range(3):
+        left_open = wal.exists()   # (a clean close removes it)
+        proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if attempt == 0 or left_open:
+            _wait_for_an_answer(db, proc)
+        else:   # the next ones stop it earlier, as soon as it has the database open (its -wal file appears)
+            deadline = time.monotonic() + 60
+            while not wal.exists() and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.002)
+            time.sleep(0.05 * (attempt - 1))
+        deadline = time.monotonic() + 60
+        while proc.poll() is None and time.monotonic() < deadline:   # a burst, then now and then
+            proc.send_signal(signal.SIGINT if attempt != 1 else signal.SIGTERM)
+            time.sleep(0.005 if time.monotonic() < deadline - 59 else 0.05)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130, (attempt, proc.returncode, err[-3000:])
+        assert "Traceback" not in err, err
+        assert "run the same command again to resume" in err.lower() or "before the run started" in err, err
+    env["LINEUP_DEMO_SPEED"] = "0"
+    done = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    loaded = _records(db)
+    complete = Counter((o.turn_id, o.contestant) for o in loaded.outputs if o.status == "complete")
+    assert len(complete) == 8 * 2 and set(complete.values()) == {1}
+
+
 def test_cli_run_bad_set_names_file_and_line(tmp_path, capsys):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "a", "category": "x", "prompt": "ok"}\n{"id": "b", "category": 3}\n')

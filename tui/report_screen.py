@@ -22,6 +22,7 @@ from textual.widgets import Checkbox, Footer, Header, Select, Static
 
 from lineup.ratings import DEFAULT_ROUNDS
 from lineup.report import NO_CATEGORY, Report, ReportFilters, build_report
+from lineup.report import gap_hint as report_gap_hint
 from lineup.text import one_line
 from lineup.tui import charts
 
@@ -71,11 +72,7 @@ def prose(text: str | Text, classes: str = "report-prose") -> Static:
 
 def gap_hint(g) -> str:
     """As `lineup report` says it."""
-    if g.more_votes is None:
-        why = "no number of votes separates them at a gap this small"
-    else:
-        why = f"~{g.more_votes:,} more votes (same mix) would separate them at this gap"
-    return f"{g.upper} vs {g.lower}: gap {g.gap:.0f}, not yet separated; {why}"
+    return report_gap_hint(g)
 
 
 def categories_of(report: Report) -> list[str]:

@@ -25,3 +25,21 @@ def open_store(args: argparse.Namespace, *, write: bool):
         raise UsageError(f"{store.path} is read-only: nothing can be recorded there "
                          "(lineup replay, report, sessions and export still work)")
     return store
+
+
+def checked_params(values: dict, *, where: str = "flag"):
+    """`SamplingParams(**values)` (None values left out), or a `UsageError`
+    naming each bad value: as its flag (`--temperature: must be between 0 and
+    2`) when `where` is "flag", else as `WHERE: field: problem`."""
+    from pydantic import ValidationError
+
+    from lineup.cli import UsageError
+    from lineup.events import SamplingParams, params_problems
+
+    try:
+        return SamplingParams(**{k: v for k, v in values.items() if v is not None})
+    except ValidationError as exc:
+        problems = params_problems(exc)
+        if where == "flag":
+            raise UsageError("; ".join(f"--{field.replace('_', '-')}: {what}" for field, what in problems)) from None
+        raise UsageError("; ".join(f"{where}: {field}: {what}" for field, what in problems)) from None

@@ -27,7 +27,7 @@ def prepare(args: argparse.Namespace):
     Kept apart from `run` so it is tested without a terminal."""
     from lineup.cli import UsageError
     from lineup.config import ConfigError, config_path, load_config, resolve_models
-    from lineup.events import SamplingParams
+    from lineup.commands import checked_params
     from lineup.sessions import MAX_CONTESTANTS
     from lineup.store import default_db_path
     from lineup.tui.app import ChatOptions
@@ -44,12 +44,7 @@ def prepare(args: argparse.Namespace):
             raise UsageError("no models: name them with -m ALIAS (see `lineup models`)")
         if len(models) > MAX_CONTESTANTS:
             raise UsageError(f"at most {MAX_CONTESTANTS} models side by side, not {len(models)}")
-    if args.max_tokens is not None and args.max_tokens < 1:
-        raise UsageError("--max-tokens must be at least 1")
-    try:
-        params = SamplingParams(temperature=args.temperature, max_tokens=args.max_tokens)
-    except ValueError as exc:
-        raise UsageError(f"bad sampling parameter: {exc}") from None
+    params = checked_params({"temperature": args.temperature, "max_tokens": args.max_tokens})
     hint = None
     if models and all(m.is_demo for m in models) and not args.models:
         hint = DEMO_HINT.format(path=config_path(args.config)[0])

@@ -17,12 +17,20 @@ def run(args: argparse.Namespace) -> int:
 
     from lineup.cli import UsageError
     from lineup.commands import open_store
+    from lineup.inputs import InputError, open_input, shown_name
     from lineup.store import StoreError
+    from lineup.store.db import SQLITE_HEADER
     from lineup.store.importing import ImportFileError, import_file
 
     source = Path(args.file)
-    if not source.is_file():
-        raise UsageError(f"{source}: no such file")
+    shown = shown_name(source)
+    try:   # refused before the database is opened (or created): a FIFO, a device, too large
+        with open_input(source, limit=0) as f:
+            head = f.read(16)
+        if head != SQLITE_HEADER:
+            open_input(source).close()
+    except InputError as exc:
+        raise UsageError(f"{exc}; nothing was imported") from None
     store = open_store(args, write=True)
     try:
         summary = import_file(store, source)
@@ -34,11 +42,11 @@ def run(args: argparse.Namespace) -> int:
     finally:
         store.close()
     if summary.format == "empty":
-        raise UsageError(f"{source}: no records in it (an empty file?); nothing was imported")
+        raise UsageError(f"{shown}: no records in it (an empty file?); nothing was imported")
     added = {k: v for k, v in summary.added.items() if v}
     if not added:
-        print(f"{source}: nothing new to import ({summary.records} records already present)")
+        print(f"{shown}: nothing new to import ({summary.records} records already present)")
     else:
         parts = ", ".join(f"{n} {table.replace('_', ' ')}{'s' if n != 1 else ''}" for table, n in added.items())
-        print(f"{source} ({summary.format}): imported {parts}")
+        print(f"{shown} ({summary.format}): imported {parts}")
     return 0

@@ -16,7 +16,7 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from lineup.cli import UsageError
-    from lineup.commands import open_store
+    from lineup.commands import checked_params, open_store
     from lineup.config import load_config, resolve_models
     from lineup.events import SamplingParams
     from lineup.store import StoreError, default_db_path
@@ -43,7 +43,8 @@ def run(args: argparse.Namespace) -> int:
     models = resolve_models(config, aliases)
     params = {k: v for k, v in original.params.items() if k in SamplingParams.model_fields and k != "seed"}
     opts = ChatOptions(models=models, blind=original.blind, system=original.system,
-                       params=SamplingParams(**params), seed=original.seed, rerun_of=original.id)
+                       params=checked_params(params, where=f"session {original.id}"), seed=original.seed,
+                       rerun_of=original.id)
     return run_app(db, config, chat=opts)
 
 
@@ -51,21 +52,28 @@ def _rerun_run(args: argparse.Namespace, config, models, original, params: dict)
     """A `run` session re-runs as a run: case by case, each contestant in its
     own thread, with the recorded case ids, categories, follow-ups and checks
     (not as one chat that interleaves every case)."""
+    from pydantic import ValidationError
     from rich.console import Console
 
-    from lineup.commands import open_store
+    from lineup.cli import UsageError
+    from lineup.commands import checked_params, open_store
     from lineup.commands.run_cmd import execute, require_keys
-    from lineup.events import SamplingParams
     from lineup.runner import sample_set_from_run
+    from lineup.sampleset import _validation_problems
+    from lineup.text import one_line
 
     require_keys(config, models)
     with open_store(args, write=False) as store:
         loaded = store.load_session(original.id)
-    sample_set, lost = sample_set_from_run(loaded)
+    try:
+        sample_set, lost = sample_set_from_run(loaded)
+    except ValidationError as exc:   # recorded by an older lineup that let it through (a case's params)
+        raise UsageError("; ".join(_validation_problems(f"session {original.id}", exc))) from None
     err = Console(stderr=True, highlight=False, markup=False)
     for what in lost:
-        err.print(f"not re-sent: {what}")
+        err.print(one_line(f"not re-sent: {what}"))
     seed = original.params.get("seed")
-    return execute(args, config, models, sample_set, SamplingParams(**params, seed=seed),
+    return execute(args, config, models, sample_set,
+                   checked_params({**params, "seed": seed}, where=f"session {original.id}"),
                    repeat=int(original.meta.get("repeat") or 1), concurrency=8, system=original.system,
                    new=False, quiet=False, rerun_of=original.id)

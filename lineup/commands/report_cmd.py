@@ -138,7 +138,7 @@ def print_report(report) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from lineup.report import fmt, fmt_ci, fmt_rank, pct
+    from lineup.report import fmt, fmt_ci, fmt_rank, gap_hint, pct
     from lineup.text import one_line
 
     console = Console(highlight=False, soft_wrap=False)
@@ -168,11 +168,7 @@ def print_report(report) -> None:
                 console.print(t(f"  {m.name}: " + "; ".join(m.notes)))
         for g in gaps:
             if not g.separated:
-                if g.more_votes is None:
-                    why = "no number of votes separates them at a gap this small"
-                else:
-                    why = f"~{g.more_votes:,} more votes (same mix) would separate them at this gap"
-                console.print(t(f"  {g.upper} vs {g.lower}: gap {g.gap:.0f}, not yet separated; {why}"))
+                console.print(t("  " + gap_hint(g)))
 
     if report.models:
         ratings_table(f"Ratings ({report.votes_used} votes, {report.rounds} bootstrap rounds, seed {report.seed})",

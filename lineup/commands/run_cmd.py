@@ -34,8 +34,8 @@ def require_keys(config, models) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from lineup.cli import UsageError
+    from lineup.commands import checked_params
     from lineup.config import ConfigError, load_config, resolve_models
-    from lineup.events import SamplingParams
     from lineup.sampleset import SampleSetError, load_sample_set
 
     try:
@@ -47,10 +47,7 @@ def run(args: argparse.Namespace) -> int:
     if not models:
         raise UsageError("no models: name them with -m ALIAS (see `lineup models`)")
     require_keys(config, models)
-    try:
-        params = SamplingParams(temperature=args.temperature, max_tokens=args.max_tokens, seed=args.seed)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
+    params = checked_params({"temperature": args.temperature, "max_tokens": args.max_tokens, "seed": args.seed})
     if args.repeat < 1 or args.concurrency < 1:
         raise UsageError("--repeat and --concurrency must be at least 1")
     return execute(args, config, models, sample_set, params, repeat=args.repeat, concurrency=args.concurrency,
@@ -60,11 +57,25 @@ def run(args: argparse.Namespace) -> int:
 def execute(args: argparse.Namespace, config, models, sample_set, params, *, repeat: int, concurrency: int,
             system: str | None, new: bool, quiet: bool, rerun_of: str | None = None) -> int:
     """Run `sample_set` (a set file, or the cases of a recorded run being
-    re-run) with a progress display; the exit code of `lineup run`."""
-    import signal
+    re-run) with a progress display; the exit code of `lineup run`.
 
-    import anyio
+    Ctrl-C and SIGTERM are lineup's own from here to the last line printed
+    (`StopSignals`): the first one stops the run wherever it is (before it
+    starts, while it runs, while it closes), later ones only say it is
+    stopping. None of them raises KeyboardInterrupt into the middle of the
+    event loop or a store write."""
     from rich.console import Console
+
+    err = Console(stderr=True, highlight=False, markup=False)
+    out = Console(highlight=False, markup=False)
+    with StopSignals(err) as stop:
+        return _execute(args, config, models, sample_set, params, repeat=repeat, concurrency=concurrency,
+                        system=system, new=new, quiet=quiet, rerun_of=rerun_of, err=err, out=out, stop=stop)
+
+
+def _execute(args, config, models, sample_set, params, *, repeat, concurrency, system, new, quiet, rerun_of,
+             err, out, stop: "StopSignals") -> int:
+    import anyio
     from rich.live import Live
     from rich.table import Table
     from rich.text import Text
@@ -72,19 +83,19 @@ def execute(args: argparse.Namespace, config, models, sample_set, params, *, rep
     from lineup.commands import open_store
     from lineup.runner import Runner, format_eta, summary_rows
     from lineup.store import AsyncStore
+    from lineup.text import one_line
 
-    err = Console(stderr=True, highlight=False, markup=False)
-    out = Console(highlight=False, markup=False)
     store = open_store(args, write=True)
 
     def table(progress) -> Table:
-        t = Table(title=Text(f"{sample_set.name}: {progress.finished}/{progress.total}  "
+        # the set's name, aliases and error kinds come from files and servers: one_line, always
+        t = Table(title=Text(f"{one_line(sample_set.name, 80)}: {progress.finished}/{progress.total}  "
                              f"ETA {format_eta(progress.eta_s())}"), title_justify="left")
         for col in ("model", "done", "failed", "errors"):
             t.add_column(col, justify="right" if col in ("done", "failed") else "left")
         for alias, tally in progress.tallies.items():
             errors = ", ".join(f"{k} {v}" for k, v in sorted(tally.errors.items())) or "-"
-            t.add_row(Text(alias), str(tally.done), str(tally.failed), Text(errors))
+            t.add_row(Text(one_line(alias)), str(tally.done), str(tally.failed), Text(one_line(errors)))
         return t
 
     live = None if quiet or not err.is_terminal else Live(console=err, auto_refresh=False)
@@ -98,28 +109,17 @@ def execute(args: argparse.Namespace, config, models, sample_set, params, *, rep
         runner = Runner(astore, sample_set, models, repeat=repeat, concurrency=concurrency,
                         params=params, defaults=config.defaults, system=system,
                         new_session=new, rerun_of=rerun_of, on_progress=on_progress)
-        stopped: list[int] = []
-
-        async def on_signal(scope: anyio.CancelScope) -> None:
-            # Ctrl-C and SIGTERM alike: stop the run, close the open answers as
-            # cancelled, keep everything. Handled by the event loop (woken
-            # through its signal fd), whichever thread the signal landed on.
-            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-                async for signum in signals:
-                    stopped.append(signum)
-                    scope.cancel()
-                    return
-
         try:
             with anyio.CancelScope() as scope:
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(on_signal, scope)
-                    await runner.run()
-                    tg.cancel_scope.cancel()
-            if stopped and runner.progress is None:
-                raise KeyboardInterrupt
-            return runner.progress, bool(stopped)
+                stop.attach(scope)   # a signal that came before this cancels it at once
+                await runner.run()
+            progress = runner.progress
+            if progress is None:   # stopped before the session was open
+                return None, True
+            # a signal that came once everything was done stopped nothing
+            return progress, stop.requested and progress.finished + progress.elsewhere < progress.total
         finally:
+            stop.detach()
             with anyio.CancelScope(shield=True):
                 await astore.aclose()
 
@@ -127,8 +127,6 @@ def execute(args: argparse.Namespace, config, models, sample_set, params, *, rep
         live.start()
     try:
         progress, interrupted = anyio.run(main)
-    except KeyboardInterrupt:
-        progress, interrupted = None, True
     finally:
         if live is not None:
             live.stop()
@@ -137,8 +135,8 @@ def execute(args: argparse.Namespace, config, models, sample_set, params, *, rep
         return 130
     if progress.drift is not None:
         old_id, changes = progress.drift
-        err.print(f"not resuming session {old_id}: the models changed since ({'; '.join(changes)}); "
-                  f"started session {progress.session_id}")
+        err.print(one_line(f"not resuming session {old_id}: the models changed since ({'; '.join(changes)}); "
+                           f"started session {progress.session_id}"))
     elif progress.resumed:
         err.print(f"resumed session {progress.session_id}: {progress.already_done} conversations were already done")
     summary = Table(title=Text(f"session {progress.session_id}"), title_justify="left")
@@ -146,8 +144,8 @@ def execute(args: argparse.Namespace, config, models, sample_set, params, *, rep
         summary.add_column(col, justify="left" if col in ("model", "errors") else "right")
     for row in summary_rows(progress):
         summary.add_row(
-            Text(row["model"]), str(row["answers"]), str(row["failed"]),
-            Text(", ".join(f"{k} {v}" for k, v in sorted(row["errors"].items())) or "-"),
+            Text(one_line(row["model"])), str(row["answers"]), str(row["failed"]),
+            Text(one_line(", ".join(f"{k} {v}" for k, v in sorted(row["errors"].items())) or "-")),
             f"{row['ttft_p50_ms']:.0f} ms" if row["ttft_p50_ms"] is not None else "-",
             f"{row['tokens_per_s_p50']:.1f}" if row["tokens_per_s_p50"] is not None else "-",
             f"${row['cost']:.4f}" if row["cost"] is not None else "-",
@@ -166,3 +164,78 @@ def execute(args: argparse.Namespace, config, models, sample_set, params, *, rep
         return 1
     err.print(f"vote on it: lineup vote {progress.session_id}")
     return 0
+
+
+class StopSignals:
+    """SIGINT and SIGTERM while a run is open, handled by a plain signal
+    handler that never raises: it records the signal and, once the event
+    loop runs the run (`attach`), cancels the run's scope through the loop.
+
+    Why not `anyio.open_signal_receiver` around the run alone: outside it
+    (opening the store, starting the loop, and from the moment the receiver
+    closes, which is right after the first signal) Python's default handler
+    raised KeyboardInterrupt at whatever bytecode was running. A second
+    Ctrl-C (or one during start-up or shutdown) then broke anyio's cancel
+    scopes (a RuntimeError traceback), killed the process by SIGINT, or
+    interrupted the event loop's shutdown before anyio's worker thread was
+    told to stop, so the interpreter waited for that thread forever at exit.
+    """
+
+    def __init__(self, err) -> None:
+        self.err = err
+        self.signals: list[int] = []
+        self._cancel = None
+        self._previous: dict[int, object] = {}
+
+    @property
+    def requested(self) -> bool:
+        return bool(self.signals)
+
+    def __enter__(self) -> "StopSignals":
+        import signal
+        import threading
+
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import signal
+
+        for sig, handler in self._previous.items():
+            # After a stop the process is on its way out: a further Ctrl-C must
+            # not turn into a traceback, nor (Python's finalisation puts back
+            # the default action of every handled signal) kill it by SIGINT
+            # after it has said what it did. Ignored stays ignored to the end.
+            signal.signal(sig, signal.SIG_IGN if self.signals else handler)
+
+    def _handle(self, signum, frame) -> None:
+        self.signals.append(signum)
+        if len(self.signals) == 2:
+            try:
+                self.err.print("stopping: closing the answers in flight, then it exits (the record stays whole)")
+            except Exception:
+                pass
+        cancel = self._cancel
+        if cancel is not None:
+            cancel()
+
+    def attach(self, scope) -> None:
+        """From inside the event loop: `scope` is what a signal cancels."""
+        import anyio.lowlevel
+
+        token = anyio.lowlevel.current_token()
+
+        def cancel() -> None:   # a signal handler may run inside the loop's own code: go through the loop
+            try:
+                token.backend_class.run_sync_soon(scope.cancel, (), token.native_token)
+            except Exception:
+                pass
+
+        self._cancel = cancel
+        if self.signals:
+            scope.cancel()
+
+    def detach(self) -> None:
+        self._cancel = None

@@ -20,6 +20,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import sys
     from pathlib import Path
 
     from rich.console import Console
@@ -38,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"-n must be at least 1, got {args.n}")
     out = Path(args.output)
     if not out.parent.is_dir():
-        raise UsageError(f"{out}: the folder {out.parent} does not exist")
+        raise UsageError(f"{one_line(out)}: the folder {one_line(out.parent)} does not exist")
     if out.resolve() == Path(args.logs).resolve():
         raise UsageError("-o would overwrite the log file")
     try:
@@ -47,9 +48,9 @@ def run(args: argparse.Namespace) -> int:
     except LogError as exc:
         raise UsageError(str(exc)) from None
     except ValueError as exc:
-        raise UsageError(f"{args.logs}: {exc}") from None
+        raise UsageError(f"{one_line(args.logs)}: {exc}") from None
     if not result.chosen:
-        raise UsageError(f"{args.logs}: no prompts to sample")
+        raise UsageError(f"{one_line(args.logs)}: no prompts to sample")
 
     console = Console(highlight=False, soft_wrap=False)
     table = Table(title=Text(f"strata by {one_line(logs.by, 60)} ({logs.kind}, prompt field {one_line(logs.prompt_field, 60)})"))
@@ -72,10 +73,17 @@ def run(args: argparse.Namespace) -> int:
     if total_sampled < args.n:
         console.print(Text(f"only {total_sampled} unique prompt(s): took them all (asked for {args.n})"))
 
-    write_jsonl(to_cases(result), out)
+    def valid(path: Path) -> None:   # what we write must be a valid set
+        try:
+            load_sample_set(path)
+        except SampleSetError as exc:
+            raise RuntimeError(f"internal error: the written set does not validate:\n{exc}") from None
+
     try:
-        load_sample_set(out)  # what we write must be a valid set
-    except SampleSetError as exc:
-        raise RuntimeError(f"internal error: the written set does not validate:\n{exc}") from None
-    console.print(Text(f"wrote {total_sampled} case(s) to {out}"))
+        write_jsonl(to_cases(result), out, check=valid)
+    except OSError as exc:
+        print(f"lineup sample: cannot write {one_line(out)}: {exc.strerror or exc}; nothing was written",
+              file=sys.stderr)
+        return 1
+    console.print(Text(f"wrote {total_sampled} case(s) to {one_line(out)}"))
     return 0
