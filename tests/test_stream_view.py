@@ -5,12 +5,10 @@ from __future__ import annotations
 import re
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from textual.app import App, ComposeResult
 
 from lineup.text import neutralise
-from lineup.tui.stream_view import StreamView, _Splitter
+from lineup.tui.stream_view import StreamView
 
 pytestmark = pytest.mark.anyio
 
@@ -53,20 +51,6 @@ def all_painted_strips(view: StreamView):
             if view.scroll_offset.y + y < view.virtual_size.height:
                 strips.append(view.render_line(y))
     return strips
-
-
-def pieces(text: str, chunks: list[int] | None = None, kind: str = "md"):
-    splitter = _Splitter(kind)
-    if chunks is None:
-        splitter.feed(text)
-    else:
-        start = 0
-        for size in chunks:
-            splitter.feed(text[start:start + size])
-            start += size
-        splitter.feed(text[start:])
-    splitter.finish()
-    return [(p.kind, p.text) for p in splitter.take()]
 
 
 # ---------------------------------------------------------------- streaming
@@ -159,71 +143,6 @@ async def test_follows_the_bottom_unless_the_user_scrolled_up():
         await settle(pilot, view)
         assert view.scroll_y == view.max_scroll_y
         assert any("line 80" in line for line in visible(view))
-
-
-# ------------------------------------------------------------ block splitting
-def test_blocks_split_at_blank_lines_but_not_inside_code_fences():
-    text = (
-        "# Title\n"
-        "Intro paragraph\nstill intro\n\n"
-        "```python\ndef f():\n\n    # not a heading\n    return 1\n```\n"
-        "~~~\nfoo\n\n```\nstill tilde code\n~~~\n\n"
-        "Tail paragraph"
-    )
-    got = pieces(text)
-    assert got == [
-        ("md", "# Title"),
-        ("md", "Intro paragraph\nstill intro"),
-        ("code", "def f():\n\n    # not a heading\n    return 1"),
-        ("code", "foo\n\n```\nstill tilde code"),
-        ("md", "Tail paragraph"),
-    ]
-
-
-def test_lists_are_split_per_item_without_gaps_and_keep_nested_content():
-    got = _Splitter("md")
-    got.feed("- one\n- two\n  - nested\n\n  continued two\n- three\n\nAfter\n")
-    got.finish()
-    result = [(p.kind, p.text, p.gap) for p in got.take()]
-    assert result == [
-        ("md", "- one", True),
-        ("md", "- two\n  - nested\n\n  continued two", False),
-        ("md", "- three", False),
-        ("md", "After", True),
-    ]
-
-
-def test_long_code_blocks_are_committed_in_seamless_chunks():
-    code = "\n".join(f"x{i} = {i}" for i in range(100))
-    splitter = _Splitter("md")
-    splitter.feed(f"```python\n{code}\n```\n")
-    splitter.finish()
-    chunks = splitter.take()
-    assert len(chunks) > 3
-    assert all(c.kind == "code" and c.lang == "python" for c in chunks)
-    assert chunks[0].first and not chunks[0].last
-    assert chunks[-1].last and not any(c.first for c in chunks[1:])
-    assert "\n".join(c.text for c in chunks if c.text) == code
-
-
-@settings(max_examples=60, deadline=None)
-@given(st.lists(st.integers(min_value=0, max_value=40), max_size=30))
-def test_splitting_does_not_depend_on_how_the_stream_was_chunked(chunks):
-    text = ("## Heading\n\nSome text with `code`\nand more.\n\n1. a\n2. b\n\n```js\nlet x = 1;\n\n"
-            "x += 2;\n```\n\n> quote\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\nend")
-    assert pieces(text, chunks) == pieces(text)
-
-
-def test_pathological_blocks_are_chunked():
-    big_paragraph = "word " * 60_000  # 300 KB without a newline
-    got = pieces(big_paragraph)
-    assert len(got) > 10
-    assert all(len(t) <= 16_384 for _, t in got)
-    assert "".join(t for _, t in got).split() == big_paragraph.split()
-    lines = "\n".join(str(i) for i in range(20_000))
-    got = pieces(lines)
-    assert max(len(t) for _, t in got) <= 16_384
-    assert {kind for kind, _ in got} <= {"md", "plain"}
 
 
 # ---------------------------------------------------------------- width

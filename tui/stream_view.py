@@ -3,7 +3,7 @@
 Why this shape (DESIGN.md, "Rendering streams"): re-rendering a growing
 Markdown document per token is quadratic, and Textual's Markdown widget pays
 for one child widget per block. Here the stream is split at Markdown block
-boundaries outside code fences; each finished block is rendered once (rich
+boundaries outside code fences (`lineup.markdown_blocks`); each finished block is rendered once (rich
 Markdown, highlighted code) into Strips cached at the current width; only the
 small unfinished tail is re-rendered, on a timer. Only visible lines are
 painted (``render_line``). A width change makes cached blocks stale: the
@@ -17,7 +17,6 @@ visible stand-ins (`lineup.text.neutralise`) before anything is rendered.
 
 from __future__ import annotations
 
-import re
 import time
 from bisect import bisect_right
 from collections import OrderedDict
@@ -39,207 +38,10 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.timer import Timer
 
+from lineup.markdown_blocks import BlockSplitter, Piece, fenced_code_blocks
 from lineup.text import neutralise, one_line, shows_as_is_on_one_line
 
 __all__ = ["StreamView"]
-
-# ---------------------------------------------------------------------------
-# Splitting a stream into blocks
-
-MAX_LINE_CHARS = 8192      # an unterminated line longer than this is cut (10,000-column lines)
-MAX_BLOCK_CHARS = 12_000   # a Markdown block longer than this is committed as plain text
-CODE_CHUNK_LINES = 24      # code inside a fence is committed in chunks, seamlessly
-CODE_CHUNK_CHARS = 4096
-
-_FENCE_RE = re.compile(r"^([ \t]*)(`{3,}|~{3,})(.*)$")
-_HEADING_RE = re.compile(r"^ {0,3}#{1,6}(?:[ \t]|$)")
-_ITEM_RE = re.compile(r"^ {0,1}(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)")
-
-
-@dataclass(slots=True)
-class _Piece:
-    """A unit of text with one rendering: a committed block or the tail."""
-
-    kind: str            # md | code | plain | reasoning | user | note
-    text: str
-    gap: bool = True     # a blank line before it
-    lang: str = ""       # code: lexer name
-    first: bool = True   # code: carries the top padding; reasoning: carries the header
-    last: bool = True    # code: carries the bottom padding
-
-
-class _Splitter:
-    """Incremental block splitter for one part (answer text or reasoning).
-
-    Blocks end at blank lines (a list waits for the next non-indented line),
-    before and after headings, at fences; fenced code is emitted in chunks
-    of whole lines so a long code block never becomes a large tail.
-    """
-
-    def __init__(self, kind: str) -> None:
-        self.kind = kind                  # "md" or "reasoning"
-        self.plain = kind != "md"
-        self.partial = ""
-        self.lines: list[str] = []
-        self.chars = 0
-        self.block: str | None = None     # None | "md" | "list"
-        self.blank_after = False
-        self.gap = True
-        self.fence: tuple[str, int, int] | None = None  # (char, length, indent)
-        self.lang = ""
-        self.code_first = True
-        self.first_piece = True
-        self.out: list[_Piece] = []
-
-    # -- feeding
-    def feed(self, text: str) -> None:
-        if "\n" not in text:
-            self.partial += text
-        else:
-            lines = (self.partial + text).split("\n")
-            self.partial = lines.pop()
-            for line in lines:
-                self._line(line)
-        while len(self.partial) > MAX_LINE_CHARS:
-            cut = self.partial.rfind(" ", MAX_LINE_CHARS // 2, MAX_LINE_CHARS)
-            cut = cut + 1 if cut > 0 else MAX_LINE_CHARS
-            head, self.partial = self.partial[:cut], self.partial[cut:]
-            self._line(head, forced=True)
-
-    def finish(self) -> None:
-        if self.partial:
-            line, self.partial = self.partial, ""
-            self._line(line)
-        if self.fence is not None:
-            self._commit_code(last=True)
-            self.fence = None
-        else:
-            self._commit()
-
-    def take(self) -> list[_Piece]:
-        out, self.out = self.out, []
-        return out
-
-    def tail(self) -> _Piece | None:
-        """The unfinished block (complete lines plus the partial line)."""
-        if self.fence is not None:
-            lines = self.lines + ([self._dedent(self.partial)] if self.partial else [])
-            if not lines and not self.code_first:
-                return None
-            return _Piece("code", "\n".join(lines), gap=self.code_first, lang=self.lang,
-                          first=self.code_first, last=True)
-        if not self.lines and not self.partial.strip():
-            return None
-        text = "\n".join(self.lines + [self.partial]) if self.partial else "\n".join(self.lines)
-        return self._piece(text, self.gap)
-
-    # -- internals
-    def _piece(self, text: str, gap: bool, kind: str | None = None) -> _Piece:
-        kind = kind or ("md" if not self.plain else self.kind)
-        return _Piece(kind, text, gap=gap, first=self.first_piece)
-
-    def _commit(self, kind: str | None = None) -> None:
-        if self.lines:
-            self.out.append(self._piece("\n".join(self.lines), self.gap, kind))
-            self.first_piece = False
-        self.lines = []
-        self.chars = 0
-        self.block = None
-        self.blank_after = False
-        self.gap = True
-
-    def _commit_code(self, last: bool) -> None:
-        if self.lines or last:
-            self.out.append(_Piece("code", "\n".join(self.lines), gap=self.code_first,
-                                   lang=self.lang, first=self.code_first, last=last))
-            self.code_first = False
-            self.first_piece = False
-        self.lines = []
-        self.chars = 0
-
-    def _dedent(self, line: str) -> str:
-        indent = self.fence[2] if self.fence else 0
-        if indent:
-            spaces = len(line) - len(line.lstrip(" \t"))
-            return line[min(indent, spaces):]
-        return line
-
-    def _add(self, line: str) -> None:
-        self.lines.append(line)
-        self.chars += len(line) + 1
-
-    def _line(self, line: str, forced: bool = False) -> None:
-        if self.fence is not None:
-            char, length, _indent = self.fence
-            stripped = line.strip()
-            if (not forced and stripped.startswith(char * length)
-                    and stripped.strip(char) == ""):
-                self._commit_code(last=True)
-                self.fence = None
-                return
-            self._add(self._dedent(line))
-            if len(self.lines) >= CODE_CHUNK_LINES or self.chars >= CODE_CHUNK_CHARS:
-                self._commit_code(last=False)
-            return
-
-        stripped = line.strip()
-        if self.plain:
-            if not stripped:
-                self._commit()
-                return
-            self._add(line)
-            if self.chars > MAX_BLOCK_CHARS:
-                self._commit()
-                self.gap = False
-            return
-
-        if not stripped:
-            if self.block == "list":
-                self.blank_after = True
-            else:
-                self._commit()
-            return
-        if forced:
-            self._plain_line(line)
-            return
-        fence = _FENCE_RE.match(line)
-        if fence and not (fence.group(2)[0] == "`" and "`" in fence.group(3)):
-            self._commit()
-            self.fence = (fence.group(2)[0], len(fence.group(2)), len(fence.group(1)))
-            info = fence.group(3).strip()
-            self.lang = info.split()[0] if info else ""
-            self.code_first = True
-            return
-        if _HEADING_RE.match(line):
-            self._commit()
-            self._add(line)
-            self._commit()
-            return
-        if _ITEM_RE.match(line):
-            continues_list = self.block == "list"
-            self._commit()
-            self.block = "list"
-            self.gap = not continues_list
-            self._add(line)
-            return
-        if self.block == "list" and self.blank_after:
-            if line[:1] in (" ", "\t"):  # an indented paragraph inside the last item
-                self._add("")
-                self._add(line)
-                self.blank_after = False
-                return
-            self._commit()
-        self._plain_line(line)
-
-    def _plain_line(self, line: str) -> None:
-        if self.block is None:
-            self.block = "md"
-        self._add(line)
-        if self.chars > MAX_BLOCK_CHARS:
-            # A pathological block (a 1 MB paragraph, a huge table): show it as plain text.
-            self._commit(kind="plain")
-            self.gap = False
-
 
 # ---------------------------------------------------------------------------
 # Rendering pieces into strips
@@ -480,7 +282,7 @@ class _LeanStrip(Strip):
         self._cell_length = cell_length
 
 
-def _render_piece(console: Console, piece: _Piece, width: int, gap: bool,
+def _render_piece(console: Console, piece: Piece, width: int, gap: bool,
                   style: Style | None = None) -> list[Strip]:
     """A piece as Strips of exactly `width` cells, with the widget's base `style` applied.
 
@@ -528,7 +330,7 @@ def _render_piece(console: Console, piece: _Piece, width: int, gap: bool,
     return strips
 
 
-def _estimate(piece: _Piece, width: int, gap: bool) -> int:
+def _estimate(piece: Piece, width: int, gap: bool) -> int:
     """Height guess for a block not rendered at this width yet."""
     usable = max(1, width - 4)
     lines = sum(len(line) // usable + 1 for line in piece.text.split("\n"))
@@ -541,33 +343,6 @@ def _estimate(piece: _Piece, width: int, gap: bool) -> int:
 
 # ---------------------------------------------------------------------------
 # Conversation bookkeeping (raw text, for copy)
-
-_CLOSE_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*$")
-
-
-def _code_blocks(text: str) -> list[str]:
-    """Fenced code blocks in Markdown text (an unclosed last fence runs to the end)."""
-    blocks: list[str] = []
-    fence: tuple[str, int, int] | None = None
-    body: list[str] = []
-    for line in text.split("\n"):
-        if fence is None:
-            m = _FENCE_RE.match(line)
-            if m and not (m.group(2)[0] == "`" and "`" in m.group(3)):
-                fence = (m.group(2)[0], len(m.group(2)), len(m.group(1)))
-                body = []
-            continue
-        close = _CLOSE_FENCE.match(line)
-        if close and close.group(1)[0] == fence[0] and len(close.group(1)) >= fence[1]:
-            blocks.append("\n".join(body))
-            fence = None
-            continue
-        spaces = len(line) - len(line.lstrip(" \t"))
-        body.append(line[min(fence[2], spaces):])
-    if fence is not None:
-        blocks.append("\n".join(body))
-    return blocks
-
 
 @dataclass
 class _Answer:
@@ -583,7 +358,7 @@ class _Answer:
 class _Block:
     __slots__ = ("piece", "gap", "hidden_kind", "strips", "width", "height")
 
-    def __init__(self, piece: _Piece, gap: bool, width: int) -> None:
+    def __init__(self, piece: Piece, gap: bool, width: int) -> None:
         self.piece = piece
         self.gap = gap
         self.hidden_kind = piece.kind == "reasoning"
@@ -652,10 +427,10 @@ class StreamView(ScrollView, can_focus=True):
         self._starts: list[int] = []
         self._total = 0
         self._relayout_from: int | None = None
-        self._splitter: _Splitter | None = None
+        self._splitter: BlockSplitter | None = None
         self._new_entry = True
         self._tail: list[Strip] = []
-        self._tail_piece: _Piece | None = None
+        self._tail_piece: Piece | None = None
         self._tail_dirty = False
         self._width = 0
         self._follow = True
@@ -765,7 +540,7 @@ class StreamView(ScrollView, can_focus=True):
 
     def last_code_block(self, index: int = -1) -> str | None:
         """Content of the last fenced code block of an answer, or None."""
-        blocks = _code_blocks(self.answer_text(index))
+        blocks = fenced_code_blocks(self.answer_text(index))
         return blocks[-1] if blocks else None
 
     def plain_text(self) -> str:
@@ -879,16 +654,16 @@ class StreamView(ScrollView, can_focus=True):
             if op == "md" or op == "reasoning":
                 if self._splitter is None or self._splitter.kind != op:
                     self._end_part()
-                    self._splitter = _Splitter(op)
+                    self._splitter = BlockSplitter(op)
                 self._splitter.feed(neutralise(text))  # type: ignore[arg-type]
                 self._tail_dirty = True
             elif op == "user":
                 self._end_part()
                 self._new_entry = True
-                splitter = _Splitter("user")
+                splitter = BlockSplitter("user")
                 splitter.feed(neutralise(text or ""))
                 splitter.finish()
-                self._add_pieces(splitter.take() or [_Piece("user", "")], width)
+                self._add_pieces(splitter.take() or [Piece("user", "")], width)
                 self._new_entry = True
             elif op == "start":
                 self._end_part()
@@ -896,12 +671,12 @@ class StreamView(ScrollView, can_focus=True):
             elif op == "end":
                 self._end_part()
                 if text:
-                    self._add_pieces([_Piece("note", neutralise(text))], width)
+                    self._add_pieces([Piece("note", neutralise(text))], width)
                 self._new_entry = True
             elif op == "note":
                 self._end_part()
                 self._new_entry = True
-                self._add_pieces([_Piece("note", neutralise(text or ""))], width)
+                self._add_pieces([Piece("note", neutralise(text or ""))], width)
                 self._new_entry = True
             if self._splitter is not None:
                 self._add_pieces(self._splitter.take(), width)
@@ -914,7 +689,7 @@ class StreamView(ScrollView, can_focus=True):
             self._new_entry = True
             self._tail_dirty = True
 
-    def _add_pieces(self, pieces: list[_Piece], width: int) -> None:
+    def _add_pieces(self, pieces: list[Piece], width: int) -> None:
         for piece in pieces:
             gap = bool(self._blocks) and (piece.gap or self._new_entry)
             self._new_entry = False
