@@ -31,7 +31,6 @@ from rich.style import Style
 from rich.syntax import Syntax
 from rich.text import Text
 from pygments.token import Token as PygmentsToken
-from textual.cache import FIFOCache
 from textual.geometry import Region, Size
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
@@ -40,6 +39,7 @@ from textual.timer import Timer
 
 from lineup.markdown_blocks import BlockSplitter, Piece, fenced_code_blocks
 from lineup.text import neutralise, one_line, shows_as_is_on_one_line
+from lineup.tui.lean_strip import LeanStrip
 
 __all__ = ["StreamView"]
 
@@ -229,59 +229,6 @@ def _lines(console: Console, renderable, width: int, trim: bool = True) -> list[
     return lines
 
 
-class _NoCache(FIFOCache):
-    """A memo cache that keeps nothing: one instance shared by every lean strip."""
-
-    __slots__ = ()
-
-    def set(self, key, value) -> None:  # type: ignore[override]
-        return None
-
-    __setitem__ = set
-
-
-def _lean_defaults() -> list[tuple[str, object]] | None:
-    """Slot values for a Strip whose memo caches are the shared `_NoCache`.
-
-    A Strip builds seven small caches; for a cached line they stay empty
-    (Textual copies its segments into a new Strip per paint) but the cycle
-    collector walks them on every full pass: 16 objects a line became the
-    main cost of the long pauses. Found by introspection so that a Textual
-    with other slots falls back to plain Strips.
-    """
-    try:
-        proto = Strip([], 0)
-        names = list(Strip.__slots__)
-        values = [getattr(proto, name) for name in names]
-    except (AttributeError, TypeError):
-        return None
-    if "_segments" not in names or "_cell_length" not in names:
-        return None
-    shared = _NoCache(1)
-    return [(name, shared if isinstance(value, FIFOCache) else value)
-            for name, value in zip(names, values)
-            if name not in ("_segments", "_cell_length")]
-
-
-_LEAN_DEFAULTS = _lean_defaults()
-
-
-class _LeanStrip(Strip):
-    """A Strip for cached lines: same segments, no per-instance memo caches."""
-
-    __slots__ = ()
-
-    def __init__(self, segments: list[Segment], cell_length: int) -> None:
-        if _LEAN_DEFAULTS is None:
-            super().__init__(segments, cell_length)
-            return
-        setter = object.__setattr__
-        for name, value in _LEAN_DEFAULTS:
-            setter(self, name, value)
-        self._segments = segments
-        self._cell_length = cell_length
-
-
 def _render_piece(console: Console, piece: Piece, width: int, gap: bool,
                   style: Style | None = None) -> list[Strip]:
     """A piece as Strips of exactly `width` cells, with the widget's base `style` applied.
@@ -324,7 +271,7 @@ def _render_piece(console: Console, piece: Piece, width: int, gap: bool,
         if add is not None:  # what Strip.apply_style does, without the extra Strip
             line = [Segment(text, None if control else add(seg_style), control)
                     for text, seg_style, control in line]
-        strips.append(_LeanStrip(list(simplify(line)), width))
+        strips.append(LeanStrip(list(simplify(line)), width))
     if not strips:
         strips.append(Strip.blank(width, style))
     return strips
