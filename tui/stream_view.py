@@ -34,6 +34,7 @@ from textual.timer import Timer
 from lineup.markdown_blocks import BlockSplitter, Piece, fenced_code_blocks
 from lineup.text import neutralise
 from lineup.tui.block_render import estimate_height, render_piece
+from lineup.tui.flush_clock import FlushClock
 
 __all__ = ["StreamView"]
 
@@ -107,9 +108,10 @@ class StreamView(ScrollView, can_focus=True):
         self._open: _Answer | None = None
         self._ops: list[tuple[str, str | None]] = []
         self._reset_display()
-        self._flush_timer: Timer | None = None
+        self._flush_timer: Timer | None = None  # a flush waits on the shared clock (its timer)
         self._flush_queued = False
-        self._last_flush = 0.0
+        self._last_flush = 0.0           # when the last flush ended
+        self._last_flush_start = 0.0     # and began: flushes start an interval apart
         self._interval = self.FLUSH_INTERVAL
         self._bg_timer: Timer | None = None
         self._base_style: Style | None = None    # self.rich_style, computed once
@@ -259,23 +261,29 @@ class StreamView(ScrollView, can_focus=True):
 
     # ------------------------------------------------------------ scheduling
     def _flush_soon(self, now: bool = False) -> None:
+        """Flush at once (``now``, or when the last flush is an interval old),
+        else at the next tick of the app's shared flush clock, so that all
+        streaming panes flush together and the screen paints once for them."""
         if not self.is_mounted or self._flush_queued:
             return
         if now:
-            if self._flush_timer is not None:
-                self._flush_timer.stop()
-                self._flush_timer = None
+            self._leave_clock()
             self._flush_queued = True
             self.call_later(self._flush)
             return
         if self._flush_timer is not None:
             return
-        delay = self._last_flush + self._interval - time.perf_counter()
-        if delay <= 0:
+        at = self._last_flush_start + self._interval
+        if at <= time.perf_counter():
             self._flush_queued = True
             self.call_later(self._flush)
         else:
-            self._flush_timer = self.set_timer(delay, self._flush)
+            self._flush_timer = FlushClock.of(self.app, self.FLUSH_INTERVAL).request(self, at)
+
+    def _leave_clock(self) -> None:
+        if self._flush_timer is not None:
+            self._flush_timer = None
+            FlushClock.of(self.app, self.FLUSH_INTERVAL).cancel(self)
 
     def on_mount(self) -> None:
         super().on_mount()
@@ -317,11 +325,9 @@ class StreamView(ScrollView, can_focus=True):
 
     def _flush(self) -> None:
         """Process buffered ops, render the tail and what became visible, repaint."""
-        if self._flush_timer is not None:
-            self._flush_timer.stop()
-            self._flush_timer = None
+        self._leave_clock()
         self._flush_queued = False
-        started = time.perf_counter()
+        started = self._last_flush_start = time.perf_counter()
         width = self.scrollable_content_region.width if self.is_mounted else 0
         if width <= 0:
             if self._width:
