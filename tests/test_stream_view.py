@@ -6,6 +6,7 @@ import re
 
 import pytest
 from textual.app import App, ComposeResult
+from textual.geometry import Region
 
 from lineup.text import neutralise
 from lineup.tui.stream_view import StreamView
@@ -143,6 +144,35 @@ async def test_follows_the_bottom_unless_the_user_scrolled_up():
         await settle(pilot, view)
         assert view.scroll_y == view.max_scroll_y
         assert any("line 80" in line for line in visible(view))
+
+
+async def test_scrollbar_shows_where_the_view_is_after_streaming():
+    """The thumb is repainted only when it would be drawn differently: what is
+    painted must still match the content and position once the stream stops."""
+    app = ViewApp()
+    async with app.run_test(size=(60, 14)) as pilot:
+        view = app.query_one(StreamView)
+        bar = view.vertical_scrollbar
+        for size in (40, 400):
+            view.start_answer()
+            for index in range(size):
+                view.append(f"line {index}\n\n")
+                if index % 9 == 0:
+                    await pilot.pause(0.002)
+            view.end_answer()
+            await settle(pilot, view)
+            for _ in range(200):  # the trailing scrollbar update, once the stream stopped
+                if view._scrollbar_timer is None:
+                    break
+                await pilot.pause(0.01)
+            await pilot.pause()
+            assert bar.window_virtual_size == view.virtual_size.height
+            assert bar.window_size == view.scrollable_content_region.height
+            assert bar.position == int(view.scroll_y * 8) / 8
+            region = Region(0, 0, bar.size.width, bar.size.height)
+            painted = bar.render_lines(region)
+            bar.refresh()
+            assert bar.render_lines(region) == painted
 
 
 # ---------------------------------------------------------------- width

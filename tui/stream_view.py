@@ -28,6 +28,7 @@ from rich.style import Style
 from textual.geometry import Region, Size
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
+from textual.scrollbar import ScrollBar
 from textual.strip import Strip
 from textual.timer import Timer
 
@@ -119,6 +120,7 @@ class StreamView(ScrollView, can_focus=True):
         self._paint: tuple[int, int] | None = None
         self._scrollbar_at = 0.0
         self._scrollbar_timer: Timer | None = None
+        self._thumb_drawn: list | None = None  # the scrollbar thumb last drawn (_thumb_unchanged)
         self._auto_scrolling = False
 
     def _reset_display(self) -> None:
@@ -307,11 +309,10 @@ class StreamView(ScrollView, can_focus=True):
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         if self._auto_scrolling:
-            # Following the stream: repaint, but move the scrollbar thumb at
-            # most a few times a second (each move repaints the whole bar).
+            # Following the stream: repaint; _apply_layout moves the scrollbar
+            # thumb (at most a few times a second: each move repaints the whole bar).
             if round(old_value) != round(new_value):
                 self.refresh(self.size.region)
-            self._schedule_scrollbar()
         else:
             super().watch_scroll_y(old_value, new_value)
         self._follow = round(new_value) >= self.max_scroll_y
@@ -571,7 +572,7 @@ class StreamView(ScrollView, can_focus=True):
         if not self.is_mounted:
             self._anchor = None
             return
-        self._set_virtual_size(Size(self._width, height))
+        update_bar = self._set_virtual_size(Size(self._width, height))
         if self._follow:
             target = max(0, height - self.scrollable_content_region.height)
             if round(self.scroll_y) != target:
@@ -580,6 +581,7 @@ class StreamView(ScrollView, can_focus=True):
                     self.scroll_to(y=target, animate=False)
                 finally:
                     self._auto_scrolling = False
+                update_bar = True
             self._follow = True
         elif self._anchor is not None:
             index, offset = self._anchor
@@ -589,6 +591,8 @@ class StreamView(ScrollView, can_focus=True):
                 if round(self.scroll_y) != y:
                     self.scroll_to(y=y, animate=False)
         self._anchor = None
+        if update_bar:  # after scrolling: the thumb is drawn where it ends up
+            self._schedule_scrollbar()
         self._refresh_changed()
 
     def _visible_rows(self, top: int, height: int) -> list[object]:
@@ -652,8 +656,9 @@ class StreamView(ScrollView, can_focus=True):
             self.refresh(Region(0, first, max(self.virtual_size.width, self.size.width),
                                 last - first + 1))
 
-    def _set_virtual_size(self, size: Size) -> None:
-        """Grow the scrollable area without a screen relayout.
+    def _set_virtual_size(self, size: Size) -> bool:
+        """Grow the scrollable area without a screen relayout; True when the
+        scrollbar is left to `_schedule_scrollbar`.
 
         Assigning `virtual_size` relayouts (and fully repaints) the whole
         screen: at 20 flushes a second in six panes that was the dominant cost.
@@ -661,33 +666,65 @@ class StreamView(ScrollView, can_focus=True):
         only the scrollbar and scroll limits depend on it.
         """
         if size == self.virtual_size:
-            return
+            return False
         height = self.styles.height
         scroll_update = getattr(self, "_scroll_update", None)
         if (scroll_update is None or (height is not None and height.is_auto)
                 or self.styles.overflow_y != "scroll"):
             self.virtual_size = size
-            return
+            return False
         self.set_reactive(StreamView.virtual_size, size)
-        self._schedule_scrollbar()
+        return True
 
     def _schedule_scrollbar(self) -> None:
-        """The scrollbar repaints its whole height on each update: at most 4 a second."""
+        """The scrollbar repaints its whole height on each update: at most 4 a second,
+        inside a flush while text streams (so it paints with the panes), and only
+        when the thumb would be drawn differently."""
         now = time.perf_counter()
         if now - self._scrollbar_at >= self.SCROLLBAR_INTERVAL:
             self._update_scrollbar()
         elif self._scrollbar_timer is None:
+            # For when the stream stops; while it flows, a flush comes first.
             self._scrollbar_timer = self.set_timer(
-                self._scrollbar_at + self.SCROLLBAR_INTERVAL - now, self._update_scrollbar)
+                self._scrollbar_at + self.SCROLLBAR_INTERVAL + 2 * self.FLUSH_INTERVAL - now,
+                self._update_scrollbar)
 
     def _update_scrollbar(self) -> None:
         if self._scrollbar_timer is not None:
             self._scrollbar_timer.stop()
             self._scrollbar_timer = None
         self._scrollbar_at = time.perf_counter()
+        if self.show_vertical_scrollbar and self._thumb_unchanged():
+            return
         self._scroll_update(self.virtual_size)
         if self.show_vertical_scrollbar:
             self.vertical_scrollbar.position = self.scroll_y
+
+    def _thumb_unchanged(self) -> bool:
+        """Whether the vertical scrollbar would be drawn as it is now; if so its
+        state is updated without a repaint (a long answer's thumb moves by an
+        eighth of a cell only every few dozen lines).
+
+        Only for growth: a shrinking content also clamps the scroll position,
+        which `_scroll_update` does.
+        """
+        bar = self.vertical_scrollbar
+        virtual = self.virtual_size.height
+        window = self.container_size.height - self.scrollbar_size_horizontal
+        if virtual < bar.window_virtual_size or window != bar.window_size:
+            return False
+        position = int(self.scroll_y * 8) / 8  # ScrollBar.validate_position
+        size = bar.size
+        drawn = bar.renderer.render_bar(
+            size=size.height, virtual_size=virtual,
+            window_size=window if window < virtual else 0, position=position,
+            thickness=size.width, vertical=True).segments
+        unchanged = drawn == self._thumb_drawn
+        self._thumb_drawn = drawn
+        if unchanged:
+            bar.set_reactive(ScrollBar.window_virtual_size, virtual)
+            bar.set_reactive(ScrollBar.position, position)
+        return unchanged
 
     def _fix_layout(self) -> None:
         self._fix_scheduled = False
