@@ -29,7 +29,6 @@ Prints a table with each figure beside its target; asserts nothing.
 from __future__ import annotations
 
 import asyncio
-import gc
 import os
 import random
 import re
@@ -41,6 +40,7 @@ from textual.app import App, ComposeResult
 from textual.containers import Grid, VerticalScroll
 from textual.widgets import Markdown
 
+from lineup.tui.app import freeze_survivors, release_survivors
 from lineup.tui.stream_view import StreamView
 
 PANES = 6
@@ -125,12 +125,6 @@ class BenchView(StreamView):
         return len(self.painted) == len(self.arrivals) and not self._ops
 
 
-def _freeze_survivors() -> None:
-    """Collect once, then move every survivor out of the collector's sight."""
-    gc.collect()
-    gc.freeze()
-
-
 class ViewsApp(App):
     CSS = "Grid { grid-size: 3 2; } StreamView { border: round $primary; }"
 
@@ -140,7 +134,10 @@ class ViewsApp(App):
                 yield BenchView()
 
     def on_mount(self) -> None:
-        self.call_after_refresh(_freeze_survivors)   # as LineupApp does once its first screen is up
+        self.call_after_refresh(freeze_survivors)   # as LineupApp does once its first screen is up
+
+    def on_unmount(self) -> None:
+        release_survivors()   # as LineupApp does
 
 
 class MarkdownApp(App):
