@@ -13,6 +13,7 @@ interval, and the screen then paints them all at once.
 from __future__ import annotations
 
 import time
+from math import ceil
 from typing import TYPE_CHECKING, Protocol
 from weakref import WeakKeyDictionary
 
@@ -34,10 +35,12 @@ class FlushClock:
 
     def __init__(self, app: App, interval: float) -> None:
         self._app = app
+        self._interval = interval
         self._slack = interval / 2  # a view due this much later flushes with the others
         self._due: dict[_Flushable, float] = {}
         self._timer: Timer | None = None
         self._timer_at = 0.0
+        self._last_tick = -1e9  # ticks keep to a cadence of `interval` from this one
 
     @classmethod
     def of(cls, app: App, interval: float) -> FlushClock:
@@ -51,8 +54,15 @@ class FlushClock:
 
         Returns the timer the flush waits on (shared: never stop it)."""
         self._due[view] = at
-        if self._timer is None or at < self._timer_at - self._slack:
-            self._arm(at)
+        # On the cadence: the first tick after the last one that is at most
+        # half an interval before `at` (views that flushed later in the last
+        # tick, or less often, still flush on a tick).
+        ticks = max(1, ceil((at - self._slack - self._last_tick) / self._interval))
+        tick = self._last_tick + ticks * self._interval
+        if tick < at - self._slack:  # long idle: no cadence to keep
+            tick = at
+        if self._timer is None or tick < self._timer_at - self._slack:
+            self._arm(tick)
         assert self._timer is not None
         return self._timer
 
@@ -70,9 +80,12 @@ class FlushClock:
 
     def _tick(self) -> None:
         self._timer = None
+        now = time.perf_counter()
+        # Keep the cadence through a late tick (a busy loop), not through a lost one.
+        self._last_tick = self._timer_at if now - self._timer_at < self._slack else now
         if not self._due:
             return
-        horizon = time.perf_counter() + self._slack
+        horizon = now + self._slack
         ready = [view for view, at in self._due.items() if at <= horizon]
         for view in ready:
             self._due.pop(view, None)
