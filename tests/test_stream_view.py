@@ -175,6 +175,42 @@ async def test_scrollbar_shows_where_the_view_is_after_streaming():
             assert bar.render_lines(region) == painted
 
 
+async def test_rows_moved_by_a_scroll_are_not_styled_again_and_paint_the_same():
+    """Following a stream scrolls the view by a line or two per flush: the rows
+    that only moved reuse Textual's styled line (StreamView._reuse_moved_lines),
+    and what is painted is what a fresh render paints."""
+    app = ViewApp()
+    async with app.run_test(size=(60, 14)) as pilot:
+        view = app.query_one(StreamView)
+        styles_cache = view._styles_cache
+        # The Textual internals the reuse relies on (else it silently does nothing).
+        assert isinstance(getattr(styles_cache, "_cache", None), dict)
+        assert isinstance(getattr(styles_cache, "_dirty_lines", None), set)
+        styled = []
+        render_line = styles_cache.render_line
+
+        def counting(*args, **kwargs):
+            styled.append(args[1])
+            return render_line(*args, **kwargs)
+
+        styles_cache.render_line = counting
+        region = Region(0, 0, view.region.width, view.region.height)
+        view.start_answer()
+        scrolls = 0
+        for index in range(60):
+            top = view.scroll_offset.y
+            view.append(f"line {index} " + "word " * (index % 7) + "\n\n")
+            await settle(pilot, view)
+            scrolls += view.scroll_offset.y != top
+            painted = view.render_lines(region)
+            styles_cache.clear()
+            assert view.render_lines(region) == painted, index
+        assert scrolls > 30
+        height = view.scrollable_content_region.height
+        # Without the reuse each scroll restyles every row (plus the fresh renders above).
+        assert len(styled) < (scrolls * height) // 2 + 60 * region.height
+
+
 # ---------------------------------------------------------------- width
 async def test_width_change_rerenders_every_block():
     app = ViewApp()

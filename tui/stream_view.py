@@ -118,6 +118,8 @@ class StreamView(ScrollView, can_focus=True):
         self._base_style: Style | None = None    # self.rich_style, computed once
         self._strip_style: Style | None = None   # the style cached strips carry
         self._paint: tuple[int, int] | None = None
+        self._paint_lines: dict[int, Strip] | None = None  # content row -> line, in a paint
+        self._line_sources: dict[int, Strip] = {}  # widget row -> line last styled there
         self._scrollbar_at = 0.0
         self._scrollbar_timer: Timer | None = None
         self._thumb_drawn: list | None = None  # the scrollbar thumb last drawn (_thumb_unchanged)
@@ -782,13 +784,80 @@ class StreamView(ScrollView, can_focus=True):
     def render_lines(self, crop):
         # Geometry once per paint, not once per line (each lookup walks styles).
         self._paint = (self.scroll_offset.y, self.scrollable_content_region.width)
+        self._paint_lines = {}
         self._style()
         try:
+            self._reuse_moved_lines(crop)
             return super().render_lines(crop)
         finally:
+            self._remember_sources(crop)
             self._paint = None
+            self._paint_lines = None
+
+    def _reuse_moved_lines(self, crop: Region) -> None:
+        """Give rows whose line was painted at another row last time that row's
+        styled line, instead of having Textual style it again.
+
+        Textual caches a widget's styled lines (border, padding, filters' input)
+        by row, so following a stream, where every new line scrolls the view,
+        restyled every row of every pane on each scroll: most of the paint CPU.
+        A styled row depends only on the line painted in it and on the widget's
+        styles, size and colours, and every change of those clears Textual's
+        cache (there is nothing to reuse then). Relies on `StylesCache._cache`
+        (row -> styled strip) and `_dirty_lines`; without them this does
+        nothing (tests/test_stream_view.py checks that it still finds them).
+        """
+        sources = self._line_sources
+        if not sources:
+            return
+        styles_cache = self._styles_cache
+        cache = getattr(styles_cache, "_cache", None)
+        dirty = getattr(styles_cache, "_dirty_lines", None)
+        if type(cache) is not dict or type(dirty) is not set:
+            return
+        styled: dict[int, tuple[Strip, Strip]] = {}
+        for y, source in sources.items():
+            line = cache.get(y)
+            if line is not None:
+                styled[id(source)] = (source, line)
+        top = self.styles.gutter.top
+        height = self.content_region.height
+        for y in crop.line_range:
+            content_y = y - top
+            if not 0 <= content_y < height or (y not in dirty and y in cache):
+                continue
+            source = self.render_line(content_y)
+            hit = styled.get(id(source))
+            if hit is not None and hit[0] is source:
+                cache[y] = hit[1]
+                dirty.discard(y)
+
+    def _remember_sources(self, crop: Region) -> None:
+        """Which line each row of this paint was styled from (_reuse_moved_lines)."""
+        painted = self._paint_lines
+        if painted is None:
+            return
+        if not painted and not self._line_sources:
+            return
+        top = self.styles.gutter.top
+        sources = self._line_sources
+        for y in crop.line_range:
+            source = painted.get(y - top)
+            if source is not None:
+                sources[y] = source
 
     def render_line(self, y: int) -> Strip:
+        painted = self._paint_lines
+        if painted is not None:
+            strip = painted.get(y)
+            if strip is not None:  # asked before, in _reuse_moved_lines
+                return strip
+            strip = self._content_line(y)
+            painted[y] = strip
+            return strip
+        return self._content_line(y)
+
+    def _content_line(self, y: int) -> Strip:
         paint = self._paint
         if paint is None:
             scroll_y, width = self.scroll_offset.y, self.scrollable_content_region.width
