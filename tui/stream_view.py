@@ -38,6 +38,7 @@ from textual.geometry import Region, Size
 from textual.reactive import reactive
 from textual.strip import Strip
 from textual.timer import Timer
+from textual.widget import Widget
 
 from lineup.markdown_blocks import BlockSplitter, Piece, fenced_code_blocks
 from lineup.text import neutralise
@@ -125,7 +126,6 @@ class StreamView(LineScrollView, can_focus=True):
         self._base_style: Style | None = None    # self.rich_style, computed once
         self._strip_style: Style | None = None   # the style cached strips carry
         self._paint: tuple[int, int] | None = None
-        self._auto_scrolling = False
 
     def _reset_display(self) -> None:
         self._blocks: list[_Block] = []
@@ -312,14 +312,23 @@ class StreamView(LineScrollView, can_focus=True):
         self._flush_soon(now=True)
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
-        if self._auto_scrolling:
-            # Following the stream: repaint; _apply_layout moves the scrollbar
-            # thumb (at most a few times a second: each move repaints the whole bar).
-            if round(old_value) != round(new_value):
-                self.refresh(self.size.region)
-        else:
-            super().watch_scroll_y(old_value, new_value)
+        super().watch_scroll_y(old_value, new_value)
         self._follow = round(new_value) >= self.max_scroll_y
+
+    def _follow_to(self, y: int) -> None:
+        """Scroll to `y` to follow the stream: what ``scroll_to(y=y, animate=False)``
+        does for a view that paints itself (no children to move), without the
+        round trip through reactive validation and watchers at every flush;
+        _apply_layout moves the scrollbar thumb (at most a few times a second:
+        each move repaints the whole bar)."""
+        if not 0 <= y <= self.max_scroll_y:
+            self.scroll_to(y=y, animate=False)
+            return
+        old = self.scroll_y
+        self.set_reactive(Widget.scroll_target_y, float(y))
+        self.set_reactive(Widget.scroll_y, float(y))
+        if round(old) != y:
+            self.refresh(self.size.region)
 
     # --------------------------------------------------------------- flushing
     def _console(self) -> Console:
@@ -580,11 +589,7 @@ class StreamView(LineScrollView, can_focus=True):
         if self._follow:
             target = max(0, height - self.scrollable_content_region.height)
             if round(self.scroll_y) != target:
-                self._auto_scrolling = True
-                try:
-                    self.scroll_to(y=target, animate=False)
-                finally:
-                    self._auto_scrolling = False
+                self._follow_to(target)
                 update_bar = True
             self._follow = True
         elif self._anchor is not None:
