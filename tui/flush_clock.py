@@ -7,7 +7,9 @@ changed (it re-renders every pane overlapping the changed rows, their
 scrollbars, and divides whole screen rows), so unaligned flushes were most of
 the rendering CPU. Here views ask for a flush at a time; one timer flushes,
 in one callback, every view whose time has come or will come within half an
-interval, and the screen then paints them all at once.
+interval, and the screen then paints them all at once. When text comes in
+faster than it can be read (a replay, a fast model), the ticks' flushing is
+kept to about a quarter of the loop: ticks come less often, not later.
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ class _Flushable(Protocol):
 class FlushClock:
     """Coalesces deferred flushes of the views of one app into shared ticks."""
 
+    MAX_PERIOD = 0.25  # ticks at least this often, however long they take
+    SHARE = 4          # a tick's flushing takes at most about 1/SHARE of the period
+
     _clocks: WeakKeyDictionary[App, FlushClock] = WeakKeyDictionary()
 
     def __init__(self, app: App, interval: float) -> None:
@@ -40,7 +45,9 @@ class FlushClock:
         self._due: dict[_Flushable, float] = {}
         self._timer: Timer | None = None
         self._timer_at = 0.0
-        self._last_tick = -1e9  # ticks keep to a cadence of `interval` from this one
+        self._last_tick = -1e9  # ticks keep to a cadence of `_period` from this one
+        self._period = interval
+        self._spent = 0.0       # time a tick's flushes take (moving average)
 
     @classmethod
     def of(cls, app: App, interval: float) -> FlushClock:
@@ -54,17 +61,21 @@ class FlushClock:
 
         Returns the timer the flush waits on (shared: never stop it)."""
         self._due[view] = at
-        # On the cadence: the first tick after the last one that is at most
-        # half an interval before `at` (views that flushed later in the last
-        # tick, or less often, still flush on a tick).
-        ticks = max(1, ceil((at - self._slack - self._last_tick) / self._interval))
-        tick = self._last_tick + ticks * self._interval
-        if tick < at - self._slack:  # long idle: no cadence to keep
-            tick = at
+        tick = self._next_tick(at)
         if self._timer is None or tick < self._timer_at - self._slack:
             self._arm(tick)
         assert self._timer is not None
         return self._timer
+
+    def _next_tick(self, at: float) -> float:
+        """On the cadence: the first tick after the last one that is at most
+        half an interval before `at` (views that flushed later in the last
+        tick, or less often, still flush on a tick)."""
+        ticks = max(1, ceil((at - self._slack - self._last_tick) / self._period))
+        tick = self._last_tick + ticks * self._period
+        if tick < at - self._slack:  # long idle: no cadence to keep
+            tick = at
+        return tick
 
     def cancel(self, view: _Flushable) -> None:
         """The view flushed by itself: drop its request."""
@@ -91,5 +102,8 @@ class FlushClock:
             self._due.pop(view, None)
         for view in ready:
             view._flush()
+        spent = time.perf_counter() - now
+        self._spent += (spent - self._spent) / 5
+        self._period = min(self.MAX_PERIOD, max(self._interval, self.SHARE * self._spent))
         if self._due:
-            self._arm(min(self._due.values()))
+            self._arm(self._next_tick(min(self._due.values())))
