@@ -5,12 +5,11 @@ from __future__ import annotations
 import re
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from textual.app import App, ComposeResult
+from textual.geometry import Region
 
 from lineup.text import neutralise
-from lineup.tui.stream_view import StreamView, _Splitter
+from lineup.tui.stream_view import StreamView
 
 pytestmark = pytest.mark.anyio
 
@@ -53,20 +52,6 @@ def all_painted_strips(view: StreamView):
             if view.scroll_offset.y + y < view.virtual_size.height:
                 strips.append(view.render_line(y))
     return strips
-
-
-def pieces(text: str, chunks: list[int] | None = None, kind: str = "md"):
-    splitter = _Splitter(kind)
-    if chunks is None:
-        splitter.feed(text)
-    else:
-        start = 0
-        for size in chunks:
-            splitter.feed(text[start:start + size])
-            start += size
-        splitter.feed(text[start:])
-    splitter.finish()
-    return [(p.kind, p.text) for p in splitter.take()]
 
 
 # ---------------------------------------------------------------- streaming
@@ -161,69 +146,69 @@ async def test_follows_the_bottom_unless_the_user_scrolled_up():
         assert any("line 80" in line for line in visible(view))
 
 
-# ------------------------------------------------------------ block splitting
-def test_blocks_split_at_blank_lines_but_not_inside_code_fences():
-    text = (
-        "# Title\n"
-        "Intro paragraph\nstill intro\n\n"
-        "```python\ndef f():\n\n    # not a heading\n    return 1\n```\n"
-        "~~~\nfoo\n\n```\nstill tilde code\n~~~\n\n"
-        "Tail paragraph"
-    )
-    got = pieces(text)
-    assert got == [
-        ("md", "# Title"),
-        ("md", "Intro paragraph\nstill intro"),
-        ("code", "def f():\n\n    # not a heading\n    return 1"),
-        ("code", "foo\n\n```\nstill tilde code"),
-        ("md", "Tail paragraph"),
-    ]
+async def test_scrollbar_shows_where_the_view_is_after_streaming():
+    """The thumb is repainted only when it would be drawn differently: what is
+    painted must still match the content and position once the stream stops."""
+    app = ViewApp()
+    async with app.run_test(size=(60, 14)) as pilot:
+        view = app.query_one(StreamView)
+        bar = view.vertical_scrollbar
+        for size in (40, 400):
+            view.start_answer()
+            for index in range(size):
+                view.append(f"line {index}\n\n")
+                if index % 9 == 0:
+                    await pilot.pause(0.002)
+            view.end_answer()
+            await settle(pilot, view)
+            for _ in range(200):  # the trailing scrollbar update, once the stream stopped
+                if view._scrollbar_timer is None:
+                    break
+                await pilot.pause(0.01)
+            await pilot.pause()
+            assert bar.window_virtual_size == view.virtual_size.height
+            assert bar.window_size == view.scrollable_content_region.height
+            assert bar.position == int(view.scroll_y * 8) / 8
+            region = Region(0, 0, bar.size.width, bar.size.height)
+            painted = bar.render_lines(region)
+            bar.refresh()
+            assert bar.render_lines(region) == painted
 
 
-def test_lists_are_split_per_item_without_gaps_and_keep_nested_content():
-    got = _Splitter("md")
-    got.feed("- one\n- two\n  - nested\n\n  continued two\n- three\n\nAfter\n")
-    got.finish()
-    result = [(p.kind, p.text, p.gap) for p in got.take()]
-    assert result == [
-        ("md", "- one", True),
-        ("md", "- two\n  - nested\n\n  continued two", False),
-        ("md", "- three", False),
-        ("md", "After", True),
-    ]
+async def test_rows_moved_by_a_scroll_are_not_styled_again_and_paint_the_same():
+    """Following a stream scrolls the view by a line or two per flush: the rows
+    that only moved reuse Textual's styled line (StreamView._reuse_moved_lines),
+    and what is painted is what a fresh render paints."""
+    app = ViewApp()
+    async with app.run_test(size=(60, 14)) as pilot:
+        view = app.query_one(StreamView)
+        styles_cache = view._styles_cache
+        # The Textual internals the reuse relies on (else it silently does nothing).
+        assert isinstance(getattr(styles_cache, "_cache", None), dict)
+        assert isinstance(getattr(styles_cache, "_dirty_lines", None), set)
+        styled = []
+        render_line = styles_cache.render_line
 
+        def counting(*args, **kwargs):
+            styled.append(args[1])
+            return render_line(*args, **kwargs)
 
-def test_long_code_blocks_are_committed_in_seamless_chunks():
-    code = "\n".join(f"x{i} = {i}" for i in range(100))
-    splitter = _Splitter("md")
-    splitter.feed(f"```python\n{code}\n```\n")
-    splitter.finish()
-    chunks = splitter.take()
-    assert len(chunks) > 3
-    assert all(c.kind == "code" and c.lang == "python" for c in chunks)
-    assert chunks[0].first and not chunks[0].last
-    assert chunks[-1].last and not any(c.first for c in chunks[1:])
-    assert "\n".join(c.text for c in chunks if c.text) == code
-
-
-@settings(max_examples=60, deadline=None)
-@given(st.lists(st.integers(min_value=0, max_value=40), max_size=30))
-def test_splitting_does_not_depend_on_how_the_stream_was_chunked(chunks):
-    text = ("## Heading\n\nSome text with `code`\nand more.\n\n1. a\n2. b\n\n```js\nlet x = 1;\n\n"
-            "x += 2;\n```\n\n> quote\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\nend")
-    assert pieces(text, chunks) == pieces(text)
-
-
-def test_pathological_blocks_are_chunked():
-    big_paragraph = "word " * 60_000  # 300 KB without a newline
-    got = pieces(big_paragraph)
-    assert len(got) > 10
-    assert all(len(t) <= 16_384 for _, t in got)
-    assert "".join(t for _, t in got).split() == big_paragraph.split()
-    lines = "\n".join(str(i) for i in range(20_000))
-    got = pieces(lines)
-    assert max(len(t) for _, t in got) <= 16_384
-    assert {kind for kind, _ in got} <= {"md", "plain"}
+        styles_cache.render_line = counting
+        region = Region(0, 0, view.region.width, view.region.height)
+        view.start_answer()
+        scrolls = 0
+        for index in range(60):
+            top = view.scroll_offset.y
+            view.append(f"line {index} " + "word " * (index % 7) + "\n\n")
+            await settle(pilot, view)
+            scrolls += view.scroll_offset.y != top
+            painted = view.render_lines(region)
+            styles_cache.clear()
+            assert view.render_lines(region) == painted, index
+        assert scrolls > 30
+        height = view.scrollable_content_region.height
+        # Without the reuse each scroll restyles every row (plus the fresh renders above).
+        assert len(styled) < (scrolls * height) // 2 + 60 * region.height
 
 
 # ---------------------------------------------------------------- width

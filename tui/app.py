@@ -129,10 +129,10 @@ class LineupApp(App[int]):
         # Everything alive once the first screen is up (Textual, modules, the app)
         # lives as long as the app: keep it out of every later full collection,
         # which otherwise walks it all and stalls streaming for tens of ms.
-        self.call_after_refresh(_freeze_survivors)
+        self.call_after_refresh(freeze_survivors)
 
     def on_unmount(self) -> None:
-        gc.unfreeze()   # several apps in one process (tests): let each one's cycles go
+        release_survivors()   # several apps in one process (tests): let each one's cycles go
 
     @work(exclusive=True, group="open", exit_on_error=False)
     async def start_chat(self, resume: str | None = None, blind: bool | None = None) -> None:
@@ -265,7 +265,26 @@ class LineupApp(App[int]):
         ]
 
 
-def _freeze_survivors() -> None:
-    """Collect once, then move every survivor out of the collector's sight."""
+_DEFAULT_GC_THRESHOLD = gc.get_threshold()
+YOUNG_GC_THRESHOLD = 5000  # objects allocated (net) before a young collection; Python's default: 700
+
+
+def freeze_survivors() -> None:
+    """Collect once, move every survivor out of the collector's sight, and let
+    the young generation grow to `YOUNG_GC_THRESHOLD` objects.
+
+    Painting a frame allocates thousands of objects that live for that frame.
+    With the default threshold most young collections ran mid-frame and
+    promoted them, and six streaming panes triggered a full collection about
+    every 0.7 s (10-18 ms each, growing with the answers): a fifth of the
+    rendering CPU. The render benchmark calls this as the app does.
+    """
     gc.collect()
     gc.freeze()
+    gc.set_threshold(YOUNG_GC_THRESHOLD, *_DEFAULT_GC_THRESHOLD[1:])
+
+
+def release_survivors() -> None:
+    """Undo `freeze_survivors` (the app is gone)."""
+    gc.unfreeze()
+    gc.set_threshold(*_DEFAULT_GC_THRESHOLD)

@@ -3,571 +3,54 @@
 Why this shape (DESIGN.md, "Rendering streams"): re-rendering a growing
 Markdown document per token is quadratic, and Textual's Markdown widget pays
 for one child widget per block. Here the stream is split at Markdown block
-boundaries outside code fences; each finished block is rendered once (rich
-Markdown, highlighted code) into Strips cached at the current width; only the
-small unfinished tail is re-rendered, on a timer. Only visible lines are
-painted (``render_line``). A width change makes cached blocks stale: the
+boundaries outside code fences (`lineup.markdown_blocks`); each finished
+block is rendered once (`block_render`: rich Markdown, highlighted code) into
+Strips cached at the current width (`lean_strip`); only the small unfinished
+tail is re-rendered, on a timer. Only visible lines are painted
+(``render_line``). A width change makes cached blocks stale: the
 visible ones are re-rendered at once, the rest in the background, with the
 scroll position anchored to the block at the top of the view.
+
+Six streaming panes flush together on one clock (`flush_clock`), and the
+painting that follows the growth cheaply is in `line_scroll_view`.
 
 Model output is untrusted: it is never parsed as Rich/Textual markup, and
 escape sequences, control and bidi-override characters are replaced by
 visible stand-ins (`lineup.text.neutralise`) before anything is rendered.
+
+Why this file is past 600 lines: it is one widget whose parts all share the
+block list, the unfinished tail and the scroll position (buffered ops and
+their splitting, layout across width changes with the view anchored, lazy
+and background re-rendering, following the bottom); what stands alone has
+its own module (above).
 """
 
 from __future__ import annotations
 
-import re
 import time
 from bisect import bisect_right
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from markdown_it import MarkdownIt
-from rich.console import Console, ConsoleOptions, RenderResult
-from rich.markdown import Markdown, MarkdownContext, MarkdownElement
-from rich.cells import cell_len, get_character_cell_size
-from rich.segment import Segment
+from rich.console import Console
 from rich.style import Style
-from rich.syntax import Syntax
-from rich.text import Text
-from pygments.token import Token as PygmentsToken
-from textual.cache import FIFOCache
 from textual.geometry import Region, Size
 from textual.reactive import reactive
-from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.timer import Timer
+from textual.widget import Widget
 
-from lineup.text import neutralise, one_line, shows_as_is_on_one_line
+from lineup.markdown_blocks import BlockSplitter, Piece, fenced_code_blocks
+from lineup.text import neutralise
+from lineup.tui.block_render import estimate_height, render_piece
+from lineup.tui.flush_clock import FlushClock
+from lineup.tui.line_scroll_view import LineScrollView
 
 __all__ = ["StreamView"]
-
-# ---------------------------------------------------------------------------
-# Splitting a stream into blocks
-
-MAX_LINE_CHARS = 8192      # an unterminated line longer than this is cut (10,000-column lines)
-MAX_BLOCK_CHARS = 12_000   # a Markdown block longer than this is committed as plain text
-CODE_CHUNK_LINES = 24      # code inside a fence is committed in chunks, seamlessly
-CODE_CHUNK_CHARS = 4096
-
-_FENCE_RE = re.compile(r"^([ \t]*)(`{3,}|~{3,})(.*)$")
-_HEADING_RE = re.compile(r"^ {0,3}#{1,6}(?:[ \t]|$)")
-_ITEM_RE = re.compile(r"^ {0,1}(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)")
-
-
-@dataclass(slots=True)
-class _Piece:
-    """A unit of text with one rendering: a committed block or the tail."""
-
-    kind: str            # md | code | plain | reasoning | user | note
-    text: str
-    gap: bool = True     # a blank line before it
-    lang: str = ""       # code: lexer name
-    first: bool = True   # code: carries the top padding; reasoning: carries the header
-    last: bool = True    # code: carries the bottom padding
-
-
-class _Splitter:
-    """Incremental block splitter for one part (answer text or reasoning).
-
-    Blocks end at blank lines (a list waits for the next non-indented line),
-    before and after headings, at fences; fenced code is emitted in chunks
-    of whole lines so a long code block never becomes a large tail.
-    """
-
-    def __init__(self, kind: str) -> None:
-        self.kind = kind                  # "md" or "reasoning"
-        self.plain = kind != "md"
-        self.partial = ""
-        self.lines: list[str] = []
-        self.chars = 0
-        self.block: str | None = None     # None | "md" | "list"
-        self.blank_after = False
-        self.gap = True
-        self.fence: tuple[str, int, int] | None = None  # (char, length, indent)
-        self.lang = ""
-        self.code_first = True
-        self.first_piece = True
-        self.out: list[_Piece] = []
-
-    # -- feeding
-    def feed(self, text: str) -> None:
-        if "\n" not in text:
-            self.partial += text
-        else:
-            lines = (self.partial + text).split("\n")
-            self.partial = lines.pop()
-            for line in lines:
-                self._line(line)
-        while len(self.partial) > MAX_LINE_CHARS:
-            cut = self.partial.rfind(" ", MAX_LINE_CHARS // 2, MAX_LINE_CHARS)
-            cut = cut + 1 if cut > 0 else MAX_LINE_CHARS
-            head, self.partial = self.partial[:cut], self.partial[cut:]
-            self._line(head, forced=True)
-
-    def finish(self) -> None:
-        if self.partial:
-            line, self.partial = self.partial, ""
-            self._line(line)
-        if self.fence is not None:
-            self._commit_code(last=True)
-            self.fence = None
-        else:
-            self._commit()
-
-    def take(self) -> list[_Piece]:
-        out, self.out = self.out, []
-        return out
-
-    def tail(self) -> _Piece | None:
-        """The unfinished block (complete lines plus the partial line)."""
-        if self.fence is not None:
-            lines = self.lines + ([self._dedent(self.partial)] if self.partial else [])
-            if not lines and not self.code_first:
-                return None
-            return _Piece("code", "\n".join(lines), gap=self.code_first, lang=self.lang,
-                          first=self.code_first, last=True)
-        if not self.lines and not self.partial.strip():
-            return None
-        text = "\n".join(self.lines + [self.partial]) if self.partial else "\n".join(self.lines)
-        return self._piece(text, self.gap)
-
-    # -- internals
-    def _piece(self, text: str, gap: bool, kind: str | None = None) -> _Piece:
-        kind = kind or ("md" if not self.plain else self.kind)
-        return _Piece(kind, text, gap=gap, first=self.first_piece)
-
-    def _commit(self, kind: str | None = None) -> None:
-        if self.lines:
-            self.out.append(self._piece("\n".join(self.lines), self.gap, kind))
-            self.first_piece = False
-        self.lines = []
-        self.chars = 0
-        self.block = None
-        self.blank_after = False
-        self.gap = True
-
-    def _commit_code(self, last: bool) -> None:
-        if self.lines or last:
-            self.out.append(_Piece("code", "\n".join(self.lines), gap=self.code_first,
-                                   lang=self.lang, first=self.code_first, last=last))
-            self.code_first = False
-            self.first_piece = False
-        self.lines = []
-        self.chars = 0
-
-    def _dedent(self, line: str) -> str:
-        indent = self.fence[2] if self.fence else 0
-        if indent:
-            spaces = len(line) - len(line.lstrip(" \t"))
-            return line[min(indent, spaces):]
-        return line
-
-    def _add(self, line: str) -> None:
-        self.lines.append(line)
-        self.chars += len(line) + 1
-
-    def _line(self, line: str, forced: bool = False) -> None:
-        if self.fence is not None:
-            char, length, _indent = self.fence
-            stripped = line.strip()
-            if (not forced and stripped.startswith(char * length)
-                    and stripped.strip(char) == ""):
-                self._commit_code(last=True)
-                self.fence = None
-                return
-            self._add(self._dedent(line))
-            if len(self.lines) >= CODE_CHUNK_LINES or self.chars >= CODE_CHUNK_CHARS:
-                self._commit_code(last=False)
-            return
-
-        stripped = line.strip()
-        if self.plain:
-            if not stripped:
-                self._commit()
-                return
-            self._add(line)
-            if self.chars > MAX_BLOCK_CHARS:
-                self._commit()
-                self.gap = False
-            return
-
-        if not stripped:
-            if self.block == "list":
-                self.blank_after = True
-            else:
-                self._commit()
-            return
-        if forced:
-            self._plain_line(line)
-            return
-        fence = _FENCE_RE.match(line)
-        if fence and not (fence.group(2)[0] == "`" and "`" in fence.group(3)):
-            self._commit()
-            self.fence = (fence.group(2)[0], len(fence.group(2)), len(fence.group(1)))
-            info = fence.group(3).strip()
-            self.lang = info.split()[0] if info else ""
-            self.code_first = True
-            return
-        if _HEADING_RE.match(line):
-            self._commit()
-            self._add(line)
-            self._commit()
-            return
-        if _ITEM_RE.match(line):
-            continues_list = self.block == "list"
-            self._commit()
-            self.block = "list"
-            self.gap = not continues_list
-            self._add(line)
-            return
-        if self.block == "list" and self.blank_after:
-            if line[:1] in (" ", "\t"):  # an indented paragraph inside the last item
-                self._add("")
-                self._add(line)
-                self.blank_after = False
-                return
-            self._commit()
-        self._plain_line(line)
-
-    def _plain_line(self, line: str) -> None:
-        if self.block is None:
-            self.block = "md"
-        self._add(line)
-        if self.chars > MAX_BLOCK_CHARS:
-            # A pathological block (a 1 MB paragraph, a huge table): show it as plain text.
-            self._commit(kind="plain")
-            self.gap = False
-
-
-# ---------------------------------------------------------------------------
-# Rendering pieces into strips
-
-CODE_THEME = "monokai"
-_NO_LINK_ELEMENTS = dict(Markdown.elements)
-
-
-class _HtmlBlock(MarkdownElement):
-    """Raw HTML in an answer is shown as the text it is (rich drops it)."""
-
-    new_line = True
-
-    @classmethod
-    def create(cls, markdown: Markdown, token) -> _HtmlBlock:  # type: ignore[override]
-        return cls()
-
-    def __init__(self) -> None:
-        self.text = ""
-
-    def on_text(self, context: MarkdownContext, text) -> None:  # type: ignore[override]
-        self.text += str(text)
-
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        yield Text(self.text.rstrip("\n"))
-
-
-_NO_LINK_ELEMENTS["html_block"] = _HtmlBlock
-
-
-class _BlockMarkdown(Markdown):
-    """rich Markdown with one shared parser, hyperlinks off, raw HTML shown."""
-
-    elements = _NO_LINK_ELEMENTS
-    _parser: MarkdownIt | None = None
-
-    def __init__(self, markup: str, style: str | Style = "none") -> None:
-        parser = _BlockMarkdown._parser
-        if parser is None:
-            parser = _BlockMarkdown._parser = MarkdownIt().enable("strikethrough").enable("table")
-        self.markup = markup
-        self.parsed = parser.parse(markup)
-        self.code_theme = CODE_THEME
-        self.justify = None
-        self.style = style
-        self.hyperlinks = False
-        self.inline_code_lexer = None
-        self.inline_code_theme = CODE_THEME
-
-
-_USER_BAR = Segment("\u258c ", Style(color="cyan", bold=True))
-_REASONING_BAR = Segment("\u2502 ", Style(dim=True))
-_REASONING_HEAD = Text("reasoning", style="dim italic")
-_USER_STYLE = Style(bold=True)
-_REASONING_STYLE = Style(dim=True, italic=True)
-_NOTE_STYLE = Style(italic=True, color="yellow")
-_CODE_THEME = Syntax.get_theme(CODE_THEME)
-_CODE_BG = _CODE_THEME.get_background_style()
-_CODE_BASE = Syntax("", "text", theme=CODE_THEME)._get_base_style()
-_LEXERS: dict[str, object] = {}
-_TOKEN_STYLES: dict[object, Style] = {}
-
-
-def _lexer(lang: str):
-    """A pygments lexer per language name, built once (a lookup costs ~1 ms)."""
-    lexer = _LEXERS.get(lang)
-    if lexer is None:
-        from pygments.lexers import get_lexer_by_name
-        from pygments.util import ClassNotFound
-
-        options = {"stripnl": False, "ensurenl": True, "tabsize": 4}
-        try:
-            lexer = get_lexer_by_name(lang or "text", **options)
-        except ClassNotFound:
-            lexer = get_lexer_by_name("text", **options)
-        if len(_LEXERS) < 256:  # names come from model output: bound the cache
-            _LEXERS[lang] = lexer
-    return lexer
-
-
-def _fit(text: str, room: int) -> tuple[str, str]:
-    """Split text after as many characters as fit in `room` cells."""
-    used = 0
-    for index, char in enumerate(text):
-        size = get_character_cell_size(char)
-        if used + size > room:
-            return text[:index], text[index:]
-        used += size
-    return text, ""
-
-
-def _code_lines(code: str, lang: str, width: int, first: bool, last: bool) -> list[list[Segment]]:
-    """Highlighted code as padded lines (the look of rich's code blocks), long lines folded.
-
-    Straight from pygments tokens to segments: rich's Syntax with word_wrap
-    renders each line through Text and costs ~0.5 ms a line.
-    """
-    inner = max(1, width - 2)
-    pad = Segment(" ", _CODE_BG)
-    blank = [Segment(" " * width, _CODE_BG)]
-    out: list[list[Segment]] = [blank] if first else []
-    styles = _TOKEN_STYLES
-    get_style = _CODE_THEME.get_style_for_token
-    line: list[Segment] = []
-    col = 0
-
-    def end_line() -> None:
-        nonlocal line, col
-        if col < inner:
-            line.append(Segment(" " * (inner - col), _CODE_BASE))
-        out.append([pad, *line, pad])
-        line = []
-        col = 0
-
-    if code:
-        tokens = _lexer(lang).get_tokens(code)
-    else:  # an empty fence shows one empty row; a closing-only chunk just the bottom pad
-        tokens = [(PygmentsToken.Text, "\n")] if first else []
-    for token_type, value in tokens:
-        style = styles.get(token_type)
-        if style is None:
-            style = styles[token_type] = _CODE_BASE + get_style(token_type)
-        for k, part in enumerate(value.split("\n")):
-            if k:
-                end_line()
-            while part:
-                if col >= inner:
-                    end_line()
-                room = inner - col
-                if part.isascii():
-                    head, part = part[:room], part[room:]
-                    size = len(head)
-                else:
-                    head, part = _fit(part, room)
-                    if not head and col == 0:  # wider than the whole row: show a stand-in
-                        head, part = "\ufffd", part[1:]
-                    size = cell_len(head)
-                if head:
-                    line.append(Segment(head, style))
-                    col += size
-                elif part:
-                    end_line()
-    if line:
-        end_line()
-    if last:
-        out.append(blank)
-    return out
-
-
-def _clean(line: list[Segment]) -> list[Segment]:
-    """Last line of defence: no control segments, characters or links leave here."""
-    for segment in line:
-        style = segment.style
-        if segment.control or (style is not None and style._link):
-            break
-    else:
-        if shows_as_is_on_one_line("".join([segment.text for segment in line])):
-            return line
-    out = []
-    for text, style, control in line:
-        if control:
-            continue
-        text = one_line(text, tab_width=4)
-        if style is not None and style._link:
-            style = style.update_link(None)
-        out.append(Segment(text, style))
-    return out
-
-
-def _is_blank(line: list[Segment]) -> bool:
-    return all(not seg.text.strip() and (seg.style is None or seg.style.bgcolor is None)
-               for seg in line)
-
-
-def _lines(console: Console, renderable, width: int, trim: bool = True) -> list[list[Segment]]:
-    options = console.options.update(width=max(1, width), height=None, highlight=False,
-                                     markup=False, no_wrap=False)
-    lines = Segment.split_lines(console.render(renderable, options))
-    lines = [_clean(line) for line in lines]
-    if trim:
-        while lines and _is_blank(lines[0]):
-            lines.pop(0)
-        while lines and _is_blank(lines[-1]):
-            lines.pop()
-    return lines
-
-
-class _NoCache(FIFOCache):
-    """A memo cache that keeps nothing: one instance shared by every lean strip."""
-
-    __slots__ = ()
-
-    def set(self, key, value) -> None:  # type: ignore[override]
-        return None
-
-    __setitem__ = set
-
-
-def _lean_defaults() -> list[tuple[str, object]] | None:
-    """Slot values for a Strip whose memo caches are the shared `_NoCache`.
-
-    A Strip builds seven small caches; for a cached line they stay empty
-    (Textual copies its segments into a new Strip per paint) but the cycle
-    collector walks them on every full pass: 16 objects a line became the
-    main cost of the long pauses. Found by introspection so that a Textual
-    with other slots falls back to plain Strips.
-    """
-    try:
-        proto = Strip([], 0)
-        names = list(Strip.__slots__)
-        values = [getattr(proto, name) for name in names]
-    except (AttributeError, TypeError):
-        return None
-    if "_segments" not in names or "_cell_length" not in names:
-        return None
-    shared = _NoCache(1)
-    return [(name, shared if isinstance(value, FIFOCache) else value)
-            for name, value in zip(names, values)
-            if name not in ("_segments", "_cell_length")]
-
-
-_LEAN_DEFAULTS = _lean_defaults()
-
-
-class _LeanStrip(Strip):
-    """A Strip for cached lines: same segments, no per-instance memo caches."""
-
-    __slots__ = ()
-
-    def __init__(self, segments: list[Segment], cell_length: int) -> None:
-        if _LEAN_DEFAULTS is None:
-            super().__init__(segments, cell_length)
-            return
-        setter = object.__setattr__
-        for name, value in _LEAN_DEFAULTS:
-            setter(self, name, value)
-        self._segments = segments
-        self._cell_length = cell_length
-
-
-def _render_piece(console: Console, piece: _Piece, width: int, gap: bool,
-                  style: Style | None = None) -> list[Strip]:
-    """A piece as Strips of exactly `width` cells, with the widget's base `style` applied.
-
-    Applying the base style here (not per painted line) makes each cached line
-    one Strip rather than two: every Strip carries seven small caches, and
-    those objects are what the cycle collector walks on its full passes.
-    """
-    width = max(4, width)
-    kind = piece.kind
-    prefix: Segment | None = None
-    head: list[list[Segment]] = []
-    if kind == "md":
-        lines = _lines(console, _BlockMarkdown(piece.text), width)
-    elif kind == "code":
-        lines = [_clean(line) for line in
-                 _code_lines(piece.text, piece.lang, width, piece.first, piece.last)]
-    elif kind == "user":
-        prefix = _USER_BAR
-        lines = _lines(console, Text(piece.text, style=_USER_STYLE, overflow="fold"), width - 2)
-    elif kind == "reasoning":
-        prefix = _REASONING_BAR
-        if piece.first:
-            head = _lines(console, _REASONING_HEAD, width - 2)
-        lines = head + _lines(console, Text(piece.text, style=_REASONING_STYLE, overflow="fold"),
-                              width - 2)
-    elif kind == "note":
-        lines = _lines(console, Text(piece.text, style=_NOTE_STYLE, overflow="fold"), width)
-    else:  # plain
-        lines = _lines(console, Text(piece.text, overflow="fold"), width)
-    style = style or None  # a null style changes nothing
-    strips = [Strip.blank(width, style)] if gap else []
-    adjust = Segment.adjust_line_length
-    simplify = Segment.simplify  # fewer segments: fewer objects kept
-    add = style.__add__ if style is not None else None
-    for line in lines:
-        if prefix is not None:
-            line = [prefix, *line]
-        line = adjust(line, width)
-        if add is not None:  # what Strip.apply_style does, without the extra Strip
-            line = [Segment(text, None if control else add(seg_style), control)
-                    for text, seg_style, control in line]
-        strips.append(_LeanStrip(list(simplify(line)), width))
-    if not strips:
-        strips.append(Strip.blank(width, style))
-    return strips
-
-
-def _estimate(piece: _Piece, width: int, gap: bool) -> int:
-    """Height guess for a block not rendered at this width yet."""
-    usable = max(1, width - 4)
-    lines = sum(len(line) // usable + 1 for line in piece.text.split("\n"))
-    if piece.kind == "code":
-        lines += piece.first + piece.last
-    elif piece.kind == "reasoning":
-        lines += piece.first
-    return max(1, lines + gap)
 
 
 # ---------------------------------------------------------------------------
 # Conversation bookkeeping (raw text, for copy)
-
-_CLOSE_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*$")
-
-
-def _code_blocks(text: str) -> list[str]:
-    """Fenced code blocks in Markdown text (an unclosed last fence runs to the end)."""
-    blocks: list[str] = []
-    fence: tuple[str, int, int] | None = None
-    body: list[str] = []
-    for line in text.split("\n"):
-        if fence is None:
-            m = _FENCE_RE.match(line)
-            if m and not (m.group(2)[0] == "`" and "`" in m.group(3)):
-                fence = (m.group(2)[0], len(m.group(2)), len(m.group(1)))
-                body = []
-            continue
-        close = _CLOSE_FENCE.match(line)
-        if close and close.group(1)[0] == fence[0] and len(close.group(1)) >= fence[1]:
-            blocks.append("\n".join(body))
-            fence = None
-            continue
-        spaces = len(line) - len(line.lstrip(" \t"))
-        body.append(line[min(fence[2], spaces):])
-    if fence is not None:
-        blocks.append("\n".join(body))
-    return blocks
-
 
 @dataclass
 class _Answer:
@@ -583,13 +66,13 @@ class _Answer:
 class _Block:
     __slots__ = ("piece", "gap", "hidden_kind", "strips", "width", "height")
 
-    def __init__(self, piece: _Piece, gap: bool, width: int) -> None:
+    def __init__(self, piece: Piece, gap: bool, width: int) -> None:
         self.piece = piece
         self.gap = gap
         self.hidden_kind = piece.kind == "reasoning"
         self.strips: list[Strip] | None = None
         self.width = -1  # the width `height` is exact for; -1: an estimate
-        self.height = _estimate(piece, width, gap)
+        self.height = estimate_height(piece, width, gap)
 
 
 # ---------------------------------------------------------------------------
@@ -601,7 +84,7 @@ _FALLBACK_CONSOLE = Console(width=80, color_system="truecolor", force_terminal=F
                             legacy_windows=False)
 
 
-class StreamView(ScrollView, can_focus=True):
+class StreamView(LineScrollView, can_focus=True):
     """One pane's conversation: user prompts, streamed answers, reasoning, notes.
 
     Text deltas are only buffered on ``append``; a flush (at most every
@@ -619,9 +102,8 @@ class StreamView(ScrollView, can_focus=True):
     }
     """
 
-    FLUSH_INTERVAL = 0.05
+    FLUSH_INTERVAL = 0.04  # p95 display lag < 50 ms at 6 x 300 tokens/s; each tick costs ~4 ms of CPU
     CACHED_LINES = 30_000  # rendered lines kept; others are re-rendered (height known) on view
-    SCROLLBAR_INTERVAL = 0.25
     BACKGROUND_INTERVAL = 0.05
     BACKGROUND_BUDGET = 0.01
     BACKGROUND_QUIET = 0.25  # background re-rendering waits while text keeps arriving
@@ -635,27 +117,25 @@ class StreamView(ScrollView, can_focus=True):
         self._open: _Answer | None = None
         self._ops: list[tuple[str, str | None]] = []
         self._reset_display()
-        self._flush_timer: Timer | None = None
+        self._flush_timer: Timer | None = None  # a flush waits on the shared clock (its timer)
         self._flush_queued = False
-        self._last_flush = 0.0
+        self._last_flush = 0.0           # when the last flush ended
+        self._last_flush_start = 0.0     # and began: flushes start an interval apart
         self._interval = self.FLUSH_INTERVAL
         self._bg_timer: Timer | None = None
         self._base_style: Style | None = None    # self.rich_style, computed once
         self._strip_style: Style | None = None   # the style cached strips carry
         self._paint: tuple[int, int] | None = None
-        self._scrollbar_at = 0.0
-        self._scrollbar_timer: Timer | None = None
-        self._auto_scrolling = False
 
     def _reset_display(self) -> None:
         self._blocks: list[_Block] = []
         self._starts: list[int] = []
         self._total = 0
         self._relayout_from: int | None = None
-        self._splitter: _Splitter | None = None
+        self._splitter: BlockSplitter | None = None
         self._new_entry = True
         self._tail: list[Strip] = []
-        self._tail_piece: _Piece | None = None
+        self._tail_piece: Piece | None = None
         self._tail_dirty = False
         self._width = 0
         self._follow = True
@@ -765,7 +245,7 @@ class StreamView(ScrollView, can_focus=True):
 
     def last_code_block(self, index: int = -1) -> str | None:
         """Content of the last fenced code block of an answer, or None."""
-        blocks = _code_blocks(self.answer_text(index))
+        blocks = fenced_code_blocks(self.answer_text(index))
         return blocks[-1] if blocks else None
 
     def plain_text(self) -> str:
@@ -781,29 +261,35 @@ class StreamView(ScrollView, can_focus=True):
         if self._splitter is not None:
             self._tail_piece = self._splitter.tail()
             if self._tail_piece is not None and not self._tail_hidden():
-                tail = _render_piece(self._console(), self._tail_piece, width, self._tail_gap())
+                tail = render_piece(self._console(), self._tail_piece, width, self._tail_gap())
                 out.extend(strip.text.rstrip() for strip in tail)
         return "\n".join(out)
 
     # ------------------------------------------------------------ scheduling
     def _flush_soon(self, now: bool = False) -> None:
+        """Flush at once (``now``, or when the last flush is an interval old),
+        else at the next tick of the app's shared flush clock, so that all
+        streaming panes flush together and the screen paints once for them."""
         if not self.is_mounted or self._flush_queued:
             return
         if now:
-            if self._flush_timer is not None:
-                self._flush_timer.stop()
-                self._flush_timer = None
+            self._leave_clock()
             self._flush_queued = True
             self.call_later(self._flush)
             return
         if self._flush_timer is not None:
             return
-        delay = self._last_flush + self._interval - time.perf_counter()
-        if delay <= 0:
+        at = self._last_flush_start + self._interval
+        if at <= time.perf_counter():
             self._flush_queued = True
             self.call_later(self._flush)
         else:
-            self._flush_timer = self.set_timer(delay, self._flush)
+            self._flush_timer = FlushClock.of(self.app, self.FLUSH_INTERVAL).request(self, at)
+
+    def _leave_clock(self) -> None:
+        if self._flush_timer is not None:
+            self._flush_timer = None
+            FlushClock.of(self.app, self.FLUSH_INTERVAL).cancel(self)
 
     def on_mount(self) -> None:
         super().on_mount()
@@ -826,15 +312,23 @@ class StreamView(ScrollView, can_focus=True):
         self._flush_soon(now=True)
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
-        if self._auto_scrolling:
-            # Following the stream: repaint, but move the scrollbar thumb at
-            # most a few times a second (each move repaints the whole bar).
-            if round(old_value) != round(new_value):
-                self.refresh(self.size.region)
-            self._schedule_scrollbar()
-        else:
-            super().watch_scroll_y(old_value, new_value)
+        super().watch_scroll_y(old_value, new_value)
         self._follow = round(new_value) >= self.max_scroll_y
+
+    def _follow_to(self, y: int) -> None:
+        """Scroll to `y` to follow the stream: what ``scroll_to(y=y, animate=False)``
+        does for a view that paints itself (no children to move), without the
+        round trip through reactive validation and watchers at every flush;
+        _apply_layout moves the scrollbar thumb (at most a few times a second:
+        each move repaints the whole bar)."""
+        if not 0 <= y <= self.max_scroll_y:
+            self.scroll_to(y=y, animate=False)
+            return
+        old = self.scroll_y
+        self.set_reactive(Widget.scroll_target_y, float(y))
+        self.set_reactive(Widget.scroll_y, float(y))
+        if round(old) != y:
+            self.refresh(self.size.region)
 
     # --------------------------------------------------------------- flushing
     def _console(self) -> Console:
@@ -845,11 +339,9 @@ class StreamView(ScrollView, can_focus=True):
 
     def _flush(self) -> None:
         """Process buffered ops, render the tail and what became visible, repaint."""
-        if self._flush_timer is not None:
-            self._flush_timer.stop()
-            self._flush_timer = None
+        self._leave_clock()
         self._flush_queued = False
-        started = time.perf_counter()
+        started = self._last_flush_start = time.perf_counter()
         width = self.scrollable_content_region.width if self.is_mounted else 0
         if width <= 0:
             if self._width:
@@ -879,16 +371,16 @@ class StreamView(ScrollView, can_focus=True):
             if op == "md" or op == "reasoning":
                 if self._splitter is None or self._splitter.kind != op:
                     self._end_part()
-                    self._splitter = _Splitter(op)
+                    self._splitter = BlockSplitter(op)
                 self._splitter.feed(neutralise(text))  # type: ignore[arg-type]
                 self._tail_dirty = True
             elif op == "user":
                 self._end_part()
                 self._new_entry = True
-                splitter = _Splitter("user")
+                splitter = BlockSplitter("user")
                 splitter.feed(neutralise(text or ""))
                 splitter.finish()
-                self._add_pieces(splitter.take() or [_Piece("user", "")], width)
+                self._add_pieces(splitter.take() or [Piece("user", "")], width)
                 self._new_entry = True
             elif op == "start":
                 self._end_part()
@@ -896,12 +388,12 @@ class StreamView(ScrollView, can_focus=True):
             elif op == "end":
                 self._end_part()
                 if text:
-                    self._add_pieces([_Piece("note", neutralise(text))], width)
+                    self._add_pieces([Piece("note", neutralise(text))], width)
                 self._new_entry = True
             elif op == "note":
                 self._end_part()
                 self._new_entry = True
-                self._add_pieces([_Piece("note", neutralise(text or ""))], width)
+                self._add_pieces([Piece("note", neutralise(text or ""))], width)
                 self._new_entry = True
             if self._splitter is not None:
                 self._add_pieces(self._splitter.take(), width)
@@ -914,7 +406,7 @@ class StreamView(ScrollView, can_focus=True):
             self._new_entry = True
             self._tail_dirty = True
 
-    def _add_pieces(self, pieces: list[_Piece], width: int) -> None:
+    def _add_pieces(self, pieces: list[Piece], width: int) -> None:
         for piece in pieces:
             gap = bool(self._blocks) and (piece.gap or self._new_entry)
             self._new_entry = False
@@ -942,7 +434,7 @@ class StreamView(ScrollView, can_focus=True):
         if self._tail_piece is None or self._tail_hidden() or not self._width:
             self._tail = []
         else:
-            self._tail = _render_piece(self._console(), self._tail_piece, self._width,
+            self._tail = render_piece(self._console(), self._tail_piece, self._width,
                                        self._tail_gap(), self._style())
 
     # ----------------------------------------------------------------- layout
@@ -957,7 +449,7 @@ class StreamView(ScrollView, can_focus=True):
             if block.width != -1:
                 block.width = -1
                 self._stale += 1
-            block.height = _estimate(block.piece, width, block.gap)
+            block.height = estimate_height(block.piece, width, block.gap)
         self._drop_cache()
         if self._anchor is not None and old:  # the top line's offset scales with the width
             index, offset = self._anchor
@@ -1013,7 +505,7 @@ class StreamView(ScrollView, can_focus=True):
             return block.strips
         if block.width != width and schedule_fix and not self._follow:
             self._capture_anchor()
-        strips = _render_piece(self._console(), block.piece, width, block.gap, self._style())
+        strips = render_piece(self._console(), block.piece, width, block.gap, self._style())
         if block.width != width:
             if width == self._width:
                 self._stale -= 1
@@ -1093,15 +585,12 @@ class StreamView(ScrollView, can_focus=True):
         if not self.is_mounted:
             self._anchor = None
             return
-        self._set_virtual_size(Size(self._width, height))
+        update_bar = self._set_virtual_size(Size(self._width, height))
         if self._follow:
             target = max(0, height - self.scrollable_content_region.height)
             if round(self.scroll_y) != target:
-                self._auto_scrolling = True
-                try:
-                    self.scroll_to(y=target, animate=False)
-                finally:
-                    self._auto_scrolling = False
+                self._follow_to(target)
+                update_bar = True
             self._follow = True
         elif self._anchor is not None:
             index, offset = self._anchor
@@ -1111,6 +600,8 @@ class StreamView(ScrollView, can_focus=True):
                 if round(self.scroll_y) != y:
                     self.scroll_to(y=y, animate=False)
         self._anchor = None
+        if update_bar:  # after scrolling: the thumb is drawn where it ends up
+            self._schedule_scrollbar()
         self._refresh_changed()
 
     def _visible_rows(self, top: int, height: int) -> list[object]:
@@ -1174,43 +665,6 @@ class StreamView(ScrollView, can_focus=True):
             self.refresh(Region(0, first, max(self.virtual_size.width, self.size.width),
                                 last - first + 1))
 
-    def _set_virtual_size(self, size: Size) -> None:
-        """Grow the scrollable area without a screen relayout.
-
-        Assigning `virtual_size` relayouts (and fully repaints) the whole
-        screen: at 20 flushes a second in six panes that was the dominant cost.
-        With a fixed-size pane and a vertical scrollbar that is always shown,
-        only the scrollbar and scroll limits depend on it.
-        """
-        if size == self.virtual_size:
-            return
-        height = self.styles.height
-        scroll_update = getattr(self, "_scroll_update", None)
-        if (scroll_update is None or (height is not None and height.is_auto)
-                or self.styles.overflow_y != "scroll"):
-            self.virtual_size = size
-            return
-        self.set_reactive(StreamView.virtual_size, size)
-        self._schedule_scrollbar()
-
-    def _schedule_scrollbar(self) -> None:
-        """The scrollbar repaints its whole height on each update: at most 4 a second."""
-        now = time.perf_counter()
-        if now - self._scrollbar_at >= self.SCROLLBAR_INTERVAL:
-            self._update_scrollbar()
-        elif self._scrollbar_timer is None:
-            self._scrollbar_timer = self.set_timer(
-                self._scrollbar_at + self.SCROLLBAR_INTERVAL - now, self._update_scrollbar)
-
-    def _update_scrollbar(self) -> None:
-        if self._scrollbar_timer is not None:
-            self._scrollbar_timer.stop()
-            self._scrollbar_timer = None
-        self._scrollbar_at = time.perf_counter()
-        self._scroll_update(self.virtual_size)
-        if self.show_vertical_scrollbar:
-            self.vertical_scrollbar.position = self.scroll_y
-
     def _fix_layout(self) -> None:
         self._fix_scheduled = False
         self._apply_layout()
@@ -1273,7 +727,8 @@ class StreamView(ScrollView, can_focus=True):
         finally:
             self._paint = None
 
-    def render_line(self, y: int) -> Strip:
+    def _content_line(self, y: int) -> Strip:
+        """The line at row `y` of the view (LineScrollView.render_line)."""
         paint = self._paint
         if paint is None:
             scroll_y, width = self.scroll_offset.y, self.scrollable_content_region.width

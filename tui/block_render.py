@@ -1,0 +1,274 @@
+"""Rendering one Markdown block (a `Piece`) into cached lines (Strips).
+
+Why this module exists: the stream view renders each finished block once, at
+the pane width, and keeps the lines; this module is that rendering, apart
+from the widget's scrolling and scheduling. Markdown goes through rich's
+Markdown (one shared parser, hyperlinks off, raw HTML shown as text), fenced
+code straight from pygments tokens to segments (rich's Syntax with wrapping
+costs ~0.5 ms a line), user prompts, reasoning and notes as plain rich Text.
+
+Model output is untrusted: it reaches here neutralised (`lineup.text`), is
+never parsed as Rich/Textual markup, and every rendered line goes through
+`_clean`, the last line of defence (no control segments, control characters
+or links leave this module).
+"""
+
+from __future__ import annotations
+
+from markdown_it import MarkdownIt
+from pygments.token import Token as PygmentsToken
+from rich.cells import cell_len, get_character_cell_size
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.markdown import Markdown, MarkdownContext, MarkdownElement
+from rich.segment import Segment
+from rich.style import Style
+from rich.syntax import Syntax
+from rich.text import Text
+from textual.strip import Strip
+
+from lineup.markdown_blocks import Piece
+from lineup.text import one_line, shows_as_is_on_one_line
+from lineup.tui.lean_strip import LeanStrip
+
+__all__ = ["CODE_THEME", "estimate_height", "render_piece"]
+
+CODE_THEME = "monokai"
+_NO_LINK_ELEMENTS = dict(Markdown.elements)
+
+
+class _HtmlBlock(MarkdownElement):
+    """Raw HTML in an answer is shown as the text it is (rich drops it)."""
+
+    new_line = True
+
+    @classmethod
+    def create(cls, markdown: Markdown, token) -> _HtmlBlock:  # type: ignore[override]
+        return cls()
+
+    def __init__(self) -> None:
+        self.text = ""
+
+    def on_text(self, context: MarkdownContext, text) -> None:  # type: ignore[override]
+        self.text += str(text)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield Text(self.text.rstrip("\n"))
+
+
+_NO_LINK_ELEMENTS["html_block"] = _HtmlBlock
+
+
+class _BlockMarkdown(Markdown):
+    """rich Markdown with one shared parser, hyperlinks off, raw HTML shown."""
+
+    elements = _NO_LINK_ELEMENTS
+    _parser: MarkdownIt | None = None
+
+    def __init__(self, markup: str, style: str | Style = "none") -> None:
+        parser = _BlockMarkdown._parser
+        if parser is None:
+            parser = _BlockMarkdown._parser = MarkdownIt().enable("strikethrough").enable("table")
+        self.markup = markup
+        self.parsed = parser.parse(markup)
+        self.code_theme = CODE_THEME
+        self.justify = None
+        self.style = style
+        self.hyperlinks = False
+        self.inline_code_lexer = None
+        self.inline_code_theme = CODE_THEME
+
+
+_USER_BAR = Segment("\u258c ", Style(color="cyan", bold=True))
+_REASONING_BAR = Segment("\u2502 ", Style(dim=True))
+_REASONING_HEAD = Text("reasoning", style="dim italic")
+_USER_STYLE = Style(bold=True)
+_REASONING_STYLE = Style(dim=True, italic=True)
+_NOTE_STYLE = Style(italic=True, color="yellow")
+_CODE_THEME = Syntax.get_theme(CODE_THEME)
+_CODE_BG = _CODE_THEME.get_background_style()
+_CODE_BASE = Syntax("", "text", theme=CODE_THEME)._get_base_style()
+_LEXERS: dict[str, object] = {}
+_TOKEN_STYLES: dict[object, Style] = {}
+
+
+def _lexer(lang: str):
+    """A pygments lexer per language name, built once (a lookup costs ~1 ms)."""
+    lexer = _LEXERS.get(lang)
+    if lexer is None:
+        from pygments.lexers import get_lexer_by_name
+        from pygments.util import ClassNotFound
+
+        options = {"stripnl": False, "ensurenl": True, "tabsize": 4}
+        try:
+            lexer = get_lexer_by_name(lang or "text", **options)
+        except ClassNotFound:
+            lexer = get_lexer_by_name("text", **options)
+        if len(_LEXERS) < 256:  # names come from model output: bound the cache
+            _LEXERS[lang] = lexer
+    return lexer
+
+
+def _fit(text: str, room: int) -> tuple[str, str]:
+    """Split text after as many characters as fit in `room` cells."""
+    used = 0
+    for index, char in enumerate(text):
+        size = get_character_cell_size(char)
+        if used + size > room:
+            return text[:index], text[index:]
+        used += size
+    return text, ""
+
+
+def _code_lines(code: str, lang: str, width: int, first: bool, last: bool) -> list[list[Segment]]:
+    """Highlighted code as padded lines (the look of rich's code blocks), long lines folded.
+
+    Straight from pygments tokens to segments: rich's Syntax with word_wrap
+    renders each line through Text and costs ~0.5 ms a line.
+    """
+    inner = max(1, width - 2)
+    pad = Segment(" ", _CODE_BG)
+    blank = [Segment(" " * width, _CODE_BG)]
+    out: list[list[Segment]] = [blank] if first else []
+    styles = _TOKEN_STYLES
+    get_style = _CODE_THEME.get_style_for_token
+    line: list[Segment] = []
+    col = 0
+
+    def end_line() -> None:
+        nonlocal line, col
+        if col < inner:
+            line.append(Segment(" " * (inner - col), _CODE_BASE))
+        out.append([pad, *line, pad])
+        line = []
+        col = 0
+
+    if code:
+        tokens = _lexer(lang).get_tokens(code)
+    else:  # an empty fence shows one empty row; a closing-only chunk just the bottom pad
+        tokens = [(PygmentsToken.Text, "\n")] if first else []
+    for token_type, value in tokens:
+        style = styles.get(token_type)
+        if style is None:
+            style = styles[token_type] = _CODE_BASE + get_style(token_type)
+        for k, part in enumerate(value.split("\n")):
+            if k:
+                end_line()
+            while part:
+                if col >= inner:
+                    end_line()
+                room = inner - col
+                if part.isascii():
+                    head, part = part[:room], part[room:]
+                    size = len(head)
+                else:
+                    head, part = _fit(part, room)
+                    if not head and col == 0:  # wider than the whole row: show a stand-in
+                        head, part = "\ufffd", part[1:]
+                    size = cell_len(head)
+                if head:
+                    line.append(Segment(head, style))
+                    col += size
+                elif part:
+                    end_line()
+    if line:
+        end_line()
+    if last:
+        out.append(blank)
+    return out
+
+
+def _clean(line: list[Segment]) -> list[Segment]:
+    """Last line of defence: no control segments, characters or links leave here."""
+    for segment in line:
+        style = segment.style
+        if segment.control or (style is not None and style._link):
+            break
+    else:
+        if shows_as_is_on_one_line("".join([segment.text for segment in line])):
+            return line
+    out = []
+    for text, style, control in line:
+        if control:
+            continue
+        text = one_line(text, tab_width=4)
+        if style is not None and style._link:
+            style = style.update_link(None)
+        out.append(Segment(text, style))
+    return out
+
+
+def _is_blank(line: list[Segment]) -> bool:
+    return all(not seg.text.strip() and (seg.style is None or seg.style.bgcolor is None)
+               for seg in line)
+
+
+def _lines(console: Console, renderable, width: int, trim: bool = True) -> list[list[Segment]]:
+    options = console.options.update(width=max(1, width), height=None, highlight=False,
+                                     markup=False, no_wrap=False)
+    lines = Segment.split_lines(console.render(renderable, options))
+    lines = [_clean(line) for line in lines]
+    if trim:
+        while lines and _is_blank(lines[0]):
+            lines.pop(0)
+        while lines and _is_blank(lines[-1]):
+            lines.pop()
+    return lines
+
+
+def render_piece(console: Console, piece: Piece, width: int, gap: bool,
+                  style: Style | None = None) -> list[Strip]:
+    """A piece as Strips of exactly `width` cells, with the widget's base `style` applied.
+
+    Applying the base style here (not per painted line) makes each cached line
+    one Strip rather than two: every Strip carries seven small caches, and
+    those objects are what the cycle collector walks on its full passes.
+    """
+    width = max(4, width)
+    kind = piece.kind
+    prefix: Segment | None = None
+    head: list[list[Segment]] = []
+    if kind == "md":
+        lines = _lines(console, _BlockMarkdown(piece.text), width)
+    elif kind == "code":
+        lines = [_clean(line) for line in
+                 _code_lines(piece.text, piece.lang, width, piece.first, piece.last)]
+    elif kind == "user":
+        prefix = _USER_BAR
+        lines = _lines(console, Text(piece.text, style=_USER_STYLE, overflow="fold"), width - 2)
+    elif kind == "reasoning":
+        prefix = _REASONING_BAR
+        if piece.first:
+            head = _lines(console, _REASONING_HEAD, width - 2)
+        lines = head + _lines(console, Text(piece.text, style=_REASONING_STYLE, overflow="fold"),
+                              width - 2)
+    elif kind == "note":
+        lines = _lines(console, Text(piece.text, style=_NOTE_STYLE, overflow="fold"), width)
+    else:  # plain
+        lines = _lines(console, Text(piece.text, overflow="fold"), width)
+    style = style or None  # a null style changes nothing
+    strips = [Strip.blank(width, style)] if gap else []
+    adjust = Segment.adjust_line_length
+    simplify = Segment.simplify  # fewer segments: fewer objects kept
+    add = style.__add__ if style is not None else None
+    for line in lines:
+        if prefix is not None:
+            line = [prefix, *line]
+        line = adjust(line, width)
+        if add is not None:  # what Strip.apply_style does, without the extra Strip
+            line = [Segment(text, None if control else add(seg_style), control)
+                    for text, seg_style, control in line]
+        strips.append(LeanStrip(list(simplify(line)), width))
+    if not strips:
+        strips.append(Strip.blank(width, style))
+    return strips
+
+
+def estimate_height(piece: Piece, width: int, gap: bool) -> int:
+    """Height guess for a block not rendered at this width yet."""
+    usable = max(1, width - 4)
+    lines = sum(len(line) // usable + 1 for line in piece.text.split("\n"))
+    if piece.kind == "code":
+        lines += piece.first + piece.last
+    elif piece.kind == "reasoning":
+        lines += piece.first
+    return max(1, lines + gap)

@@ -1,0 +1,77 @@
+"""Lean strips: Textual `Strip`s for cached lines, without per-line memo caches.
+
+Why this module exists: a `Strip` builds seven small memo caches when it is
+created. The stream view keeps tens of thousands of rendered lines cached,
+and those caches (empty for a cached line: Textual copies the segments into
+new strips when it paints) were most of the objects the cycle collector
+walked on its full passes, i.e. the long pauses. A lean strip shares one
+cache that never stores anything.
+
+This depends on Textual internals: the names in `Strip.__slots__`, that the
+memo caches are `FIFOCache`s, and that Strip stores into them only through
+`FIFOCache.set` / `__setitem__`. The slots are found by introspection, so a
+Textual with other slots falls back to plain Strips (slower, still correct);
+tests/test_lean_strip.py fails loudly when any of these assumptions change,
+and pyproject.toml pins the Textual range it was checked with.
+"""
+
+from __future__ import annotations
+
+from rich.segment import Segment
+from textual.cache import FIFOCache
+from textual.strip import Strip
+
+__all__ = ["LEAN_DEFAULTS", "LeanStrip", "NoCache"]
+
+
+class NoCache(FIFOCache):
+    """A memo cache that keeps nothing: one instance shared by every lean strip."""
+
+    __slots__ = ()
+
+    def set(self, key, value) -> None:  # type: ignore[override]
+        return None
+
+    __setitem__ = set
+
+
+def _lean_defaults() -> list[tuple[str, object]] | None:
+    """Slot values for a Strip whose memo caches are the shared `NoCache`.
+
+    A Strip builds seven small caches; for a cached line they stay empty
+    (Textual copies its segments into a new Strip per paint) but the cycle
+    collector walks them on every full pass: 16 objects a line became the
+    main cost of the long pauses. Found by introspection so that a Textual
+    with other slots falls back to plain Strips.
+    """
+    try:
+        proto = Strip([], 0)
+        names = list(Strip.__slots__)
+        values = [getattr(proto, name) for name in names]
+    except (AttributeError, TypeError):
+        return None
+    if "_segments" not in names or "_cell_length" not in names:
+        return None
+    shared = NoCache(1)
+    return [(name, shared if isinstance(value, FIFOCache) else value)
+            for name, value in zip(names, values)
+            if name not in ("_segments", "_cell_length")]
+
+
+LEAN_DEFAULTS = _lean_defaults()
+
+
+class LeanStrip(Strip):
+    """A Strip for cached lines: same segments, no per-instance memo caches."""
+
+    __slots__ = ()
+
+    def __init__(self, segments: list[Segment], cell_length: int) -> None:
+        if LEAN_DEFAULTS is None:
+            super().__init__(segments, cell_length)
+            return
+        setter = object.__setattr__
+        for name, value in LEAN_DEFAULTS:
+            setter(self, name, value)
+        self._segments = segments
+        self._cell_length = cell_length
