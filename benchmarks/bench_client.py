@@ -32,9 +32,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from lineup.config import ModelConfig  # noqa: E402
-from lineup.events import ChatRequest, Message  # noqa: E402
-from lineup.providers import make_provider  # noqa: E402
+from providers import make_provider  # noqa: E402
+from providers.events import ChatRequest, Message  # noqa: E402
+from providers.model_config import ModelConfig  # noqa: E402
 
 STREAMS = 20
 PROTOCOLS = [("openai", {}), ("anthropic", {}), ("ollama", {}), ("gemini", {"stream_form": "sse"}),

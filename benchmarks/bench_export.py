@@ -21,10 +21,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from lineup.store import Store
-from lineup.store.exporting import FORMATS, export_session
-from lineup.store.importing import import_file
-from lineup.store.synthetic import synthetic_session, write_synthetic
+from core.export import FORMATS, export_session
+from core.importing import import_file
+from store import Store
+from store.synthetic import synthetic_session, write_synthetic
 
 LINEAR_LIMIT = 4.4   # 20k/5k total-time ratio counted as linear (4.0 ideal)
 QUADRATIC = 8.0      # past this, halfway (in log) to the 16x of a quadratic export: a failure

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from lineup.providers.sse import JSONArrayDecoder, NDJSONDecoder, SSEDecoder  # noqa: E402
+from providers.sse import JSONArrayDecoder, NDJSONDecoder, SSEDecoder  # noqa: E402
 
 CHUNK = 64 * 1024
 MB = 1_000_000

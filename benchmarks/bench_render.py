@@ -31,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import os
 import random
-import re
 import statistics
 import sys
 import time
@@ -40,8 +39,8 @@ from textual.app import App, ComposeResult
 from textual.containers import Grid, VerticalScroll
 from textual.widgets import Markdown
 
-from lineup.tui.app import freeze_survivors, release_survivors
-from lineup.tui.stream_view import StreamView
+from tui.app import freeze_survivors, release_survivors
+from tui.stream_view import StreamView
 
 PANES = 6
 SIZE = (240, 64)
@@ -375,7 +374,7 @@ async def main(quick: bool, runs: int, baselines: bool) -> None:
     if baselines:
         print(row(f"baseline Markdown.get_stream {PANES}x{n}", base_stream["tokens"], base_stream["wall"],
                   "" if base_stream["complete"] else "time-boxed: stopped early"))
-        print(row(f"baseline Markdown.update per token 4x250", base_update["tokens"], base_update["wall"],
+        print(row("baseline Markdown.update per token 4x250", base_update["tokens"], base_update["wall"],
                   "" if base_update["complete"] else "time-boxed: stopped early (quadratic)"))
     print()
     cpu_per_token = paced["cpu"] / paced["tokens"] * 1e6

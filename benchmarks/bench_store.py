@@ -19,11 +19,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from lineup.ids import new_ulid
-from lineup.store import OutputRecord, Store, TurnRecord
-from lineup.store.rows import VOTE_COLS, VOTE_CONTESTANT_COLS, dumps, insert_sql
-from lineup.store.schema import vote_contestant_rows
-from lineup.store.synthetic import synthetic_session, write_synthetic
+from store import OutputRecord, Store, TurnRecord
+from store.ids import new_ulid
+from store.rows import VOTE_COLS, VOTE_CONTESTANT_COLS, dumps, insert_sql
+from store.schema import vote_contestant_rows
+from store.synthetic import synthetic_session, write_synthetic
 
 WORDS = ("alpha beta gamma delta code JSON number list step answer careful parse value result model "
          "token stream chunk latency exact").split()

@@ -11,6 +11,16 @@ import io
 import os
 import sys
 
+from core.errors import (
+    EXIT_CLOSED_PIPE,
+    EXIT_FAILURE,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    UsageError,
+    found_in,
+    store_error_in,
+)
+
 # name -> one-line help. Order is the order shown in --help.
 COMMANDS: dict[str, str] = {
     "chat": "side-by-side chat (the default command)",
@@ -24,16 +34,6 @@ COMMANDS: dict[str, str] = {
     "import": "import our JSONL export, Chatbot Arena battles, or another lineup database",
     "sample": "stratified sample of prompts from request logs",
 }
-
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
-# Standard output closed by its reader (`lineup sessions --json | head -1`):
-# stop quietly with the status a shell gives a command killed by SIGPIPE.
-EXIT_CLOSED_PIPE = 141
-
-
-class UsageError(Exception):
-    """Bad usage or bad input: printed as one clear line, exit code 2."""
-
 
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", default=os.environ.get("LINEUP_DB"),
@@ -71,25 +71,6 @@ def _command_module(name: str):
         if exc.name and exc.name.startswith("lineup.commands."):
             return None
         raise
-
-
-def _found_in(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
-    """`exc` if it is a `kind`, or the first `kind` inside an exception group."""
-    if isinstance(exc, kind):
-        return exc
-    if isinstance(exc, BaseExceptionGroup):
-        for inner in exc.exceptions:
-            found = _found_in(inner, kind)
-            if found is not None:
-                return found
-    return None
-
-
-def store_error_in(exc: BaseException) -> BaseException | None:
-    """The `lineup.store.StoreError` in `exc` (itself, or inside an exception
-    group from a task group), else None. Looked up without importing the store."""
-    db = sys.modules.get("lineup.store.db")
-    return None if db is None else _found_in(exc, db.StoreError)
 
 
 def _silence_stdout() -> None:
@@ -139,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         module = _command_module(args.command)
     except KeyboardInterrupt:
         print("lineup: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     _reliable_stdout()
     if module is None:
         print(f"lineup: '{args.command}' is not available in this build", file=sys.stderr)
@@ -148,20 +129,20 @@ def main(argv: list[str] | None = None) -> int:
         code = int(module.run(args) or 0)
     except UsageError as exc:
         # messages quote file names, case ids, model names: shown, never acted on
-        from lineup.text import neutralise
+        from core.text import neutralise
 
         print(f"lineup {args.command}: {neutralise(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print(f"lineup {args.command}: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except BaseException as exc:
-        pipe = _found_in(exc, BrokenPipeError)
+        pipe = found_in(exc, BrokenPipeError)
         if pipe is None and isinstance(exc, SystemExit) and isinstance(exc.__context__, BrokenPipeError):
             pipe = exc.__context__   # Rich's Console ends a broken pipe so (stdout already on /dev/null)
         if pipe is not None:
             return stdout_failed(args.command, pipe)
-        if _found_in(exc, OSError) is not None:
+        if found_in(exc, OSError) is not None:
             try:   # a write to standard output failed (a full disk behind `>`): it fails again here
                 sys.stdout.flush()
             except OSError as again:
@@ -171,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         found = store_error_in(exc)
         if found is None:
             raise
-        from lineup.text import neutralise
+        from core.text import neutralise
 
         print(f"lineup {args.command}: {neutralise(str(found))}", file=sys.stderr)
         return EXIT_FAILURE

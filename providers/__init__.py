@@ -1,33 +1,18 @@
 """Model APIs: one module per wire protocol, all producing the event stream of
-`lineup.events`. `make_provider` picks the module for a `ModelConfig`; the
-modules are imported lazily so that loading one protocol (or the demo) never
-pulls in the others."""
+`providers.events`. `make_provider` picks the module for a `ModelConfig` from
+the catalogue; the modules are imported lazily so that loading one protocol
+(or the demo) never pulls in the others."""
 
 from __future__ import annotations
 
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from providers.catalogue import CATALOGUE
+
 if TYPE_CHECKING:
-    from lineup.config import ModelConfig
-    from lineup.providers.base import Provider
-
-#: Where each protocol's API lives when a model sets no `base_url`.
-DEFAULT_BASE_URLS: dict[str, str] = {
-    "openai": "https://api.openai.com/v1",
-    "anthropic": "https://api.anthropic.com",
-    "ollama": "http://localhost:11434",
-    "gemini": "https://generativelanguage.googleapis.com/v1beta",
-}
-
-# provider name -> (module, class)
-_CLASSES: dict[str, tuple[str, str]] = {
-    "openai": ("lineup.providers.openai", "OpenAIProvider"),
-    "anthropic": ("lineup.providers.anthropic", "AnthropicProvider"),
-    "ollama": ("lineup.providers.ollama", "OllamaProvider"),
-    "gemini": ("lineup.providers.gemini", "GeminiProvider"),
-    "demo": ("lineup.providers.demo", "DemoProvider"),
-}
+    from providers.base import Provider
+    from providers.model_config import ModelConfig
 
 
 def make_provider(cfg: "ModelConfig", **options: Any) -> "Provider":
@@ -38,11 +23,11 @@ def make_provider(cfg: "ModelConfig", **options: Any) -> "Provider":
     "sse" or "json"); the demo provider takes none.
     """
     try:
-        module_name, class_name = _CLASSES[cfg.provider]
+        entry = CATALOGUE[cfg.provider]
     except KeyError:
         raise ValueError(f"model {cfg.alias!r}: unknown provider {cfg.provider!r}") from None
-    cls = getattr(importlib.import_module(module_name), class_name)
+    cls = getattr(importlib.import_module(entry.module), entry.cls)
     return cls(cfg, **options)
 
 
-__all__ = ["DEFAULT_BASE_URLS", "make_provider"]
+__all__ = ["make_provider"]

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from lineup.events import ChatRequest, ErrorKind, ReasoningDelta, StreamEvent, TextDelta, ToolCall
-from lineup.providers.http import Accumulated, HttpProvider, StreamParser, parse_json_args, short
-from lineup.providers.sse import DecodeError, SSEDecoder
-from lineup.providers.sse import loads as fast_loads
+from providers.events import ChatRequest, ErrorKind, ReasoningDelta, StreamEvent, TextDelta, ToolCall
+from providers.http import Accumulated, HttpProvider, StreamParser, parse_json_args, short
+from providers.sse import DecodeError, SSEDecoder
+from providers.sse import loads as fast_loads
 
 ANTHROPIC_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 1024   # the API requires max_tokens

@@ -1,5 +1,5 @@
 """What every provider is: something that turns a `ChatRequest` into a
-cancellable `ChatStream` of typed events (see `lineup.events`)."""
+cancellable `ChatStream` of typed events (see `providers.events`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 
 import anyio
 
-from lineup.events import ChatRequest, ErrorKind, StreamError, StreamEvent
+from providers.events import ChatRequest, ErrorKind, StreamError, StreamEvent
 
 TERMINAL = ("finish", "error")
 

@@ -42,12 +42,20 @@ from dataclasses import dataclass
 
 import anyio
 
-from lineup.config import ModelConfig
-from lineup.events import (
-    ChatRequest, ErrorKind, Finish, Message, ReasoningDelta, RequestSent, StreamError, StreamEvent, TextDelta,
+from providers.base import Provider
+from providers.events import (
+    ChatRequest,
+    ErrorKind,
+    Finish,
+    Message,
+    ReasoningDelta,
+    RequestSent,
+    StreamError,
+    StreamEvent,
+    TextDelta,
     UsageReport,
 )
-from lineup.providers.base import Provider
+from providers.model_config import ModelConfig
 
 FAULT_WORD = "fail"
 
@@ -433,7 +441,7 @@ _WRITERS = {"concise": _concise, "thorough": _thorough, "quirky": _quirky, "thin
 
 def demo_request(prompt: str, **params) -> ChatRequest:
     """A one-message request (handy for checks and tests)."""
-    from lineup.events import SamplingParams
+    from providers.events import SamplingParams
 
     return ChatRequest(model="demo", messages=(Message(role="user", content=prompt),),
                        params=SamplingParams(**params))

@@ -14,13 +14,18 @@ from typing import Any, Literal
 
 import httpx
 
-from lineup.config import ModelConfig
-from lineup.events import ChatRequest, ErrorKind, ReasoningDelta, StreamEvent, TextDelta, ToolCall
-from lineup.providers.http import (
-    Accumulated, HttpProvider, RetryPolicy, StreamParser, kind_for_status, short,
+from providers.events import ChatRequest, ErrorKind, ReasoningDelta, StreamEvent, TextDelta, ToolCall
+from providers.http import (
+    Accumulated,
+    HttpProvider,
+    RetryPolicy,
+    StreamParser,
+    kind_for_status,
+    short,
 )
-from lineup.providers.sse import DecodeError, JSONArrayDecoder, SSEDecoder
-from lineup.providers.sse import loads as fast_loads
+from providers.model_config import ModelConfig
+from providers.sse import DecodeError, JSONArrayDecoder, SSEDecoder
+from providers.sse import loads as fast_loads
 
 _loads = fast_loads
 _STATUS_KINDS = {

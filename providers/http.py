@@ -29,15 +29,25 @@ from typing import Any, ClassVar
 import anyio
 import httpx
 
-from lineup.config import ModelConfig, server_concurrency
-from lineup.events import (
-    ChatRequest, ErrorKind, Finish, ReasoningDelta, RequestSent, Retrying, SamplingParams,
-    StreamError, StreamEvent, TextDelta, ToolCall, UsageReport,
+from providers.base import Provider
+from providers.catalogue import PROVIDER_DEFAULT_BASE_URL
+from providers.events import (
+    ChatRequest,
+    ErrorKind,
+    Finish,
+    ReasoningDelta,
+    RequestSent,
+    Retrying,
+    SamplingParams,
+    StreamError,
+    StreamEvent,
+    TextDelta,
+    ToolCall,
+    UsageReport,
 )
-from lineup.providers import DEFAULT_BASE_URLS
-from lineup.providers.base import Provider
-from lineup.providers.secrets import key_scrubber
-from lineup.providers.sse import DecodeError
+from providers.model_config import ModelConfig, server_concurrency
+from providers.secrets import key_scrubber
+from providers.sse import DecodeError
 
 perf_counter = time.perf_counter
 
@@ -86,7 +96,7 @@ _AUTH_RE = re.compile(r"(?i)\b(authorization|x-api-key|x-goog-api-key|api[-_]?ke
 
 def scrub(text: str, key: str | None) -> str:
     """`text` without the key, any run of 8 or more of its characters (a cut or
-    line-wrapped echo too, see `lineup.providers.secrets`), or anything that
+    line-wrapped echo too, see `providers.secrets`), or anything that
     looks like an auth header value."""
     if key and len(key.strip()) >= 4:
         text = key_scrubber(key).scrub(text)
@@ -283,7 +293,7 @@ class HttpProvider(Provider):
     def __init__(self, cfg: ModelConfig, *, retry: RetryPolicy | None = None,
                  transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.cfg = cfg
-        self.base_url = (cfg.base_url or DEFAULT_BASE_URLS[self.name]).rstrip("/")
+        self.base_url = (cfg.base_url or PROVIDER_DEFAULT_BASE_URL[self.name]).rstrip("/")
         self.retry = retry or RetryPolicy()
         self._transport = transport
         self._client: httpx.AsyncClient | None = None

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from lineup.events import ChatRequest, ErrorKind, ReasoningDelta, StreamEvent, TextDelta, ToolCall
-from lineup.providers.http import Accumulated, HttpProvider, StreamParser, parse_json_args, short
-from lineup.providers.sse import DecodeError, NDJSONDecoder
+from providers.events import ChatRequest, ErrorKind, ReasoningDelta, StreamEvent, TextDelta, ToolCall
+from providers.http import Accumulated, HttpProvider, StreamParser, parse_json_args, short
+from providers.sse import DecodeError, NDJSONDecoder
 
 
 class OllamaProvider(HttpProvider):

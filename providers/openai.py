@@ -10,12 +10,18 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from lineup.events import ChatRequest, ErrorKind, ReasoningDelta, StreamEvent, TextDelta, ToolCall
-from lineup.providers.http import (
-    Accumulated, HttpProvider, StreamParser, image_data_url, kind_for_status, parse_json_args, short,
+from providers.events import ChatRequest, ErrorKind, ReasoningDelta, StreamEvent, TextDelta, ToolCall
+from providers.http import (
+    Accumulated,
+    HttpProvider,
+    StreamParser,
+    image_data_url,
+    kind_for_status,
+    parse_json_args,
+    short,
 )
-from lineup.providers.sse import DecodeError, SSEDecoder
-from lineup.providers.sse import loads as fast_loads
+from providers.sse import DecodeError, SSEDecoder
+from providers.sse import loads as fast_loads
 
 _loads = fast_loads
 

@@ -2,13 +2,23 @@
 output, vote, tag and check result, so comparisons can be replayed, re-run
 and counted later. See STORE_API.md for the contract."""
 
-from lineup.store.db import Store, StoreError, default_db_path
-from lineup.store.records import (
-    CheckResultRecord, ContestantRecord, LoadedSession, ModelVoteCount, OutputRecord, RevealRecord, SearchHit,
-    SessionRecord, SessionSummary, TagRecord, TurnRecord, VoteRecord,
+from store.db import Store, StoreError, default_db_path
+from store.records import (
+    CheckResultRecord,
+    ContestantRecord,
+    LoadedSession,
+    ModelVoteCount,
+    OutputRecord,
+    RevealRecord,
+    SearchHit,
+    SessionRecord,
+    SessionSummary,
+    TagRecord,
+    TurnRecord,
+    VoteRecord,
 )
-from lineup.store.schema import SCHEMA_VERSION
-from lineup.store.writer import AsyncStore
+from store.schema import SCHEMA_VERSION
+from store.writer import AsyncStore
 
 __all__ = [
     "AsyncStore", "CheckResultRecord", "ContestantRecord", "LoadedSession", "ModelVoteCount",

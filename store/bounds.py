@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from datetime import datetime, timezone
 from typing import Any
 
 TIME_MIN = 631_152_000.0        # 1990-01-01T00:00:00Z
@@ -102,20 +101,6 @@ def _field(name: str | None, table: str, path: str) -> str:
 
 def time_ok(ts: Any) -> bool:
     return ts is None or (isinstance(ts, (int, float)) and TIME_MIN <= ts <= TIME_MAX)
-
-
-def format_time(ts: float | None, fmt: str = "%Y-%m-%dT%H:%M:%SZ", *, utc: bool = True) -> str:
-    """`ts` formatted, "" for None; a time outside 1990..2200 (or one that
-    cannot be formatted at all) as its raw number, never an exception."""
-    if ts is None:
-        return ""
-    if not time_ok(ts):
-        return repr(ts) if isinstance(ts, float) else str(ts)
-    try:
-        when = datetime.fromtimestamp(ts, timezone.utc) if utc else datetime.fromtimestamp(ts)
-        return when.strftime(fmt)
-    except (OverflowError, OSError, ValueError):
-        return repr(ts)
 
 
 def finite_or_none(value: Any) -> Any:

@@ -27,12 +27,23 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
 
-from lineup.store import rows as R
-from lineup.store.records import (
-    CheckResultRecord, LoadedSession, ModelVoteCount, OutputRecord, RevealRecord, SearchHit,
-    SessionRecord, SessionSummary, TagRecord, TurnRecord, VoteRecord,
+from store import rows as R
+from store.records import (
+    UNIT_KEY_SQL,
+    CheckResultRecord,
+    LoadedSession,
+    ModelVoteCount,
+    OutputRecord,
+    RevealRecord,
+    SearchHit,
+    SessionRecord,
+    SessionSummary,
+    TagRecord,
+    TurnRecord,
+    VoteRecord,
+    vote_problem,
 )
-from lineup.store.schema import APPLICATION_ID, MIGRATION_NAMES, SCHEMA_VERSION, migrations
+from store.schema import APPLICATION_ID, MIGRATION_NAMES, SCHEMA_VERSION, VOTE_CONTESTANT_COLS, migrations
 
 T = TypeVar("T")
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -488,7 +499,7 @@ class Store:
     # ------------------------------------------------------------------ votes, tags, checks
 
     def add_vote(self, rec: VoteRecord) -> None:
-        problem = R.validate_vote(rec)
+        problem = vote_problem(rec)
         if problem:
             raise StoreError(problem)
         self._write(f"save vote {rec.id}", lambda conn: insert_vote(conn, rec))
@@ -721,8 +732,6 @@ class Store:
                 return []
             where.append(f"s.id IN ({','.join('?' * len(ids))})")
             params.extend(sorted(ids))
-        from lineup.votes import UNIT_KEY_SQL   # what a judged unit is, and when it is revealed
-
         sql = ("SELECT s.id, s.created, s.kind, s.title, s.blind, s.revealed_at, s.is_demo, "
                "(SELECT json_group_array(alias) FROM (SELECT alias FROM contestant c "
                "  WHERE c.session_id = s.id ORDER BY position, alias)), "
@@ -830,10 +839,10 @@ class Store:
 
     def out_of_range(self, session_ids: list[str] | None = None, limit: int = 3,
                      tables: tuple[str, ...] = ("session", "turn", "output", "vote", "tag")) -> tuple[int, list[str]]:
-        """Rows holding a number outside `lineup.store.bounds` (written by an
+        """Rows holding a number outside `store.bounds` (written by an
         older lineup or by hand): how many, and up to `limit` of them named
         ("output 01J..."). Readers warn with it instead of failing."""
-        from lineup.store import bounds
+        from store import bounds
 
         where = {"session": "s.id", "turn": "s.session_id", "output": "s.session_id", "vote": "s.session_id",
                  "tag": "(SELECT o.session_id FROM output o WHERE o.id = s.output_id)"}
@@ -914,7 +923,7 @@ def insert_vote(conn: sqlite3.Connection, rec: VoteRecord, verb: str = "INSERT")
     cur = conn.execute(R.insert_sql("vote", R.VOTE_COLS, verb), R.vote_row(rec, current))
     if not cur.rowcount:
         return False
-    conn.executemany(R.insert_sql("vote_contestant", R.VOTE_CONTESTANT_COLS, verb), R.vote_contestants(rec, current))
+    conn.executemany(R.insert_sql("vote_contestant", VOTE_CONTESTANT_COLS, verb), R.vote_contestants(rec, current))
     if rec.supersedes:
         conn.execute("UPDATE vote SET current = 0 WHERE id = ?", [rec.supersedes])
         conn.execute("UPDATE vote_contestant SET current = 0 WHERE vote_id = ?", [rec.supersedes])

@@ -1,17 +1,18 @@
 """The records the store keeps. Field names are the contract shared with the
 sessions layer, the runner, the TUI and the report (see STORE_API.md).
 
-All ids are ULIDs (`lineup.ids.new_ulid`) so records from several people's
+All ids are ULIDs (`store.ids.new_ulid`) so records from several people's
 databases merge without collisions; all times are float epoch seconds."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-from lineup.ids import new_ulid
+from store.ids import new_ulid
 
 SessionKind = Literal["chat", "run", "rerun", "import"]
 OutputStatus = Literal["streaming", "complete", "error", "cancelled", "interrupted"]
@@ -168,7 +169,7 @@ class SessionSummary(_Record):
     is_demo: bool
     blind: bool = False
     # Judged units (sample-set cases per repeat, chat turns) and those whose models
-    # may be shown (`lineup.votes.Reveal`); None when all are (not blind, or revealed as a whole).
+    # may be shown (`core.votes.Reveal`); None when all are (not blind, or revealed as a whole).
     units: int | None = None
     revealed_units: int | None = None
 
@@ -260,3 +261,70 @@ class LoadedSession(_Record):
 
     def votes_for(self, turn_id: str) -> list[VoteRecord]:
         return list(self.current_votes_by_turn().get(turn_id, ()))
+
+
+# ---------------------------------------------------------------------- vote integrity
+# The shape of a vote record, checked wherever one is written (core.votes
+# builds votes and says what they mean; these are the record's own rules).
+
+class VoteError(ValueError):
+    """A vote that cannot be recorded as given (the message says why)."""
+
+
+def check_choice(choice: str, labels: Sequence[str], ranking: Sequence[str] | None = None, *,
+                 complete: bool = True) -> None:
+    """Raise VoteError unless `choice` (and `ranking`, best first) is a vote on `labels`.
+
+    A ranking places every label once (`complete`; stored records from older
+    versions may lack the last place, which was implied), starts with the
+    pick when there is one, and never goes with a tie."""
+    labels = list(labels)
+    if len(labels) < 2:
+        raise VoteError(f"a vote needs at least two answers, got {len(labels)}")
+    if len(set(labels)) != len(labels):
+        raise VoteError(f"labels repeat: {labels}")
+    if choice not in labels and choice not in NON_LABEL_CHOICES:
+        raise VoteError(f"choice {choice!r} is not one of the labels {sorted(labels)}")
+    if not ranking:
+        return
+    order = list(ranking)
+    unknown = [lab for lab in order if lab not in labels]
+    if unknown:
+        raise VoteError(f"ranking label {unknown[0]!r} is not one of the labels {sorted(labels)}")
+    if len(set(order)) != len(order):
+        raise VoteError(f"ranking places a label twice: {' > '.join(order)}")
+    if choice == TIE:
+        raise VoteError("a vote cannot be both a tie and a ranking")
+    if choice in labels and order[0] != choice:
+        raise VoteError(f"ranking starts with {order[0]!r} but the pick is {choice!r}")
+    if complete and len(order) != len(labels):
+        missing = [lab for lab in labels if lab not in order]
+        raise VoteError(f"a ranking of {len(labels)} answers places all {len(labels)}; "
+                        f"{', '.join(missing)} not placed")
+
+
+def vote_problem(v: VoteRecord) -> str | None:
+    """Why a vote record is inconsistent with its own mapping, or None (the
+    store refuses such a vote; the importer names it)."""
+    try:
+        check_choice(v.choice, list(v.mapping), v.ranking, complete=False)
+    except VoteError as exc:
+        return f"vote {v.id}: {exc}"
+    for label in v.positions:
+        if label not in v.mapping:
+            return f"vote {v.id}: label {label!r} is not in the mapping {sorted(v.mapping)}"
+    return None
+
+
+# What is judged at once: a sample-set case (its follow-ups, one repeat; the
+# vote goes on its last turn) or one chat turn. The SQL form is for the
+# sessions list (table alias `t`); both give the same key.
+UNIT_KEY_SQL = ("CASE WHEN length(t.case_id) THEN 'case' || char(31) || t.case_id || char(31) || t.repeat_index "
+                "ELSE 'turn' || char(31) || t.id END")
+
+
+def unit_key(turn: "TurnRecord") -> str:
+    """What a turn is judged as: its case (one repeat) or the turn itself."""
+    if turn.case_id:
+        return f"case\x1f{turn.case_id}\x1f{turn.repeat_index}"
+    return f"turn\x1f{turn.id}"

@@ -11,11 +11,17 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from lineup.store.records import (
-    CheckResultRecord, ContestantRecord, OutputRecord, RevealRecord, SessionRecord, TagRecord, TurnRecord,
+from store.records import (
+    CheckResultRecord,
+    ContestantRecord,
+    OutputRecord,
+    RevealRecord,
+    SessionRecord,
+    TagRecord,
+    TurnRecord,
     VoteRecord,
 )
-from lineup.store.schema import VOTE_CONTESTANT_COLS, vote_contestant_rows
+from store.schema import vote_contestant_rows
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -152,13 +158,6 @@ def check_row(r: CheckResultRecord) -> tuple:
 
 def reveal_row(r: RevealRecord) -> tuple:
     return _safe((r.id, r.session_id, r.turn_id, r.rater, r.created))
-
-
-def validate_vote(r: VoteRecord) -> str | None:
-    """Why this vote is inconsistent, or None (the one check, `lineup.votes.record_problem`)."""
-    from lineup.votes import record_problem   # here: lineup.votes reads the records of this package
-
-    return record_problem(r)
 
 
 # ---- rows -> records (rows come from `SELECT <COLS>` in the column order above)

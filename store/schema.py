@@ -201,7 +201,7 @@ def m006_reveal(db: Database) -> None:
     """A judged unit (a case, a chat turn) revealed by the rater without a
     vote: one row per turn whose models were shown, by whom and when. A
     unit is revealed once a vote on it was revealed or it has such a row
-    (`lineup.votes.reveal_state`)."""
+    (`core.votes.reveal_state`)."""
     db.execute("""CREATE TABLE reveal (
         id TEXT PRIMARY KEY,
         session_id TEXT NOT NULL REFERENCES session(id) ON DELETE CASCADE,

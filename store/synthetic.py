@@ -6,9 +6,13 @@ from __future__ import annotations
 import random
 import string
 
-from lineup.ids import new_ulid
-from lineup.store.records import (
-    ContestantRecord, OutputRecord, SessionRecord, TurnRecord, VoteRecord,
+from store.ids import new_ulid
+from store.records import (
+    ContestantRecord,
+    OutputRecord,
+    SessionRecord,
+    TurnRecord,
+    VoteRecord,
 )
 
 LABELS = string.ascii_uppercase

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import anyio
 import anyio.lowlevel
 
-from lineup.store.db import Store, StoreError
+from store.db import Store, StoreError
 
 T = TypeVar("T")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lineup.config import ModelConfig
+from providers.model_config import ModelConfig
 
 MODELS = {
     "gpt": ModelConfig(alias="gpt", provider="openai", model="gpt-4o", base_url="https://api.openai.com/v1"),

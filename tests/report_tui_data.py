@@ -5,9 +5,15 @@ markup-looking model name, and a demo session that reports leave out."""
 
 from __future__ import annotations
 
-from lineup.store import Store
-from lineup.store.records import (
-    CheckResultRecord, ContestantRecord, OutputRecord, SessionRecord, TagRecord, TurnRecord, VoteRecord,
+from store import Store
+from store.records import (
+    CheckResultRecord,
+    ContestantRecord,
+    OutputRecord,
+    SessionRecord,
+    TagRecord,
+    TurnRecord,
+    VoteRecord,
 )
 
 T0 = 1.75e9

@@ -734,7 +734,7 @@ _ENCODERS = {"openai": _OpenAI, "anthropic": _Anthropic, "ollama": _Ollama, "gem
 
 def model_config(srv: TestServer, provider: str, **fields: Any):
     """A `ModelConfig` (alias "test") for `provider` pointing at `srv`."""
-    from lineup.config import ModelConfig
+    from providers.model_config import ModelConfig
 
     fields.setdefault("model", "test-model")
     fields.setdefault("alias", "test")
@@ -742,14 +742,14 @@ def model_config(srv: TestServer, provider: str, **fields: Any):
 
 
 def chat_request(text: str = "hi", **fields: Any):
-    from lineup.events import ChatRequest, Message
+    from providers.events import ChatRequest, Message
 
     return ChatRequest(model="test-model", messages=(Message(role="user", content=text),), **fields)
 
 
 async def collect_async(provider: Any, request: Any = None) -> tuple[Any, list]:
     """Run one stream to its end: (StreamResult, [events])."""
-    from lineup.events import StreamResult
+    from providers.events import StreamResult
 
     result, events = StreamResult(), []
     async for ev in provider.stream(request or chat_request()):
@@ -763,7 +763,7 @@ def collect(cfg: Any, request: Any = None, **options: Any) -> tuple[Any, list]:
     fresh event loop, close the provider: (StreamResult, [events])."""
     import anyio
 
-    from lineup.providers import make_provider
+    from providers import make_provider
 
     async def go() -> tuple[Any, list]:
         provider = make_provider(cfg, **options)

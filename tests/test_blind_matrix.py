@@ -24,19 +24,18 @@ import json
 import re
 
 from rich.console import Console
+from tui_support import Reply, TestServer, models_config, open_store, run, screen_text, visible_text, wait_for
 
 from lineup.cli import main
-from lineup.config import ModelConfig
-from lineup.store import Store
-from lineup.tui.app import ChatOptions, LineupApp, ReplayOptions, VoteOptions
-from lineup.tui.commands import LineupCommands
-from lineup.tui.help_screen import HelpScreen
-from lineup.tui.replay_screen import ReplayScreen
-from lineup.tui.sessions_screen import SessionsScreen
-from lineup.tui.tag_picker import TagPicker
-from lineup.tui.vote_queue import VoteQueueScreen
-
-from tui_support import Reply, TestServer, models_config, open_store, run, screen_text, visible_text, wait_for
+from providers.model_config import ModelConfig
+from store import Store
+from tui.app import ChatOptions, LineupApp, ReplayOptions, VoteOptions
+from tui.commands import LineupCommands
+from tui.help_screen import HelpScreen
+from tui.replay_screen import ReplayScreen
+from tui.sessions_screen import SessionsScreen
+from tui.tag_picker import TagPicker
+from tui.vote_queue import VoteQueueScreen
 
 ERROR_BODY = "Internal error at zorblax-cloud.example: model zorblax-7 (Zorblax Labs) failed"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from lineup.checks import CHECK_TYPES, Check, count_words, extract_json, run_case_checks, run_checks
+from core.checks import CHECK_TYPES, Check, count_words, extract_json, run_case_checks, run_checks
 
 _adapter = TypeAdapter(Check)
 

@@ -12,12 +12,19 @@ from pathlib import Path
 
 import pytest
 
-from lineup import config as cfgmod
-from lineup.cli import UsageError
-from lineup.config import (
-    DEFAULT_TAGS, ConfigError, autodetect, load_config, looks_like_key, missing_key, redact_url, resolve_models,
+from core import config as cfgmod
+from core.config import (
+    DEFAULT_TAGS,
+    ConfigError,
+    autodetect,
+    load_config,
+    looks_like_key,
+    missing_key,
+    redact_url,
+    resolve_models,
 )
-from lineup.events import SamplingParams
+from core.errors import UsageError
+from providers.events import SamplingParams
 
 NO_KEYS: dict[str, str] = {}
 

@@ -14,10 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lineup.config import ModelConfig
-from lineup.events import ChatRequest, Message, StreamResult
-from lineup.providers import make_provider
-from lineup.providers.http import RetryPolicy
+from providers import make_provider
+from providers.events import ChatRequest, Message, StreamResult
+from providers.http import RetryPolicy
+from providers.model_config import ModelConfig
 from tests.server import RawReply, TestServer
 
 CORPUS = Path(__file__).resolve().parent.parent.parent / "shared" / "conformance" / "wire"

@@ -10,9 +10,9 @@ import re
 import anyio
 import pytest
 
-from lineup.config import ModelConfig
-from lineup.events import ChatRequest, ErrorKind, Message, SamplingParams, StreamResult
-from lineup.providers.demo import DEMO_MODELS, DEMO_STYLES, DemoProvider, demo_speed, demo_tokens
+from providers.demo import DEMO_MODELS, DEMO_STYLES, DemoProvider, demo_speed, demo_tokens
+from providers.events import ChatRequest, ErrorKind, Message, SamplingParams, StreamResult
+from providers.model_config import ModelConfig
 
 MODELS = {m.model: m for m in DEMO_MODELS}
 

@@ -20,10 +20,16 @@ from pathlib import Path
 import pytest
 
 from lineup.cli import main
-from lineup.store import (
-    CheckResultRecord, SCHEMA_VERSION, Store, StoreError, TagRecord, TurnRecord, VoteRecord,
+from store import (
+    SCHEMA_VERSION,
+    CheckResultRecord,
+    Store,
+    StoreError,
+    TagRecord,
+    TurnRecord,
+    VoteRecord,
 )
-from lineup.store.synthetic import synthetic_session, write_synthetic
+from store.synthetic import synthetic_session, write_synthetic
 
 
 def sha(path: Path) -> str:
@@ -139,7 +145,7 @@ def test_csv_and_markdown_hide_identities_until_revealed(tmp_path, capsys):
     for text in (md, table):
         assert "model-0" not in text and "model-1" not in text  # aliases, model names, error messages
     assert "### A" in md and "### B" in md and "identities hidden" in md
-    # lineup.votes.error_line, Markdown-escaped like every line of the export
+    # core.votes.error_line, Markdown-escaped like every line of the export
     assert r"_(error \(rate limited\) — details after the vote)_" in md
     assert {r["models"] for r in csv.DictReader(io.StringIO(table))} == {"hidden"}
     assert "\x1b" not in md and "\\x1b[31mred" in md and "\\x9b2J" in md
@@ -153,7 +159,7 @@ def test_csv_and_markdown_hide_identities_until_revealed(tmp_path, capsys):
 def test_a_reveal_without_a_vote_survives_export_import_and_merge(tmp_path, capsys):
     """A turn revealed by the rater without a vote: the Markdown export names
     its models, and the reveal travels with the JSONL record and a merge."""
-    from lineup.store import RevealRecord
+    from store import RevealRecord
 
     a, b, c = tmp_path / "a.db", tmp_path / "b.db", tmp_path / "c.db"
     with Store.open(a) as store:
@@ -372,7 +378,7 @@ READER = """
 import site, sys
 site.addsitedir(sys.argv[2])  # the project's virtualenv, for an interpreter outside it
 from lineup.cli import main
-from lineup.store import Store, StoreError, TurnRecord
+from store import Store, StoreError, TurnRecord
 store = Store.open(sys.argv[1])
 assert store.readonly, "should have noticed it cannot write"
 sid = store.latest_session_id()

@@ -15,12 +15,12 @@ import threading
 import anyio
 import pytest
 
-from lineup.config import ModelConfig
-from lineup.runner import Runner
-from lineup.sampleset import load_sample_set
-from lineup.sessions import ChatSession
-from lineup.store import AsyncStore, Store
-from lineup.votes import error_line
+from core.runner import Runner
+from core.sampleset import load_sample_set
+from core.sessions import ChatSession
+from core.votes import error_line
+from providers.model_config import ModelConfig
+from store import AsyncStore, Store
 from tests.server import Reply, TestServer
 
 SECRET_MODEL = "zebra-ultra-9"      # a model name that must never show before the vote

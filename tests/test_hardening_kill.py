@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from lineup.store import Store
+from store import Store
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs POSIX signals")
 
@@ -81,9 +81,9 @@ def _kill(proc: subprocess.Popen) -> list[str]:
 
 VOTER = textwrap.dedent("""
     import sys, anyio
-    from lineup.providers.demo import DEMO_MODELS
-    from lineup.sessions import ChatSession
-    from lineup.store import AsyncStore
+    from providers.demo import DEMO_MODELS
+    from core.sessions import ChatSession
+    from store import AsyncStore
 
     async def main():
         store = await AsyncStore.open(sys.argv[1])
@@ -241,7 +241,7 @@ def test_sigkill_during_an_import_is_all_or_nothing(tmp_path):
     for fraction in (0.5, 0.9, "wal"):
         db = tmp_path / f"kill-{fraction}.db"
         with Store.open(db) as store:   # something recorded before, which must survive
-            from lineup.store.synthetic import synthetic_session, write_synthetic
+            from store.synthetic import synthetic_session, write_synthetic
 
             write_synthetic(store, *synthetic_session(turns=2, seed=3))
         base = _counts(db)
@@ -280,8 +280,8 @@ def test_sigkill_during_an_import_is_all_or_nothing(tmp_path):
 POWER_CUT = textwrap.dedent('''
     """A fixed sequence of store writes with fixed ids and times."""
     import os, signal, sys
-    from lineup.store import Store
-    from lineup.store.records import (CheckResultRecord, ContestantRecord, OutputRecord, SessionRecord,
+    from store import Store
+    from store.records import (CheckResultRecord, ContestantRecord, OutputRecord, SessionRecord,
                                       TagRecord, TurnRecord, VoteRecord)
 
     T = 1.75e9

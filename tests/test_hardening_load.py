@@ -23,11 +23,11 @@ from collections import Counter
 import anyio
 import pytest
 
-from lineup.config import ModelConfig
-from lineup.runner import Runner
-from lineup.sampleset import load_sample_set
-from lineup.sessions import ChatSession
-from lineup.store import AsyncStore, Store
+from core.runner import Runner
+from core.sampleset import load_sample_set
+from core.sessions import ChatSession
+from providers.model_config import ModelConfig
+from store import AsyncStore, Store
 from tests.server import Reply, TestServer
 
 pytestmark = pytest.mark.slow

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from lineup.cli import main
-from lineup.store import Store
+from store import Store
 from tests.server import RawReply, Reply, TestServer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -332,8 +332,8 @@ def _max_in_flight(requests) -> int:
 def test_aliases_on_one_local_server_take_turns_in_chat(tmp_path, concurrency):
     import anyio
 
-    from lineup.sessions import ChatSession
-    from lineup.store import AsyncStore
+    from core.sessions import ChatSession
+    from store import AsyncStore
     from tests.server import model_config
 
     extra = {} if concurrency is None else {"concurrency": concurrency}
@@ -367,8 +367,8 @@ def test_aliases_on_one_local_server_take_turns_in_chat(tmp_path, concurrency):
 def test_cancel_while_queued_is_recorded_as_cancelled(tmp_path):
     import anyio
 
-    from lineup.sessions import ChatSession
-    from lineup.store import AsyncStore
+    from core.sessions import ChatSession
+    from store import AsyncStore
     from tests.server import model_config
 
     with TestServer() as srv:
@@ -397,9 +397,9 @@ def test_cancel_while_queued_is_recorded_as_cancelled(tmp_path):
 def test_run_shares_one_local_server_between_aliases(tmp_path):
     import anyio
 
-    from lineup.runner import Runner
-    from lineup.sampleset import load_sample_set
-    from lineup.store import AsyncStore
+    from core.runner import Runner
+    from core.sampleset import load_sample_set
+    from store import AsyncStore
     from tests.server import model_config
 
     sample = load_sample_set(_set(tmp_path / "set.jsonl", 4))
@@ -487,8 +487,8 @@ def test_lone_surrogates_are_storable_everywhere_not_only_in_run(tmp_path):
     a prompt, a tag note and a checkpoint alike."""
     import anyio
 
-    from lineup.sessions import ChatSession
-    from lineup.store import AsyncStore
+    from core.sessions import ChatSession
+    from store import AsyncStore
     from tests.server import model_config
 
     surrogate = _sse({"choices": [{"index": 0, "delta": {"content": "x \udc80 y"}}]},

@@ -22,9 +22,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from lineup.config import load_config
-from lineup.sessions import ChatSession
-from lineup.store import AsyncStore, Store
+from core.config import load_config
+from core.sessions import ChatSession
+from store import AsyncStore, Store
 from tests.server import Reply, TestServer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -194,8 +194,8 @@ def test_a_planted_key_appears_in_no_artefact(tmp_path, monkeypatch, servers):
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from lineup.providers.http import scrub, short  # noqa: E402
-from lineup.providers.secrets import MIN_FRAGMENT, GrowingText, HeldBack, KeyScrubber, scrubber_for  # noqa: E402
+from providers.http import scrub, short  # noqa: E402
+from providers.secrets import MIN_FRAGMENT, GrowingText, HeldBack, KeyScrubber, scrubber_for  # noqa: E402
 
 
 def _fragments(key: str) -> list[str]:

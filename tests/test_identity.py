@@ -12,11 +12,11 @@ import json
 import anyio
 import pytest
 
-from lineup.identity import self_identification
-from lineup.runner import Runner
-from lineup.sampleset import load_sample_set
-from lineup.sessions import ChatSession
-from lineup.store import AsyncStore, Store
+from core.identity import self_identification
+from core.runner import Runner
+from core.sampleset import load_sample_set
+from core.sessions import ChatSession
+from store import AsyncStore, Store
 from tests.identity_cases import CASES, HELD_OUT, MODELS
 from tests.server import Reply, TestServer, model_config
 

@@ -25,7 +25,7 @@ from textual.color import Color
 from textual.filter import ANSIToTruecolor, DimFilter
 from textual.strip import Strip
 
-from lineup.tui.lean_strip import LEAN_DEFAULTS, LeanStrip, NoCache
+from tui.lean_strip import LEAN_DEFAULTS, LeanStrip, NoCache
 
 STRIP_SLOTS = [
     "_segments", "_cell_length", "_divide_cache", "_crop_cache", "_style_cache",

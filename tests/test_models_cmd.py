@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from lineup import config as cfgmod
+from core import config as cfgmod
 from lineup.cli import main
 
 SECRET = "sk-proj-UNIQUEsecretVALUE0123456789abcdef"
@@ -212,11 +212,11 @@ def test_missing_explicit_config_exit_2(clean_env, capsys, tmp_path):
 
 def test_scrub_and_escape_sequences(clean_env, capsys, tmp_path):
     from lineup.commands.models_cmd import _scrub
-    from lineup.config import ModelConfig
+    from providers.model_config import ModelConfig
 
     clean_env.setenv("MY_LOCAL_KEY", SECRET)
     model = ModelConfig(alias="a", provider="openai", model="m", api_key_env="MY_LOCAL_KEY")
-    assert _scrub(f"server said: bad key {SECRET}!", model) == "server said: bad key ***!"
+    assert _scrub(f"server said: bad key {SECRET}!", model) == "server said: bad key [redacted]!"   # providers.secrets
 
     path = tmp_path / "esc.toml"
     path.write_text('[models.a]\nprovider = "demo"\nmodel = "concise"\n'

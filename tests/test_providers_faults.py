@@ -11,9 +11,9 @@ import time
 import anyio
 import pytest
 
-from lineup.events import ErrorKind
-from lineup.providers import make_provider
-from lineup.providers.http import RetryPolicy
+from providers import make_provider
+from providers.events import ErrorKind
+from providers.http import RetryPolicy
 from tests.server import Reply, TestServer, chat_request, collect, model_config
 
 FAST = RetryPolicy(base=0.001, cap=1.0)
@@ -229,7 +229,7 @@ def test_connection_refused_is_retried_then_reported():
     with socket.socket() as s:      # a loopback port that nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    from lineup.config import ModelConfig
+    from providers.model_config import ModelConfig
     cfg = ModelConfig(alias="x", provider="openai", model="m", base_url=f"http://127.0.0.1:{port}/v1", max_retries=2)
     result, events = collect(cfg, retry=FAST)
     err = terminal(events)

@@ -11,10 +11,11 @@ import time
 import httpx
 import pytest
 
-from lineup.config import ModelConfig
-from lineup.events import ChatRequest, ErrorKind, ImagePart, Message, SamplingParams
-from lineup.providers import DEFAULT_BASE_URLS, make_provider
-from lineup.providers.http import RetryPolicy, kind_for_status, parse_retry_after, scrub
+from providers import make_provider
+from providers.catalogue import PROVIDER_DEFAULT_BASE_URL
+from providers.events import ChatRequest, ErrorKind, ImagePart, Message, SamplingParams
+from providers.http import RetryPolicy, kind_for_status, parse_retry_after, scrub
+from providers.model_config import ModelConfig
 from tests.server import Reply, TestServer, collect, model_config
 
 IMG = ImagePart(mime="image/png", data="iVBORw0KGgo=")
@@ -136,15 +137,15 @@ def test_non_streamed_json_answer_is_read(srv):
 @pytest.mark.parametrize("provider", ["openai", "anthropic", "ollama", "gemini"])
 def test_make_provider_and_default_base_urls(provider):
     p = make_provider(ModelConfig(alias="a", provider=provider, model="m"))
-    assert p.base_url == DEFAULT_BASE_URLS[provider]
-    assert type(p).__module__ == f"lineup.providers.{provider}"
+    assert p.base_url == PROVIDER_DEFAULT_BASE_URL[provider]
+    assert type(p).__module__ == f"providers.{provider}"
     q = make_provider(ModelConfig(alias="a", provider=provider, model="m", base_url="http://127.0.0.1:1/x/"))
     assert q.base_url == "http://127.0.0.1:1/x"
 
 
-@pytest.mark.skipif(importlib.util.find_spec("lineup.providers.demo") is None, reason="demo provider not written yet")
+@pytest.mark.skipif(importlib.util.find_spec("providers.demo") is None, reason="demo provider not written yet")
 def test_make_provider_demo():
-    from lineup.providers.demo import DEMO_STYLES
+    from providers.demo import DEMO_STYLES
 
     p = make_provider(ModelConfig(alias="demo/x", provider="demo", model=next(iter(DEMO_STYLES))))
     assert type(p).__name__ == "DemoProvider" and p.is_demo

@@ -11,12 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lineup.events import StreamResult
-from lineup.providers.anthropic import AnthropicParser
-from lineup.providers.gemini import GeminiParser
-from lineup.providers.ollama import OllamaParser
-from lineup.providers.openai import OpenAIParser
-from lineup.providers.sse import DecodeError, JSONArrayDecoder, NDJSONDecoder, SSEDecoder
+from providers.anthropic import AnthropicParser
+from providers.events import StreamResult
+from providers.gemini import GeminiParser
+from providers.ollama import OllamaParser
+from providers.openai import OpenAIParser
+from providers.sse import DecodeError, JSONArrayDecoder, NDJSONDecoder, SSEDecoder
 
 
 def split(data: bytes, cuts: list[int]) -> list[bytes]:

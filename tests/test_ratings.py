@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from lineup.ratings import (
+from core.ratings import (
     ALPHA,
     Battle,
     BattleSet,

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import anyio
 
+from core.runner import Runner
+from core.sampleset import load_sample_set
 from lineup.cli import main
-from lineup.runner import Runner
-from lineup.sampleset import load_sample_set
-from lineup.store import AsyncStore, Store
+from store import AsyncStore, Store
 from tests.server import Reply, TestServer, model_config
 
 ROOT = Path(__file__).resolve().parents[1]

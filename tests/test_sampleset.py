@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from lineup.checks import CHECK_TYPES, run_case_checks
-from lineup.sampleset import MAX_IMAGE_BYTES, Case, SampleSetError, load_image, load_sample_set
+from core.checks import CHECK_TYPES, run_case_checks
+from core.sampleset import MAX_IMAGE_BYTES, Case, SampleSetError, load_image, load_sample_set
 
 REPO = Path(__file__).resolve().parent.parent
 SETS = REPO / "sample_sets"

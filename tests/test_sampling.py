@@ -15,10 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lineup.cli import UsageError
+from core.errors import UsageError
+from core.sampleset import load_sample_set
+from core.sampling import allocate, dedupe, read_logs, sample_records
 from lineup.commands import sample_cmd
-from lineup.sampleset import load_sample_set
-from lineup.sampling import allocate, dedupe, read_logs, sample_records
 
 TOPICS = ["invoice", "refund", "password", "shipping", "warranty", "discount", "address", "login", "export", "report"]
 WORDS = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa "

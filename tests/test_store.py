@@ -14,12 +14,22 @@ import pytest
 from sqlite_utils import Database
 
 from lineup.cli import main
-from lineup.store import (
-    AsyncStore, CheckResultRecord, ContestantRecord, OutputRecord, SCHEMA_VERSION, SessionRecord, Store,
-    StoreError, TagRecord, TurnRecord, VoteRecord, default_db_path,
+from store import (
+    SCHEMA_VERSION,
+    AsyncStore,
+    CheckResultRecord,
+    ContestantRecord,
+    OutputRecord,
+    SessionRecord,
+    Store,
+    StoreError,
+    TagRecord,
+    TurnRecord,
+    VoteRecord,
+    default_db_path,
 )
-from lineup.store.schema import APPLICATION_ID, MIGRATION_NAMES, migrations
-from lineup.store.synthetic import synthetic_session, write_synthetic
+from store.schema import APPLICATION_ID, MIGRATION_NAMES, migrations
+from store.synthetic import synthetic_session, write_synthetic
 
 
 @pytest.fixture
@@ -398,8 +408,8 @@ def test_sqlite_connection_uses_wal_even_for_a_second_store(db):
 def test_a_withdrawn_vote_is_kept_but_no_longer_counts(tmp_path):
     """Undo in the vote queue: the vote stays in the record with `retracted_at`,
     drops out of current votes and counts, and a merge carries the withdrawal."""
-    from lineup.store.importing import merge_database
-    from lineup.store.synthetic import synthetic_session, write_synthetic
+    from store.imports import merge_database
+    from store.synthetic import synthetic_session, write_synthetic
 
     made = synthetic_session(turns=2, contestants=2, seed=3)
     rec, votes = made[0], made[3]

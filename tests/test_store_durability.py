@@ -10,14 +10,14 @@ import textwrap
 
 import pytest
 
-from lineup.store import Store
+from store import Store
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs POSIX signals")
 
 STREAMER = textwrap.dedent("""
     import sys, anyio
-    from lineup.store import AsyncStore, OutputRecord, TurnRecord
-    from lineup.store.synthetic import synthetic_session
+    from store import AsyncStore, OutputRecord, TurnRecord
+    from store.synthetic import synthetic_session
 
     async def main():
         s, turns, outs, votes = synthetic_session(turns=3, seed=7)
@@ -49,8 +49,8 @@ STREAMER = textwrap.dedent("""
 
 BATCHER = textwrap.dedent("""
     import sys
-    from lineup.store import Store
-    from lineup.store.synthetic import synthetic_session, write_synthetic
+    from store import Store
+    from store.synthetic import synthetic_session, write_synthetic
 
     store = Store.open(sys.argv[1])
     write_synthetic(store, *synthetic_session(turns=2, seed=1))
@@ -64,8 +64,8 @@ BATCHER = textwrap.dedent("""
 
 WRITER = textwrap.dedent("""
     import os, sys, time
-    from lineup.store import Store, TagRecord
-    from lineup.store.synthetic import synthetic_session
+    from store import Store, TagRecord
+    from store.synthetic import synthetic_session
 
     db, gate, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
     while not os.path.exists(gate):

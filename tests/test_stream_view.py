@@ -8,8 +8,8 @@ import pytest
 from textual.app import App, ComposeResult
 from textual.geometry import Region
 
-from lineup.text import neutralise
-from lineup.tui.stream_view import StreamView
+from core.text import neutralise
+from tui.stream_view import StreamView
 
 pytestmark = pytest.mark.anyio
 

@@ -1,16 +1,22 @@
-"""lineup.text: the one place untrusted text is made inert (screen and file forms)."""
+"""core.text: the one place untrusted text is made inert (screen and file forms)."""
 
 from __future__ import annotations
 
 import re
 import subprocess
-import sys
 from pathlib import Path
 
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
-from lineup.text import (
-    csv_cell, escape_controls, html_text, json_line, markdown_inline, neutralise, one_line,
+from core.text import (
+    csv_cell,
+    escape_controls,
+    html_text,
+    json_line,
+    markdown_inline,
+    neutralise,
+    one_line,
     shows_as_is_on_one_line,
 )
 
@@ -52,9 +58,9 @@ def test_no_form_lets_a_terminal_control_through(text):
 
 
 def test_no_module_keeps_a_neutraliser_of_its_own():
-    """One owner: control characters are matched or translated only in lineup/text.py."""
+    """One owner: control characters are matched or translated only in core/text.py."""
     found = subprocess.run(
         ["git", "grep", "-nE", r"x00-\\x1f|x00-\\x08|0x2400|:02x\}|unicodedata\.category\(ch\)|isprintable\(\) else",
-         "--", "*.py", ":!tests/*", ":!lineup/text.py"],
+         "--", "*.py", ":!tests/*", ":!core/text.py"],
         cwd=REPO, capture_output=True, text=True)
     assert found.returncode == 1, found.stdout

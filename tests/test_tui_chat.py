@@ -8,13 +8,12 @@ import argparse
 
 import pytest
 from textual.binding import Binding
-
-from lineup.config import DEFAULT_TAGS
-from lineup.store import Store
-from lineup.tui.app import ChatOptions, LineupApp
-from lineup.tui.tag_picker import TagPicker
-
 from tui_support import ModelServers, Reply, leaks, models_config, open_store, run, visible_text, wait_for
+
+from core.config import DEFAULT_TAGS
+from store import Store
+from tui.app import ChatOptions, LineupApp
+from tui.tag_picker import TagPicker
 
 NAMES = [("zephyr", "zephyr-7b"), ("orca", "orca-mini"), ("falcon", "falcon-40b")]
 IDENTITY = ["zephyr", "zephyr-7b", "orca", "orca-mini", "falcon", "falcon-40b", "openai"]
@@ -215,9 +214,9 @@ def test_keys_typed_while_blind_answers_finish_stay_in_the_prompt(tmp_path):
 
 
 def test_a_vote_cast_by_mistake_is_withdrawn_from_the_chat(tmp_path):
-    from lineup.tui.help_screen import binding_groups
+    from tui.help_screen import binding_groups
 
-    chat_keys = dict(binding_groups())["Chat"]
+    chat_keys = dict(binding_groups(LineupApp))["Chat"]
     assert any(b.id == "chat.withdraw_vote" and b.action == "withdraw_vote" for b in chat_keys)
 
     async def scenario():
@@ -489,12 +488,12 @@ def test_model_output_is_shown_literally(tmp_path):
 
 
 def test_every_binding_has_an_id_and_the_palette_lists_pane_actions(tmp_path):
-    from lineup.tui.help_screen import binding_groups
+    from tui.help_screen import binding_groups
 
-    for title, bindings in binding_groups():
+    for title, bindings in binding_groups(LineupApp):
         for b in bindings:
             assert isinstance(b, Binding) and b.id, f"{title}: {b.key} has no id"
-    ids = [b.id for _, bindings in binding_groups() for b in bindings]
+    ids = [b.id for _, bindings in binding_groups(LineupApp) for b in bindings]
     assert len(ids) == len(set(ids))
 
     async def scenario():
@@ -525,7 +524,7 @@ def test_chat_command_uses_demo_models_with_a_hint_when_nothing_is_configured(tm
     db, config, opts = prepare(p.parse_args(["--db", str(tmp_path / "x.db"), "--blind", "--seed", "4"]))
     assert all(m.is_demo for m in opts.models) and len(opts.models) >= 2
     assert opts.hint and "lineup models" in opts.hint and opts.blind and opts.seed == 4
-    from lineup.cli import UsageError
+    from core.errors import UsageError
 
     with pytest.raises(UsageError, match="unknown model alias"):
         prepare(p.parse_args(["-m", "nope"]))
@@ -534,7 +533,7 @@ def test_chat_command_uses_demo_models_with_a_hint_when_nothing_is_configured(tm
 def test_grid_maximise_mouse_vote_and_palette(tmp_path, monkeypatch):
     """Five demo models: a grid of two rows; a pane maximises and restores; the
     blind toggle from the command palette; a vote by mouse click."""
-    from lineup.config import ModelConfig
+    from providers.model_config import ModelConfig
 
     monkeypatch.setenv("LINEUP_DEMO_SPEED", "0")
     models = [ModelConfig(alias=f"d{i}", provider="demo", model=style)
@@ -575,7 +574,7 @@ def test_grid_maximise_mouse_vote_and_palette(tmp_path, monkeypatch):
 
 def test_palette_shows_names_with_markup_literally(tmp_path):
     """A palette entry built from a model name must not be parsed as markup."""
-    from lineup.tui.commands import LineupCommands
+    from tui.commands import LineupCommands
 
     async def scenario():
         store = await open_store(tmp_path / "t.db")

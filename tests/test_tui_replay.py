@@ -6,18 +6,17 @@ from __future__ import annotations
 import argparse
 
 import pytest
-
-from lineup.cli import UsageError
-from lineup.store import Store
-from lineup.store.records import ContestantRecord, OutputRecord, SessionRecord, TagRecord, TurnRecord, VoteRecord
-from lineup.tui.app import ChatOptions, LineupApp, ReplayOptions
-from lineup.tui.playback import answer_chunks, delays
-from lineup.tui.replay_screen import ReplayScreen
-from lineup.tui.sessions_screen import SessionsScreen
-from lineup.tui.vote_queue import VoteQueueScreen
-
 from test_tui_vote_queue import CASES, make_run
 from tui_support import ModelServers, leaks, models_config, open_store, run, visible_text, wait_for
+
+from core.errors import UsageError
+from store import Store
+from store.records import ContestantRecord, OutputRecord, SessionRecord, TagRecord, TurnRecord, VoteRecord
+from tui.app import ChatOptions, LineupApp, ReplayOptions
+from tui.playback import answer_chunks, delays
+from tui.replay_screen import ReplayScreen
+from tui.sessions_screen import SessionsScreen
+from tui.vote_queue import VoteQueueScreen
 
 
 def test_answer_chunks_follow_the_recorded_sizes_and_times():

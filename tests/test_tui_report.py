@@ -10,19 +10,18 @@ from __future__ import annotations
 import re
 
 import pytest
-from rich.cells import cell_len
-
-from lineup.cli import main
-from lineup.providers.demo import DEMO_MODELS
-from lineup.report import ModelRow, ReportFilters, build_report
-from lineup.store import Store
-from lineup.tui import charts
-from lineup.tui.app import ChatOptions, LineupApp, ReportOptions
-from lineup.tui.help_screen import binding_groups
-from lineup.tui.report_screen import ReportScreen
-
 from report_tui_data import MODELS, ODD, make_report_db
+from rich.cells import cell_len
 from tui_support import open_store, run, screen_text, wait_for
+
+from core.report import ModelRow, ReportFilters, build_report
+from lineup.cli import main
+from providers.demo import DEMO_MODELS
+from store import Store
+from tui import charts
+from tui.app import ChatOptions, LineupApp, ReportOptions
+from tui.help_screen import binding_groups
+from tui.report_screen import ReportScreen
 
 ROUNDS, SEED = 200, 3
 
@@ -257,7 +256,7 @@ def test_refused_while_blind_answers_are_on_show(tmp_path):
 
 
 def test_help_lists_the_report_keys():
-    groups = dict(binding_groups())
+    groups = dict(binding_groups(LineupApp))
     assert {b.id for b in groups["Report"]} == {"report.demo", "report.category", "report.refresh", "report.back"}
     assert "app.report" in {b.id for b in groups["Everywhere"]}
 
@@ -268,7 +267,7 @@ def test_cli_tui_flag_opens_the_app_on_the_report(tmp_path, monkeypatch, capsys)
     with Store.open(db, readonly=True) as store:
         sid = store.list_sessions()[0].id
     calls = []
-    import lineup.tui.launch as launch
+    import lineup.launch as launch
 
     monkeypatch.setattr(launch, "run_app", lambda path, config, **kw: calls.append((path, kw)) or 0)
     assert main(["report", "--db", str(db), "--tui", "--category", "code", "--session", sid,
@@ -283,7 +282,8 @@ def test_cli_tui_flag_opens_the_app_on_the_report(tmp_path, monkeypatch, capsys)
 
 def test_refused_over_a_blind_replay_and_an_unjudged_queue_case(tmp_path):
     from test_tui_replay import make_chat
-    from lineup.tui.app import ReplayOptions, VoteOptions
+
+    from tui.app import ReplayOptions, VoteOptions
 
     db = tmp_path / "b.db"
     sid = make_chat(db, blind=True)

@@ -7,13 +7,12 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-
-from lineup.store import AsyncStore
-from lineup.tui.app import LineupApp, ReportOptions
-from lineup.tui.report_screen import ReportScreen
-
 from report_tui_data import make_report_db
 from tui_support import wait_for
+
+from store import AsyncStore
+from tui.app import LineupApp, ReportOptions
+from tui.report_screen import ReportScreen
 
 
 @pytest.fixture

@@ -10,17 +10,16 @@ import os
 import time
 
 import pytest
-
-from lineup.providers.demo import DEMO_MODELS
-from lineup.store import AsyncStore
-from lineup.tui.app import ChatOptions, LineupApp, ReplayOptions, VoteOptions
-from lineup.tui.help_screen import HelpScreen
-from lineup.tui.replay_screen import ReplayScreen
-from lineup.tui.sessions_screen import SessionsScreen
-from lineup.tui.vote_queue import VoteQueueScreen
-
 from test_tui_vote_queue import CASES, make_run
 from tui_support import wait_for
+
+from providers.demo import DEMO_MODELS
+from store import AsyncStore
+from tui.app import ChatOptions, LineupApp, ReplayOptions, VoteOptions
+from tui.help_screen import HelpScreen
+from tui.replay_screen import ReplayScreen
+from tui.sessions_screen import SessionsScreen
+from tui.vote_queue import VoteQueueScreen
 
 SIZE = (120, 34)
 HINT = "Demo models (offline, synthetic answers). Add real ones in config.toml; see `lineup models`."

@@ -7,16 +7,15 @@ from __future__ import annotations
 import json
 
 from textual.widgets import SelectionList
-
-from lineup.config import DEFAULT_TAGS
-from lineup.runner import Runner
-from lineup.sampleset import load_sample_set
-from lineup.store import Store
-from lineup.tui.app import ChatOptions, LineupApp, VoteOptions
-from lineup.tui.tag_picker import TagPicker
-from lineup.tui.vote_queue import VoteQueueScreen
-
 from tui_support import ModelServers, Reply, models_config, open_store, run, wait_for
+
+from core.config import DEFAULT_TAGS
+from core.runner import Runner
+from core.sampleset import load_sample_set
+from store import Store
+from tui.app import ChatOptions, LineupApp, VoteOptions
+from tui.tag_picker import TagPicker
+from tui.vote_queue import VoteQueueScreen
 
 NAMES = [("zephyr", "zephyr-7b"), ("orca", "orca-mini")]
 SELF_NAMING = "I'm Zephyr, a model built for this test. Blue."

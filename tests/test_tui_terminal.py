@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from lineup.store import Store
+from store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
 TMUX = shutil.which("tmux")

@@ -5,13 +5,13 @@ before its vote."""
 
 from __future__ import annotations
 
-from lineup.store import Store
-from lineup.store.records import ContestantRecord, OutputRecord, SessionRecord, TurnRecord, VoteRecord
-from lineup.tui.app import LineupApp, VoteOptions
-from lineup.tui.tag_picker import TagPicker
-from lineup.tui.vote_queue import VoteQueueScreen
-
 from tui_support import leaks, open_store, run, visible_text, wait_for
+
+from store import Store
+from store.records import ContestantRecord, OutputRecord, SessionRecord, TurnRecord, VoteRecord
+from tui.app import LineupApp, VoteOptions
+from tui.tag_picker import TagPicker
+from tui.vote_queue import VoteQueueScreen
 
 ALIASES = ["kestrel", "heron", "plover"]
 IDENTITY = ALIASES + ["kestrel-large", "heron-small", "plover-mini", "anthropic"]
@@ -172,7 +172,7 @@ def test_reveal_a_case_without_voting(tmp_path):
 
 
 def _palette(screen):
-    from lineup.tui.commands import LineupCommands
+    from tui.commands import LineupCommands
 
     return list(LineupCommands(screen)._commands())
 
@@ -271,7 +271,7 @@ def test_empty_queue_says_so(tmp_path):
 
 
 def test_checks_and_reference_are_shown_after_the_vote_not_before(tmp_path):
-    from lineup.store.records import CheckResultRecord
+    from store.records import CheckResultRecord
 
     sid = make_run(tmp_path / "q.db", CASES[:1])
     with Store.open(tmp_path / "q.db") as s:

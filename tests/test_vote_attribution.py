@@ -13,16 +13,16 @@ import csv
 import io
 import json
 
-from lineup.cli import main
-from lineup.report import build_report
-from lineup.store import Store
-from lineup.tui.app import LineupApp, ReplayOptions, VoteOptions
-from lineup.tui.replay_screen import ReplayScreen
-from lineup.tui.sessions_screen import summary_row
-from lineup.tui.vote_queue import VoteQueueScreen
-
 from test_tui_vote_queue import ALIASES, CASES, make_run, pane_aliases
 from tui_support import leaks, open_store, run, visible_text, wait_for
+
+from core.report import build_report
+from lineup.cli import main
+from store import Store
+from tui.app import LineupApp, ReplayOptions, VoteOptions
+from tui.replay_screen import ReplayScreen
+from tui.sessions_screen import summary_row
+from tui.vote_queue import VoteQueueScreen
 
 SESSION_LABEL = dict(zip(ALIASES, "ABC"))      # make_run(blind=True): A, B, C by position
 IDENTITY = ALIASES + ["kestrel-large", "heron-small", "plover-mini", "anthropic"]

@@ -1,5 +1,5 @@
-"""What a vote means (lineup/votes.py) and the vote queue's logic
-(lineup/vote_queue.py), without a UI: kinds and validation, warnings before a
+"""What a vote means (core/votes.py) and the vote queue's logic
+(core/vote_queue.py), without a UI: kinds and validation, warnings before a
 pick that failed, attribution through the vote's own mapping, reveal per judged
 unit, undo as a kept withdrawal, reveal at the end."""
 
@@ -9,14 +9,13 @@ import random
 
 import anyio
 import pytest
-
-from lineup import votes as V
-from lineup.store import AsyncStore, Store, StoreError
-from lineup.store.records import LoadedSession, OutputRecord, VoteRecord
-from lineup.store.synthetic import synthetic_session, write_synthetic
-from lineup.vote_queue import VoteQueue, build_items, shuffled_positions
-
 from test_tui_vote_queue import ALIASES, CASES, make_run
+
+from core import votes as V
+from core.vote_queue import VoteQueue, build_items, shuffled_positions
+from store import AsyncStore, Store, StoreError
+from store.records import UNIT_KEY_SQL, LoadedSession, OutputRecord, VoteRecord
+from store.synthetic import synthetic_session, write_synthetic
 
 
 def _load(path, sid) -> LoadedSession:
@@ -70,9 +69,9 @@ def test_the_store_and_the_importer_use_the_same_check(tmp_path):
     s, turns, outs, votes = synthetic_session(turns=1, contestants=3, votes=False)
     bad = VoteRecord(session_id=s.id, turn_id=turns[0].id, choice="A", ranking=["B", "A"],
                      mapping={"A": "model-0", "B": "model-1", "C": "model-2"}, positions=["A", "B", "C"])
-    from lineup.store.rows import validate_vote
+    from store.records import vote_problem
 
-    assert validate_vote(bad) == V.record_problem(bad) and "starts with 'B'" in validate_vote(bad)
+    assert vote_problem(bad) == V.record_problem(bad) and "starts with 'B'" in vote_problem(bad)
     with Store.open(tmp_path / "v.db") as store:
         write_synthetic(store, s, turns, outs, [])
         with pytest.raises(StoreError, match="starts with 'B'"):
@@ -153,7 +152,7 @@ def test_labels_are_read_through_the_votes_own_mapping():
 
 
 def test_ratings_decompose_through_the_same_function():
-    from lineup import ratings
+    from core import ratings
 
     assert ratings.decompose_vote is V.decompose_vote and ratings.Battle is V.Battle
 
@@ -180,7 +179,7 @@ def test_reveal_per_unit_and_the_sessions_list_agree(tmp_path):
     assert summary.reveal_note == "1 of 6 revealed"
     # the SQL form of a unit is the Python one
     with Store.open(db) as s:
-        keys = {r["k"] for r in s.query(f"SELECT {V.UNIT_KEY_SQL} AS k FROM turn t WHERE t.session_id = ?", [sid])}
+        keys = {r["k"] for r in s.query(f"SELECT {UNIT_KEY_SQL} AS k FROM turn t WHERE t.session_id = ?", [sid])}
     assert keys == set(state.units)
 
 
@@ -188,7 +187,7 @@ def test_a_unit_revealed_without_a_vote_is_revealed_everywhere(tmp_path):
     """The rater reveals a case without voting (the queue's reveal): it is
     recorded as a reveal of that unit, and every view counts it revealed;
     the rater's queue no longer offers it (the names were seen)."""
-    from lineup.store.exporting import export_csv, export_markdown
+    from core.export import export_csv, export_markdown
 
     db = tmp_path / "q.db"
     sid = make_run(db, CASES, blind=True)
@@ -229,8 +228,8 @@ def test_a_unit_revealed_without_a_vote_is_revealed_everywhere(tmp_path):
 
 
 def test_chat_reveal_without_a_vote(tmp_path):
-    from lineup.config import ModelConfig
-    from lineup.sessions import ChatSession
+    from core.sessions import ChatSession
+    from providers.model_config import ModelConfig
 
     models = [ModelConfig(alias=f"demo/{m}", provider="demo", model=m, extra_body={"speed": 0})
               for m in ("concise", "thorough")]
@@ -390,8 +389,8 @@ def test_queue_asks_to_confirm_a_pick_that_failed(tmp_path):
 # ---------------------------------------------------------------------- the chat
 
 def test_chat_vote_checks_rankings_and_a_mistaken_vote_can_be_withdrawn(tmp_path):
-    from lineup.config import ModelConfig
-    from lineup.sessions import ChatSession
+    from core.sessions import ChatSession
+    from providers.model_config import ModelConfig
 
     # demo styles that never fail, without delays
     models = [ModelConfig(alias=f"demo/{m}", provider="demo", model=m, extra_body={"speed": 0})

@@ -11,8 +11,9 @@ from contextlib import ExitStack
 
 from rich.console import Console
 
-from lineup.config import Config, ModelConfig
-from lineup.store import AsyncStore
+from core.config import Config
+from providers.model_config import ModelConfig
+from store import AsyncStore
 
 try:
     from server import Reply, TestServer  # tests/ is on sys.path (rootdir conftest)

@@ -1,6 +1,6 @@
 """`LineupApp`: the Textual application behind `lineup chat`, `lineup replay`
 and `lineup vote`. It owns nothing but the screens: sessions come from
-`lineup.sessions`, records from the `AsyncStore` it is given (the command
+`core.sessions`, records from the `AsyncStore` it is given (the command
 opens and closes it). Every notification goes through `say`, which never
 parses markup and keeps a log the tests read."""
 
@@ -15,10 +15,11 @@ from textual import work
 from textual.app import App
 from textual.binding import Binding
 
-from lineup.config import DEFAULT_TAGS, Config, ModelConfig
-from lineup.events import SamplingParams
-from lineup.sessions import ChatSession, default_rater
-from lineup.tui.commands import LineupCommands
+from core.config import DEFAULT_TAGS, Config
+from core.sessions import ChatSession, default_rater
+from providers.events import SamplingParams
+from providers.model_config import ModelConfig
+from tui.commands import LineupCommands
 
 
 @dataclass
@@ -110,18 +111,18 @@ class LineupApp(App[int]):
     # ----- start -----------------------------------------------------------
     async def on_mount(self) -> None:
         if self.replay_options is not None:
-            from lineup.tui.replay_screen import ReplayScreen
+            from tui.replay_screen import ReplayScreen
 
             await self.push_screen(ReplayScreen(self.replay_options.session_id, standalone=True))
         elif self.vote_options is not None:
-            from lineup.tui.vote_queue import VoteQueueScreen
+            from tui.vote_queue import VoteQueueScreen
 
             v = self.vote_options
             rng = random.Random(v.shuffle_seed) if v.shuffle_seed is not None else None
             await self.push_screen(VoteQueueScreen(v.session_id, reveal=v.reveal, repeats=v.repeats,
                                                    standalone=True, rng=rng))
         elif self.report_options is not None:
-            from lineup.tui.report_screen import ReportScreen
+            from tui.report_screen import ReportScreen
 
             await self.push_screen(ReportScreen(standalone=True, **self.report_options.screen_kwargs()))
         elif self.chat_options is not None:
@@ -137,7 +138,7 @@ class LineupApp(App[int]):
     @work(exclusive=True, group="open", exit_on_error=False)
     async def start_chat(self, resume: str | None = None, blind: bool | None = None) -> None:
         """Create (or resume) a session and show it, replacing the current one."""
-        from lineup.tui.chat_screen import ChatScreen
+        from tui.chat_screen import ChatScreen
 
         opts = self.chat_options
         resume = resume if resume is not None else (opts.resume if self.session is None else None)
@@ -182,13 +183,13 @@ class LineupApp(App[int]):
 
     # ----- app actions -------------------------------------------------------
     def action_help(self) -> None:
-        from lineup.tui.help_screen import HelpScreen
+        from tui.help_screen import HelpScreen
 
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
 
     def action_sessions(self) -> None:
-        from lineup.tui.sessions_screen import SessionsScreen
+        from tui.sessions_screen import SessionsScreen
 
         if isinstance(self.screen, SessionsScreen):
             return
@@ -197,12 +198,12 @@ class LineupApp(App[int]):
     def report_blocked(self) -> str | None:
         """Why the report may not open now: it would tell which model wrote a
         blind answer still on show (its tags, errors, votes), else None."""
-        from lineup.tui.vote_queue import VoteQueueScreen
+        from tui.vote_queue import VoteQueueScreen
 
         s = self.session
         if s is not None and s.blind and not s.revealed and s.turns:
             return "Vote first: while the answers are blind, the report would tell which model wrote which."
-        from lineup.tui.replay_screen import ReplayScreen
+        from tui.replay_screen import ReplayScreen
 
         for screen in self.screen_stack:
             if isinstance(screen, VoteQueueScreen) and screen.current is not None and (
@@ -213,7 +214,7 @@ class LineupApp(App[int]):
         return None
 
     def action_report(self) -> None:
-        from lineup.tui.report_screen import ReportScreen
+        from tui.report_screen import ReportScreen
 
         if isinstance(self.screen, ReportScreen):
             return
@@ -236,11 +237,11 @@ class LineupApp(App[int]):
                 return
             self.start_chat(resume=sid)
         elif what == "replay":
-            from lineup.tui.replay_screen import ReplayScreen
+            from tui.replay_screen import ReplayScreen
 
             self.push_screen(ReplayScreen(sid))
         elif what == "vote":
-            from lineup.tui.vote_queue import VoteQueueScreen
+            from tui.vote_queue import VoteQueueScreen
 
             self.push_screen(VoteQueueScreen(sid))
 

@@ -7,7 +7,7 @@ Markdown (one shared parser, hyperlinks off, raw HTML shown as text), fenced
 code straight from pygments tokens to segments (rich's Syntax with wrapping
 costs ~0.5 ms a line), user prompts, reasoning and notes as plain rich Text.
 
-Model output is untrusted: it reaches here neutralised (`lineup.text`), is
+Model output is untrusted: it reaches here neutralised (`core.text`), is
 never parsed as Rich/Textual markup, and every rendered line goes through
 `_clean`, the last line of defence (no control segments, control characters
 or links leave this module).
@@ -26,9 +26,9 @@ from rich.syntax import Syntax
 from rich.text import Text
 from textual.strip import Strip
 
-from lineup.markdown_blocks import Piece
-from lineup.text import one_line, shows_as_is_on_one_line
-from lineup.tui.lean_strip import LeanStrip
+from core.markdown_blocks import Piece
+from core.text import one_line, shows_as_is_on_one_line
+from tui.lean_strip import LeanStrip
 
 __all__ = ["CODE_THEME", "estimate_height", "render_piece"]
 

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from rich.cells import cell_len, set_cell_size
 from rich.text import Text
 
-from lineup.report import CheckRate, Engineering, FailureModes, ModelRow, Quantiles, fmt_ci, fmt_rank
-from lineup.text import one_line
-from lineup.report import _nice_step as nice_step
+from core.report import CheckRate, Engineering, FailureModes, ModelRow, Quantiles, fmt_ci, fmt_rank
+from core.report import _nice_step as nice_step
+from core.text import one_line
 
 GROUP_COLOURS = ("#4a78c2", "#c2574a", "#4aa36b", "#8a5ac2", "#c29a4a", "#4ab0c2")
 TAG_COLOURS = ("#c2574a", "#4a78c2", "#4aa36b", "#8a5ac2", "#c29a4a", "#4ab0c2", "#999999", "#b04ab0",

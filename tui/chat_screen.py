@@ -2,7 +2,7 @@
 one `ChatSession`. Sends run in workers on the app's loop; the session calls
 `_on_update` for every stream event and the pane it names renders it. While a
 blind session is unrevealed it names labels only, and an answer's error, or
-a failure's text, shows only what `lineup.votes` says may be seen before the
+a failure's text, shows only what `core.votes` says may be seen before the
 reveal (kind and HTTP status); the rest is shown once revealed."""
 
 from __future__ import annotations
@@ -16,15 +16,15 @@ from textual.containers import Container
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
-from lineup.config import DEFAULT_TAGS
-from lineup.sessions import ChatSession, PaneUpdate
-from lineup.tui.figures import record_figures
-from lineup.tui.panes import Pane
-from lineup.tui.prompt_box import PromptBox
-from lineup.tui.record_entries import answer_entries, pane_status, status_note
-from lineup.tui.tag_picker import TagChoice, TagPicker, tag_summary
-from lineup.tui.vote_bar import VoteBar
-from lineup.votes import VoteNeedsConfirmation, describe, exception_line
+from core.config import DEFAULT_TAGS
+from core.sessions import ChatSession, PaneUpdate
+from core.votes import VoteNeedsConfirmation, describe, exception_line
+from tui.figures import record_figures
+from tui.panes import Pane
+from tui.prompt_box import PromptBox
+from tui.record_entries import answer_entries, pane_status, status_note
+from tui.tag_picker import TagChoice, TagPicker, tag_summary
+from tui.vote_bar import VoteBar
 
 PANE_ACTIONS = {
     "cancel": "cancel the answer in flight",
@@ -124,7 +124,7 @@ class ChatScreen(Screen):
         self.app.say(message, severity=severity)
 
     def say_failure(self, what: str, exc: BaseException) -> None:
-        """`what` failed: the exception's text as `lineup.votes.exception_line`
+        """`what` failed: the exception's text as `core.votes.exception_line`
         allows before the reveal; the whole of it is told at the reveal."""
         hidden = not self.session.revealed
         shown = exception_line(exc, hidden=hidden)

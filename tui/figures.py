@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from lineup.events import StreamResult
+from providers.events import StreamResult
 
 
 def format_figures(ttft_ms: float | None, tokens: int | None, estimated: bool,

@@ -5,27 +5,28 @@ from __future__ import annotations
 
 from rich.table import Table
 from rich.text import Text
+from textual.app import App
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
 
-def binding_groups():
-    """(title, bindings) for every place keys work, in the order shown."""
-    from lineup.tui.app import LineupApp
-    from lineup.tui.chat_screen import ChatScreen
-    from lineup.tui.panes import Pane
-    from lineup.tui.prompt_box import PromptBox
-    from lineup.tui.replay_screen import ReplayScreen
-    from lineup.tui.report_screen import ReportScreen
-    from lineup.tui.sessions_screen import SessionsScreen
-    from lineup.tui.tag_picker import TagPicker
-    from lineup.tui.vote_bar import VoteBar
-    from lineup.tui.vote_queue import VoteQueueScreen
+def binding_groups(app_class: type[App]) -> list[tuple[str, list]]:
+    """(title, bindings) for every place keys work, in the order shown; the
+    app's own bindings from `app_class` (the app imports this module)."""
+    from tui.chat_screen import ChatScreen
+    from tui.panes import Pane
+    from tui.prompt_box import PromptBox
+    from tui.replay_screen import ReplayScreen
+    from tui.report_screen import ReportScreen
+    from tui.sessions_screen import SessionsScreen
+    from tui.tag_picker import TagPicker
+    from tui.vote_bar import VoteBar
+    from tui.vote_queue import VoteQueueScreen
 
     return [
-        ("Everywhere", LineupApp.BINDINGS),
+        ("Everywhere", app_class.BINDINGS),
         ("Chat", ChatScreen.BINDINGS),
         ("Prompt box", PromptBox.BINDINGS),
         ("Focused pane", Pane.BINDINGS),
@@ -54,7 +55,7 @@ class HelpScreen(ModalScreen[None]):
         table = Table(show_header=False, box=None, pad_edge=False, expand=True)
         table.add_column("key", style="bold", no_wrap=True, width=14)
         table.add_column("what")
-        for title, bindings in binding_groups():
+        for title, bindings in binding_groups(type(self.app)):
             table.add_row(Text(title, style="bold underline"), "")
             letters = [b for b in bindings if b.id and b.id.startswith("vote.") and len(b.key) == 1
                        and b.key in "abcdefgh"]

@@ -12,10 +12,10 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from lineup.events import StreamResult
-from lineup.votes import error_line
-from lineup.tui.figures import live_figures
-from lineup.tui.stream_view import StreamView
+from core.votes import error_line
+from providers.events import StreamResult
+from tui.figures import live_figures
+from tui.stream_view import StreamView
 
 STATUS_STYLE = {
     "idle": "dim",
@@ -151,7 +151,7 @@ class Pane(Vertical):
         self.status = "waiting"
 
     def apply(self, event, result: StreamResult, output_id: str | None = None) -> None:
-        """One stream event from the session (see `lineup.sessions.PaneUpdate`)."""
+        """One stream event from the session (see `core.sessions.PaneUpdate`)."""
         if output_id is not None:
             if output_id in self._stale:
                 return

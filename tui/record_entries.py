@@ -3,7 +3,7 @@ resumed chat, the replay and the vote queue."""
 
 from __future__ import annotations
 
-from lineup.votes import output_note
+from core.votes import output_note
 
 Entry = tuple[str, str]
 
@@ -26,6 +26,6 @@ def pane_status(out) -> str:
 
 def status_note(out, *, hidden: bool) -> str | None:
     """'error (kind): message' ('error (kind, HTTP n) — details after the vote'
-    while `hidden`: see `lineup.votes.error_line`), 'cancelled' or
+    while `hidden`: see `core.votes.error_line`), 'cancelled' or
     'interrupted'; None when complete."""
     return output_note(out, hidden=hidden)

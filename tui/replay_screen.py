@@ -3,7 +3,7 @@ attempts), the votes and the tags; an answer can be played back at its
 recorded pace (1x, 4x) or instantly. Blind sessions show labels only on the
 panes until every judged unit is revealed; a revealed case or turn names its
 models in the info line. Votes are shown on the session's labels, read
-through each vote's own mapping (`lineup.votes`)."""
+through each vote's own mapping (`core.votes`)."""
 
 from __future__ import annotations
 
@@ -17,12 +17,12 @@ from textual.containers import Container
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
-from lineup.votes import CHOICE_WORDS, describe, reveal_state  # noqa: F401  (CHOICE_WORDS re-exported)
-from lineup.tui.chat_screen import grid_shape
-from lineup.tui.figures import record_figures
-from lineup.tui.panes import Pane
-from lineup.tui.playback import answer_chunks, delays
-from lineup.tui.record_entries import answer_entries, pane_status, status_note
+from core.votes import CHOICE_WORDS, describe, reveal_state  # noqa: F401  (CHOICE_WORDS re-exported)
+from tui.chat_screen import grid_shape
+from tui.figures import record_figures
+from tui.panes import Pane
+from tui.playback import answer_chunks, delays
+from tui.record_entries import answer_entries, pane_status, status_note
 
 REPLAY_ACTIONS = frozenset({"copy", "copy_code", "maximise", "reasoning"})
 

@@ -5,7 +5,7 @@ neighbours, failure-mode bars, latency box plots, speed/errors/cost and check
 pass rates. Filters: demo models in or out, one category.
 
 The report is computed on the store's thread (`AsyncStore.call`), so the
-bootstrap never blocks the event loop; the charts are `lineup.tui.charts`
+bootstrap never blocks the event loop; the charts are `tui.charts`
 functions redrawn for the width at hand."""
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Checkbox, Footer, Header, Select, Static
 
-from lineup.ratings import DEFAULT_ROUNDS
-from lineup.report import NO_CATEGORY, Report, ReportFilters, build_report
-from lineup.report import gap_hint as report_gap_hint
-from lineup.text import one_line
-from lineup.tui import charts
+from core.ratings import DEFAULT_ROUNDS
+from core.report import NO_CATEGORY, Report, ReportFilters, build_report
+from core.report import gap_hint as report_gap_hint
+from core.text import one_line
+from tui import charts
 
 
 class Chart(Widget):

@@ -10,7 +10,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Input, Static
 
-from lineup.store.bounds import format_time
+from core.text import format_time
 
 
 def when(ts: float) -> str:

@@ -10,7 +10,7 @@ from textual.containers import Horizontal
 from textual.message import Message
 from textual.widgets import Button, Static
 
-from lineup.votes import ranking_missing, ranking_with_last_implied
+from core.votes import ranking_missing, ranking_with_last_implied
 
 LETTERS = "abcdefgh"
 

@@ -2,12 +2,10 @@
 time, its answers in freshly shuffled positions (recorded in the vote),
 vote, tag, note, skip, undo; progress n/total; resumable because the queue
 is rebuilt from the record each time. Names appear after each vote or only
-at the end (`reveal`). The logic is `lineup.vote_queue.VoteQueue`; this screen
+at the end (`reveal`). The logic is `core.vote_queue.VoteQueue`; this screen
 draws it and forwards keys."""
 
 from __future__ import annotations
-
-import time
 
 from rich.text import Text
 from textual import work
@@ -16,15 +14,13 @@ from textual.containers import Container
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, Static
 
-from lineup.ids import new_ulid
-from lineup.store.records import TagRecord
-from lineup.tui.chat_screen import grid_shape
-from lineup.tui.panes import Pane
-from lineup.tui.record_entries import answer_entries, pane_status, status_note
-from lineup.tui.tag_picker import TagChoice, TagPicker, tag_summary
-from lineup.tui.vote_bar import VoteBar
-from lineup.vote_queue import LABELS, QueueItem, VoteQueue, check_summary
-from lineup.votes import VoteError, VoteNeedsConfirmation, describe
+from core.vote_queue import LABELS, QueueItem, VoteQueue, check_summary
+from core.votes import VoteError, VoteNeedsConfirmation, describe
+from tui.chat_screen import grid_shape
+from tui.panes import Pane
+from tui.record_entries import answer_entries, pane_status, status_note
+from tui.tag_picker import TagChoice, TagPicker, tag_summary
+from tui.vote_bar import VoteBar
 
 QUEUE_PANE_ACTIONS = frozenset({"copy", "copy_code", "maximise", "reasoning", "tag"})
 
@@ -354,16 +350,7 @@ class VoteQueueScreen(Screen):
             return
         tags = choice.tags or (("note",) if choice.note else ())
         try:
-            for out in outs:
-                carried = item.tags.setdefault(out.id, [])
-                for i, tag in enumerate(tags):
-                    rec = TagRecord(id=new_ulid(), output_id=out.id, tag=tag, rater=self.app.rater,
-                                    note=choice.note if i == 0 else None, auto=False, created=time.time())
-                    await self.app.store.add_tag(rec)
-                    carried.append(rec)
-                for rec in [t for t in carried if t.tag in choice.removed]:
-                    await self.app.store.remove_tag(rec.id)
-                    carried.remove(rec)
+            await self.queue.tag(item, outs, tags, note=choice.note, removed=tuple(choice.removed))
         except Exception as exc:
             self.app.say(f"Tag not saved: {exc}", severity="error")
             return

@@ -13,8 +13,8 @@ def open_store(args: argparse.Namespace, *, write: bool):
     works on a read-only file. Either way a file that is not a lineup
     database (or is from a newer lineup) is bad input: `UsageError`, exit 2.
     """
-    from lineup.cli import UsageError
-    from lineup.store import Store, StoreError, default_db_path
+    from core.errors import UsageError
+    from store import Store, StoreError, default_db_path
 
     try:
         store = Store.open(args.db or default_db_path(), create=write)
@@ -33,8 +33,8 @@ def checked_params(values: dict, *, where: str = "flag"):
     2`) when `where` is "flag", else as `WHERE: field: problem`."""
     from pydantic import ValidationError
 
-    from lineup.cli import UsageError
-    from lineup.events import SamplingParams, params_problems
+    from core.errors import UsageError
+    from providers.events import SamplingParams, params_problems
 
     try:
         return SamplingParams(**{k: v for k, v in values.items() if v is not None})

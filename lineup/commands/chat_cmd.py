@@ -25,12 +25,12 @@ def configure(p: argparse.ArgumentParser) -> None:
 def prepare(args: argparse.Namespace):
     """(store path, config, ChatOptions) from the arguments; UsageError when wrong.
     Kept apart from `run` so it is tested without a terminal."""
-    from lineup.cli import UsageError
-    from lineup.config import ConfigError, config_path, load_config, resolve_models
+    from core.config import ConfigError, config_path, load_config, resolve_models
+    from core.errors import UsageError
+    from core.sessions import MAX_CONTESTANTS
     from lineup.commands import checked_params
-    from lineup.sessions import MAX_CONTESTANTS
-    from lineup.store import default_db_path
-    from lineup.tui.app import ChatOptions
+    from store import default_db_path
+    from tui.app import ChatOptions
 
     try:
         config = load_config(args.config, probe_ollama=True)
@@ -54,7 +54,7 @@ def prepare(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    from lineup.tui.launch import run_app
+    from lineup.launch import run_app
 
     db, config, opts = prepare(args)
     return run_app(db, config, chat=opts, figures_when_blind=args.show_figures)

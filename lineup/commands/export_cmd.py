@@ -19,12 +19,13 @@ def run(args: argparse.Namespace) -> int:
     import sys
     from pathlib import Path
 
-    from lineup.cli import UsageError, stdout_failed
+    from core.errors import UsageError
+    from core.export import export_session
+    from core.files import write_stdout, write_text_atomic
+    from core.text import one_line
+    from lineup.cli import stdout_failed
     from lineup.commands import open_store
-    from lineup.files import write_stdout, write_text_atomic
-    from lineup.store import StoreError
-    from lineup.store.exporting import export_session
-    from lineup.text import one_line
+    from store import StoreError
 
     store = open_store(args, write=False)
     path = store.path

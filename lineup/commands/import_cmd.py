@@ -15,12 +15,13 @@ def run(args: argparse.Namespace) -> int:
     import sys
     from pathlib import Path
 
-    from lineup.cli import UsageError
+    from core.errors import UsageError
+    from core.importing import import_file
+    from core.inputs import InputError, open_input, shown_name
     from lineup.commands import open_store
-    from lineup.inputs import InputError, open_input, shown_name
-    from lineup.store import StoreError
-    from lineup.store.db import SQLITE_HEADER
-    from lineup.store.importing import ImportFileError, import_file
+    from store import StoreError
+    from store.db import SQLITE_HEADER
+    from store.imports import ImportFileError
 
     source = Path(args.file)
     shown = shown_name(source)

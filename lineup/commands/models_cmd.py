@@ -10,7 +10,7 @@ import os
 import sys
 import time
 
-from lineup.text import one_line
+from core.text import one_line
 
 EXAMPLE = ('[models.gpt4o] provider = "openai", model = "gpt-4o", api_key_env = "OPENAI_API_KEY" '
            "(or just export OPENAI_API_KEY / ANTHROPIC_API_KEY / GEMINI_API_KEY)")
@@ -26,7 +26,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from lineup.config import ConfigError, config_path, load_config, missing_key, redact_url
+    from core.config import ConfigError, config_path, load_config, missing_key, redact_url
 
     try:
         config = load_config(args.config, probe_ollama=True)
@@ -103,15 +103,15 @@ async def _check_all(models: list, config, timeout: float) -> list[dict]:
 
 
 def _provider_for(model):
-    """The provider for `model` (the registry in lineup.providers; demo built in)."""
+    """The provider for `model` (the registry in providers; demo built in)."""
     try:
-        from lineup.providers import make_provider
+        from providers import make_provider
     except ImportError:
         make_provider = None
     if make_provider is not None:
         return make_provider(model)
     if model.is_demo:
-        from lineup.providers.demo import DemoProvider
+        from providers.demo import DemoProvider
 
         return DemoProvider(model)
     raise RuntimeError(f"no client available for provider {model.provider!r} in this build")
@@ -120,8 +120,8 @@ def _provider_for(model):
 async def _check(model, config, timeout: float) -> dict:
     import anyio
 
-    from lineup.config import missing_key
-    from lineup.events import ChatRequest, Message, SamplingParams, StreamResult
+    from core.config import missing_key
+    from providers.events import ChatRequest, Message, SamplingParams, StreamResult
 
     def failure(kind: str, message: str, result: StreamResult | None = None) -> dict:
         return {"ok": False, "ttft_ms": result.ttft_ms if result else None, "total_ms": None,
@@ -158,10 +158,10 @@ async def _check(model, config, timeout: float) -> dict:
 
 
 def _scrub(message: str, model) -> str:
-    """Belt and braces: a key value never leaves this command, whatever a server echoed."""
-    for name in {model.api_key_env, "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY",
-                 "OPENROUTER_API_KEY"}:
-        value = os.environ.get(name or "", "")
-        if len(value) >= 4:
-            message = message.replace(value, "***")
-    return message[:300]
+    """Belt and braces: a key value never leaves this command, whatever a server echoed
+    (scrubbed however it comes back: cut, wrapped), before the message is shortened."""
+    from providers.catalogue import KEY_ENV_VARS
+    from providers.secrets import scrubber_for
+
+    keys = tuple(v for v in (os.environ.get(n or "", "") for n in {model.api_key_env, *KEY_ENV_VARS}) if len(v) >= 4)
+    return (scrubber_for(keys).scrub(message) if keys else message)[:300]

@@ -15,11 +15,11 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from lineup.cli import UsageError
+    from core.config import load_config, resolve_models
+    from core.errors import UsageError
     from lineup.commands import checked_params, open_store
-    from lineup.config import load_config, resolve_models
-    from lineup.events import SamplingParams
-    from lineup.store import StoreError, default_db_path
+    from providers.events import SamplingParams
+    from store import StoreError, default_db_path
 
     db = args.db or default_db_path()
     if args.models and not args.rerun:
@@ -34,8 +34,8 @@ def run(args: argparse.Namespace) -> int:
         aliases = args.models or [c.alias for c in sorted(original.contestants, key=lambda c: c.position)]
         params = {k: v for k, v in original.params.items() if k in SamplingParams.model_fields and k != "seed"}
         return _rerun_run(args, config, resolve_models(config, aliases), original, params)
-    from lineup.tui.app import ChatOptions, ReplayOptions   # the TUI only for what is interactive
-    from lineup.tui.launch import run_app
+    from lineup.launch import run_app
+    from tui.app import ChatOptions, ReplayOptions  # the TUI only for what is interactive
 
     if not args.rerun:
         return run_app(db, config, replay=ReplayOptions(original.id))
@@ -55,12 +55,12 @@ def _rerun_run(args: argparse.Namespace, config, models, original, params: dict)
     from pydantic import ValidationError
     from rich.console import Console
 
-    from lineup.cli import UsageError
+    from core.errors import UsageError
+    from core.runner import sample_set_from_run
+    from core.sampleset import _validation_problems
+    from core.text import one_line
     from lineup.commands import checked_params, open_store
     from lineup.commands.run_cmd import execute, require_keys
-    from lineup.runner import sample_set_from_run
-    from lineup.sampleset import _validation_problems
-    from lineup.text import one_line
 
     require_keys(config, models)
     with open_store(args, write=False) as store:

@@ -31,7 +31,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def parse_since(text: str) -> float:
     """ISO date or date-time (local time when no offset) -> epoch seconds."""
-    from lineup.cli import UsageError
+    from core.errors import UsageError
 
     try:
         when = datetime.fromisoformat(text.strip())
@@ -51,9 +51,9 @@ def _single_threaded_blas() -> None:
 
 def run(args: argparse.Namespace) -> int:
     _single_threaded_blas()
-    from lineup.cli import UsageError
-    from lineup.report import ReportFilters, build_report
-    from lineup.store import Store, StoreError, default_db_path
+    from core.errors import UsageError
+    from core.report import ReportFilters, build_report
+    from store import Store, StoreError, default_db_path
 
     if args.bootstrap < 0:
         raise UsageError("--bootstrap must be 0 or more")
@@ -103,9 +103,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_tui(args: argparse.Namespace, path: Path, filters) -> int:
     """The app opened straight on the report screen (Textual imported only here)."""
-    from lineup.config import Config, ConfigError, load_config
-    from lineup.tui.app import ReportOptions
-    from lineup.tui.launch import run_app
+    from core.config import Config, ConfigError, load_config
+    from lineup.launch import run_app
+    from tui.app import ReportOptions
 
     try:
         config = load_config(args.config)
@@ -121,7 +121,7 @@ def _run_tui(args: argparse.Namespace, path: Path, filters) -> int:
 def _config_prices(args: argparse.Namespace) -> dict:
     """alias -> Price from the config, for answers with no recorded cost. A
     broken config only costs the prices: the report still runs."""
-    from lineup.config import ConfigError, load_config
+    from core.config import ConfigError, load_config
 
     try:
         config = load_config(args.config)
@@ -138,8 +138,8 @@ def print_report(report) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from lineup.report import fmt, fmt_ci, fmt_rank, gap_hint, pct
-    from lineup.text import one_line
+    from core.report import fmt, fmt_ci, fmt_rank, gap_hint, pct
+    from core.text import one_line
 
     console = Console(highlight=False, soft_wrap=False)
     if not console.is_terminal:   # piped into a file: room for every column, names never cut

@@ -22,8 +22,8 @@ def configure(p: argparse.ArgumentParser) -> None:
 def require_keys(config, models) -> None:
     """Every model's key is in the environment: checked before any request,
     and before a session is recorded."""
-    from lineup.cli import UsageError
-    from lineup.config import missing_key
+    from core.config import missing_key
+    from core.errors import UsageError
 
     missing = [(m.alias, missing_key(m)) for m in models if missing_key(m)]
     if missing:
@@ -33,10 +33,10 @@ def require_keys(config, models) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from lineup.cli import UsageError
+    from core.config import ConfigError, load_config, resolve_models
+    from core.errors import UsageError
+    from core.sampleset import SampleSetError, load_sample_set
     from lineup.commands import checked_params
-    from lineup.config import ConfigError, load_config, resolve_models
-    from lineup.sampleset import SampleSetError, load_sample_set
 
     try:
         config = load_config(args.config, probe_ollama=True)
@@ -80,10 +80,10 @@ def _execute(args, config, models, sample_set, params, *, repeat, concurrency, s
     from rich.table import Table
     from rich.text import Text
 
+    from core.runner import Runner, format_eta, summary_rows
+    from core.text import one_line
     from lineup.commands import open_store
-    from lineup.runner import Runner, format_eta, summary_rows
-    from lineup.store import AsyncStore
-    from lineup.text import one_line
+    from store import AsyncStore
 
     store = open_store(args, write=True)
 

@@ -27,10 +27,10 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
     from rich.text import Text
 
-    from lineup.cli import UsageError
-    from lineup.text import one_line
-    from lineup.sampleset import SampleSetError, load_sample_set
-    from lineup.sampling import DEFAULT_THRESHOLD, LogError, read_logs, sample_records, to_cases, write_jsonl
+    from core.errors import UsageError
+    from core.sampleset import SampleSetError, load_sample_set
+    from core.sampling import DEFAULT_THRESHOLD, LogError, read_logs, sample_records, to_cases, write_jsonl
+    from core.text import one_line
 
     threshold = DEFAULT_THRESHOLD if args.threshold is None else args.threshold
     if not 0.0 < threshold <= 1.0:

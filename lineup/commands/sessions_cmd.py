@@ -21,10 +21,10 @@ def run(args: argparse.Namespace) -> int:
     import sys
     from pathlib import Path
 
+    from core.text import format_time, one_line
     from lineup.commands import open_store
-    from lineup.store import StoreError, default_db_path
-    from lineup.store.bounds import finite_or_none, format_time, time_ok
-    from lineup.text import one_line
+    from store import StoreError, default_db_path
+    from store.bounds import finite_or_none, time_ok
 
     path = Path(args.db or default_db_path())
     if not path.exists():

@@ -15,12 +15,12 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from lineup.cli import UsageError
+    from core.config import load_config
+    from core.errors import UsageError
     from lineup.commands import open_store
-    from lineup.config import load_config
-    from lineup.store import StoreError, default_db_path
-    from lineup.tui.app import VoteOptions
-    from lineup.tui.launch import run_app
+    from lineup.launch import run_app
+    from store import StoreError, default_db_path
+    from tui.app import VoteOptions
 
     db = args.db or default_db_path()
     session_id = None

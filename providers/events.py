@@ -99,7 +99,7 @@ class Finish(_Event):
 class StreamError(_Event):
     """Terminal failure. `message` never contains a key or an Authorization
     header; it may name the model, its host or vendor (it is stored as it is;
-    a blind screen shows only `kind` and the status: `lineup.votes.error_line`)."""
+    a blind screen shows only `kind` and the status: `core.votes.error_line`)."""
 
     type: Literal["error"] = "error"
     kind: ErrorKind

@@ -21,8 +21,11 @@ from __future__ import annotations
 import html
 import json
 import re
+from datetime import datetime, timezone
 
-__all__ = ["neutralise", "one_line", "shows_as_is_on_one_line", "escape_controls", "markdown_inline", "html_text", "csv_cell",
+from store.bounds import time_ok
+
+__all__ = ["format_time", "neutralise", "one_line", "shows_as_is_on_one_line", "escape_controls", "markdown_inline", "html_text", "csv_cell",
            "json_line"]
 
 # Bidi marks, embeddings, overrides and isolates: they reorder what follows.
@@ -147,3 +150,17 @@ def _finite(obj: object) -> object:
     if isinstance(obj, (list, tuple)):
         return [_finite(v) for v in obj]
     return obj
+
+
+def format_time(ts: float | None, fmt: str = "%Y-%m-%dT%H:%M:%SZ", *, utc: bool = True) -> str:
+    """`ts` formatted, "" for None; a time outside 1990..2200 (or one that
+    cannot be formatted at all) as its raw number, never an exception."""
+    if ts is None:
+        return ""
+    if not time_ok(ts):
+        return repr(ts) if isinstance(ts, float) else str(ts)
+    try:
+        when = datetime.fromtimestamp(ts, timezone.utc) if utc else datetime.fromtimestamp(ts)
+        return when.strftime(fmt)
+    except (OverflowError, OSError, ValueError):
+        return repr(ts)

@@ -1,21 +1,21 @@
 """Reading JSONL the same way everywhere: one JSON object per line, blank
 lines skipped, a UTF-8 byte-order mark on line 1 dropped, and every problem
 named as `FILE:LINE: what is wrong`. Lines and values are read as
-`lineup.inputs` reads them: bounded in length and depth, strictly decoded."""
+`core.inputs` reads them: bounded in length and depth, strictly decoded."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from lineup.inputs import InputError, decode, loads
+from core.inputs import InputError, decode, loads
 
 
 def json_objects(lines: Iterable[tuple[int, bytes | InputError]], shown: str, what: str = "a line"
                  ) -> Iterator[tuple[int, str, dict | None, str | None]]:
     """(line number, "FILE:LINE", object, None) for each line holding a JSON
     object, or (line number, "FILE:LINE", None, problem) for one that does not.
-    `lines` is what `lineup.inputs.lines` (or `split_lines`) gives; `shown` is
-    the file as messages name it (`lineup.inputs.shown_name`). The caller
+    `lines` is what `core.inputs.lines` (or `split_lines`) gives; `shown` is
+    the file as messages name it (`core.inputs.shown_name`). The caller
     decides whether a problem stops it or is collected."""
     for lineno, raw in lines:
         where = f"{shown}:{lineno}"

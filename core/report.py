@@ -2,7 +2,7 @@
 structure with JSON, Markdown and HTML renderings.
 
 Why here and not in the store: the store keeps records; this module decides
-what they mean (ratings from `lineup.ratings`, failure modes, latency, cost,
+what they mean (ratings from `core.ratings`, failure modes, latency, cost,
 checks, stability). It reads the database with plain SQL through
 `Store.conn` (read-only queries): one pass over each table, narrow columns,
 no answer text except for repeats (stability), each distinct vote worked out
@@ -36,10 +36,10 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, Field
 
-from lineup import ratings as R
-from lineup.store.bounds import COST_MAX, MS_MAX
-from lineup.text import html_text, markdown_inline
-from lineup import votes as V
+from core import ratings as R
+from core import votes as V
+from core.text import html_text, markdown_inline
+from store.bounds import COST_MAX, MS_MAX
 
 # --------------------------------------------------------------------------- structure
 
@@ -53,7 +53,7 @@ class ReportFilters(BaseModel):
 
 
 class ModelRow(BaseModel):
-    """One model's rating line. See `lineup.ratings.ModelRating` for the exact
+    """One model's rating line. See `core.ratings.ModelRating` for the exact
     definitions of the interval, the rank range and the open flags."""
 
     name: str
@@ -82,7 +82,7 @@ class GapRow(BaseModel):
     separated: bool
     more_votes: int | None = Field(description="rough number of further votes, in the same mix, "
                                                "that would separate the two at the current gap; None: "
-                                               "not enough votes to say (see lineup.ratings.Gap)")
+                                               "not enough votes to say (see core.ratings.Gap)")
 
 
 class RatingTable(BaseModel):
@@ -317,7 +317,7 @@ class _Pattern:
         return "win:" + str(self.winner())
 
     def battles(self, vote_id: Any = None) -> list[R.Battle]:
-        """The pairwise outcomes (`lineup.votes.battles_of`); ValueError
+        """The pairwise outcomes (`core.votes.battles_of`); ValueError
         (naming the vote) when the choice or the ranking does not fit the mapping."""
         if self._battles is None:
             self._battles = V.battles_of(self.choice, self.ranking, self.mapping, self.positions, vote_id)
@@ -562,7 +562,7 @@ def _output_filter(filters: ReportFilters, *, turn: bool = True) -> tuple[str, s
 # output tokens + 1 (29 bits; 0: NULL) packed in one integer: a column costs
 # about as much to fetch as a row, and 200k rows are the point. NULL when a
 # value does not fit (or the cost was not recorded): then the plain read.
-# Timings and costs outside `lineup.store.bounds` (an infinity, a negative
+# Timings and costs outside `store.bounds` (an infinity, a negative
 # time: a bad row) read as not recorded; `build_report` warns about them.
 _TIMING_SQL = ", ".join(f"CASE WHEN o.{c} BETWEEN 0 AND {MS_MAX!r} THEN o.{c} END"
                         for c in ("ttft_ms", "duration_ms"))
@@ -829,7 +829,7 @@ def _repeated_answers(conn, filters: ReportFilters) -> list[tuple]:
 def _stability(conn, answers: Sequence[tuple], per_output: Mapping[str, list]) -> list[StabilityRow]:
     """Groups the answers to the same case (session, case id or prompt,
     follow-up) by model across repeat_index, and measures their spread with
-    `lineup.stability` when present, else from the check results alone."""
+    `core.stability` when present, else from the check results alone."""
     groups: defaultdict[tuple, dict[int, tuple]] = defaultdict(dict)
     for o in answers:
         oid, _, contestant, _, status, session, prompt, follow_up, repeat = o
@@ -840,8 +840,8 @@ def _stability(conn, answers: Sequence[tuple], per_output: Mapping[str, list]) -
     if not groups:
         return []
     try:
-        from lineup import stability as stab
-        from lineup.checks import CheckOutcome
+        from core import stability as stab
+        from core.checks import CheckOutcome
     except ImportError:   # evalsets module absent: spread of check pass rates only
         stab = None
     texts: dict[str, str] = {}

@@ -34,8 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from lineup.inputs import InputError, lines, open_input, shown_name
-from lineup.jsonl import json_objects
+from core.inputs import InputError, lines, open_input, shown_name
+from core.jsonl import json_objects
 
 PROMPT_FIELD_NAMES = ("prompt", "input", "question", "message", "messages", "text", "query", "instruction",
                       "user_input", "content")
@@ -74,7 +74,7 @@ class LoadedLogs:
 
 def read_logs(path: str | Path, by: str, prompt_field: str | None = None) -> LoadedLogs:
     """Read a log file of any supported kind (detected from its content).
-    Opened as `lineup.inputs.open_input` opens any input: a regular file only,
+    Opened as `core.inputs.open_input` opens any input: a regular file only,
     bounded in size (an `llm` logs.db, which SQLite reads itself, in kind only)."""
     path = Path(path)
     try:

@@ -16,29 +16,30 @@ from dataclasses import dataclass, field
 
 import anyio
 
-from lineup.config import Config, ModelConfig, server_concurrency, server_key
-from lineup.events import (
+from core import votes as votes_core
+from core.config import Config
+from core.errors import store_error_in
+from core.identity import prompt_texts, tag_self_identification
+from providers import make_provider
+from providers.base import ChatStream, Provider
+from providers.events import (
     ChatRequest,
     ErrorKind,
     ImagePart,
     Message,
-    ReasoningDelta,
     Queued,
+    ReasoningDelta,
     SamplingParams,
     StreamError,
     StreamEvent,
     StreamResult,
     TextDelta,
 )
-from lineup import votes as votes_core
-from lineup.cli import store_error_in
-from lineup.identity import prompt_texts, tag_self_identification
-from lineup.ids import new_ulid
-from lineup.providers import make_provider
-from lineup.providers.base import ChatStream, Provider
-from lineup.providers.secrets import GrowingText, HeldBack, scrubber_for
-from lineup.store import AsyncStore
-from lineup.store.records import (
+from providers.model_config import ModelConfig, server_concurrency, server_key
+from providers.secrets import GrowingText, HeldBack, scrubber_for
+from store import AsyncStore
+from store.ids import new_ulid
+from store.records import (
     ContestantRecord,
     OutputRecord,
     RevealRecord,
@@ -137,7 +138,7 @@ def output_from_result(base: OutputRecord, result: StreamResult, cfg: ModelConfi
     """The final record of one answer, from what its stream reported. The error
     text is kept as it came (keys are scrubbed by the caller): blind or not,
     what a screen may show of it is decided when it is shown
-    (`lineup.votes.error_line`)."""
+    (`core.votes.error_line`)."""
     err = result.error
     if err is None:
         status = "complete" if result.finish_reason is not None or result.end_t is not None else "interrupted"
@@ -171,7 +172,7 @@ async def record_stream(
     """Stream one answer into the store: started, checkpointed about once a
     second, finished with its final status. Error text is stored and reported
     as it came, keys aside; a blind screen shows only its kind and status
-    until the reveal (`lineup.votes.error_line`).
+    until the reveal (`core.votes.error_line`).
 
     Checkpoints run on a timer beside the stream, never on the per-token path,
     so text that came just before a stall is saved within about a second.
@@ -289,7 +290,7 @@ def _shown_events(held: HeldBack, event: StreamEvent) -> list[StreamEvent]:
 def _scrub_secrets(text: str, cfg: ModelConfig) -> str:
     """`text` without the model's key (as set in its variable), any run of 8 or
     more of its characters, or anything that looks like a key in a header."""
-    from lineup.providers.http import scrub
+    from providers.http import scrub
 
     return scrub(text, _key_of(cfg))
 
@@ -552,7 +553,7 @@ class ChatSession:
                    rater: str | None = None, confirm: bool = False) -> VoteRecord:
         """Record a vote on the last turn (replacing an earlier one, history kept) and reveal.
 
-        ValueError (`lineup.votes.VoteError`) for a malformed vote, a ranking
+        ValueError (`core.votes.VoteError`) for a malformed vote, a ranking
         that does not place every answer included; `VoteNeedsConfirmation`
         when the pick failed, was cancelled or is missing, unless `confirm`."""
         if not self.turns:

@@ -14,12 +14,21 @@ import hashlib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
-from lineup.checks import CHECK_TYPES, Check
-from lineup.events import ImagePart, Message, SamplingParams
-from lineup.inputs import InputError, read_input, shown_name, split_lines
-from lineup.jsonl import json_objects
+from core.checks import CHECK_TYPES, Check
+from core.inputs import InputError, read_input, shown_name, split_lines
+from core.jsonl import json_objects
+from providers.events import ImagePart, Message, SamplingParams
 
 MAX_IMAGE_BYTES = 5 * 1024 * 1024
 MAX_ERRORS_SHOWN = 20

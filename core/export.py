@@ -5,7 +5,7 @@ Model output is untrusted text: control characters never reach a terminal or
 a spreadsheet as such (escaped as visible `\\x1b`-style text in CSV/Markdown,
 as JSON escapes in JSONL), and CSV cells that a spreadsheet would run as a
 formula are neutralised. Markdown and CSV name models only for the judged
-units (cases, turns) that are revealed (`lineup.votes.Reveal`) and keep the
+units (cases, turns) that are revealed (`core.votes.Reveal`) and keep the
 others hidden; JSONL is the full record (like the database) and says per line
 whether its unit is revealed."""
 
@@ -15,10 +15,9 @@ import csv
 import io
 from collections.abc import Iterator
 
-from lineup.store.bounds import format_time
-from lineup.store.records import LoadedSession, NON_LABEL_CHOICES, OutputRecord, VoteRecord
-from lineup.text import csv_cell, escape_controls, json_line, markdown_inline
-from lineup.votes import output_note, relabel, reveal_state, winner
+from core.text import csv_cell, escape_controls, format_time, json_line, markdown_inline
+from core.votes import output_note, relabel, reveal_state, winner
+from store.records import NON_LABEL_CHOICES, LoadedSession, OutputRecord, VoteRecord
 
 EXPORT_FORMAT = "lineup.output"
 EXPORT_VERSION = 1

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from urllib.parse import urlsplit
 
-from lineup.config import ModelConfig
-from lineup.events import Message
-from lineup.store.records import OutputRecord, TagRecord
+from providers.events import Message
+from providers.model_config import ModelConfig
+from store.records import OutputRecord, TagRecord
 
 TAG = "identity_leak"
 RATER = "lineup"

@@ -3,12 +3,12 @@ the order they were run; a fresh shuffle of the answers per case (recorded in
 its votes: label A = leftmost); skip; undo (the vote is withdrawn and kept with
 `retracted_at`); reveal after each vote or at the end, or of one case without
 a vote when the rater asks (`reveal_current`: recorded, and the case leaves
-that rater's queue); repeats judged apart or together. `lineup.tui.vote_queue` only draws it and forwards keys.
+that rater's queue); repeats judged apart or together. `tui.vote_queue` only draws it and forwards keys.
 
 A case is a sample-set case (its follow-ups together, judged on its last
 turn), or one chat turn (judged with the turns before it as context). With
 `repeats="together"` every repeat of a case is judged at once; the vote is
-recorded on each repeat's last turn. Votes are built by `lineup.votes`."""
+recorded on each repeat's last turn. Votes are built by `core.votes`."""
 
 from __future__ import annotations
 
@@ -17,10 +17,16 @@ import time
 from dataclasses import dataclass, field
 from typing import Literal
 
-from lineup.store.records import LoadedSession, OutputRecord, RevealRecord, TurnRecord, VoteRecord
-from lineup.votes import (
-    LABELS, VoteNeedsConfirmation, VoteWarning, answer_warnings, check_choice, make_votes,
+from core.votes import (
+    LABELS,
+    VoteNeedsConfirmation,
+    VoteWarning,
+    answer_warnings,
+    check_choice,
+    make_votes,
 )
+from store.ids import new_ulid
+from store.records import LoadedSession, OutputRecord, RevealRecord, TagRecord, TurnRecord, VoteRecord
 
 Reveal = Literal["each", "end"]
 Repeats = Literal["separate", "together"]
@@ -260,6 +266,22 @@ class VoteQueue:
         self.revealed_current = True
         self.seen.append(item)
         return records
+
+    async def tag(self, item: QueueItem, outputs: list[OutputRecord], tags: tuple[str, ...],
+                  note: str | None = None, removed: tuple[str, ...] = ()) -> None:
+        """Tag these answers of `item` as this rater (the note goes with the
+        first tag) and remove the rater's tags named in `removed`; the item's
+        `tags` follow, so the picker shows what is set."""
+        for out in outputs:
+            carried = item.tags.setdefault(out.id, [])
+            for i, tag in enumerate(tags):
+                rec = TagRecord(id=new_ulid(), output_id=out.id, tag=tag, rater=self.rater,
+                                note=note if i == 0 else None, auto=False, created=time.time())
+                await self.store.add_tag(rec)
+                carried.append(rec)
+            for rec in [t for t in carried if t.tag in removed]:
+                await self.store.remove_tag(rec.id)
+                carried.remove(rec)
 
     @property
     def waiting(self) -> bool:

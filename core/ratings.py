@@ -1,7 +1,7 @@
 """Bradley-Terry ratings with bootstrap intervals, the Chatbot Arena recipe.
 
 Why a module of its own: the statistics must be checkable without a database
-or a UI, so this file is pure numpy. `lineup.report` feeds it votes from the
+or a UI, so this file is pure numpy. `core.report` feeds it votes from the
 store; the tests and `benchmarks/bench_ratings.py` feed it arrays.
 
 The recipe (FastChat `compute_bt` / `compute_bootstrap_bt`):
@@ -48,7 +48,7 @@ from typing import Literal
 import numpy as np
 
 # What a vote means, its pairwise outcomes included, is decided in one place.
-from lineup.votes import TIE_CHOICES, Battle, decompose_vote  # noqa: F401  (re-exported)
+from core.votes import TIE_CHOICES, Battle, decompose_vote  # noqa: F401  (re-exported)
 
 ALPHA = math.log(10.0)   # natural-log odds per unit of theta (base 10)
 SCALE = 400.0            # Elo points per unit of theta

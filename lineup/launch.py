@@ -8,20 +8,20 @@ import asyncio
 
 def run_app(db, config, **options) -> int:
     """Exit code: 0, or the one the app exited with (2 for a bad session id)."""
-    from lineup.store import AsyncStore, StoreError
-    from lineup.tui.app import LineupApp
+    from store import AsyncStore, StoreError
+    from tui.app import LineupApp
 
     async def main() -> int:
         try:
             store = await AsyncStore.open(db)
         except StoreError as exc:
-            from lineup.cli import UsageError
+            from core.errors import UsageError
 
             raise UsageError(str(exc)) from None
         if store.store.readonly and "replay" not in options:
             # chat and vote record as they go: refuse now, not at the first vote
             await store.aclose()
-            from lineup.cli import UsageError
+            from core.errors import UsageError
 
             raise UsageError(f"{store.store.path} is read-only: nothing could be recorded there "
                              "(lineup replay, report, sessions and export still work)")

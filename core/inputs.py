@@ -17,7 +17,7 @@ sets, request logs, import files and the config all come in through here.
   keeps.
 
 Every problem is an `InputError` whose text is `FILE: what is wrong` or
-`FILE:LINE: what is wrong`; FILE is shown as `lineup.text.one_line` shows it,
+`FILE:LINE: what is wrong`; FILE is shown as `core.text.one_line` shows it,
 so a file name cannot carry escape sequences to the terminal.
 """
 
@@ -33,7 +33,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from lineup.text import one_line
+from core.text import one_line
 
 MAX_INPUT_BYTES = 1 << 30          # default for `max_input_bytes()`
 MAX_LINE_BYTES = 64 << 20

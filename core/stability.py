@@ -23,7 +23,7 @@ from statistics import fmean, pvariance
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from lineup.checks import CheckOutcome
+from core.checks import CheckOutcome
 
 _TOKEN = re.compile(r"\w+")
 

@@ -39,114 +39,23 @@ import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from lineup.cli import UsageError
-from lineup.events import SamplingParams
-from lineup.inputs import InputError, read_input, shown_name
-from lineup.providers import DEFAULT_BASE_URLS
+from core.errors import UsageError
+from core.inputs import InputError, read_input, shown_name
+from providers.catalogue import (
+    AUTODETECT,
+    PROVIDER_DEFAULT_BASE_URL,
+    PROVIDER_DEFAULT_KEY_ENV,
+    PROVIDERS,
+)
+from providers.events import SamplingParams
+from providers.model_config import ModelConfig, Price  # noqa: F401  (Price: part of a model's table)
 
-ProviderName = Literal["openai", "anthropic", "ollama", "gemini", "demo"]
-PROVIDERS: tuple[str, ...] = ("openai", "anthropic", "ollama", "gemini", "demo")
-
-#: Where each protocol lives when a model gives no `base_url` (owned by the
-#: providers package, which appends each protocol's own path).
-PROVIDER_DEFAULT_BASE_URL: dict[str, str | None] = {**DEFAULT_BASE_URLS, "demo": None}
-#: The key variable a model uses when its table names none (see module doc).
-PROVIDER_DEFAULT_KEY_ENV: dict[str, str | None] = {
-    "openai": "OPENAI_API_KEY",
-    "anthropic": "ANTHROPIC_API_KEY",
-    "gemini": "GEMINI_API_KEY",
-    "ollama": None,
-    "demo": None,
-}
-OPENROUTER_BASE_URL = "https://openrouter.ai/api/v1"
 OLLAMA_PROBE_TIMEOUT = 0.3
-
-
-class Price(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    input_per_mtok: float = Field(ge=0)
-    output_per_mtok: float = Field(ge=0)
-
-    def cost(self, input_tokens: int | None, output_tokens: int | None) -> float:
-        return ((input_tokens or 0) * self.input_per_mtok + (output_tokens or 0) * self.output_per_mtok) / 1e6
-
-
-class ModelConfig(BaseModel):
-    """One alias. `base_url` is filled with the provider default when omitted."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    alias: str
-    provider: ProviderName
-    model: str
-    base_url: str | None = None
-    api_key_env: str | None = None
-    params: SamplingParams = SamplingParams()
-    price: Price | None = None
-    connect_timeout: float = Field(default=10.0, gt=0)
-    read_timeout: float = Field(default=60.0, gt=0)
-    max_retries: int = Field(default=3, ge=0, le=10)
-    concurrency: int | None = Field(
-        default=None, ge=1,
-        description="requests in flight at once to this model's server, shared by every alias on the same "
-                    "host and port, in the chat and in `lineup run` (default: 1 for a local server, 4 otherwise)")
-    answer_deadline: float = Field(default=600.0, gt=0, description=(
-        "seconds one answer may take in all, however the server keeps the connection alive"))
-    max_answer_bytes: int = Field(default=8 * 1024 * 1024, ge=1024, description=(
-        "UTF-8 bytes of text and reasoning kept per answer; past it the answer is cut"))
-    extra_body: dict = Field(default_factory=dict, description="provider-specific request fields, sent as is")
-
-    @property
-    def is_demo(self) -> bool:
-        return self.provider == "demo"
-
-
-#: Requests in flight at once per server when the config says nothing. A local
-#: server (llama.cpp, Ollama, LM Studio, vLLM on this machine or the LAN) runs
-#: every alias on the same hardware: two at once compete for it (some servers
-#: even cut the stream in flight) and make each other's speed figures
-#: meaningless, so they take turns. Hosted APIs scale; 4 keeps well under
-#: their rate limits.
-LOCAL_SERVER_CONCURRENCY = 1
-REMOTE_SERVER_CONCURRENCY = 4
-
-
-def server_key(cfg: ModelConfig) -> str | None:
-    """The server a model runs on (scheme://host:port), shared by every alias
-    there whatever the path or protocol; None for models with no server (demo)."""
-    if not cfg.base_url:
-        return None
-    parts = urlsplit(cfg.base_url)
-    host = (parts.hostname or "").lower()
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    return f"{parts.scheme.lower()}://{host}:{port}"
-
-
-def is_local_host(host: str) -> bool:
-    """This machine or the local network: loopback, private and link-local
-    addresses, `localhost` and `.local` / `.localhost` / `.lan` names."""
-    import ipaddress
-
-    host = host.strip("[]").lower()
-    if host in ("localhost", "host.docker.internal") or host.endswith((".local", ".localhost", ".lan")):
-        return True
-    try:
-        addr = ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return addr.is_loopback or addr.is_private or addr.is_link_local
-
-
-def server_concurrency(cfg: ModelConfig) -> int:
-    """Requests in flight at once to this model's server: its `concurrency`, else the default for the host."""
-    if cfg.concurrency is not None:
-        return cfg.concurrency
-    host = urlsplit(cfg.base_url).hostname if cfg.base_url else None
-    return LOCAL_SERVER_CONCURRENCY if host and is_local_host(host) else REMOTE_SERVER_CONCURRENCY
 
 
 class Config(BaseModel):
@@ -475,7 +384,7 @@ def _model(alias: str, table: Any, problems: list) -> ModelConfig | None:
             data.pop("params")
 
     if provider == "demo" and isinstance(data.get("model"), str):
-        from lineup.providers.demo import DEMO_STYLES
+        from providers.demo import DEMO_STYLES
 
         if data["model"] not in DEMO_STYLES:
             problems.append((_join(*where, "model"),
@@ -503,25 +412,15 @@ def _model(alias: str, table: Any, problems: list) -> ModelConfig | None:
 
 # --------------------------------------------------------------------------- autodetect
 
-#: (env var, alias, provider, model, base_url or None for the default)
-AUTODETECT: tuple[tuple[str, str, str, str, str | None], ...] = (
-    ("OPENAI_API_KEY", "gpt-4o-mini", "openai", "gpt-4o-mini", None),
-    ("ANTHROPIC_API_KEY", "claude-sonnet", "anthropic", "claude-sonnet-4-5", None),
-    ("GEMINI_API_KEY", "gemini-flash", "gemini", "gemini-2.5-flash", None),
-    ("GOOGLE_API_KEY", "gemini-flash", "gemini", "gemini-2.5-flash", None),
-    ("OPENROUTER_API_KEY", "openrouter/gpt-4o-mini", "openai", "openai/gpt-4o-mini", OPENROUTER_BASE_URL),
-)
-
-
 def autodetect(env: Mapping[str, str] = os.environ, *, probe_ollama: bool = False) -> Config:
     """Aliases for the keys present in `env` (and a reachable Ollama when
     `probe_ollama`); the demo models when nothing is found."""
     models: dict[str, ModelConfig] = {}
     warnings: list[str] = []
-    for var, alias, provider, model, base_url in AUTODETECT:
-        if env.get(var, "").strip() and alias not in models:
-            models[alias] = ModelConfig(alias=alias, provider=provider, model=model, api_key_env=var,
-                                        base_url=base_url or PROVIDER_DEFAULT_BASE_URL[provider])
+    for a in AUTODETECT:
+        if env.get(a.env_var, "").strip() and a.alias not in models:
+            models[a.alias] = ModelConfig(alias=a.alias, provider=a.provider, model=a.model, api_key_env=a.env_var,
+                                          base_url=a.base_url or PROVIDER_DEFAULT_BASE_URL[a.provider])
     if probe_ollama:
         base, warning = ollama_base_url(env)
         if warning:
@@ -530,7 +429,7 @@ def autodetect(env: Mapping[str, str] = os.environ, *, probe_ollama: bool = Fals
             alias = "ollama/" + name.removesuffix(":latest")
             models.setdefault(alias, ModelConfig(alias=alias, provider="ollama", model=name, base_url=base))
     if not models:
-        from lineup.providers.demo import DEMO_MODELS
+        from providers.demo import DEMO_MODELS
 
         models = {m.alias: m for m in DEMO_MODELS}
     return Config(models=models, autodetected=True, warnings=tuple(warnings))
@@ -583,7 +482,7 @@ def resolve_models(config: Config, aliases: list[str]) -> list[ModelConfig]:
     ``demo/...`` aliases always resolve, configured or not."""
     if not aliases:
         return list(config.models.values())
-    from lineup.providers.demo import DEMO_MODELS
+    from providers.demo import DEMO_MODELS
 
     demo = {m.alias: m for m in DEMO_MODELS}
     out: list[ModelConfig] = []

@@ -8,7 +8,7 @@ Rich import, so the rules (block boundaries outside code fences, code
 committed in chunks, limits on pathological lines and blocks) are tested on
 their own, and the core can use them without the TUI.
 
-The text fed here is already neutralised by the caller (`lineup.text`); this
+The text fed here is already neutralised by the caller (`core.text`); this
 module never interprets it as markup, it only looks for line structure.
 """
 

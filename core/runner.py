@@ -23,15 +23,15 @@ from dataclasses import dataclass, field
 
 import anyio
 
-from lineup.config import ModelConfig
-from lineup.events import ChatRequest, Message, SamplingParams
-from lineup.identity import prompt_texts, tag_self_identification
-from lineup.ids import new_ulid
-from lineup.cli import store_error_in
-from lineup.sessions import LABELS, Contestant, ServerLimits, contestant_record, record_stream
-from lineup.store import AsyncStore
-from lineup.store.db import process_token
-from lineup.store.records import CheckResultRecord, OutputRecord, SessionRecord, TurnRecord
+from core.errors import store_error_in
+from core.identity import prompt_texts, tag_self_identification
+from core.sessions import LABELS, Contestant, ServerLimits, contestant_record, record_stream
+from providers.events import ChatRequest, Message, SamplingParams
+from providers.model_config import ModelConfig
+from store import AsyncStore
+from store.db import process_token
+from store.ids import new_ulid
+from store.records import CheckResultRecord, OutputRecord, SessionRecord, TurnRecord
 
 
 @dataclass
@@ -306,7 +306,7 @@ class Runner:
     async def _checks(self, case, answers: list[OutputRecord], recorded: Counter) -> None:
         """Each check of the case on the answer its `turn` names (default: the
         last), except those already recorded (a run that stopped in between)."""
-        from lineup.checks import run_case_checks
+        from core.checks import run_case_checks
 
         if not case.checks:
             return
@@ -390,7 +390,7 @@ def sample_set_from_run(loaded) -> tuple["SampleSet", list[str]]:
     can be re-run case by case: ids, categories, prompts, scripted follow-ups,
     checks (from the recorded results' specs) and references. Also returns
     what the record does not hold and is therefore not re-sent."""
-    from lineup.sampleset import Case, SampleSet
+    from core.sampleset import Case, SampleSet
 
     session = loaded.session
     by_case: dict[str, list[TurnRecord]] = {}

@@ -8,7 +8,8 @@ goes through these functions, so a vote is read the same way everywhere:
 - validation: `check_choice` (the shape, against the labels judged) and
   `answer_warnings` (the chosen answer errored, was cancelled, is missing...:
   the UI shows these and asks for confirmation); `record_problem` is the same
-  check for a stored record, which the store applies on every write;
+  check for a stored record, which the store applies on every write (the
+  record's own rules live beside the record, in `store.records`);
 - attribution: a label means the model the vote's OWN `mapping` says, never the
   session's labels (the vote queue shuffles labels per case);
 - reveal per judged unit: a case (its follow-ups, one repeat) or a chat turn is
@@ -27,20 +28,26 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from lineup.ids import new_ulid
-from lineup.store.records import (
-    ALL_BAD, BOTH_BAD, NON_LABEL_CHOICES, TIE, LoadedSession, OutputRecord, TurnRecord, VoteRecord,
+from store.ids import new_ulid
+from store.records import (
+    ALL_BAD,
+    BOTH_BAD,
+    NON_LABEL_CHOICES,
+    TIE,
+    LoadedSession,
+    OutputRecord,
+    VoteError,
+    VoteRecord,
+    check_choice,
+    unit_key,
 )
+from store.records import vote_problem as record_problem  # noqa: F401  (part of this module's API)
 
 LABELS = "ABCDEFGH"
 TIE_CHOICES = NON_LABEL_CHOICES
 CHOICE_WORDS = {TIE: "a tie", BOTH_BAD: "both bad", ALL_BAD: "all bad"}
 
 VoteKind = Literal["two_way", "pick", "ranking"]
-
-
-class VoteError(ValueError):
-    """A vote that cannot be recorded as given (the message says why)."""
 
 
 # --------------------------------------------------------------------------- kinds
@@ -62,38 +69,6 @@ def vote_kind(n_labels: int, ranking: Sequence[str] | None = None) -> VoteKind:
     return "two_way" if n_labels == 2 else "pick"
 
 
-def check_choice(choice: str, labels: Sequence[str], ranking: Sequence[str] | None = None, *,
-                 complete: bool = True) -> None:
-    """Raise VoteError unless `choice` (and `ranking`, best first) is a vote on `labels`.
-
-    A ranking places every label once (`complete`; stored records from older
-    versions may lack the last place, which was implied), starts with the
-    pick when there is one, and never goes with a tie."""
-    labels = list(labels)
-    if len(labels) < 2:
-        raise VoteError(f"a vote needs at least two answers, got {len(labels)}")
-    if len(set(labels)) != len(labels):
-        raise VoteError(f"labels repeat: {labels}")
-    if choice not in labels and choice not in NON_LABEL_CHOICES:
-        raise VoteError(f"choice {choice!r} is not one of the labels {sorted(labels)}")
-    if not ranking:
-        return
-    order = list(ranking)
-    unknown = [lab for lab in order if lab not in labels]
-    if unknown:
-        raise VoteError(f"ranking label {unknown[0]!r} is not one of the labels {sorted(labels)}")
-    if len(set(order)) != len(order):
-        raise VoteError(f"ranking places a label twice: {' > '.join(order)}")
-    if choice == TIE:
-        raise VoteError("a vote cannot be both a tie and a ranking")
-    if choice in labels and order[0] != choice:
-        raise VoteError(f"ranking starts with {order[0]!r} but the pick is {choice!r}")
-    if complete and len(order) != len(labels):
-        missing = [lab for lab in labels if lab not in order]
-        raise VoteError(f"a ranking of {len(labels)} answers places all {len(labels)}; "
-                        f"{', '.join(missing)} not placed")
-
-
 def ranking_missing(ranking: Sequence[str], labels: Sequence[str]) -> list[str]:
     """The labels a ranking in progress has not placed yet (screen order)."""
     return [lab for lab in labels if lab not in ranking]
@@ -106,19 +81,6 @@ def ranking_with_last_implied(ranking: Sequence[str], labels: Sequence[str]) -> 
     if len(missing) != 1:
         raise VoteError(f"{len(missing)} labels are not placed; only the last one can be implied")
     return [*ranking, missing[0]]
-
-
-def record_problem(v: VoteRecord) -> str | None:
-    """Why a stored vote is inconsistent with its own mapping, or None (the
-    store refuses such a vote; the importer names it)."""
-    try:
-        check_choice(v.choice, list(v.mapping), v.ranking, complete=False)
-    except VoteError as exc:
-        return f"vote {v.id}: {exc}"
-    for label in v.positions:
-        if label not in v.mapping:
-            return f"vote {v.id}: label {label!r} is not in the mapping {sorted(v.mapping)}"
-    return None
 
 
 # --------------------------------------------------------------------------- warnings
@@ -200,7 +162,7 @@ def exception_line(exc: BaseException, *, hidden: bool) -> str:
     and store errors in full (they name labels and files, never a model);
     any other exception (from a client or a library: it may carry a host or a
     model id) by its type alone."""
-    from lineup.store import StoreError
+    from store import StoreError
 
     if not hidden or isinstance(exc, (VoteError, StoreError)):
         return str(exc) or type(exc).__name__
@@ -419,19 +381,6 @@ def vote_battles(v: VoteRecord) -> list[Battle]:
 
 
 # --------------------------------------------------------------------------- reveal per judged unit
-
-# What is judged at once: a sample-set case (its follow-ups, one repeat; the
-# vote goes on its last turn) or one chat turn. The SQL form is for the
-# sessions list (table alias `t`); both give the same key.
-UNIT_KEY_SQL = ("CASE WHEN length(t.case_id) THEN 'case' || char(31) || t.case_id || char(31) || t.repeat_index "
-                "ELSE 'turn' || char(31) || t.id END")
-
-
-def unit_key(turn: TurnRecord) -> str:
-    if turn.case_id:
-        return f"case\x1f{turn.case_id}\x1f{turn.repeat_index}"
-    return f"turn\x1f{turn.id}"
-
 
 @dataclass
 class Reveal:

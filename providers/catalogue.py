@@ -1,0 +1,69 @@
+"""The one list of providers: every name a config may use, the module that
+speaks its wire protocol, where its API lives by default, the variable its key
+is read from, and the environment variables that make lineup offer a model
+with no config at all. Config validation, the providers' factory, key lookup
+and autodetection all read these tables; a new provider is one row here and
+one module beside this one (ARCHITECTURE.md, "Adding a provider")."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+#: Every provider name a config may use (checked against `CATALOGUE` on import).
+ProviderName = Literal["openai", "anthropic", "ollama", "gemini", "demo"]
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderEntry:
+    name: str
+    module: str                    # the module that speaks this wire protocol
+    cls: str                       # its Provider class
+    default_base_url: str | None   # where the API lives when a model gives no base_url (None: no server)
+    default_key_env: str | None    # the key variable when a model names none (None: sends no key)
+    protocol: str                  # in words, for `lineup models` and the docs
+
+
+CATALOGUE: dict[str, ProviderEntry] = {e.name: e for e in (
+    ProviderEntry("openai", "providers.openai", "OpenAIProvider", "https://api.openai.com/v1",
+                  "OPENAI_API_KEY", "OpenAI-compatible chat completions (also vLLM, llama.cpp, LM Studio, gateways)"),
+    ProviderEntry("anthropic", "providers.anthropic", "AnthropicProvider", "https://api.anthropic.com",
+                  "ANTHROPIC_API_KEY", "Anthropic Messages"),
+    ProviderEntry("ollama", "providers.ollama", "OllamaProvider", "http://localhost:11434", None,
+                  "Ollama /api/chat"),
+    ProviderEntry("gemini", "providers.gemini", "GeminiProvider",
+                  "https://generativelanguage.googleapis.com/v1beta", "GEMINI_API_KEY",
+                  "Gemini streamGenerateContent"),
+    ProviderEntry("demo", "providers.demo", "DemoProvider", None, None, "offline demo models (no network)"),
+)}
+assert tuple(CATALOGUE) == get_args(ProviderName), "ProviderName and CATALOGUE list the same providers"
+
+PROVIDERS: tuple[str, ...] = tuple(CATALOGUE)
+#: Where each protocol lives when a model gives no `base_url` (None: the demo).
+PROVIDER_DEFAULT_BASE_URL: dict[str, str | None] = {n: e.default_base_url for n, e in CATALOGUE.items()}
+#: The key variable a model uses when its table names none (see core.config).
+PROVIDER_DEFAULT_KEY_ENV: dict[str, str | None] = {n: e.default_key_env for n, e in CATALOGUE.items()}
+
+OPENROUTER_BASE_URL = "https://openrouter.ai/api/v1"
+
+
+@dataclass(frozen=True, slots=True)
+class Autodetected:
+    """A model lineup offers, with no config, when `env_var` is set."""
+    env_var: str
+    alias: str
+    provider: ProviderName
+    model: str
+    base_url: str | None = None    # None: the provider's default
+
+
+AUTODETECT: tuple[Autodetected, ...] = (
+    Autodetected("OPENAI_API_KEY", "gpt-4o-mini", "openai", "gpt-4o-mini"),
+    Autodetected("ANTHROPIC_API_KEY", "claude-sonnet", "anthropic", "claude-sonnet-4-5"),
+    Autodetected("GEMINI_API_KEY", "gemini-flash", "gemini", "gemini-2.5-flash"),
+    Autodetected("GOOGLE_API_KEY", "gemini-flash", "gemini", "gemini-2.5-flash"),
+    Autodetected("OPENROUTER_API_KEY", "openrouter/gpt-4o-mini", "openai", "openai/gpt-4o-mini", OPENROUTER_BASE_URL),
+)
+#: Every variable that may hold a key lineup reads (`lineup models` says which are set).
+KEY_ENV_VARS: tuple[str, ...] = tuple(dict.fromkeys(
+    [e.default_key_env for e in CATALOGUE.values() if e.default_key_env] + [a.env_var for a in AUTODETECT]))

@@ -1,0 +1,225 @@
+"""What an import writes: records that `core.importing` read and checked from
+a file (our JSONL export, Chatbot Arena battles), in one transaction, and
+another lineup database (a teammate's votes) merged idempotently after it
+has been checked whole. Re-importing adds nothing: records keep their ids."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import tempfile
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import quote
+
+from pydantic import BaseModel, Field
+
+from store import rows as R
+from store.db import Store, StoreError, insert_session, insert_vote, upsert_output
+from store.records import (
+    CheckResultRecord,
+    OutputRecord,
+    RevealRecord,
+    SessionRecord,
+    TagRecord,
+    TurnRecord,
+    VoteRecord,
+)
+from store.schema import VOTE_CONTESTANT_COLS
+
+TABLES = ("session", "contestant", "turn", "output", "vote", "vote_contestant", "tag", "check_result", "reveal")
+
+
+class ImportFileError(StoreError):
+    """Bad import input (not the database's fault): names the file and the line or item."""
+
+
+class ImportSummary(BaseModel):
+    source: str
+    format: Literal["lineup-jsonl", "arena", "lineup-db", "mixed", "empty"]
+    records: int = 0                     # lines / battles / sessions read
+    added: dict[str, int] = Field(default_factory=dict)
+
+    @property
+    def total_added(self) -> int:
+        return sum(self.added.values())
+
+
+def write_imported(store: Store, sessions: Iterable[SessionRecord], records: Iterable[Any],
+                   source: str) -> dict[str, int]:
+    """Write sessions, then their turns, outputs, votes, tags, checks and
+    reveals, in one transaction; rows already there are kept (a finished
+    output replaces one we only have half of). Returns the rows added per table."""
+    before = _counts(store.conn)
+    with store.batch():
+        conn = store.conn
+        try:
+            for session in sessions:
+                insert_session(conn, session, "INSERT OR IGNORE")
+            for rec in records:
+                _write_record(conn, rec)
+        except sqlite3.Error as exc:
+            raise store._translate(exc, f"import {source}") from None
+    after = _counts(store.conn)
+    return {t: after[t] - before[t] for t in TABLES if t != "vote_contestant"}
+
+
+def _write_record(conn: sqlite3.Connection, rec: Any) -> None:
+    if isinstance(rec, TurnRecord):
+        conn.execute(R.insert_sql("turn", R.TURN_COLS, "INSERT OR IGNORE"), R.turn_row(rec))
+    elif isinstance(rec, OutputRecord):
+        if rec.status in ("streaming", "interrupted"):
+            conn.execute(R.insert_sql("output", R.OUTPUT_COLS, "INSERT OR IGNORE"), R.output_row(rec))
+        else:  # a finished answer replaces one we only have half of
+            upsert_output(conn, rec, time.time(), only_unfinished=True)
+    elif isinstance(rec, VoteRecord):
+        insert_vote(conn, rec, "INSERT OR IGNORE")
+    elif isinstance(rec, TagRecord):
+        conn.execute(R.insert_sql("tag", R.TAG_COLS, "INSERT OR IGNORE"), R.tag_row(rec))
+    elif isinstance(rec, CheckResultRecord):
+        conn.execute(R.insert_sql("check_result", R.CHECK_COLS, "INSERT OR IGNORE"), R.check_row(rec))
+    elif isinstance(rec, RevealRecord):
+        conn.execute(R.insert_sql("reveal", R.REVEAL_COLS, "INSERT OR IGNORE"), R.reveal_row(rec))
+    else:  # pragma: no cover - programming error
+        raise TypeError(type(rec))
+
+
+def _counts(conn: sqlite3.Connection, schema: str = "main") -> dict[str, int]:
+    return {t: conn.execute(f"SELECT count(*) FROM {schema}.{t}").fetchone()[0] for t in TABLES}
+
+
+# ---------------------------------------------------------------------- another database
+
+_MERGE_COLS = {
+    "session": R.SESSION_COLS, "contestant": R.CONTESTANT_COLS, "turn": R.TURN_COLS,
+    "output": R.OUTPUT_COLS, "vote": R.VOTE_COLS, "vote_contestant": VOTE_CONTESTANT_COLS,
+    "tag": R.TAG_COLS, "check_result": R.CHECK_COLS, "reveal": R.REVEAL_COLS,
+}
+
+
+def merge_database(store: Store, other: str | os.PathLike) -> ImportSummary:
+    """Merge another lineup database into `store`: rows we lack are added,
+    rows we have are kept (a finished output replaces an unfinished one; a
+    removal or reveal is carried over). One transaction; idempotent."""
+    other = Path(other)
+    summary = ImportSummary(source=str(other), format="lineup-db")
+    if store.path.exists() and other.exists() and os.path.samefile(store.path, other):
+        return summary
+    with tempfile.TemporaryDirectory(prefix="lineup-merge-") as tmp:
+        copy = Path(tmp) / "other.db"
+        _snapshot(other, copy)
+        _check_sound(copy, other)
+        try:
+            src = Store.open(copy)  # validates and brings an older schema up to ours
+        except StoreError as exc:
+            raise ImportFileError(str(exc).replace(str(copy), str(other))) from None
+        try:
+            _check_complete(src.conn, other)
+            bad, named = src.out_of_range()
+            if bad:
+                raise ImportFileError(f"{other}: {bad} record{'s' if bad != 1 else ''} with a time, duration, count "
+                                      f"or cost out of range ({', '.join(named)}{' ...' if bad > len(named) else ''}); "
+                                      "it was left untouched")
+            summary.records = src.conn.execute("SELECT count(*) FROM session").fetchone()[0]
+        except sqlite3.DatabaseError as exc:
+            raise ImportFileError(f"{other} is corrupt ({exc}); it was left untouched") from None
+        finally:
+            src.close()
+        summary.added = _merge_attached(store, copy, other)
+    return summary
+
+
+def _check_sound(copy: Path, other: Path) -> None:
+    """SQLite's own integrity check on (the snapshot of) the source: a file
+    with a damaged page or index is refused before a row of it is read."""
+    conn = sqlite3.connect(copy)
+    try:
+        found = [r[0] for r in conn.execute("PRAGMA integrity_check(3)")]
+    except sqlite3.DatabaseError as exc:
+        found = [str(exc)]
+    finally:
+        conn.close()
+    if found != ["ok"]:
+        raise ImportFileError(f"{other} is corrupt: it fails SQLite's integrity check "
+                              f"({'; '.join(found)}); it was left untouched")
+
+
+def _check_complete(conn: sqlite3.Connection, other: Path) -> None:
+    """Every table and column the merge reads is there, and every row's
+    parent (a turn's session, an output's turn...) is in the file too."""
+    for table in TABLES:
+        have = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
+        missing = [c for c in _MERGE_COLS[table] if c not in have]
+        if missing:
+            raise ImportFileError(f"{other} is not a complete lineup database (table {table} lacks "
+                                  f"{', '.join(missing)}); it was left untouched")
+    orphans = conn.execute("PRAGMA foreign_key_check").fetchall()
+    if orphans:
+        table, rowid, parent = orphans[0][:3]
+        raise ImportFileError(f"{other} is inconsistent: {len(orphans)} row{'s' if len(orphans) != 1 else ''} "
+                              f"refer to records missing from it (first: {table} row {rowid}, whose {parent} "
+                              "is absent); it was left untouched")
+
+
+def _snapshot(src: Path, dst: Path) -> None:
+    """A consistent copy of `src` (WAL included) without writing to it."""
+    uri = f"file:{quote(str(src.resolve()))}?mode=ro"
+    try:
+        source = sqlite3.connect(uri, uri=True)
+        try:
+            source.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.OperationalError:
+            source.close()
+            source = sqlite3.connect(uri + "&immutable=1", uri=True)
+        target = sqlite3.connect(dst)
+        try:
+            source.backup(target)
+        finally:
+            target.close()
+            source.close()
+    except sqlite3.DatabaseError as exc:
+        raise ImportFileError(f"{src}: cannot read it as a database ({exc}); it was left untouched") from None
+
+
+def _merge_attached(store: Store, copy: Path, other: Path) -> dict[str, int]:
+    if store.readonly:
+        raise StoreError(f"{store.path} is read-only: cannot import {other}")
+    conn = store.conn
+    cols = _MERGE_COLS
+    try:
+        conn.execute("ATTACH DATABASE ? AS other", [str(copy)])
+    except sqlite3.Error as exc:
+        raise store._translate(exc, f"import {other}") from None
+    try:
+        before = _counts(conn)
+        with store.batch():
+            try:
+                for table in TABLES:
+                    c = ", ".join(cols[table])
+                    conn.execute(f"INSERT OR IGNORE INTO main.{table} ({c}) SELECT {c} FROM other.{table}")
+                finished = ", ".join(f"{c} = o.{c}" for c in R.OUTPUT_COLS[1:])
+                conn.execute(f"UPDATE main.output SET {finished} FROM other.output AS o WHERE output.id = o.id "
+                             "AND output.status IN ('streaming', 'interrupted') "
+                             "AND o.status NOT IN ('streaming', 'interrupted')")
+                conn.execute("UPDATE main.tag SET removed_at = o.removed_at FROM other.tag AS o "
+                             "WHERE tag.id = o.id AND tag.removed_at IS NULL AND o.removed_at IS NOT NULL")
+                for table in ("session", "vote"):
+                    conn.execute(f"UPDATE main.{table} SET revealed_at = o.revealed_at FROM other.{table} AS o "
+                                 f"WHERE {table}.id = o.id AND {table}.revealed_at IS NULL "
+                                 "AND o.revealed_at IS NOT NULL")
+                # a vote withdrawn in either database is withdrawn here
+                conn.execute("UPDATE main.vote SET retracted_at = o.retracted_at, current = 0 FROM other.vote AS o "
+                             "WHERE vote.id = o.id AND vote.retracted_at IS NULL AND o.retracted_at IS NOT NULL")
+                # a vote superseded in either database is superseded here
+                conn.execute("UPDATE main.vote SET current = 0 WHERE current = 1 AND id IN "
+                             "(SELECT supersedes FROM main.vote WHERE supersedes IS NOT NULL)")
+                conn.execute("UPDATE main.vote_contestant SET current = 0 WHERE current = 1 AND vote_id IN "
+                             "(SELECT id FROM main.vote WHERE current = 0)")
+            except sqlite3.Error as exc:
+                raise store._translate(exc, f"import {other}") from None
+        after = _counts(conn)
+    finally:
+        conn.execute("DETACH DATABASE other")
+    return {t: after[t] - before[t] for t in TABLES if t != "vote_contestant"}
