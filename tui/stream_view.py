@@ -261,7 +261,7 @@ class StreamView(LineScrollView, can_focus=True):
         if self._splitter is not None:
             self._tail_piece = self._splitter.tail()
             if self._tail_piece is not None and not self._tail_hidden():
-                tail = render_piece(self._console(), self._tail_piece, width, self._tail_gap())
+                tail = render_piece(self._render_console(), self._tail_piece, width, self._tail_gap())
                 out.extend(strip.text.rstrip() for strip in tail)
         return "\n".join(out)
 
@@ -331,7 +331,7 @@ class StreamView(LineScrollView, can_focus=True):
             self.refresh(self.size.region)
 
     # --------------------------------------------------------------- flushing
-    def _console(self) -> Console:
+    def _render_console(self) -> Console:
         try:
             return self.app.console
         except Exception:  # not running in an app (plain_text on a bare widget)
@@ -434,7 +434,7 @@ class StreamView(LineScrollView, can_focus=True):
         if self._tail_piece is None or self._tail_hidden() or not self._width:
             self._tail = []
         else:
-            self._tail = render_piece(self._console(), self._tail_piece, self._width,
+            self._tail = render_piece(self._render_console(), self._tail_piece, self._width,
                                        self._tail_gap(), self._style())
 
     # ----------------------------------------------------------------- layout
@@ -505,7 +505,7 @@ class StreamView(LineScrollView, can_focus=True):
             return block.strips
         if block.width != width and schedule_fix and not self._follow:
             self._capture_anchor()
-        strips = render_piece(self._console(), block.piece, width, block.gap, self._style())
+        strips = render_piece(self._render_console(), block.piece, width, block.gap, self._style())
         if block.width != width:
             if width == self._width:
                 self._stale -= 1
