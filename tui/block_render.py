@@ -15,6 +15,8 @@ or links leave this module).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from markdown_it import MarkdownIt
 from pygments.token import Token as PygmentsToken
 from rich.cells import cell_len, get_character_cell_size
@@ -23,12 +25,15 @@ from rich.markdown import Markdown, MarkdownContext, MarkdownElement
 from rich.segment import Segment
 from rich.style import Style
 from rich.syntax import Syntax
-from rich.text import Text
+from rich.text import Text, TextType
 from textual.strip import Strip
 
 from core.markdown_blocks import Piece
 from core.text import one_line, shows_as_is_on_one_line
 from tui.lean_strip import LeanStrip
+
+if TYPE_CHECKING:
+    from markdown_it.token import Token
 
 __all__ = ["CODE_THEME", "estimate_height", "render_piece"]
 
@@ -42,13 +47,13 @@ class _HtmlBlock(MarkdownElement):
     new_line = True
 
     @classmethod
-    def create(cls, markdown: Markdown, token) -> _HtmlBlock:  # type: ignore[override]
+    def create(cls, markdown: Markdown, token: Token) -> _HtmlBlock:
         return cls()
 
     def __init__(self) -> None:
         self.text = ""
 
-    def on_text(self, context: MarkdownContext, text) -> None:  # type: ignore[override]
+    def on_text(self, context: MarkdownContext, text: TextType) -> None:
         self.text += str(text)
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:

@@ -29,7 +29,7 @@ class NoCache(FIFOCache):
 
     __slots__ = ()
 
-    def set(self, key, value) -> None:  # type: ignore[override]
+    def set(self, key: object, value: object) -> None:
         return None
 
     __setitem__ = set
