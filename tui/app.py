@@ -9,17 +9,26 @@ from __future__ import annotations
 import gc
 import random
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Any
 
 from textual import work
 from textual.app import App
 from textual.binding import Binding
+from textual.notifications import SeverityLevel
 
 from core.config import DEFAULT_TAGS, Config
 from core.sessions import ChatSession, default_rater
 from providers.events import SamplingParams
 from providers.model_config import ModelConfig
-from tui.commands import LineupCommands
+from tui.commands import LineupCommands, PaletteCommand
+
+if TYPE_CHECKING:
+    # Type names only (never run): the record as the core hands it over. The TUI
+    # never imports the store (tests/test_architecture.py); the screens import
+    # this module the same way, for `self.app`, without a cycle at run time.
+    from core.vote_queue import Repeats, Reveal
+    from core.votes import LoadedSession
+    from tui.chat_screen import ChatScreen
 
 
 @dataclass
@@ -54,7 +63,7 @@ class ReportOptions:
     rater: str | None = None
     since: float | None = None
 
-    def screen_kwargs(self) -> dict:
+    def screen_kwargs(self) -> dict[str, Any]:
         return dict(rounds=self.rounds, seed=self.seed, include_demo=self.include_demo, category=self.category,
                     sessions=self.sessions, rater=self.rater, since=self.since)
 
@@ -62,8 +71,8 @@ class ReportOptions:
 @dataclass
 class VoteOptions:
     session_id: str | None = None
-    reveal: Literal["each", "end"] = "each"
-    repeats: Literal["separate", "together"] = "separate"
+    reveal: Reveal = "each"
+    repeats: Repeats = "separate"
     shuffle_seed: int | None = None     # tests and snapshots; None = a fresh shuffle every time
 
 
@@ -97,13 +106,13 @@ class LineupApp(App[int]):
         self.blind_next = bool(chat and chat.blind)
         self.notices: list[tuple[str, str]] = []
         self.session: ChatSession | None = None
-        self.chat_screen = None
+        self.chat_screen: ChatScreen | None = None
         tags = list(DEFAULT_TAGS)
         tags += [t for t in self.config.tags if t not in tags]
         self.tags = tuple(tags)
 
     # ----- notifications ---------------------------------------------------
-    def say(self, message: str, *, severity: str = "information", timeout: float | None = None) -> None:
+    def say(self, message: str, *, severity: SeverityLevel = "information", timeout: float | None = None) -> None:
         """Notify without markup (model and provider text is untrusted)."""
         self.notices.append((severity, message))
         self.notify(message, severity=severity, markup=False, timeout=timeout)
@@ -141,8 +150,10 @@ class LineupApp(App[int]):
         from tui.chat_screen import ChatScreen
 
         opts = self.chat_options
+        if opts is None:   # only `lineup chat` starts chats (`_opened` tells the others how)
+            return
         resume = resume if resume is not None else (opts.resume if self.session is None else None)
-        loaded = None
+        loaded: LoadedSession | None = None
         autoplay: list[str] = []
         try:
             if resume:
@@ -257,7 +268,7 @@ class LineupApp(App[int]):
             if worker.group == "send":
                 worker.cancel()
 
-    def palette_commands(self):
+    def palette_commands(self) -> list[PaletteCommand]:
         return [
             ("Help: all keys", "every key binding", self.action_help),
             ("Sessions", "list, filter and open past sessions", self.action_sessions),

@@ -8,23 +8,33 @@ reveal (kind and HTTP status); the rest is shown once revealed."""
 from __future__ import annotations
 
 import math
+from functools import partial
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import work
 from textual.binding import Binding
 from textual.containers import Container
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
 from core.config import DEFAULT_TAGS
 from core.sessions import ChatSession, PaneUpdate
 from core.votes import VoteNeedsConfirmation, describe, exception_line
+from tui.commands import PaletteCommand
 from tui.figures import record_figures
 from tui.panes import Pane
 from tui.prompt_box import PromptBox
 from tui.record_entries import answer_entries, pane_status, status_note
 from tui.tag_picker import TagChoice, TagPicker, tag_summary
 from tui.vote_bar import VoteBar
+
+if TYPE_CHECKING:
+    from textual import getters
+
+    from core.votes import LoadedSession
+    from tui.app import LineupApp
 
 PANE_ACTIONS = {
     "cancel": "cancel the answer in flight",
@@ -47,6 +57,9 @@ def grid_shape(n: int) -> tuple[int, int]:
 class ChatScreen(Screen):
     """One live session."""
 
+    if TYPE_CHECKING:
+        app = getters.app(LineupApp)   # how the type checker sees `self.app` (Textual's own at run time)
+
     BINDINGS = [
         Binding("escape", "cancel_all", "Cancel all", id="chat.cancel_all", tooltip="Cancel every answer in flight"),
         Binding("f2", "focus_vote", "Vote", id="chat.vote", tooltip="Go to the vote bar (the only way to vote)"),
@@ -59,7 +72,7 @@ class ChatScreen(Screen):
     ]
 
     def __init__(self, session: ChatSession, *, tags: tuple[str, ...] = DEFAULT_TAGS, hint: str | None = None,
-                 figures_when_blind: bool = False, loaded=None, autoplay: list[str] | None = None) -> None:
+                 figures_when_blind: bool = False, loaded: LoadedSession | None = None, autoplay: list[str] | None = None) -> None:
         super().__init__()
         self.session = session
         self.tags = tags
@@ -119,7 +132,7 @@ class ChatScreen(Screen):
             pane.errors_hidden = not s.revealed
         self.refresh_bindings()
 
-    def say(self, message: str, *, severity: str = "information") -> None:
+    def say(self, message: str, *, severity: SeverityLevel = "information") -> None:
         """A notification of our own making (it names labels only while blind)."""
         self.app.say(message, severity=severity)
 
@@ -164,7 +177,7 @@ class ChatScreen(Screen):
             pane.body.set_conversation(entries)
             pane.masked_errors = False
 
-    def _show_loaded(self, loaded) -> None:
+    def _show_loaded(self, loaded: LoadedSession) -> None:
         """A resumed session: every saved turn and each contestant's latest answer."""
         aliases = [c.alias for c in self.session.contestants]
         for i, alias in enumerate(aliases):
@@ -406,7 +419,11 @@ class ChatScreen(Screen):
             carried = self.session.tags_on(index)
             picker = TagPicker(name, self.tags, already=tuple(t.tag for t in carried if not t.auto),
                                auto=tuple(t.tag for t in carried if t.auto))
-            self.app.push_screen(picker, lambda choice: self._tag(index, choice))
+
+            def tagged(choice: TagChoice | None) -> None:
+                self._tag(index, choice)
+
+            self.app.push_screen(picker, tagged)
 
     @work(group="retry", exit_on_error=False)
     async def _retry(self, index: int) -> None:
@@ -434,9 +451,9 @@ class ChatScreen(Screen):
         self.say(tag_summary(name, tags, choice))
 
     # ----- command palette -------------------------------------------------
-    def palette_commands(self):
+    def palette_commands(self) -> list[PaletteCommand]:
         """(name, help, callback) for every action on this screen."""
-        cmds = [
+        cmds: list[PaletteCommand] = [
             ("Cancel all", "cancel every answer in flight", self.action_cancel_all),
             ("New session", "same models, a fresh session", self.action_new_session),
             ("Toggle blind mode", "blind labels for the next new session", self.action_toggle_blind),
@@ -453,7 +470,7 @@ class ChatScreen(Screen):
             bar = self.vote_bar
             for i, label in enumerate(bar.labels):
                 cmds.append((f"Vote: {self.session.display_name(i)} best", "record the vote and reveal",
-                             lambda k="abcdefgh"[i]: bar.action_pick(k)))
+                             partial(bar.action_pick, "abcdefgh"[i])))
             cmds.append(("Vote: tie", "record a tie", lambda: bar.action_pick("tie")))
             cmds.append((f"Vote: {bar.bad_choice.replace('_', ' ')}", "none is good", lambda: bar.action_pick("bad")))
             if len(bar.labels) > 2:
@@ -462,5 +479,5 @@ class ChatScreen(Screen):
             name = self.session.display_name(i)
             for action, help_text in PANE_ACTIONS.items():
                 cmds.append((f"{name}: {action.replace('_', ' ')}", help_text,
-                             lambda i=i, a=action: self.pane_action(i, a)))
+                             partial(self.pane_action, i, action)))
         return cmds

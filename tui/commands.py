@@ -3,14 +3,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from functools import partial
+from typing import Protocol, TypeAlias, runtime_checkable
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.content import Content
 from textual.markup import escape
+from textual.screen import Screen
+
+# (name, help, callback): one palette entry; the callback's result (a worker,
+# when the action runs in one) is ignored.
+PaletteCommand: TypeAlias = tuple[str, str, Callable[[], object]]
 
 
-def _binding_commands(screen):
+@runtime_checkable
+class HasPaletteCommands(Protocol):
+    """A screen (or the app) that lists its own palette entries."""
+
+    def palette_commands(self) -> list[PaletteCommand]: ...
+
+
+def _binding_commands(screen: Screen[object]) -> Iterator[PaletteCommand]:
     """Fallback for screens without `palette_commands`: their active bindings."""
     seen = set()
     for key, active in screen.active_bindings.items():
@@ -25,13 +39,15 @@ def _binding_commands(screen):
 class LineupCommands(Provider):
     """Screen actions first, then the app-wide ones (help, sessions, quit)."""
 
-    def _commands(self):
+    def _commands(self) -> list[PaletteCommand]:
         screen = self.screen
-        if hasattr(screen, "palette_commands"):
+        if isinstance(screen, HasPaletteCommands):
             items = list(screen.palette_commands())
         else:
             items = list(_binding_commands(screen))
-        items.extend(self.app.palette_commands())
+        app = self.app
+        if isinstance(app, HasPaletteCommands):
+            items.extend(app.palette_commands())
         return items
 
     async def discover(self) -> Hits:

@@ -5,6 +5,8 @@ screen keeps the single view of the session."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.text import Text
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -16,6 +18,11 @@ from core.votes import error_line
 from providers.events import StreamResult
 from tui.figures import live_figures
 from tui.stream_view import StreamView
+
+if TYPE_CHECKING:
+    from textual import getters
+
+    from tui.app import LineupApp
 
 STATUS_STYLE = {
     "idle": "dim",
@@ -37,6 +44,9 @@ class PaneHeader(Static):
 class Pane(Vertical):
     """A contestant's column. Focus lives in its body (one Tab stop per pane,
     arrow keys scroll); the pane's keys work from there."""
+
+    if TYPE_CHECKING:
+        app = getters.app(LineupApp)   # how the type checker sees `self.app` (Textual's own at run time)
 
     ALLOW_MAXIMIZE = True
     BINDINGS = [

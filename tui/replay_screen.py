@@ -8,12 +8,14 @@ through each vote's own mapping (`core.votes`)."""
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import anyio
 from rich.text import Text
 from textual import work
 from textual.binding import Binding
 from textual.containers import Container
+from textual.dom import DOMNode
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
@@ -23,6 +25,12 @@ from tui.figures import record_figures
 from tui.panes import Pane
 from tui.playback import answer_chunks, delays
 from tui.record_entries import answer_entries, pane_status, status_note
+
+if TYPE_CHECKING:
+    from textual import getters
+
+    from core.votes import LoadedSession
+    from tui.app import LineupApp
 
 REPLAY_ACTIONS = frozenset({"copy", "copy_code", "maximise", "reasoning"})
 
@@ -34,6 +42,9 @@ def vote_line(vote, hidden: bool, label_by_model: dict[str, str] | None = None) 
 
 
 class ReplayScreen(Screen):
+    if TYPE_CHECKING:
+        app = getters.app(LineupApp)   # how the type checker sees `self.app` (Textual's own at run time)
+
     BINDINGS = [
         Binding("1", "play(1)", "Play 1x", id="replay.play1", tooltip="Play the answer at its recorded pace"),
         Binding("4", "play(4)", "Play 4x", id="replay.play4", tooltip="Play the answer four times faster"),
@@ -47,7 +58,7 @@ class ReplayScreen(Screen):
         super().__init__()
         self.session_id = session_id
         self.standalone = standalone
-        self.loaded = None
+        self.loaded: LoadedSession | None = None
         self.panes: list[Pane] = []
         self.turn_index = 0
         self.info = Static("loading…", classes="info-line", id="replay-info")
@@ -62,7 +73,7 @@ class ReplayScreen(Screen):
         self.title = "lineup"
         self.sub_title = "replay"
         try:
-            self.loaded = await self.app.store.load_session(self.session_id)
+            loaded: LoadedSession = await self.app.store.load_session(self.session_id)
         except Exception as exc:
             if self.standalone:
                 self.app.exit(2, message=f"lineup replay: {exc}")
@@ -70,8 +81,9 @@ class ReplayScreen(Screen):
                 self.app.say(str(exc), severity="error")
                 self.dismiss()
             return
-        rec = self.loaded.session
-        self.reveal = reveal_state(self.loaded)
+        self.loaded = loaded
+        rec = loaded.session
+        self.reveal = reveal_state(loaded)
         self.hidden = not self.reveal.all
         contestants = sorted(rec.contestants, key=lambda c: c.position)
         self.aliases = [c.alias for c in contestants]
@@ -89,7 +101,7 @@ class ReplayScreen(Screen):
         names = f"blind, {self.reveal.summary().replace('hidden', 'not revealed')}" if self.hidden \
             else " · ".join(self.aliases)
         self.sub_title = f"replay · {kind} · {names}"
-        self.turn_index = max(0, len(self.loaded.turns) - 1)
+        self.turn_index = max(0, len(loaded.turns) - 1)
         for i in range(len(self.panes)):
             self._fill(i)
         self._show_info()
@@ -97,11 +109,18 @@ class ReplayScreen(Screen):
             self.panes[0].focus()
 
     # ----- content ----------------------------------------------------------
+    @property
+    def _loaded(self) -> LoadedSession:
+        """The session, for what runs once the panes are up: `on_mount` loads
+        it before it mounts them."""
+        assert self.loaded is not None, "the replay is used before its session is loaded"
+        return self.loaded
+
     def _outputs(self, turn_id: str, i: int):
-        return [o for o in self.loaded.outputs_for(turn_id) if o.contestant == self.aliases[i]]
+        return [o for o in self._loaded.outputs_for(turn_id) if o.contestant == self.aliases[i]]
 
     def _tags_for(self, output_id: str) -> list[str]:
-        return [t.tag + (f" ({t.note})" if t.note else "") for t in self.loaded.tags if t.output_id == output_id]
+        return [t.tag + (f" ({t.note})" if t.note else "") for t in self._loaded.tags if t.output_id == output_id]
 
     def _note(self, out, last: bool) -> str | None:
         parts = []
@@ -117,7 +136,7 @@ class ReplayScreen(Screen):
 
     def _entries(self, i: int, until: int | None = None, skip_answer_of: int | None = None):
         """Pane i's conversation over turns [0, until) and its last answer record."""
-        turns = self.loaded.turns if until is None else self.loaded.turns[:until]
+        turns = self._loaded.turns if until is None else self._loaded.turns[:until]
         entries: list = []
         last_out = None
         for t_index, turn in enumerate(turns):
@@ -141,19 +160,19 @@ class ReplayScreen(Screen):
         """Pane i's status and figures: those of its answer (last attempt) to
         the turn chosen ([ ]) or played, never another turn's."""
         pane = self.panes[i]
-        turns = self.loaded.turns
+        turns = self._loaded.turns
         index = self.turn_index if turn_index is None else turn_index
         outs = self._outputs(turns[index].id, i) if turns else []
         pane.status = pane_status(outs[-1]) if outs else "idle"
         pane.figures = record_figures(outs[-1]) if outs else ""
 
     def _show_info(self) -> None:
-        turns = self.loaded.turns
+        turns = self._loaded.turns
         if not turns:
             self.info.update(Text("This session has no turns."))
             return
         turn = turns[self.turn_index]
-        votes = self.loaded.votes_for(turn.id)
+        votes = self._loaded.votes_for(turn.id)
         line = f"turn {self.turn_index + 1} of {len(turns)}"
         if turn.case_id:
             line += f" · case {turn.case_id}" + (f" ({turn.category})" if turn.category else "")
@@ -173,7 +192,7 @@ class ReplayScreen(Screen):
                 self._header(i)
 
     def _focused_index(self) -> int:
-        node = self.focused
+        node: DOMNode | None = self.focused
         while node is not None and not isinstance(node, Pane):
             node = node.parent
         return node.index if isinstance(node, Pane) else 0
@@ -187,7 +206,7 @@ class ReplayScreen(Screen):
     async def play(self, i: int, turn_index: int, speed: float) -> None:
         """Pane i: the turns before, then this turn's answer at `speed`, then the rest."""
         pane = self.panes[i]
-        turn = self.loaded.turns[turn_index]
+        turn = self._loaded.turns[turn_index]
         outs = self._outputs(turn.id, i)
         self._fill(i, until=turn_index + 1, skip_answer_of=turn_index)
         try:

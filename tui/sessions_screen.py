@@ -4,6 +4,8 @@ unit is revealed ("k of n revealed" meanwhile)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.text import Text
 from textual import work
 from textual.binding import Binding
@@ -11,6 +13,11 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Input, Static
 
 from core.text import format_time
+
+if TYPE_CHECKING:
+    from textual import getters
+
+    from tui.app import LineupApp
 
 
 def when(ts: float) -> str:
@@ -35,6 +42,9 @@ def matches(s, needle: str) -> bool:
 
 class SessionsScreen(Screen[tuple[str, str] | None]):
     """Dismisses with (what, session_id): what is 'chat', 'replay' or 'vote'."""
+
+    if TYPE_CHECKING:
+        app = getters.app(LineupApp)   # how the type checker sees `self.app` (Textual's own at run time)
 
     BINDINGS = [
         Binding("enter", "open('chat')", "Continue", id="sessions.continue", tooltip="Continue the session"),
@@ -92,7 +102,9 @@ class SessionsScreen(Screen[tuple[str, str] | None]):
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
-        self.dismiss(("chat", event.row_key.value))
+        sid = event.row_key.value   # every row is added with its session's id as the key
+        if sid is not None:
+            self.dismiss(("chat", sid))
 
     def selected_id(self) -> str | None:
         table = self.query_one(DataTable)

@@ -80,13 +80,13 @@ class VoteBar(Horizontal, can_focus=True):
         return missing[0] if len(missing) == 1 else None
 
     def _show_prompt(self) -> None:
-        last = self.implied_last
-        if last is not None:
-            full = " > ".join(ranking_with_last_implied(self.ranking, self.labels))
+        ranking, last = self.ranking, self.implied_last
+        if ranking is not None and last is not None:
+            full = " > ".join(ranking_with_last_implied(ranking, self.labels))
             key = LETTERS[self.labels.index(last)]
             self.prompt.update(Text(f"Ranking {full}: {last} last. Enter saves it ({key} too), Esc starts over"))
-        elif self.ranking is not None:
-            done = " > ".join(self.ranking)
+        elif ranking is not None:
+            done = " > ".join(ranking)
             self.prompt.update(Text(f"Rank best to worst (press a, b, ...): {done}{' > ' if done else ''}…"))
         elif self.has_focus:
             self.prompt.update(Text("Which answer is best?"))
@@ -140,7 +140,7 @@ class VoteBar(Horizontal, can_focus=True):
         self.post_message(self.Voted(choice, None))
 
     def action_confirm_rank(self) -> None:
-        if self.implied_last is not None:
+        if self.ranking is not None and self.implied_last is not None:
             self._save_ranking(ranking_with_last_implied(self.ranking, self.labels))
 
     def action_cancel_rank(self) -> None:

@@ -7,6 +7,9 @@ draws it and forwards keys."""
 
 from __future__ import annotations
 
+import random
+from typing import TYPE_CHECKING
+
 from rich.text import Text
 from textual import work
 from textual.binding import Binding
@@ -14,7 +17,7 @@ from textual.containers import Container
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, Static
 
-from core.vote_queue import LABELS, QueueItem, VoteQueue, check_summary
+from core.vote_queue import LABELS, QueueItem, Repeats, Reveal, VoteQueue, check_summary
 from core.votes import VoteError, VoteNeedsConfirmation, describe
 from tui.chat_screen import grid_shape
 from tui.panes import Pane
@@ -22,10 +25,19 @@ from tui.record_entries import answer_entries, pane_status, status_note
 from tui.tag_picker import TagChoice, TagPicker, tag_summary
 from tui.vote_bar import VoteBar
 
+if TYPE_CHECKING:
+    from textual import getters
+
+    from core.votes import OutputRecord
+    from tui.app import LineupApp
+
 QUEUE_PANE_ACTIONS = frozenset({"copy", "copy_code", "maximise", "reasoning", "tag"})
 
 
 class VoteQueueScreen(Screen):
+    if TYPE_CHECKING:
+        app = getters.app(LineupApp)   # how the type checker sees `self.app` (Textual's own at run time)
+
     BINDINGS = [
         Binding("s", "skip", "Skip", id="queue.skip", tooltip="Leave this case for later"),
         Binding("u", "undo", "Undo", id="queue.undo", tooltip="Take back the last vote and judge again"),
@@ -37,8 +49,8 @@ class VoteQueueScreen(Screen):
         Binding("escape", "close", "Back", id="queue.back"),
     ]
 
-    def __init__(self, session_id: str | None = None, *, reveal: str = "each", repeats: str = "separate",
-                 standalone: bool = False, rng=None) -> None:
+    def __init__(self, session_id: str | None = None, *, reveal: Reveal = "each", repeats: Repeats = "separate",
+                 standalone: bool = False, rng: random.Random | None = None) -> None:
         super().__init__()
         self.session_id = session_id
         self.reveal = reveal
@@ -61,6 +73,13 @@ class VoteQueueScreen(Screen):
         yield Footer(show_command_palette=False)
 
     # ----- the queue's state, for drawing (and tests) ------------------------
+    @property
+    def _queue(self) -> VoteQueue:
+        """The queue, for what runs once a case is shown: `on_mount` loads it
+        before the first case, and every action on a case comes after."""
+        assert self.queue is not None, "the vote queue is used before it is loaded"
+        return self.queue
+
     @property
     def items(self) -> list[QueueItem]:
         return self.queue.items if self.queue else []
@@ -118,7 +137,7 @@ class VoteQueueScreen(Screen):
         await grid.remove_children()
         self.panes = []
         self.unconfirmed = None
-        item = self.queue.advance()
+        item = self._queue.advance()
         if item is None:
             self.vote_bar.remove_class("-visible")
             self._show_end()
@@ -130,7 +149,7 @@ class VoteQueueScreen(Screen):
         await grid.mount_all(self.panes)
         for i, alias in enumerate(self.order):
             self._fill(self.panes[i], item, alias)
-        self.vote_bar.set_labels(self.queue.labels)
+        self.vote_bar.set_labels(self._queue.labels)
         self.vote_bar.add_class("-visible")
         self.vote_bar.focus()
         self._show_info()
@@ -162,7 +181,7 @@ class VoteQueueScreen(Screen):
 
     def _show_info(self, extra: str = "") -> None:
         item = self.current
-        line = f"case {self.done + len(self.queue.seen) + 1} of {self.total}"
+        line = f"case {self.done + len(self._queue.seen) + 1} of {self.total}"
         if item is not None and item.case_id:
             line += f" · {item.case_id}" + (f" ({item.category})" if item.category else "")
         if item is not None and len(item.repeats) > 1:
@@ -174,7 +193,7 @@ class VoteQueueScreen(Screen):
         self.info.update(Text(line))
 
     def _show_end(self) -> None:
-        seen = f", {len(self.queue.seen)} revealed without a vote" if self.queue.seen else ""
+        seen = f", {len(self._queue.seen)} revealed without a vote" if self._queue.seen else ""
         lines = [f"All done: {self.done} of {self.total} cases judged{seen}." if self.total else
                  "Nothing to vote on: every case has a vote."]
         if self.reveal == "end" and self.history:
@@ -192,7 +211,7 @@ class VoteQueueScreen(Screen):
     async def _mark_revealed(self) -> None:
         """End of the queue: record that the names of its votes were shown."""
         try:
-            await self.queue.finish()
+            await self._queue.finish()
         except Exception as exc:
             self.app.say(f"Could not record the reveal: {exc}", severity="error")
 
@@ -206,11 +225,13 @@ class VoteQueueScreen(Screen):
     @work(group="queue-write", exclusive=True, exit_on_error=False)
     async def _record(self, choice: str, ranking: list[str] | None) -> None:
         item = self.current
+        if item is None:    # voting is offered only while a case waits for its vote
+            return
         # the same vote cast again after a warning confirms it
         confirm = self.unconfirmed == (choice, ranking)
         self.unconfirmed = None
         try:
-            votes = await self.queue.vote(choice, ranking, note=self.note, confirm=confirm)
+            votes = await self._queue.vote(choice, ranking, note=self.note, confirm=confirm)
         except VoteNeedsConfirmation as exc:
             self.unconfirmed = (choice, ranking)
             self.app.say(f"Not saved yet: {exc}", severity="warning")
@@ -249,7 +270,7 @@ class VoteQueueScreen(Screen):
         if item is None or not self.waiting:
             return
         try:
-            await self.queue.reveal_current()
+            await self._queue.reveal_current()
         except Exception as exc:
             self.app.say(f"Reveal not saved: {exc}", severity="error")
             return
@@ -269,7 +290,7 @@ class VoteQueueScreen(Screen):
 
     async def action_skip(self) -> None:
         if self.waiting:
-            self.queue.skip()   # back of the queue
+            self._queue.skip()   # back of the queue
             self.app.say("Skipped: it comes back at the end.")
             await self.show_next()
 
@@ -334,23 +355,26 @@ class VoteQueueScreen(Screen):
             if item is None:
                 return
             alias = self.order[event.index]
-            outs = [item.outputs.get((t.id, alias)) for t in item.targets]
-            outs = [o for o in outs if o is not None]
+            outs = [o for t in item.targets if (o := item.outputs.get((t.id, alias))) is not None]
             if outs:
                 carried = [t for o in outs for t in item.tags.get(o.id, ())]
                 picker = TagPicker(name, self.app.tags, already=tuple(t.tag for t in carried if not t.auto),
                                    auto=tuple(t.tag for t in carried if t.auto))
-                self.app.push_screen(picker, lambda c: self._tag(item, outs, name, c))
+
+                def tagged(choice: TagChoice | None) -> None:
+                    self._tag(item, outs, name, choice)
+
+                self.app.push_screen(picker, tagged)
         else:
             pane.common_action(event.action, name)
 
     @work(group="queue-write", exit_on_error=False)
-    async def _tag(self, item: QueueItem, outs, name: str, choice: TagChoice | None) -> None:
+    async def _tag(self, item: QueueItem, outs: list[OutputRecord], name: str, choice: TagChoice | None) -> None:
         if choice is None:
             return
         tags = choice.tags or (("note",) if choice.note else ())
         try:
-            await self.queue.tag(item, outs, tags, note=choice.note, removed=tuple(choice.removed))
+            await self._queue.tag(item, outs, tags, note=choice.note, removed=tuple(choice.removed))
         except Exception as exc:
             self.app.say(f"Tag not saved: {exc}", severity="error")
             return
