@@ -5,9 +5,10 @@ screen keeps the single view of the session."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Self
 
 from rich.text import Text
+from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.message import Message
@@ -15,7 +16,17 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from core.votes import error_line
-from providers.events import StreamResult
+from providers.events import (
+    Finish,
+    Queued,
+    ReasoningDelta,
+    RequestSent,
+    Retrying,
+    StreamError,
+    StreamEvent,
+    StreamResult,
+    TextDelta,
+)
 from tui.figures import live_figures
 from tui.stream_view import StreamView
 
@@ -94,7 +105,7 @@ class Pane(Vertical):
         self.errors_hidden = False
         self.masked_errors = False
 
-    def compose(self):
+    def compose(self) -> ComposeResult:
         yield self.header
         yield self.body
 
@@ -160,41 +171,41 @@ class Pane(Vertical):
         self.figures = ""
         self.status = "waiting"
 
-    def apply(self, event, result: StreamResult, output_id: str | None = None) -> None:
+    def apply(self, event: StreamEvent, result: StreamResult, output_id: str | None = None) -> None:
         """One stream event from the session (see `core.sessions.PaneUpdate`)."""
         if output_id is not None:
             if output_id in self._stale:
                 return
             self._output_id = output_id
         self.result = result
-        kind = event.type
-        if kind == "text":
-            if self.status != "streaming":
-                self.status = "streaming"
-            self.body.append(event.text)
-        elif kind == "reasoning":
-            if self.status != "streaming":
-                self.status = "streaming"
-            self.body.append_reasoning(event.text)
-        elif kind == "retrying":
-            self.status = "retrying"
-            self.detail = f"{event.kind.value}, attempt {event.attempt + 1}"
-        elif kind == "queued":   # its server is busy with other panes (see `ServerLimits`)
-            self.status = "queued"
-            self.detail = event.message
-        elif kind == "sent":
-            if self.status in ("retrying", "queued"):
-                self.status = "waiting"
-                self.detail = ""
-        elif kind == "finish":
-            self._close("done", None)
-        elif kind == "error":
-            if event.kind.value == "cancelled":
-                self._close("cancelled", "cancelled")
-            else:
-                self.detail = event.kind.value
-                self.masked_errors |= self.errors_hidden
-                self._close("error", error_line(event.kind.value, event.message, hidden=self.errors_hidden))
+        match event:
+            case TextDelta():
+                if self.status != "streaming":
+                    self.status = "streaming"
+                self.body.append(event.text)
+            case ReasoningDelta():
+                if self.status != "streaming":
+                    self.status = "streaming"
+                self.body.append_reasoning(event.text)
+            case Retrying():
+                self.status = "retrying"
+                self.detail = f"{event.kind.value}, attempt {event.attempt + 1}"
+            case Queued():   # its server is busy with other panes (see `ServerLimits`)
+                self.status = "queued"
+                self.detail = event.message
+            case RequestSent():
+                if self.status in ("retrying", "queued"):
+                    self.status = "waiting"
+                    self.detail = ""
+            case Finish():
+                self._close("done", None)
+            case StreamError():
+                if event.kind.value == "cancelled":
+                    self._close("cancelled", "cancelled")
+                else:
+                    self.detail = event.kind.value
+                    self.masked_errors |= self.errors_hidden
+                    self._close("error", error_line(event.kind.value, event.message, hidden=self.errors_hidden))
 
     def _close(self, status: str, note: str | None) -> None:
         if self._answer_open:
@@ -239,6 +250,6 @@ class Pane(Vertical):
             return False
         return True
 
-    def focus(self, scroll_visible: bool = True):
+    def focus(self, scroll_visible: bool = True) -> Self:
         self.body.focus(scroll_visible)
         return self
