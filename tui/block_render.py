@@ -15,6 +15,7 @@ or links leave this module).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from markdown_it import MarkdownIt
@@ -34,6 +35,9 @@ from tui.lean_strip import LeanStrip
 
 if TYPE_CHECKING:
     from markdown_it.token import Token
+    from pygments.lexer import Lexer
+    from pygments.token import _TokenType
+    from rich.console import RenderableType
 
 __all__ = ["CODE_THEME", "estimate_height", "render_piece"]
 
@@ -92,11 +96,11 @@ _NOTE_STYLE = Style(italic=True, color="yellow")
 _CODE_THEME = Syntax.get_theme(CODE_THEME)
 _CODE_BG = _CODE_THEME.get_background_style()
 _CODE_BASE = Syntax("", "text", theme=CODE_THEME)._get_base_style()
-_LEXERS: dict[str, object] = {}
+_LEXERS: dict[str, Lexer] = {}
 _TOKEN_STYLES: dict[object, Style] = {}
 
 
-def _lexer(lang: str):
+def _lexer(lang: str) -> Lexer:
     """A pygments lexer per language name, built once (a lookup costs ~1 ms)."""
     lexer = _LEXERS.get(lang)
     if lexer is None:
@@ -147,6 +151,7 @@ def _code_lines(code: str, lang: str, width: int, first: bool, last: bool) -> li
         line = []
         col = 0
 
+    tokens: Iterable[tuple[_TokenType, str]]
     if code:
         tokens = _lexer(lang).get_tokens(code)
     else:  # an empty fence shows one empty row; a closing-only chunk just the bottom pad
@@ -207,7 +212,7 @@ def _is_blank(line: list[Segment]) -> bool:
                for seg in line)
 
 
-def _lines(console: Console, renderable, width: int, trim: bool = True) -> list[list[Segment]]:
+def _lines(console: Console, renderable: RenderableType, width: int, trim: bool = True) -> list[list[Segment]]:
     options = console.options.update(width=max(1, width), height=None, highlight=False,
                                      markup=False, no_wrap=False)
     lines = Segment.split_lines(console.render(renderable, options))

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import work
+from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Container
 from textual.notifications import SeverityLevel
@@ -26,7 +27,7 @@ from tui.commands import PaletteCommand
 from tui.figures import record_figures
 from tui.panes import Pane
 from tui.prompt_box import PromptBox
-from tui.record_entries import answer_entries, pane_status, status_note
+from tui.record_entries import Entry, answer_entries, pane_status, status_note
 from tui.tag_picker import TagChoice, TagPicker, tag_summary
 from tui.vote_bar import VoteBar
 
@@ -72,7 +73,8 @@ class ChatScreen(Screen):
     ]
 
     def __init__(self, session: ChatSession, *, tags: tuple[str, ...] = DEFAULT_TAGS, hint: str | None = None,
-                 figures_when_blind: bool = False, loaded: LoadedSession | None = None, autoplay: list[str] | None = None) -> None:
+                 figures_when_blind: bool = False, loaded: LoadedSession | None = None,
+                 autoplay: list[str] | None = None) -> None:
         super().__init__()
         self.session = session
         self.tags = tags
@@ -91,7 +93,7 @@ class ChatScreen(Screen):
         self._held_back: list[str] = []     # failures told in part while blind: told whole at the reveal
 
     # ----- layout ---------------------------------------------------------
-    def compose(self):
+    def compose(self) -> ComposeResult:
         yield Header(show_clock=False, icon="≡")
         if self.hint:
             yield Static(Text(self.hint), id="hint")
@@ -168,7 +170,7 @@ class ChatScreen(Screen):
             if not pane.masked_errors:
                 continue
             alias = self.session.contestants[pane.index].alias
-            entries: list = []
+            entries: list[Entry] = []
             for turn in loaded.turns:
                 entries.append(("user", turn.user_message))
                 for out in loaded.outputs_for(turn.id):
@@ -182,7 +184,7 @@ class ChatScreen(Screen):
         aliases = [c.alias for c in self.session.contestants]
         for i, alias in enumerate(aliases):
             pane = self.panes[i]
-            entries: list = []
+            entries: list[Entry] = []
             last = None
             for turn in loaded.turns:
                 entries.append(("user", turn.user_message))
@@ -300,7 +302,7 @@ class ChatScreen(Screen):
         self.say(f"Vote saved: {what}{reveal}")
         self.prompt.focus()
 
-    def check_action(self, action: str, parameters) -> bool | None:
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Withdraw and reveal are offered (footer, keys) only where they apply."""
         if action == "withdraw_vote":
             return self.session.current_vote(self.app.rater) is not None

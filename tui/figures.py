@@ -5,8 +5,12 @@ Kept apart from widgets so replay, the chat panes and tests format alike."""
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from providers.events import StreamResult
+
+if TYPE_CHECKING:
+    from core.votes import OutputRecord
 
 
 def format_figures(ttft_ms: float | None, tokens: int | None, estimated: bool,
@@ -34,7 +38,7 @@ def live_figures(result: StreamResult, *, now: float | None = None) -> str:
     return format_figures(result.ttft_ms, tokens, estimated, rate)
 
 
-def record_figures(out) -> str:
+def record_figures(out: OutputRecord) -> str:
     """Figures of a saved answer (an `OutputRecord`)."""
     rate = None
     if out.duration_ms and out.ttft_ms is not None and out.output_tokens:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rich.table import Table
 from rich.text import Text
-from textual.app import App
+from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
@@ -51,7 +51,7 @@ class HelpScreen(ModalScreen[None]):
         Binding("escape,f1,q", "close", "Close", id="help.close"),
     ]
 
-    def compose(self):
+    def compose(self) -> ComposeResult:
         table = Table(show_header=False, box=None, pad_edge=False, expand=True)
         table.add_column("key", style="bold", no_wrap=True, width=14)
         table.add_column("what")

@@ -3,12 +3,17 @@ resumed chat, the replay and the vote queue."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from core.votes import output_note
+
+if TYPE_CHECKING:
+    from core.votes import OutputRecord
 
 Entry = tuple[str, str]
 
 
-def answer_entries(out, note: str | None = None) -> list[Entry]:
+def answer_entries(out: OutputRecord, note: str | None = None) -> list[Entry]:
     """One saved answer: its reasoning, its text, then a note line if any."""
     entries: list[Entry] = []
     if out.reasoning:
@@ -19,12 +24,12 @@ def answer_entries(out, note: str | None = None) -> list[Entry]:
     return entries
 
 
-def pane_status(out) -> str:
+def pane_status(out: OutputRecord) -> str:
     """The pane header status of a saved answer."""
     return {"complete": "done"}.get(out.status, out.status)
 
 
-def status_note(out, *, hidden: bool) -> str | None:
+def status_note(out: OutputRecord, *, hidden: bool) -> str | None:
     """'error (kind): message' ('error (kind, HTTP n) — details after the vote'
     while `hidden`: see `core.votes.error_line`), 'cancelled' or
     'interrupted'; None when complete."""

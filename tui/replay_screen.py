@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import anyio
 from rich.text import Text
 from textual import work
+from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Container
 from textual.dom import DOMNode
@@ -24,18 +25,18 @@ from tui.chat_screen import grid_shape
 from tui.figures import record_figures
 from tui.panes import Pane
 from tui.playback import answer_chunks, delays
-from tui.record_entries import answer_entries, pane_status, status_note
+from tui.record_entries import Entry, answer_entries, pane_status, status_note
 
 if TYPE_CHECKING:
     from textual import getters
 
-    from core.votes import LoadedSession
+    from core.votes import LoadedSession, OutputRecord, VoteRecord
     from tui.app import LineupApp
 
 REPLAY_ACTIONS = frozenset({"copy", "copy_code", "maximise", "reasoning"})
 
 
-def vote_line(vote, hidden: bool, label_by_model: dict[str, str] | None = None) -> str:
+def vote_line(vote: VoteRecord, hidden: bool, label_by_model: dict[str, str] | None = None) -> str:
     """One vote in the panes' labels (`label_by_model`), the model named unless `hidden`."""
     what = describe(vote, revealed=not hidden, label_by_model=label_by_model)
     return f"{vote.rater}: {what}" + (f", note: {vote.note}" if vote.note else "")
@@ -63,7 +64,7 @@ class ReplayScreen(Screen):
         self.turn_index = 0
         self.info = Static("loading…", classes="info-line", id="replay-info")
 
-    def compose(self):
+    def compose(self) -> ComposeResult:
         yield Header(show_clock=False, icon="≡")
         yield self.info
         yield Container(id="panes")
@@ -116,13 +117,13 @@ class ReplayScreen(Screen):
         assert self.loaded is not None, "the replay is used before its session is loaded"
         return self.loaded
 
-    def _outputs(self, turn_id: str, i: int):
+    def _outputs(self, turn_id: str, i: int) -> list[OutputRecord]:
         return [o for o in self._loaded.outputs_for(turn_id) if o.contestant == self.aliases[i]]
 
     def _tags_for(self, output_id: str) -> list[str]:
         return [t.tag + (f" ({t.note})" if t.note else "") for t in self._loaded.tags if t.output_id == output_id]
 
-    def _note(self, out, last: bool) -> str | None:
+    def _note(self, out: OutputRecord, last: bool) -> str | None:
         parts = []
         if not last:
             parts.append(f"attempt {out.attempt}, retried")
@@ -134,10 +135,11 @@ class ReplayScreen(Screen):
             parts.append("tags: " + ", ".join(tags))
         return " · ".join(parts) or None
 
-    def _entries(self, i: int, until: int | None = None, skip_answer_of: int | None = None):
+    def _entries(self, i: int, until: int | None = None,
+                 skip_answer_of: int | None = None) -> tuple[list[Entry], OutputRecord | None]:
         """Pane i's conversation over turns [0, until) and its last answer record."""
         turns = self._loaded.turns if until is None else self._loaded.turns[:until]
-        entries: list = []
+        entries: list[Entry] = []
         last_out = None
         for t_index, turn in enumerate(turns):
             entries.append(("user", turn.user_message))

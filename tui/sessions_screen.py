@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import work
+from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Input, Static
@@ -58,7 +59,7 @@ class SessionsScreen(Screen[tuple[str, str] | None]):
         super().__init__()
         self.summaries: list = []
 
-    def compose(self):
+    def compose(self) -> ComposeResult:
         yield Header(show_clock=False, icon="≡")
         yield Input(placeholder="filter: words in id, kind, title or model names", id="sessions-filter")
         yield DataTable(id="sessions-table", cursor_type="row", zebra_stripes=True)

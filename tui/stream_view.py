@@ -30,6 +30,7 @@ from __future__ import annotations
 import time
 from bisect import bisect_right
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rich.console import Console
@@ -567,7 +568,7 @@ class StreamView(LineScrollView, can_focus=True):
             index = min(index, len(self._blocks) - 1)
             self._fill_down(index, view + offset, render)
 
-    def _fill_down(self, index: int, need: int, render) -> None:
+    def _fill_down(self, index: int, need: int, render: Callable[[int], int]) -> None:
         first = index
         while need > 0 and index < len(self._blocks):
             need -= render(index)
@@ -718,7 +719,7 @@ class StreamView(LineScrollView, can_focus=True):
                     self._render_tail()
         return style
 
-    def render_lines(self, crop):
+    def render_lines(self, crop: Region) -> list[Strip]:
         # Geometry once per paint, not once per line (each lookup walks styles).
         self._paint = (self.scroll_offset.y, self.scrollable_content_region.width)
         self._style()

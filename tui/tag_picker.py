@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rich.text import Text
+from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
@@ -38,7 +39,7 @@ class TagPicker(ModalScreen[TagChoice | None]):
         # a tag the answer carries is listed even if the taxonomy no longer has it
         self.tags = tuple(tags) + tuple(sorted(t for t in self.already if t not in tags))
 
-    def compose(self):
+    def compose(self) -> ComposeResult:
         with Vertical(id="tag-dialog"):
             yield Label(Text(f"Tags for answer {self.target}"), id="tag-title")
             yield SelectionList[str](*[(Text(t + (" (auto)" if t in self.auto else "")), t, t in self.already)

@@ -5,6 +5,7 @@ the choice; the screen records it through the session (or the queue)."""
 from __future__ import annotations
 
 from rich.text import Text
+from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.message import Message
@@ -43,7 +44,7 @@ class VoteBar(Horizontal, can_focus=True):
         self.ranking: list[str] | None = None
         self.prompt = Static("", id="vote-prompt")
 
-    def compose(self):
+    def compose(self) -> ComposeResult:
         yield self.prompt
 
     def set_labels(self, labels: list[str]) -> None:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import work
+from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Container
 from textual.screen import Screen
@@ -21,13 +22,14 @@ from core.vote_queue import LABELS, QueueItem, Repeats, Reveal, VoteQueue, check
 from core.votes import VoteError, VoteNeedsConfirmation, describe
 from tui.chat_screen import grid_shape
 from tui.panes import Pane
-from tui.record_entries import answer_entries, pane_status, status_note
+from tui.record_entries import Entry, answer_entries, pane_status, status_note
 from tui.tag_picker import TagChoice, TagPicker, tag_summary
 from tui.vote_bar import VoteBar
 
 if TYPE_CHECKING:
     from textual import getters
 
+    from core.vote_queue import TurnRecord
     from core.votes import OutputRecord
     from tui.app import LineupApp
 
@@ -64,7 +66,7 @@ class VoteQueueScreen(Screen):
         self.info = Static("loading…", classes="info-line", id="queue-info")
         self.vote_bar = VoteBar()
 
-    def compose(self):
+    def compose(self) -> ComposeResult:
         yield Header(show_clock=False, icon="≡")
         yield self.info
         yield Container(id="panes")
@@ -157,10 +159,10 @@ class VoteQueueScreen(Screen):
     def _fill(self, pane: Pane, item: QueueItem, alias: str, *, hidden: bool = True) -> None:
         """Pane: the case's turns and this contestant's answers; while `hidden`
         (before the vote's reveal) an error says only its kind and status."""
-        entries: list = []
+        entries: list[Entry] = []
         last = None
 
-        def answer(turn) -> None:
+        def answer(turn: TurnRecord) -> None:
             nonlocal last
             out = item.outputs.get((turn.id, alias))
             if out is not None:
@@ -338,7 +340,7 @@ class VoteQueueScreen(Screen):
         else:
             self.dismiss()
 
-    def check_action(self, action: str, parameters) -> bool | None:
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "next":
             return self.current is not None and not self.waiting
         if action in ("skip", "note", "reveal"):
