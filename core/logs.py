@@ -383,6 +383,13 @@ class _Collector:
             history=tuple(convo.turns[:-1]), images=tuple(convo.images), image_urls=tuple(convo.urls),
             source=source))
 
+    def too_long(self, where: str, fields: Any, at_least: int) -> None:
+        """A record found too long before its whole conversation was read."""
+        self.by_seen = self.by_seen or _dig(fields, self.out.by)[0]
+        self.out.skipped[SKIP_TOO_LONG] += 1
+        self.out.first_skipped.setdefault(
+            SKIP_TOO_LONG, f"{where} (over {at_least} characters, over --max-chars {self.max_chars})")
+
     def finish(self, shown: str, fields_hint: Iterable[str] = ()) -> LoadedLogs:
         out = self.out
         if not self.by_seen:
@@ -556,7 +563,7 @@ def _read_json_records(records: Iterable[tuple[int, str, Any, str | None, str]],
         collect.add(order, where, source, obj, msgs, system)
     if export is not None:
         out.prompt_field, out.detail = "prompt", "llm logs --json export"
-        for order, where, source, obj, msgs, system in _llm_export_conversations(export, shown):
+        for order, where, source, obj, msgs, system in _llm_export_conversations(export, collect):
             collect.add(order, where, source, obj, msgs, system)
     if not out.records and not out.skipped:
         raise LogError(f"{shown}: no records")
@@ -575,8 +582,10 @@ def _attachment(type_: Any, content: bytes | None, path: Any, url: Any, att_id: 
         try:
             with open_input(path, limit=MAX_IMAGE_BYTES) as f:
                 data = f.read(MAX_IMAGE_BYTES + 1)
-        except InputError:
-            return _Img(problem="an image file that is gone")
+        except InputError as exc:
+            if exc.problem == "no such file":
+                return _Img(problem="an image file that is gone")
+            return _Img(problem=f"an image file that is not read ({exc.problem})")
         if hashlib.sha256(data).hexdigest() != att_id:
             return _Img(problem="an image file changed since it was logged")
         return _image_from_bytes(data)
@@ -592,7 +601,22 @@ def _add_attachment(msg: _Msg, got: _Img | str) -> None:
         msg.images.append(got)
 
 
-def _llm_export_conversations(export: list[tuple[int, str, str, dict[str, Any]]], shown: str
+def _earlier(convo: list[dict[str, Any]], k: int, size: Callable[[dict[str, Any]], int],
+             max_chars: int) -> list[dict[str, Any]] | None:
+    """The records before `convo[k]` (oldest first), walked back from the
+    newest, or None once they are longer than `max_chars` (0: no limit); so a
+    record of a long conversation costs at most max_chars, not the whole of it."""
+    total = size(convo[k])
+    start = k
+    while start > 0:
+        total += size(convo[start - 1])
+        if max_chars and total > max_chars:
+            return None
+        start -= 1
+    return convo[start:k]
+
+
+def _llm_export_conversations(export: list[tuple[int, str, str, dict[str, Any]]], collect: _Collector
                               ) -> Iterator[tuple[int, str, str, dict[str, Any], list[_Msg], str | None]]:
     """Records of `llm logs --json`: each with the earlier turns of its conversation before it."""
     by_convo: dict[Any, list[dict[str, Any]]] = defaultdict(list)
@@ -618,12 +642,21 @@ def _llm_export_conversations(export: list[tuple[int, str, str, dict[str, Any]]]
             msg.tools = True
         return msg
 
+    position = {id(obj): k for turns in by_convo.values() for k, obj in enumerate(turns)}
+
+    def size(obj: dict[str, Any]) -> int:
+        return len(obj.get("prompt") or "") + len(obj.get("response") or "") + len(obj.get("system") or "")
+
     for order, where, source, obj in export:
         msgs: list[_Msg] = []
-        convo = by_convo.get(obj.get("conversation_id"), [obj]) if obj.get("conversation_id") is not None else [obj]
-        for earlier in convo:
-            if earlier is obj:
-                break
+        if id(obj) in position:
+            got = _earlier(by_convo[obj["conversation_id"]], position[id(obj)], size, collect.max_chars)
+        else:
+            got = []
+        if got is None:
+            collect.too_long(where, obj, collect.max_chars)
+            continue
+        for earlier in got:
             msgs.append(user_msg(earlier, where))
             msgs.append(_Msg("assistant", [earlier.get("response") or ""], tools=bool(earlier.get("tool_calls"))))
         msgs.append(user_msg(obj, where))
@@ -797,17 +830,25 @@ def _read_legacy(conn: sqlite3.Connection, shown: str, collect: _Collector, by: 
                                              path, url, att_id))
         return msg
 
+    position = {id(row): k for turns in convos.values() for k, row in enumerate(turns)}
+
+    def size(row: dict[str, Any]) -> int:
+        return sum(len(row.get(c) or "") if isinstance(row.get(c), str) else 0 for c in (pcol, "response", "system"))
+
     for row in rows:
         here = f"{shown}: responses rowid {row['_rowid']}"
+        fields = {k: v for k, v in row.items() if k != "_rowid"}
         msgs: list[_Msg] = []
-        for earlier in convos.get(row.get("conversation_id"), []) if row.get("conversation_id") is not None else []:
-            if earlier is row:
-                break
+        got = _earlier(convos[row["conversation_id"]], position[id(row)], size, collect.max_chars) \
+            if id(row) in position else []
+        if got is None:
+            collect.too_long(here, fields, collect.max_chars)
+            continue
+        for earlier in got:
             msgs.append(user(earlier, here))
             msgs.append(_Msg("assistant", [earlier.get("response") or ""]))
         msgs.append(user(row, here))
         system = text(row, "system", system_frags, here) if "system" in row else None
-        fields = {k: v for k, v in row.items() if k != "_rowid"}
         collect.add(row["_rowid"], here, f"row{row['_rowid']}", fields, msgs, system)
     return cols
 
@@ -894,6 +935,7 @@ def _read_turns(conn: sqlite3.Connection, shown: str, collect: _Collector) -> No
         chain: list[_Msg] = []
         h = values[1]
         seen: set[str] = set()
+        length = 0
         while h is not None:
             if h not in role:
                 raise LogError(f"{here}: message {one_line(h, 60)} is missing from the messages table")
@@ -901,6 +943,12 @@ def _read_turns(conn: sqlite3.Connection, shown: str, collect: _Collector) -> No
                 raise LogError(f"{here}: the message chain loops at {one_line(h, 60)}")
             seen.add(h)
             chain.append(message(h, here))
+            length += sum(map(len, chain[-1].texts))
+            if collect.max_chars and length > collect.max_chars:
+                break      # the walk up a long conversation stops here: each turn costs at most max_chars
             h = parent[h]
+        if collect.max_chars and length > collect.max_chars:
+            collect.too_long(here, fields, length)
+            continue
         chain.reverse()
         collect.add(rowid, here, f"turn={values[0]}", fields, chain if chain else None)

@@ -501,3 +501,34 @@ def test_errors_on_the_command_line_exit_2_without_traceback(tmp_path, capsys):
     assert f"{path}:[0]: messages[1]: no \"role\"" in err and "Traceback" not in err
     assert not (tmp_path / "o.jsonl").exists()
 
+
+
+def test_long_conversations_are_cut_without_reading_all_of_them(llm_logs, tmp_path):
+    logs = read_logs(llm_logs.db, "model", max_chars=60)
+    assert "Now move Tuesday to Friday" not in {r.prompt for r in logs.records}
+    assert "Plan my week of site visits" in {r.prompt for r in logs.records}
+    assert logs.skipped[SKIP_TOO_LONG] >= 1
+    # the same in llm's JSON export shape: a conversation of 40 turns of ~100 characters
+    turns = [{"id": f"t{i:03d}", "model": "m", "conversation_id": "c1", "datetime_utc": f"2025-01-01T00:{i:02d}",
+              "prompt": f"question {i} " + "q" * 40, "response": "answer " + "a" * 40, "system": None}
+             for i in range(40)]
+    path = write_jsonl(tmp_path / "export.jsonl", turns[::-1])          # llm lists the newest first
+    logs = read_logs(path, "model", max_chars=1000)
+    kept = sorted(r.prompt.split()[1] for r in logs.records)
+    assert sorted(kept, key=int) == [str(i) for i in range(10)]       # 10 turns of ~100 chars fit in 1000
+    assert logs.skipped == {SKIP_TOO_LONG: 30}
+    tenth = next(r for r in logs.records if r.prompt.startswith("question 9 "))
+    assert len(tenth.history) == 18 and tenth.history[0][1].startswith("question 0 ")
+
+
+def test_an_image_file_the_log_names_is_read_only_if_small_and_regular(llm_logs, tmp_path):
+    original = llm_logs.image.read_bytes()
+    try:
+        llm_logs.image.unlink()
+        llm_logs.image.mkdir()                       # not a file any more
+        logs = read_logs(llm_logs.db, "model")
+        assert logs.first_skipped[SKIP_ATTACHMENT].endswith("(an image file that is not read (is a directory, not a file))")
+    finally:
+        if llm_logs.image.is_dir():
+            llm_logs.image.rmdir()
+        llm_logs.image.write_bytes(original)
