@@ -86,7 +86,9 @@ def run(args: argparse.Namespace) -> int:
                   str(total_sampled), "100.0", "100.0", style="bold")
     console.print(table)
     d = result.dedup
-    console.print(Text(f"removed {d.exact} exact and {d.near} near duplicate(s) (shingle Jaccard >= {threshold:g})"))
+    of = " (compared by template)" if d.template is not None else ""
+    console.print(Text(f"removed {d.exact} exact and {d.near} near duplicate(s){of} "
+                       f"(shingle Jaccard >= {threshold:g})"))
     if d.template is not None:
         what = "numbers, ids, e-mails, URLs, dates, times" + (" and names" if d.template == "names" else "")
         console.print(Text(f"template-aware ({what} as placeholders): merged {d.template_merged} prompt(s) "
