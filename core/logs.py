@@ -172,6 +172,13 @@ class _Msg:
     images: list[_Img] = field(default_factory=list)
     tools: bool = False                      # tool calls or results
     other: list[str] = field(default_factory=list)   # parts a set cannot carry: "audio", "file", ...
+    _text: str | None = None
+
+    def text(self) -> str:
+        """The text parts joined (computed once: a logs.db message is shared by every later turn)."""
+        if self._text is None:
+            self._text = "\n\n".join(t for t in self.texts if t)
+        return self._text
 
 
 @dataclass
@@ -308,52 +315,66 @@ class _Skip:
 
 
 def _conversation(msgs: list[_Msg], system: str | None, max_chars: int) -> _Convo | _Skip:
-    """The case a chat makes, or why (`SKIP_*`) it makes none."""
+    """The case a chat makes, or why (`SKIP_*`) it makes none. Linear in the
+    messages and copying none of them (a logs.db turn's history is long)."""
     systems = [system] if system else []
-    i = 0
-    while i < len(msgs) and msgs[i].role == "system":
+    i, n = 0, len(msgs)
+    while i < n and msgs[i].role == "system":
         systems.extend(msgs[i].texts)
         i += 1
-    rest = msgs[i:]
-    if any(m.tools for m in rest):
-        return _Skip(SKIP_TOOLS)
-    if any(m.role == "system" for m in rest):
-        return _Skip(SKIP_SHAPE, "a system message after the conversation began")
-    last_user = max((k for k, m in enumerate(rest) if m.role == "user"), default=None)
-    if last_user is None:
+    last_user = -1
+    for k in range(i, n):
+        m = msgs[k]
+        if m.tools:
+            return _Skip(SKIP_TOOLS)
+        if m.role == "system":
+            return _Skip(SKIP_SHAPE, "a system message after the conversation began")
+        if m.role == "user":
+            last_user = k
+    if last_user < 0:
         return _Skip(SKIP_EMPTY)
-    rest = rest[:last_user + 1]             # an answer logged after the prompt is not part of the case
-    merged: list[_Msg] = []
-    for m in rest:
-        if merged and merged[-1].role == m.role:
-            prev = merged[-1]
-            prev.texts.extend(m.texts)
-            prev.images.extend(m.images)
-            prev.other.extend(m.other)
-        else:
-            merged.append(_Msg(m.role, list(m.texts), list(m.images), m.tools, list(m.other)))
-    if merged[0].role != "user":
+    if msgs[i].role != "user":
         return _Skip(SKIP_SHAPE, "it starts with an assistant message")
-    other = [what for m in merged for what in m.other]
-    if other:
-        return _Skip(SKIP_ATTACHMENT, other[0])
-    if any(m.images for m in merged[:-1]):
-        return _Skip(SKIP_EARLIER_IMAGE)
-    last = merged[-1]
-    prompt = "\n\n".join(t for t in last.texts if t)
+    # An answer logged after the last user message is not part of the case;
+    # the last run of user messages is the prompt, the rest the history.
+    first_of_last = last_user
+    while first_of_last > i and msgs[first_of_last - 1].role == "user":
+        first_of_last -= 1
+    for k in range(i, last_user + 1):
+        if msgs[k].other:
+            return _Skip(SKIP_ATTACHMENT, msgs[k].other[0])
+    for k in range(i, first_of_last):
+        if msgs[k].images:
+            return _Skip(SKIP_EARLIER_IMAGE)
+    last = msgs[first_of_last:last_user + 1]
+    images_in = [img for m in last for img in m.images]
+    prompt = "\n\n".join(t for t in (m.text() for m in last) if t)
     if not prompt.strip():
-        return _Skip(SKIP_NON_TEXT if last.images else SKIP_EMPTY)
-    problems = [img.problem for img in last.images if img.problem]
+        return _Skip(SKIP_NON_TEXT if images_in else SKIP_EMPTY)
+    problems = [img.problem for img in images_in if img.problem]
     if problems:
         return _Skip(SKIP_ATTACHMENT, problems[0])
-    turns = [(m.role, "\n\n".join(t for t in m.texts if t)) for m in merged[:-1]] + [("user", prompt)]
+    turns: list[tuple[str, str]] = []
+    group: list[str] = []
+    role = msgs[i].role
+    for k in range(i, first_of_last):            # consecutive messages of one role are joined
+        m = msgs[k]
+        if m.role != role:
+            turns.append((role, "\n\n".join(group)))
+            role, group = m.role, []
+        text = m.text()
+        if text:
+            group.append(text)
+    if first_of_last > i:
+        turns.append((role, "\n\n".join(group)))
+    turns.append(("user", prompt))
     system_text = "\n\n".join(s for s in systems if s) or None
     length = len(system_text or "") + sum(len(t) for _, t in turns)
     if max_chars and length > max_chars:
         return _Skip(SKIP_TOO_LONG, f"{length} characters, over --max-chars {max_chars}")
     images = [LogImage(image_mime(img.data) or "", img.data, hashlib.sha256(img.data).hexdigest())
-              for img in last.images if img.data is not None]
-    urls = [img.url for img in last.images if img.url is not None]
+              for img in images_in if img.data is not None]
+    urls = [img.url for img in images_in if img.url is not None]
     return _Convo(system_text, turns, images, urls)
 
 
@@ -383,12 +404,11 @@ class _Collector:
             history=tuple(convo.turns[:-1]), images=tuple(convo.images), image_urls=tuple(convo.urls),
             source=source))
 
-    def too_long(self, where: str, fields: Any, at_least: int) -> None:
+    def too_long(self, where: str, fields: Any) -> None:
         """A record found too long before its whole conversation was read."""
         self.by_seen = self.by_seen or _dig(fields, self.out.by)[0]
         self.out.skipped[SKIP_TOO_LONG] += 1
-        self.out.first_skipped.setdefault(
-            SKIP_TOO_LONG, f"{where} (over {at_least} characters, over --max-chars {self.max_chars})")
+        self.out.first_skipped.setdefault(SKIP_TOO_LONG, f"{where} (over --max-chars {self.max_chars})")
 
     def finish(self, shown: str, fields_hint: Iterable[str] = ()) -> LoadedLogs:
         out = self.out
@@ -570,12 +590,20 @@ def _read_json_records(records: Iterable[tuple[int, str, Any, str | None, str]],
     return collect.finish(shown, keys_seen)
 
 
-def _attachment(type_: Any, content: bytes | None, path: Any, url: Any, att_id: Any) -> _Img | str:
-    """An `llm` attachment as an image, or what it is when it is not one."""
+def _attachment(type_: Any, size: int | None, content: Callable[[], bytes | None], path: Any, url: Any,
+                att_id: Any) -> _Img | str:
+    """An `llm` attachment as an image, or what it is when it is not one.
+    `size` is the length of the bytes the log holds (None: none); `content()`
+    reads them, only for an image small enough to keep."""
     if isinstance(type_, str) and type_ and not type_.startswith("image/"):
         return f"an attachment of type {one_line(type_, 60)}"
-    if content:
-        return _image_from_bytes(content)
+    if size:
+        if size > MAX_IMAGE_BYTES:
+            return _Img(problem=f"an image of {size / 1e6:.1f} MB (a set carries at most "
+                                f"{MAX_IMAGE_BYTES / 1e6:.0f} MB)")
+        data = content()
+        if data:
+            return _image_from_bytes(data)
     if isinstance(path, str) and path:
         # The logs.db keeps no copy of a file's bytes: read the file if it
         # is still the one logged (llm's id for it is its bytes' sha256).
@@ -592,6 +620,14 @@ def _attachment(type_: Any, content: bytes | None, path: Any, url: Any, att_id: 
     if isinstance(url, str) and url:
         return _Img(url=url)
     return _Img(problem="an attachment whose bytes are not in the log")
+
+
+def _blob(conn: sqlite3.Connection, att_id: Any) -> Callable[[], bytes | None]:
+    """Reads one attachment's bytes when called (they are not all held at once)."""
+    def read() -> bytes | None:
+        row = conn.execute("SELECT content FROM attachments WHERE id = ?", (att_id,)).fetchone()
+        return row[0] if row and isinstance(row[0], bytes) else None
+    return read
 
 
 def _add_attachment(msg: _Msg, got: _Img | str) -> None:
@@ -637,7 +673,8 @@ def _llm_export_conversations(export: list[tuple[int, str, str, dict[str, Any]]]
             if att.get("content"):     # the export says there were bytes, without them
                 msg.other.append("an attachment whose bytes the JSON export leaves out (sample the logs.db)")
                 continue
-            _add_attachment(msg, _attachment(att.get("type"), None, att.get("path"), att.get("url"), att.get("id")))
+            _add_attachment(msg, _attachment(att.get("type"), None, lambda: None, att.get("path"), att.get("url"),
+                                             att.get("id")))
         if obj.get("tool_calls") or obj.get("tool_results"):
             msg.tools = True
         return msg
@@ -654,7 +691,7 @@ def _llm_export_conversations(export: list[tuple[int, str, str, dict[str, Any]]]
         else:
             got = []
         if got is None:
-            collect.too_long(where, obj, collect.max_chars)
+            collect.too_long(where, obj)
             continue
         for earlier in got:
             msgs.append(user_msg(earlier, where))
@@ -798,7 +835,7 @@ def _read_legacy(conn: sqlite3.Connection, shown: str, collect: _Collector, by: 
     prompt_frags, system_frags = fragments("prompt_fragments"), fragments("system_fragments")
     atts: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
     if {"prompt_attachments", "attachments"} <= tables:
-        for row in conn.execute('SELECT pa.response_id, a.type, a.content, a.path, a.url, a.id '
+        for row in conn.execute('SELECT pa.response_id, a.type, length(a.content), a.path, a.url, a.id '
                                 'FROM prompt_attachments pa JOIN attachments a ON a.id = pa.attachment_id '
                                 'ORDER BY pa.response_id, pa."order"'):
             atts[row[0]].append(row[1:])
@@ -825,9 +862,8 @@ def _read_legacy(conn: sqlite3.Connection, shown: str, collect: _Collector, by: 
 
     def user(row: dict[str, Any], here: str) -> _Msg:
         msg = _Msg("user", [text(row, pcol, prompt_frags, here) or ""], tools=row.get("id") in tool_ids)
-        for type_, content, path, url, att_id in atts.get(str(row.get("id")), []):
-            _add_attachment(msg, _attachment(type_, content if isinstance(content, bytes) else None,
-                                             path, url, att_id))
+        for type_, size, path, url, att_id in atts.get(str(row.get("id")), []):
+            _add_attachment(msg, _attachment(type_, size, _blob(conn, att_id), path, url, att_id))
         return msg
 
     position = {id(row): k for turns in convos.values() for k, row in enumerate(turns)}
@@ -842,7 +878,7 @@ def _read_legacy(conn: sqlite3.Connection, shown: str, collect: _Collector, by: 
         got = _earlier(convos[row["conversation_id"]], position[id(row)], size, collect.max_chars) \
             if id(row) in position else []
         if got is None:
-            collect.too_long(here, fields, collect.max_chars)
+            collect.too_long(here, fields)
             continue
         for earlier in got:
             msgs.append(user(earlier, here))
@@ -882,7 +918,8 @@ def _read_turns(conn: sqlite3.Connection, shown: str, collect: _Collector) -> No
         fragments = {i: c or "" for i, c in conn.execute("SELECT id, content FROM fragments")}
     attachments: dict[str, tuple[Any, ...]] = {}
     if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'attachments'").fetchone():
-        attachments = {row[0]: row[1:] for row in conn.execute("SELECT id, type, content, path, url FROM attachments")}
+        attachments = {row[0]: row[1:] for row in conn.execute(
+            "SELECT id, type, length(content), path, url FROM attachments")}
     parts: dict[str, list[tuple[str, str | None, str | None]]] = defaultdict(list)
     for mh, kind, text, payload in conn.execute(
             "SELECT message_hash, type, text, payload FROM parts ORDER BY message_hash, position"):
@@ -918,9 +955,8 @@ def _read_turns(conn: sqlite3.Connection, shown: str, collect: _Collector) -> No
                 if row is None:
                     msg.other.append("an attachment missing from the attachments table")
                     continue
-                type_, content, path, url = row
-                _add_attachment(msg, _attachment(type_, content if isinstance(content, bytes) else None,
-                                                 path, url, att_id))
+                type_, size, path, url = row
+                _add_attachment(msg, _attachment(type_, size, _blob(conn, att_id), path, url, att_id))
             else:
                 msg.other.append(f"a {one_line(kind, 40)!r} part")
         messages[h] = msg
@@ -943,12 +979,12 @@ def _read_turns(conn: sqlite3.Connection, shown: str, collect: _Collector) -> No
                 raise LogError(f"{here}: the message chain loops at {one_line(h, 60)}")
             seen.add(h)
             chain.append(message(h, here))
-            length += sum(map(len, chain[-1].texts))
+            length += len(chain[-1].text())
             if collect.max_chars and length > collect.max_chars:
                 break      # the walk up a long conversation stops here: each turn costs at most max_chars
             h = parent[h]
         if collect.max_chars and length > collect.max_chars:
-            collect.too_long(here, fields, length)
+            collect.too_long(here, fields)
             continue
         chain.reverse()
         collect.add(rowid, here, f"turn={values[0]}", fields, chain if chain else None)

@@ -532,3 +532,16 @@ def test_an_image_file_the_log_names_is_read_only_if_small_and_regular(llm_logs,
         if llm_logs.image.is_dir():
             llm_logs.image.rmdir()
         llm_logs.image.write_bytes(original)
+
+
+def test_an_image_in_the_db_over_5_mb_is_skipped_by_its_size(llm_logs, tmp_path):
+    db = copy_db(llm_logs, tmp_path)
+    con = sqlite3.connect(db)
+    pixel_id = hashlib.sha256(PIXEL_PNG).hexdigest()
+    assert con.execute("UPDATE attachments SET content = ? WHERE id = ?",
+                       (PIXEL_PNG + bytes(6_000_000), pixel_id)).rowcount == 1
+    con.commit()
+    con.close()
+    logs = read_logs(db, "model")
+    assert logs.skipped == {SKIP_ATTACHMENT: 1}
+    assert logs.first_skipped[SKIP_ATTACHMENT].endswith("(an image of 6.0 MB (a set carries at most 5 MB))")
