@@ -1,265 +1,99 @@
 """Stratified sampling of prompts from real request logs into a sample set
-(`lineup sample`).
+(`lineup sample`). The logs are read by `core.logs` (every format, and what
+is skipped and why); this module decides what the sample is. Steps, each
+deterministic:
 
-Inputs: JSONL (one object per line), CSV/TSV with a header, or an `llm` CLI
-`logs.db` (SQLite, table `responses`). Steps, each deterministic:
-
-1. read the records: prompt text, stratum (the `--by` field), system prompt;
-2. drop duplicates: exact (after normalisation) and near-duplicates, found
+1. drop duplicates: exact (after normalisation) and near-duplicates, found
    with MinHash over word 3-shingles and LSH banding (linear in the input,
    never all pairs), confirmed by the exact shingle Jaccard; the first
-   occurrence in log order is kept;
-3. allocate `n` over the strata proportionally (largest remainder), at least
+   occurrence in log order is kept. A case's key is its whole conversation
+   (earlier turns, the prompt, its images' hashes), not its system prompt.
+   With `template`, values that vary between uses of one prompt template
+   (numbers, ids, e-mail addresses, URLs, dates, times; and capitalised
+   names with "names") are replaced by placeholders before comparing, and
+   the result says how many more prompts that merged;
+2. allocate `n` over the strata proportionally (largest remainder), at least
    one per stratum;
-4. draw within each stratum with a generator seeded by (seed, stratum), so a
-   stratum's draw does not change when another stratum appears.
+3. draw within each stratum with a generator seeded by (seed, stratum), so a
+   stratum's draw does not change when another stratum appears;
+4. write the cases (a multi-turn case as `messages`, inline images as files
+   beside the set) atomically.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 import random
 import re
-import sqlite3
 import unicodedata
 import zlib
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from core.inputs import InputError, lines, open_input, shown_name
-from core.jsonl import json_objects
+from core.logs import LoadedLogs, LogRecord
 
-PROMPT_FIELD_NAMES = ("prompt", "input", "question", "message", "messages", "text", "query", "instruction",
-                      "user_input", "content")
-NONE_STRATUM = "(none)"
 DEFAULT_THRESHOLD = 0.8
+TEMPLATE_MODES = ("values", "names")   # what `template` normalises: values; values and names
 
-_SQLITE_MAGIC = b"SQLite format 3\x00"
 _TOKEN = re.compile(r"\w+")
+_MONTH = (r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
+          r"|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?")
+# In order: each pattern sees the text the ones before it left. Each has a
+# cheap test (a substring the text must hold) that spares most texts the regex.
+_TEMPLATE_VALUES: tuple[tuple[tuple[str, ...], re.Pattern[str], str], ...] = (
+    (("://", "www."), re.compile(r"\b(?:https?|ftp)://\S+|\bwww\.\S+", re.I), " _url_ "),
+    (("@",), re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"), " _email_ "),
+    (("-",), re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I), " _id_ "),
+    (("-", "/", "."), re.compile(r"\b\d{4}-\d{1,2}-\d{1,2}(?:[T ]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?"
+                                 r"(?:Z|[+-]\d{2}:?\d{2})?)?\b|\b\d{1,2}[/.-]\d{1,2}[/.-]\d{2,4}\b"), " _date_ "),
+    (("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"),
+     re.compile(rf"\b{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?(?:,?\s+\d{{4}})?\b"
+                    rf"|\b\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH}(?:,?\s+\d{{4}})?\b", re.I), " _date_ "),
+    ((":",), re.compile(r"\b\d{1,2}:\d{2}(?::\d{2})?(?:\s?[ap]\.?m\b\.?)?", re.I), " _time_ "),
+)
+# What is left with a digit in it: a number (3, 4.5, 1,000), then an id (ORD42, 4o, a1b2).
+_NUMBER = re.compile(r"(?<!\w)\d+(?:[.,]\d+)*(?!\w)")
+_ID = re.compile(r"\w*\d\w*")
+_DIGIT = re.compile(r"\d")
+_WORD_AT = re.compile(r"[^\W\d_][\w'’-]*")
+_SENTENCE_END = frozenset(".!?:;\n")
 
 
-class LogError(ValueError):
-    """Unusable log input; the message names the file and line (or row)."""
+def template_text(text: str, names: bool = False) -> str:
+    """`text` with the values a template fills in replaced by placeholders
+    (`_num_`, `_id_`, `_email_`, `_url_`, `_date_`, `_time_`) and, with
+    `names`, every capitalised word that does not start a sentence (`_name_`)."""
+    text = unicodedata.normalize("NFKC", text)
+    if names:
+        pieces, pos = [], 0
+        for m in _WORD_AT.finditer(text):
+            word = m.group()
+            before = text[max(0, m.start() - 16):m.start()].rstrip(" \t")   # a window: linear in the text
+            starts_sentence = not before or before[-1] in _SENTENCE_END or before[-1] in "\"'“(«"
+            if word[0].isupper() and word != "I" and not starts_sentence:
+                pieces.append(text[pos:m.start()])
+                pieces.append(" _name_ ")
+                pos = m.end()
+        pieces.append(text[pos:])
+        text = "".join(pieces)
+    if not _DIGIT.search(text) and "@" not in text and "://" not in text and "www." not in text:
+        return text                           # every value below has a digit, an @ or a URL in it
+    folded = text.casefold()
+    for needs, pattern, placeholder in _TEMPLATE_VALUES:
+        if any(n in folded for n in needs):
+            text = pattern.sub(placeholder, text)
+    return _ID.sub(" _id_ ", _NUMBER.sub(" _num_ ", text))
 
 
-@dataclass(frozen=True, slots=True)
-class LogRecord:
-    prompt: str
-    stratum: str
-    line: int                 # line in a JSONL/CSV file, rowid in SQLite
-    system: str | None = None
-
-
-@dataclass
-class LoadedLogs:
-    path: str
-    kind: str                 # "jsonl" | "csv" | "sqlite"
-    prompt_field: str
-    by: str
-    records: list[LogRecord]
-    skipped: int = 0          # records without a (non-empty) prompt
-    first_skipped: int | None = None
-
-
-# ---------------------------------------------------------------- reading logs
-
-
-def read_logs(path: str | Path, by: str, prompt_field: str | None = None) -> LoadedLogs:
-    """Read a log file of any supported kind (detected from its content).
-    Opened as `core.inputs.open_input` opens any input: a regular file only,
-    bounded in size (an `llm` logs.db, which SQLite reads itself, in kind only)."""
-    path = Path(path)
-    try:
-        with open_input(path, limit=0) as f:
-            head = f.read(64)
-    except InputError as exc:
-        raise LogError(str(exc)) from None
-    if head.startswith(_SQLITE_MAGIC):
-        return _read_sqlite(path, by, prompt_field)
-    try:
-        f = open_input(path)
-    except InputError as exc:
-        raise LogError(str(exc)) from None
-    with f:
-        suffix = path.suffix.lower()
-        if suffix in (".csv", ".tsv"):
-            return _read_csv(f, path, by, prompt_field, delimiter="\t" if suffix == ".tsv" else ",")
-        if suffix in (".jsonl", ".ndjson", ".json"):
-            return _read_jsonl(f, path, by, prompt_field)
-        if head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{"):
-            return _read_jsonl(f, path, by, prompt_field)
-        return _read_csv(f, path, by, prompt_field, delimiter=",")
-
-
-def _pick_field(available: Iterable[str], wanted: str | None, what: str, where: str) -> str:
-    """The field named `wanted` (case-insensitively), or the first common prompt name."""
-    names = list(available)
-    lower = {n.lower(): n for n in reversed(names)}
-    if wanted is not None:
-        if wanted in names:
-            return wanted
-        if wanted.lower() in lower:
-            return lower[wanted.lower()]
-        raise LogError(f"{where}: no {what} field {wanted!r}; fields: {', '.join(names) or '(none)'}")
-    for candidate in PROMPT_FIELD_NAMES:
-        if candidate in lower:
-            return lower[candidate]
-    raise LogError(
-        f"{where}: no prompt field found (looked for {', '.join(PROMPT_FIELD_NAMES)}); "
-        f"fields: {', '.join(names) or '(none)'}; name one with --prompt-field"
-    )
-
-
-def _prompt_text(value: Any) -> str | None:
-    """Prompt text from a string, or the last user message of a chat `messages` list."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list) and value and all(isinstance(m, dict) for m in value):
-        users = [m for m in value if m.get("role") == "user"]
-        if not users:
-            return None
-        content = users[-1].get("content")
-        if isinstance(content, list):  # content parts
-            content = "\n".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
-        return content if isinstance(content, str) else None
-    raise TypeError(type(value).__name__)
-
-
-def _stratum(value: Any) -> str:
-    if value is None or value == "":
-        return NONE_STRATUM
-    if isinstance(value, str):
-        return value
-    if isinstance(value, (dict, list)):
-        return json.dumps(value, sort_keys=True, ensure_ascii=False)
-    return str(value)
-
-
-def _dig(obj: Any, dotted: str) -> tuple[bool, Any]:
-    """(found, value) for a dotted path into nested objects."""
-    if isinstance(obj, dict) and dotted in obj:
-        return True, obj[dotted]
-    cur = obj
-    for part in dotted.split("."):
-        if isinstance(cur, dict) and part in cur:
-            cur = cur[part]
-        else:
-            return False, None
-    return True, cur
-
-
-def _read_jsonl(f, path: Path, by: str, prompt_field: str | None) -> LoadedLogs:
-    out = LoadedLogs(str(path), "jsonl", prompt_field or "", by, [])
-    by_seen = False
-    keys_seen: list[str] = []
-    shown = shown_name(path)
-    for lineno, where, obj, problem in json_objects(lines(f, shown), shown, "a log record"):
-        if problem:
-            raise LogError(problem)
-        if not out.prompt_field:
-            out.prompt_field = _pick_field(obj.keys(), prompt_field, "prompt", where)
-        if not keys_seen:
-            keys_seen = list(obj.keys())
-        found, raw_stratum = _dig(obj, by)
-        by_seen = by_seen or found
-        try:
-            text = _prompt_text(obj.get(out.prompt_field))
-        except TypeError as exc:
-            raise LogError(f"{where}: {out.prompt_field}: expected text, got {exc}") from None
-        system = obj.get("system") if isinstance(obj.get("system"), str) else None
-        _add(out, text, raw_stratum, lineno, system)
-    if not out.records and not out.skipped:
-        raise LogError(f"{shown}: no records")
-    if not by_seen:
-        raise LogError(f"{shown}: no record has the field {by!r} given to --by; fields: {', '.join(keys_seen)}")
-    return out
-
-
-def _add(out: LoadedLogs, text: str | None, raw_stratum: Any, line: int, system: str | None) -> None:
-    if text is None or not text.strip():
-        out.skipped += 1
-        if out.first_skipped is None:
-            out.first_skipped = line
-        return
-    out.records.append(LogRecord(text, _stratum(raw_stratum), line, system or None))
-
-
-def _read_csv(binary, path: Path, by: str, prompt_field: str | None, delimiter: str) -> LoadedLogs:
-    csv.field_size_limit(2**31 - 1)   # a field is bounded by the file, which `open_input` bounded
-    out = LoadedLogs(str(path), "csv", "", by, [])
-    shown = shown_name(path)
-    try:
-        f = io.TextIOWrapper(binary, encoding="utf-8-sig", newline="")
-        reader = csv.reader(f, delimiter=delimiter)
-        try:
-            header = next(reader)
-        except StopIteration:
-            raise LogError(f"{shown}: empty file (expected a header row)") from None
-        header = [h.strip() for h in header]
-        where = f"{shown}:1"
-        out.prompt_field = _pick_field(header, prompt_field, "prompt", where)
-        by_col = _pick_field(header, by, "--by", where)
-        p_idx, b_idx = header.index(out.prompt_field), header.index(by_col)
-        s_idx = next((i for i, h in enumerate(header) if h.lower() == "system"), None)
-        try:
-            for row in reader:
-                if not row or (len(row) == 1 and not row[0].strip()):
-                    continue
-                line = reader.line_num
-                if len(row) > len(header):
-                    raise LogError(f"{shown}:{line}: {len(row)} fields but the header has {len(header)}")
-                get = lambda i: row[i] if i is not None and i < len(row) else None  # noqa: E731
-                _add(out, get(p_idx), get(b_idx), line, get(s_idx))
-        except csv.Error as exc:
-            raise LogError(f"{shown}:{reader.line_num}: bad CSV: {exc}") from None
-    except UnicodeDecodeError as exc:
-        raise LogError(f"{shown}: not UTF-8 text (near byte {exc.start + 1} of a read block)") from None
-    if not out.records and not out.skipped:
-        raise LogError(f"{shown}: no data rows")
-    return out
-
-
-def _read_sqlite(path: Path, by: str, prompt_field: str | None) -> LoadedLogs:
-    """An `llm` CLI logs.db: rows of the `responses` table."""
-    shown = shown_name(path)
-    try:
-        conn = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True)
-    except sqlite3.Error as exc:
-        raise LogError(f"{shown}: cannot open the SQLite database: {exc}") from None
-    try:
-        try:
-            cols = [r[1] for r in conn.execute("PRAGMA table_info(responses)")]
-        except sqlite3.DatabaseError as exc:
-            raise LogError(f"{shown}: not a readable SQLite database: {exc}") from None
-        if not cols:
-            raise LogError(f"{shown}: no 'responses' table (expected an `llm` logs.db)")
-        where = f"{shown}: table responses"
-        pcol = _pick_field(cols, prompt_field or "prompt", "prompt", where)
-        bcol = _pick_field(cols, by, "--by", where)
-        scol = "system" if "system" in cols else None
-        q = lambda c: '"' + c.replace('"', '""') + '"'  # noqa: E731
-        sql = f"SELECT rowid, {q(pcol)}, {q(bcol)}, {q(scol) if scol else 'NULL'} FROM responses ORDER BY rowid"
-        out = LoadedLogs(str(path), "sqlite", pcol, bcol, [])
-        try:
-            for rowid, prompt, stratum, system in conn.execute(sql):
-                if prompt is not None and not isinstance(prompt, str):
-                    raise LogError(f"{shown}: responses rowid {rowid}: {pcol}: expected text, got {type(prompt).__name__}")
-                _add(out, prompt, stratum, rowid, system if isinstance(system, str) else None)
-        except sqlite3.DatabaseError as exc:
-            raise LogError(f"{shown}: reading responses failed: {exc}") from None
-    finally:
-        conn.close()
-    if not out.records and not out.skipped:
-        raise LogError(f"{shown}: the responses table is empty")
-    return out
+def record_key(record: LogRecord) -> str:
+    """What two records must share to be duplicates: the conversation's text."""
+    return "\n".join([t for _, t in record.history] + [record.prompt])
 
 
 # ---------------------------------------------------------------- duplicates
@@ -351,13 +185,36 @@ class DedupResult:
     exact: int = 0
     near: int = 0
     near_pairs: list[tuple[int, int]] = field(default_factory=list)  # (removed, kept-original)
+    template: str | None = None                  # None, or one of TEMPLATE_MODES
+    template_merged: int = 0                     # removed beyond what plain de-duplication removes
+    largest_template: int = 0                    # prompts that share the commonest template
 
 
-def dedupe(prompts: Sequence[str], threshold: float = DEFAULT_THRESHOLD) -> DedupResult:
+def dedupe(prompts: Sequence[str], threshold: float = DEFAULT_THRESHOLD, template: str | None = None,
+           suffixes: Sequence[str] | None = None) -> DedupResult:
     """Indices of the prompts to keep: the first of each group of exact
     duplicates (normalised text), then the first of near-duplicates whose
-    word-3-shingle Jaccard is >= `threshold` (>= 1.0: exact only)."""
-    normed = [normalise(p) for p in prompts]
+    word-3-shingle Jaccard is >= `threshold` (>= 1.0: exact only).
+    `template` ("values" or "names") compares the prompts' templates
+    (`template_text`); `suffixes[i]` (image hashes) is added to prompt i's
+    text after normalising, so it is never mistaken for a template value."""
+    extra = suffixes if suffixes is not None else [""] * len(prompts)
+    plain = [normalise(p) + (" " + x if x else "") for p, x in zip(prompts, extra)]
+    if template is None:
+        return _dedupe_normed(plain, threshold)
+    if template not in TEMPLATE_MODES:
+        raise ValueError(f"template mode must be one of {', '.join(TEMPLATE_MODES)}, got {template!r}")
+    templated = [normalise(template_text(p, names=template == "names")) + (" " + x if x else "")
+                 for p, x in zip(prompts, extra)]
+    result = _dedupe_normed(templated, threshold)
+    result.template = template
+    result.template_merged = len(_dedupe_normed(plain, threshold).kept) - len(result.kept)
+    result.largest_template = max(Counter(templated).values(), default=0)
+    return result
+
+
+def _dedupe_normed(normed: list[str], threshold: float) -> DedupResult:
+    prompts = normed
     first: dict[str, int] = {}
     unique: list[int] = []
     for i, t in enumerate(normed):
@@ -464,12 +321,14 @@ class SampleResult:
     threshold: float
 
 
-def sample_records(logs: LoadedLogs, n: int, seed: int = 0, threshold: float = DEFAULT_THRESHOLD) -> SampleResult:
+def sample_records(logs: LoadedLogs, n: int, seed: int = 0, threshold: float = DEFAULT_THRESHOLD,
+                   template: str | None = None) -> SampleResult:
     """Dedupe, allocate and draw: the records of the sample, by stratum then log order."""
     if n < 1:
         raise ValueError("-n must be at least 1")
     records = logs.records
-    dedup = dedupe([r.prompt for r in records], threshold)
+    suffixes = [" ".join(f"image{img.sha256}" for img in r.images) for r in records]
+    dedup = dedupe([record_key(r) for r in records], threshold, template=template, suffixes=suffixes)
     logged = Counter(r.stratum for r in records)
     by_stratum: dict[str, list[LogRecord]] = defaultdict(list)
     for i in dedup.kept:
@@ -491,11 +350,30 @@ def _slug(text: str) -> str:
     return slug[:40] or "case"
 
 
-def to_cases(result: SampleResult) -> list[dict[str, Any]]:
-    """Sample-set case objects (id, category = stratum, prompt, tags)."""
+_IMAGE_SUFFIX = {"image/png": ".png", "image/jpeg": ".jpg", "image/gif": ".gif", "image/webp": ".webp"}
+MAX_URL_TAG = 500
+
+
+@dataclass
+class SampleOutput:
+    cases: list[dict[str, Any]]
+    images: dict[str, bytes]          # path relative to the set's folder -> bytes
+
+
+def image_folder(out: str | Path) -> str:
+    """The folder beside a set that holds its sampled images: `SET.images`."""
+    return Path(out).stem + ".images"
+
+
+def to_cases(result: SampleResult, images_dir: str = "images") -> SampleOutput:
+    """Sample-set case objects (id, category = stratum, system, prompt or
+    messages, images, tags) and the image files they name (under `images_dir`,
+    by content hash)."""
     cases = []
+    images: dict[str, bytes] = {}
     used: set[str] = set()
     counters: Counter[str] = Counter()
+    name = Path(result.logs.path).name
     for rec in result.chosen:
         slug = _slug(rec.stratum)
         counters[slug] += 1
@@ -504,13 +382,26 @@ def to_cases(result: SampleResult) -> list[dict[str, Any]]:
             counters[slug] += 1
             case_id = f"{slug}-{counters[slug]:03d}"
         used.add(case_id)
-        case: dict[str, Any] = {"id": case_id, "category": rec.stratum[:200], "prompt": rec.prompt}
+        case: dict[str, Any] = {"id": case_id, "category": rec.stratum[:200]}
         if rec.system:
             case["system"] = rec.system
-        where = "row" if result.logs.kind == "sqlite" else "line"
-        case["tags"] = ["sampled", f"{result.logs.by}={rec.stratum}", f"source:{Path(result.logs.path).name}:{where}{rec.line}"]
+        if rec.history:
+            case["messages"] = [{"role": role, "content": text} for role, text in rec.history] + \
+                [{"role": "user", "content": rec.prompt}]
+        else:
+            case["prompt"] = rec.prompt
+        if rec.images:
+            paths = []
+            for img in rec.images:
+                rel = f"{images_dir}/{img.sha256[:20]}{_IMAGE_SUFFIX.get(img.mime, '.img')}"
+                images[rel] = img.data
+                paths.append(rel)
+            case["images"] = paths
+        tags = ["sampled", f"{result.logs.by}={rec.stratum}", f"source:{name}:{rec.source or rec.line}"]
+        tags += [f"image-url:{url[:MAX_URL_TAG]}" for url in rec.image_urls]
+        case["tags"] = tags
         cases.append(case)
-    return cases
+    return SampleOutput(cases, images)
 
 
 def write_jsonl(cases: Sequence[dict[str, Any]], out: str | Path,
@@ -529,4 +420,42 @@ def write_jsonl(cases: Sequence[dict[str, Any]], out: str | Path,
         tmp.replace(out)
     except BaseException:
         tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_set(output: SampleOutput, out: str | Path, check: Callable[[Path], object] | None = None) -> None:
+    """The images (each written whole, then renamed), then the set, as
+    `write_jsonl` writes it. If anything fails, the images this call added
+    are removed again (and their folder, if it made it): nothing is left but
+    what was there before."""
+    out = Path(out)
+    added: list[Path] = []
+    made: list[Path] = []
+    try:
+        for rel, data in sorted(output.images.items()):
+            path = out.parent / rel
+            existed = path.exists()
+            if existed and path.is_file() and path.read_bytes() == data:
+                continue                      # named by content: already there
+            if not path.parent.is_dir():
+                path.parent.mkdir()
+                made.append(path.parent)
+            tmp = path.with_name(path.name + ".tmp")
+            try:
+                tmp.write_bytes(data)
+                tmp.replace(path)
+            except BaseException:
+                tmp.unlink(missing_ok=True)
+                raise
+            if not existed:
+                added.append(path)
+        write_jsonl(output.cases, out, check=check)
+    except BaseException:
+        for path in added:
+            path.unlink(missing_ok=True)
+        for folder in made:
+            try:
+                folder.rmdir()
+            except OSError:
+                pass
         raise

@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 
 from core.errors import UsageError
 from core.sampleset import load_sample_set
-from core.sampling import allocate, dedupe, read_logs, sample_records
+from core.logs import read_logs
+from core.sampling import allocate, dedupe, sample_records
 from lineup.commands import sample_cmd
 
 TOPICS = ["invoice", "refund", "password", "shipping", "warranty", "discount", "address", "login", "export", "report"]
@@ -229,13 +230,16 @@ def test_jsonl_nested_by_field_and_chat_messages_prompt(tmp_path):
         ("last question", "eu"), ("parts prompt", "us"), ("no region", "(none)")]
 
 
-def test_records_without_prompt_are_skipped_and_reported(tmp_path, capsys):
+def test_records_without_prompt_are_skipped_and_reported(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "400")
     recs = make_records({"a": 5})
     recs.insert(2, {"team": "a", "prompt": "   "})
     logs = write_jsonl(tmp_path / "logs.jsonl", recs)
     out = tmp_path / "set.jsonl"
     run_sample(str(logs), "--by", "team", "-n", "3", "-o", str(out))
-    assert "skipped 1 record(s) without a prompt (first at line/row 3)" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "skipped 1 record(s):" in printed
+    assert f"  1 empty prompt (first at {logs}:3)" in printed
 
 
 def make_llm_db(path: Path, rows: list[tuple[str, str, str | None]]) -> Path:
