@@ -122,7 +122,9 @@ class AnthropicParser(StreamParser):
                     self.acc.finish_reason = delta["stop_reason"]
                 self._usage(obj.get("usage"))
             elif kind == "message_start":
-                self._usage((obj.get("message") or {}).get("usage"))
+                message = obj.get("message") or {}
+                self._usage(message.get("usage"))
+                self.served(out, message.get("model"))
             elif kind == "message_stop":
                 if self.acc.finish_reason is None:   # no message_delta with a stop_reason
                     out.append(self.cut(t, "message_stop"))

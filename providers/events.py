@@ -3,7 +3,8 @@
 A provider turns a `ChatRequest` into an async stream of `StreamEvent`s.
 Every stream starts with `RequestSent` and ends with exactly one terminal
 event: `Finish` (the model stopped) or `StreamError` (it did not). In between
-come `TextDelta`, `ReasoningDelta`, `ToolCall`, `UsageReport` and `Retrying`.
+come `TextDelta`, `ReasoningDelta`, `ToolCall`, `UsageReport`, `Retrying` and
+`ServedBy` (which model the server says answered: the drift watch's evidence).
 Timestamps (`t`) are `time.perf_counter()` seconds taken where the bytes
 arrived; `StreamResult` turns them into the figures the store keeps.
 """
@@ -71,6 +72,24 @@ class UsageReport(_Event):
     reasoning_tokens: int | None = None
 
 
+#: The most characters of a served model id or fingerprint kept (they come from the server).
+SERVED_LIMIT = 200
+
+
+class ServedBy(_Event):
+    """Which model the provider says produced this answer, as its stream
+    reported it: OpenAI-compatible `model` and `system_fingerprint` (per
+    chunk), Anthropic `message.model` (`message_start`), Gemini
+    `modelVersion`, Ollama `model`. Sent when first seen and again whenever
+    a value changes; the last one wins (`StreamResult.served_model`). Values
+    are the server's text (cut to `SERVED_LIMIT`): untrusted, shown only
+    through `core.text`, and never before a blind vote is revealed."""
+
+    type: Literal["served_by"] = "served_by"
+    model: str | None = None
+    system_fingerprint: str | None = None
+
+
 class Retrying(_Event):
     """A failed attempt before the first token; another follows after `delay` s."""
 
@@ -110,7 +129,7 @@ class StreamError(_Event):
 
 
 StreamEvent = (RequestSent | TextDelta | ReasoningDelta | ToolCall | UsageReport | Retrying | Queued | Finish
-               | StreamError)
+               | StreamError | ServedBy)
 
 
 class ImagePart(BaseModel):
@@ -227,6 +246,7 @@ class StreamResult:
         "text_parts", "reasoning_parts", "tool_calls", "finish_reason", "error",
         "input_tokens", "output_tokens", "reasoning_tokens", "sent_t", "sent_wall",
         "first_token_t", "end_t", "chunk_ms", "chunk_chars", "attempts",
+        "served_model", "system_fingerprint",
     )
 
     def __init__(self) -> None:
@@ -245,6 +265,8 @@ class StreamResult:
         self.chunk_ms: list[int] = []
         self.chunk_chars: list[int] = []
         self.attempts = 0
+        self.served_model: str | None = None          # the last `ServedBy` values
+        self.system_fingerprint: str | None = None
 
     def add(self, event: StreamEvent) -> None:
         kind = event.type
@@ -259,6 +281,7 @@ class StreamResult:
             self.chunk_chars.append(len(event.text))
         elif kind == "sent":
             self.sent_t, self.sent_wall, self.attempts = event.t, event.wall, event.attempt
+            self.served_model = self.system_fingerprint = None   # a new attempt says it again
         elif kind == "usage":
             if event.input_tokens is not None:
                 self.input_tokens = event.input_tokens
@@ -272,6 +295,11 @@ class StreamResult:
             self.finish_reason, self.end_t = event.reason, event.t
         elif kind == "error":
             self.error, self.end_t = event, event.t
+        elif isinstance(event, ServedBy):
+            if event.model is not None:
+                self.served_model = event.model
+            if event.system_fingerprint is not None:
+                self.system_fingerprint = event.system_fingerprint
 
     @property
     def text(self) -> str:

@@ -144,6 +144,7 @@ class GeminiParser(StreamParser):
         if not isinstance(obj, dict):
             raise DecodeError("a stream element that is not a JSON object")
         self.seen_any = True
+        self.served(out, obj.get("modelVersion"))
         err = obj.get("error")
         if err:
             out.append(self._error(err, t))

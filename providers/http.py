@@ -36,9 +36,11 @@ from providers.events import (
     ErrorKind,
     Finish,
     ReasoningDelta,
+    SERVED_LIMIT,
     RequestSent,
     Retrying,
     SamplingParams,
+    ServedBy,
     StreamError,
     StreamEvent,
     TextDelta,
@@ -247,6 +249,24 @@ class StreamParser(ABC):
     def failed(self, t: float, kind: ErrorKind, message: str, retry_after: float | None = None) -> StreamError:
         self.done = True
         return StreamError(kind=kind, message=message, t=t, retry_after=retry_after)
+
+    #: the (model, system_fingerprint) last reported by `served`
+    _served: tuple[str | None, str | None] = (None, None)
+
+    def served(self, out: list[StreamEvent], model: Any, fingerprint: Any = None) -> None:
+        """Report which model the server says answered (`ServedBy`), when a
+        value is new: non-empty strings only, cut to `SERVED_LIMIT`. Called
+        with what each message of the stream carries; costs two compares when
+        nothing changed."""
+        if model is None and fingerprint is None:
+            return
+        m = model[:SERVED_LIMIT] if isinstance(model, str) and model else None
+        f = fingerprint[:SERVED_LIMIT] if isinstance(fingerprint, str) and fingerprint else None
+        last_m, last_f = self._served
+        if (m is None or m == last_m) and (f is None or f == last_f):
+            return
+        self._served = (m or last_m, f or last_f)
+        out.append(ServedBy(model=m, system_fingerprint=f))
 
 
 class Accumulated:

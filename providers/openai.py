@@ -108,6 +108,7 @@ class OpenAIParser(StreamParser):
         """Handle one chunk object; True when it ended the stream (an error)."""
         if not isinstance(obj, dict):
             raise DecodeError("an SSE event that is not a JSON object")
+        self.served(out, obj.get("model"), obj.get("system_fingerprint"))
         choices = obj.get("choices")
         if choices:
             choice = choices[0]
@@ -199,6 +200,7 @@ class OpenAIParser(StreamParser):
             raise DecodeError("the JSON response is not an object")
         self.seen_any = True
         out: list[StreamEvent] = []
+        self.served(out, obj.get("model"), obj.get("system_fingerprint"))
         if obj.get("error"):
             out.append(self._error(obj["error"], t))
             return out

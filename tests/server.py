@@ -54,6 +54,11 @@ after `fault_after` deltas:
                     blank line for NDJSON / the JSON array) every `delay` s (0.2 s
                     when 0) until the client leaves
 
+`served_model` is the model id every protocol's stream names (OpenAI
+`model`, Anthropic `message.model`, Gemini `modelVersion`, Ollama `model`;
+default "test-model") and `system_fingerprint` the one OpenAI-compatible
+chunks carry when set.
+
 `stamp=True` replaces each text delta by the server's `time.perf_counter()`
 at the moment it is written ("%.6f " seconds), for latency benchmarks (same
 clock as the client when both run in one process).
@@ -103,6 +108,8 @@ class Reply:
     fault: str | None = None
     fault_after: int = 1
     stamp: bool = False
+    served_model: str = "test-model"          # the model id the stream names (drift tests change it)
+    system_fingerprint: str | None = None     # OpenAI-compatible chunks carry it when set
 
     def __post_init__(self) -> None:
         if self.fault is not None and self.fault not in FAULTS:
@@ -524,6 +531,10 @@ def _error_body(proto: str, reply: Reply) -> Any:
                       "code": status}}
 
 
+def _fingerprint(reply: Reply) -> dict[str, str]:
+    return {"system_fingerprint": reply.system_fingerprint} if reply.system_fingerprint else {}
+
+
 def _j(obj: Any) -> bytes:
     return json.dumps(obj, ensure_ascii=False).encode("utf-8")
 
@@ -551,7 +562,8 @@ class _OpenAI(_Encoder):
         if self.first:
             self.first = False
             d["role"] = "assistant"
-        return b"data: " + _j({"id": "chatcmpl-test", "object": "chat.completion.chunk", "model": "test-model",
+        return b"data: " + _j({"id": "chatcmpl-test", "object": "chat.completion.chunk",
+                               "model": self.reply.served_model, **_fingerprint(self.reply),
                                "choices": [{"index": 0, "delta": d, "finish_reason": None}]}) + b"\n\n"
 
     def end(self, reply: Reply, with_terminator: bool) -> bytes:
@@ -570,7 +582,8 @@ class _OpenAI(_Encoder):
         return b'data: {"choices": [{"index": 0, "delta": {"content": "oops"\n\n'
 
     def opening(self) -> bytes:
-        return b"data: " + _j({"id": "chatcmpl-test", "object": "chat.completion.chunk", "model": "test-model",
+        return b"data: " + _j({"id": "chatcmpl-test", "object": "chat.completion.chunk",
+                               "model": self.reply.served_model, **_fingerprint(self.reply),
                                "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
                                             "finish_reason": None}]}) + b"\n\n"
 
@@ -594,7 +607,8 @@ class _Anthropic(_Encoder):
         self.started = True
         i, _, _ = _usage(self.reply)
         return self._ev("message_start", {"type": "message_start", "message": {
-            "id": "msg_test", "type": "message", "role": "assistant", "model": "test-model", "content": [],
+            "id": "msg_test", "type": "message", "role": "assistant", "model": self.reply.served_model,
+            "content": [],
             "stop_reason": None, "usage": {"input_tokens": i, "output_tokens": 1}}}) + \
             self._ev("ping", {"type": "ping"})
 
@@ -643,13 +657,13 @@ class _Ollama(_Encoder):
     def delta(self, kind: str, text: str) -> bytes:
         msg = {"role": "assistant", "content": text} if kind == "text" else \
             {"role": "assistant", "content": "", "thinking": text}
-        return _j({"model": "test-model", "message": msg, "done": False}) + b"\n"
+        return _j({"model": self.reply.served_model, "message": msg, "done": False}) + b"\n"
 
     def end(self, reply: Reply, with_terminator: bool) -> bytes:
         if not with_terminator:
             return b""
         i, o, _ = _usage(reply)
-        return _j({"model": "test-model", "message": {"role": "assistant", "content": ""}, "done": True,
+        return _j({"model": self.reply.served_model, "message": {"role": "assistant", "content": ""}, "done": True,
                    "done_reason": reply.finish_reason or "stop", "prompt_eval_count": i, "eval_count": o,
                    "prompt_eval_duration": 1_000_000, "eval_duration": 50_000_000}) + b"\n"
 
@@ -660,10 +674,12 @@ class _Ollama(_Encoder):
         return b'{"model": "test-model", "message": {"content": "oops"\n'
 
     def opening(self) -> bytes:
-        return _j({"model": "test-model", "message": {"role": "assistant", "content": ""}, "done": False}) + b"\n"
+        return _j({"model": self.reply.served_model, "message": {"role": "assistant", "content": ""},
+                   "done": False}) + b"\n"
 
     def cut_end(self) -> bytes:
-        return _j({"model": "test-model", "message": {"role": "assistant", "content": ""}, "done": True}) + b"\n"
+        return _j({"model": self.reply.served_model, "message": {"role": "assistant", "content": ""},
+                   "done": True}) + b"\n"
 
     def keepalive(self) -> bytes:
         return b"\n"
@@ -688,7 +704,7 @@ class _Gemini(_Encoder):
         if kind == "reasoning":
             part["thought"] = True
         return self._frame({"candidates": [{"content": {"parts": [part], "role": "model"}, "index": 0}],
-                            "modelVersion": "test-model"})
+                            "modelVersion": self.reply.served_model})
 
     def end(self, reply: Reply, with_terminator: bool) -> bytes:
         i, o, r = _usage(reply)
@@ -699,7 +715,7 @@ class _Gemini(_Encoder):
             return b""
         out = self._frame({"candidates": [{"content": {"parts": [{"text": ""}], "role": "model"},
                                            "finishReason": reply.finish_reason or "STOP", "index": 0}],
-                           "usageMetadata": usage, "modelVersion": "test-model"})
+                           "usageMetadata": usage, "modelVersion": self.reply.served_model})
         if not self.sse and with_terminator:
             out += b"\n]"
         return out
@@ -712,7 +728,7 @@ class _Gemini(_Encoder):
 
     def opening(self) -> bytes:
         return self._frame({"candidates": [{"content": {"parts": [{"text": ""}], "role": "model"}, "index": 0}],
-                            "modelVersion": "test-model"})
+                            "modelVersion": self.reply.served_model})
 
     def cut_end(self) -> bytes:
         return b"" if self.sse else (b"[" if self.count == 0 else b"") + b"\n]"
