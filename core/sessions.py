@@ -157,6 +157,7 @@ def output_from_result(base: OutputRecord, result: StreamResult, cfg: ModelConfi
         chunk_ms=list(result.chunk_ms), chunk_chars=list(result.chunk_chars),
         input_tokens=result.input_tokens, output_tokens=tokens, tokens_estimated=estimated,
         reasoning_tokens=result.reasoning_tokens, cost=cost,
+        served_model=result.served_model, system_fingerprint=result.system_fingerprint,
     ))
 
 

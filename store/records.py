@@ -16,6 +16,8 @@ from store.ids import new_ulid
 
 SessionKind = Literal["chat", "run", "rerun", "import"]
 OutputStatus = Literal["streaming", "complete", "error", "cancelled", "interrupted"]
+#: How an answer came: streamed from the provider, reused from the cache, or through a batch API.
+OutputOrigin = Literal["stream", "cache", "batch"]
 FINAL_STATUSES: frozenset[str] = frozenset({"complete", "error", "cancelled"})
 # vote choices that are not a label
 TIE, BOTH_BAD, ALL_BAD = "tie", "both_bad", "all_bad"
@@ -105,6 +107,11 @@ class OutputRecord(_Record):
     cost: float | None = None
     is_demo: bool = False
     created: float = Field(default_factory=time.time)
+    served_model: str | None = None          # the model id the provider said answered
+    system_fingerprint: str | None = None    # OpenAI-compatible servers' backend configuration
+    origin: OutputOrigin = "stream"
+    cached_from: str | None = None           # origin "cache": the output whose answer this reuses
+    request_key: str | None = None           # `core.cache.request_key` of the request
 
 
 class VoteRecord(_Record):

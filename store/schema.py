@@ -212,6 +212,65 @@ def m006_reveal(db: Database) -> None:
     db.execute("CREATE INDEX reveal_session ON reveal(session_id)")
 
 
+@migrations(name="m008_served_cache_batch")
+def m008_served_cache_batch(db: Database) -> None:
+    """What the provider said served each answer, how each answer came, and
+    the provider batches of `lineup run --batch`.
+
+    On `output`: `served_model` and `system_fingerprint` as the stream
+    reported them (`providers.events.ServedBy`; NULL before this, or where a
+    protocol has none); `origin`: "stream" (every answer before this),
+    "cache" (reused from the identical request's earlier answer, `cached_from`,
+    by `lineup run --cache`: no request made, so no timings and no cost) or
+    "batch" (through a provider's batch API: no time to first token);
+    `request_key`: the hash of everything that determines the answer
+    (`core.cache.request_key`), what the cache looks up.
+
+    `batch_job`: one provider batch (one model, one round of a run: the
+    opening turns, then each follow-up), recorded before it is submitted so a
+    run killed at any point resumes it instead of submitting it again;
+    `remote_id` is the provider's batch id once created. `batch_item`: the
+    requests in it, by `custom_id`, each naming the turn and contestant it
+    answers and, once collected, the output written."""
+    for sql in (
+        "ALTER TABLE output ADD COLUMN served_model TEXT",
+        "ALTER TABLE output ADD COLUMN system_fingerprint TEXT",
+        "ALTER TABLE output ADD COLUMN origin TEXT NOT NULL DEFAULT 'stream'",
+        "ALTER TABLE output ADD COLUMN cached_from TEXT",
+        "ALTER TABLE output ADD COLUMN request_key TEXT",
+        "CREATE INDEX output_request_key ON output(request_key) WHERE request_key IS NOT NULL",
+        """CREATE TABLE batch_job (
+            id TEXT PRIMARY KEY,
+            session_id TEXT NOT NULL REFERENCES session(id) ON DELETE CASCADE,
+            contestant TEXT NOT NULL,
+            provider TEXT NOT NULL,                 -- openai | anthropic
+            base_url TEXT NOT NULL,
+            round INTEGER NOT NULL,                 -- the follow-up index its requests answer
+            state TEXT NOT NULL,                    -- prepared | submitted | ended | collected | failed
+            remote_id TEXT,                         -- the provider's batch id, once created
+            input_file_id TEXT,                     -- OpenAI: the uploaded JSONL
+            remote_status TEXT,                     -- as the provider last said it
+            counts TEXT,                            -- JSON, the provider's request counts at the last poll
+            error TEXT,
+            created REAL NOT NULL,
+            submitted REAL,
+            ended REAL
+        )""",
+        "CREATE INDEX batch_job_session ON batch_job(session_id, state)",
+        """CREATE TABLE batch_item (
+            batch_id TEXT NOT NULL REFERENCES batch_job(id) ON DELETE CASCADE,
+            custom_id TEXT NOT NULL,
+            turn_id TEXT NOT NULL REFERENCES turn(id) ON DELETE CASCADE,
+            contestant TEXT NOT NULL,
+            attempt INTEGER NOT NULL,
+            request_key TEXT,
+            output_id TEXT,                         -- the answer written from its result, once collected
+            PRIMARY KEY (batch_id, custom_id)
+        ) WITHOUT ROWID""",
+    ):
+        db.execute(sql)
+
+
 def outcome_for(label: str, choice: str) -> str:
     if choice == "tie":
         return "tie"
