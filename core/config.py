@@ -7,6 +7,9 @@ user config dir; see `default_config_path`)::
 
     tags = ["too_formal", "wrong_language"]   # custom failure-mode tags (top level)
 
+    [run]
+    cache = true               # `lineup run` reuses identical requests' answers (--refresh: not this time)
+
     [defaults]                 # sampling parameters for every model
     temperature = 0.7
     max_tokens = 1024
@@ -63,6 +66,7 @@ class Config(BaseModel):
     defaults: SamplingParams = SamplingParams()
     models: dict[str, ModelConfig] = Field(default_factory=dict)
     tags: tuple[str, ...] = ()          # custom failure-mode tags, after the default taxonomy
+    run_cache: bool = False             # [run] cache: `lineup run` reuses identical requests' answers
     source: str | None = None           # the file it came from, for messages
     autodetected: bool = False          # no config file: aliases from the environment (or demo)
     warnings: tuple[str, ...] = ()      # things the loader fixed or ignored (never containing a secret)
@@ -272,8 +276,8 @@ def parse_config(data: Mapping[str, Any], source: str | None = None) -> Config:
     """A `Config` from already-parsed TOML data; collects every problem found."""
     problems: list[tuple[str, str]] = []
     for key in data:
-        if key not in ("defaults", "models", "tags"):
-            problems.append((_key(key), "unknown key (expected defaults, models or tags)"))
+        if key not in ("defaults", "models", "tags", "run"):
+            problems.append((_key(key), "unknown key (expected defaults, models, tags or run)"))
 
     defaults = SamplingParams()
     if "defaults" in data:
@@ -284,6 +288,7 @@ def parse_config(data: Mapping[str, Any], source: str | None = None) -> Config:
             defaults = defaults_p or defaults
 
     tags = _tags(data.get("tags", []), problems)
+    run_cache = _run_table(data.get("run", {}), problems)
 
     models: dict[str, ModelConfig] = {}
     raw_models = data.get("models", {})
@@ -297,7 +302,22 @@ def parse_config(data: Mapping[str, Any], source: str | None = None) -> Config:
 
     if problems:
         raise ConfigError(problems, source)
-    return Config(defaults=defaults, models=models, tags=tags, source=source)
+    return Config(defaults=defaults, models=models, tags=tags, run_cache=run_cache, source=source)
+
+
+def _run_table(raw: Any, problems: list) -> bool:
+    """`[run]`: defaults of `lineup run` (`cache = true`: reuse the answers of identical requests)."""
+    if not isinstance(raw, dict):
+        problems.append(("run", f"must be a table (got {_describe(raw)})"))
+        return False
+    for key in raw:
+        if key != "cache":
+            problems.append((_join("run", key), "unknown key (expected cache)"))
+    cache = raw.get("cache", False)
+    if not isinstance(cache, bool):
+        problems.append(("run.cache", f"must be true or false (got {_describe(cache)})"))
+        return False
+    return cache
 
 
 def _params(table: dict, prefix: tuple[str, ...], problems: list) -> SamplingParams | None:

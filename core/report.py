@@ -546,6 +546,9 @@ class _Outputs:
     answers: dict[str, int]
     stale: set[str]
     raw: list[Sequence] | None = None
+    #: answers reused from the cache (`core.cache`): no request was made, so the
+    #: engineering figures (requests, errors, latency, speed, tokens, cost) leave them out
+    cached: np.ndarray | None = None
 
 
 def _output_filter(filters: ReportFilters, *, turn: bool = True) -> tuple[str, str, list[Any]]:
@@ -588,12 +591,12 @@ def _read_outputs(conn, filters: ReportFilters, *, plain: bool = False) -> _Outp
         rows = conn.execute(
             f"SELECT o.contestant, {_STATUS_SQL}, {_TIMING_SQL}, {_COST_SQL}, o.turn_id, "
             "o.input_tokens, o.output_tokens, o.tokens_estimated, "
-            f"CASE WHEN {_COST_SQL} IS NULL THEN o.session_id END "
+            f"CASE WHEN {_COST_SQL} IS NULL THEN o.session_id END, o.origin = 'cache' "
             f"FROM output o{join} WHERE {cond} ORDER BY o.created, o.id", params).fetchall()
     else:
         rows = conn.execute(f"SELECT o.contestant, {_PACKED_SQL}, {_TIMING_SQL}, {_COST_SQL}, o.turn_id, "
-                            f"o.created FROM output o{join} WHERE {cond}", params).fetchall()
-    cols = _columns(rows, 10)
+                            f"o.created, o.origin = 'cache' FROM output o{join} WHERE {cond}", params).fetchall()
+    cols = _columns(rows, 11 if plain else 8)
     del rows
     names = cols[0]
     index = {name: k for k, name in enumerate(sorted(set(names)))}
@@ -619,6 +622,7 @@ def _read_outputs(conn, filters: ReportFilters, *, plain: bool = False) -> _Outp
         tokens = np.stack([(packed >> 29) & (2 ** 30 - 1), packed & (2 ** 29 - 1)]).astype(float) - 1.0
         tokens[tokens < 0] = np.nan
         out.input_tokens, out.output_tokens = tokens
+    out.cached = np.array(cols[10 if plain else 7], dtype=bool)
     out.ttft = np.array(cols[2], dtype=float)           # None -> nan
     out.duration = np.array(cols[3], dtype=float)
     out.cost = np.array(cols[4], dtype=float)
@@ -713,6 +717,8 @@ def _engineering(conn, outputs: _Outputs, config_prices: Mapping) -> list[Engine
     recorded = None
     rows = []
     for model, idx in o.models:
+        if o.cached is not None:
+            idx = idx[~o.cached[idx]]   # reused answers made no request
         st = status[idx]
         done = st == 0
         n_err = int(np.count_nonzero(st == 1))

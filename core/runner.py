@@ -23,12 +23,14 @@ from dataclasses import dataclass, field
 
 import anyio
 
+from core.cache import cached_answer, request_key
 from core.errors import store_error_in
 from core.identity import prompt_texts, tag_self_identification
 from core.sessions import LABELS, Contestant, ServerLimits, contestant_record, record_stream
 from providers.events import ChatRequest, Message, SamplingParams
 from providers.model_config import ModelConfig
 from store import AsyncStore
+from store.cache import find_cached
 from store.db import process_token
 from store.ids import new_ulid
 from store.records import CheckResultRecord, OutputRecord, SessionRecord, TurnRecord
@@ -42,6 +44,7 @@ class ModelTally:
     done: int = 0
     failed: int = 0
     skipped: int = 0
+    cached: int = 0          # answers reused from the cache (no request made)
     elsewhere: int = 0       # being run by another process on the same database
     errors: Counter = field(default_factory=Counter)
     ttft_ms: list[float] = field(default_factory=list)
@@ -103,8 +106,8 @@ class Runner:
     def __init__(self, store: AsyncStore, sample_set, models: Sequence[ModelConfig], *,
                  repeat: int = 1, concurrency: int = 8, params: SamplingParams = SamplingParams(),
                  defaults: SamplingParams = SamplingParams(), system: str | None = None,
-                 new_session: bool = False, rerun_of: str | None = None,
-                 on_progress: Callable[[RunProgress], None] | None = None) -> None:
+                 new_session: bool = False, rerun_of: str | None = None, cache: bool = False,
+                 canary: bool = False, on_progress: Callable[[RunProgress], None] | None = None) -> None:
         if repeat < 1:
             raise ValueError("--repeat must be at least 1")
         if concurrency < 1:
@@ -119,6 +122,10 @@ class Runner:
         self.system = system
         self.new_session = new_session
         self.rerun_of = rerun_of
+        #: answer identical requests from the database (`core.cache`) instead of the provider
+        self.cache = cache
+        #: a drift-watch run (`lineup drift`): always a new session, marked `canary` in its meta
+        self.canary = canary
         self.on_progress = on_progress
         self.owner = process_token()
         self.progress: RunProgress | None = None
@@ -127,6 +134,8 @@ class Runner:
     # ----- session --------------------------------------------------------
     async def _open_session(self) -> tuple[SessionRecord, bool, tuple[str, list[str]] | None]:
         key = run_key(self.sample_set.sha256, self.models, self.params, self.system, self.repeat)
+        if self.canary:   # never resumed by (nor resuming) a plain run of the same set
+            key = "canary:" + key
         label_seed = random.SystemRandom().getrandbits(32)
         order = list(self.models)
         random.Random(label_seed).shuffle(order)
@@ -145,9 +154,10 @@ class Runner:
                                           "references": {c.id: c.reference for c in self.sample_set.cases
                                                          if c.reference},
                                           # what turns do not hold, for a re-run (`sample_set_from_run`)
-                                          "cases": _case_extras(self.sample_set.cases)},
+                                          "cases": _case_extras(self.sample_set.cases),
+                                          **({"canary": True} if self.canary else {})},
         )
-        if self.new_session:
+        if self.new_session or self.canary:
             await self.store.create_session(record)
             return record, False, None
         wanted = {c.alias: contestant_record(c) for c in contestants}
@@ -284,14 +294,24 @@ class Runner:
                 continue
             request = ChatRequest(model=c.config.model, messages=tuple(history),
                                   system=case.system or self.system, params=params)
-            base = _new_output(turn, c, attempt=(prev.attempt + 1) if prev else 1)
-            final, result = await record_stream(self.store, c, request, base, contestants=self._contestants)
+            key = request_key(c.config, request, repeat)
+            base = _new_output(turn, c, attempt=(prev.attempt + 1) if prev else 1).model_copy(
+                update={"request_key": key})
+            hit = await self.store.call(lambda s: find_cached(s, key)) if self.cache else None
+            if hit is not None:
+                final = cached_answer(hit, base)
+                await self.store.finish_output(final)
+                tally.cached += 1
+            else:
+                final, result = await record_stream(self.store, c, request, base, contestants=self._contestants)
             await tag_self_identification(self.store, final, c.config, prompt_texts(history, request.system))
             if final.status != "complete":
                 tally.errors[final.error_kind or final.status] += 1
                 return False
             answers.append(final)
             history.append(Message(role="assistant", content=final.text))
+            if hit is not None:
+                continue   # no request: nothing to time, nothing spent
             if final.ttft_ms is not None:
                 tally.ttft_ms.append(final.ttft_ms)
             tps = result.tokens_per_s()
@@ -460,6 +480,7 @@ def summary_rows(progress: RunProgress) -> list[dict]:
             "model": alias,
             "answers": t.done,
             "failed": t.failed,
+            "cached": t.cached,
             "errors": dict(t.errors),
             "ttft_p50_ms": statistics.median(t.ttft_ms) if t.ttft_ms else None,
             "tokens_per_s_p50": statistics.median(t.tokens_per_s) if t.tokens_per_s else None,

@@ -17,6 +17,13 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int)
     p.add_argument("--new", action="store_true", help="start a new run even if an identical one can be resumed")
     p.add_argument("--quiet", action="store_true", help="no progress display")
+    cache = p.add_mutually_exclusive_group()
+    cache.add_argument("--cache", action="store_true", default=None,
+                       help="answer a request identical to one already answered (same provider, model, server, "
+                            "messages, system, parameters, seed and repeat) from the database, without calling "
+                            "the provider (default: [run] cache in the config)")
+    cache.add_argument("--refresh", action="store_true",
+                       help="call the provider for every request, even with [run] cache = true")
 
 
 def require_keys(config, models) -> None:
@@ -51,11 +58,19 @@ def run(args: argparse.Namespace) -> int:
     if args.repeat < 1 or args.concurrency < 1:
         raise UsageError("--repeat and --concurrency must be at least 1")
     return execute(args, config, models, sample_set, params, repeat=args.repeat, concurrency=args.concurrency,
-                   system=args.system, new=args.new, quiet=args.quiet)
+                   system=args.system, new=args.new, quiet=args.quiet, cache=use_cache(args, config))
+
+
+def use_cache(args: argparse.Namespace, config) -> bool:
+    """--cache, else not with --refresh, else the config's [run] cache."""
+    if getattr(args, "refresh", False):
+        return False
+    return bool(args.cache) if getattr(args, "cache", None) is not None else config.run_cache
 
 
 def execute(args: argparse.Namespace, config, models, sample_set, params, *, repeat: int, concurrency: int,
-            system: str | None, new: bool, quiet: bool, rerun_of: str | None = None) -> int:
+            system: str | None, new: bool, quiet: bool, rerun_of: str | None = None, cache: bool = False,
+            canary: bool = False) -> int:
     """Run `sample_set` (a set file, or the cases of a recorded run being
     re-run) with a progress display; the exit code of `lineup run`.
 
@@ -70,11 +85,12 @@ def execute(args: argparse.Namespace, config, models, sample_set, params, *, rep
     out = Console(highlight=False, markup=False)
     with StopSignals(err) as stop:
         return _execute(args, config, models, sample_set, params, repeat=repeat, concurrency=concurrency,
-                        system=system, new=new, quiet=quiet, rerun_of=rerun_of, err=err, out=out, stop=stop)
+                        system=system, new=new, quiet=quiet, rerun_of=rerun_of, cache=cache, canary=canary,
+                        err=err, out=out, stop=stop)
 
 
 def _execute(args, config, models, sample_set, params, *, repeat, concurrency, system, new, quiet, rerun_of,
-             err, out, stop: "StopSignals") -> int:
+             cache, canary, err, out, stop: "StopSignals") -> int:
     import anyio
     from rich.live import Live
     from rich.table import Table
@@ -108,7 +124,8 @@ def _execute(args, config, models, sample_set, params, *, repeat, concurrency, s
         astore = AsyncStore(store)
         runner = Runner(astore, sample_set, models, repeat=repeat, concurrency=concurrency,
                         params=params, defaults=config.defaults, system=system,
-                        new_session=new, rerun_of=rerun_of, on_progress=on_progress)
+                        new_session=new, rerun_of=rerun_of, cache=cache, canary=canary,
+                        on_progress=on_progress)
         try:
             with anyio.CancelScope() as scope:
                 stop.attach(scope)   # a signal that came before this cancels it at once
@@ -151,6 +168,9 @@ def _execute(args, config, models, sample_set, params, *, repeat, concurrency, s
             f"${row['cost']:.4f}" if row["cost"] is not None else "-",
         )
     out.print(summary)
+    cached = sum(row["cached"] for row in summary_rows(progress))
+    if cached:
+        err.print(f"{cached} answers came from the cache (no request made; left out of latency, speed and cost)")
     if interrupted:
         err.print(f"stopped: {progress.finished}/{progress.total} done. Run the same command again to resume.")
         return 130
