@@ -5,13 +5,15 @@ importing the command line.
 Exit codes: 0 done, 1 a runtime failure (a database that fails under us, a
 model that failed every request), 2 bad usage or input (reported in one line
 naming the file, line or field), 130 interrupted, 141 standard output closed
-by its reader."""
+by its reader; `lineup gate` exits 3 when the candidate regressed."""
 
 from __future__ import annotations
 
 import sys
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+#: `lineup gate`: the candidate run regressed significantly (CI fails the change).
+EXIT_REGRESSED = 3
 EXIT_INTERRUPTED = 130
 # Standard output closed by its reader (`lineup sessions --json | head -1`):
 # stop quietly with the status a shell gives a command killed by SIGPIPE.

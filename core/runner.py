@@ -300,7 +300,7 @@ class Runner:
             hit = await self.store.call(lambda s: find_cached(s, key)) if self.cache else None
             if hit is not None:
                 final = cached_answer(hit, base)
-                await self.store.finish_output(final)
+                await self.store.call(lambda s: s.finish_output(final))
                 tally.cached += 1
             else:
                 final, result = await record_stream(self.store, c, request, base, contestants=self._contestants)

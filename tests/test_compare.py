@@ -1,0 +1,358 @@
+"""`lineup diff` and `lineup gate` (core.compare): runs paired case by case,
+McNemar's test (exact below 25 discordant pairs) with Holm's correction,
+planted regressions caught and identical runs passed, latency at the
+configured threshold, cost, ratings, blind runs, the stable JSON, exit codes.
+Runs are recorded through the store (planted exactly) and, end to end,
+through `lineup run` against the loopback server."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from pathlib import Path
+
+import pytest
+from scipy import stats
+
+from core.compare import SCHEMA, compare_runs, holm, mcnemar, similarity
+from core.errors import UsageError
+from lineup.cli import main
+from store import Store
+from store.ids import new_ulid
+from store.records import (
+    CheckResultRecord,
+    ContestantRecord,
+    OutputRecord,
+    SessionRecord,
+    TurnRecord,
+    VoteRecord,
+)
+from tests.server import Reply, TestServer
+from tests.test_hardening_runs import _config
+
+
+# --------------------------------------------------------------------------- statistics
+
+
+@pytest.mark.parametrize("b,c", [(0, 0), (1, 0), (5, 1), (10, 3), (20, 0), (12, 12), (24, 0)])
+def test_mcnemar_exact_is_the_two_sided_binomial_test(b: int, c: int) -> None:
+    p, method = mcnemar(b, c)
+    if b + c == 0:
+        assert (p, method) == (1.0, "none")
+        return
+    assert method == "exact"
+    assert p == pytest.approx(stats.binomtest(b, b + c, 0.5).pvalue, rel=1e-12)
+
+
+@pytest.mark.parametrize("b,c", [(30, 10), (100, 80), (25, 0), (40, 41)])
+def test_mcnemar_chi2_with_continuity_correction_above_25_discordant(b: int, c: int) -> None:
+    p, method = mcnemar(b, c)
+    assert method == "chi2"
+    chi2 = (abs(b - c) - 1) ** 2 / (b + c)
+    assert p == pytest.approx(stats.chi2.sf(chi2, 1), rel=1e-9)
+
+
+def test_holm_matches_its_definition() -> None:
+    rng = random.Random(3)
+    for _ in range(50):
+        ps = [rng.random() ** 3 for _ in range(rng.randint(1, 12))]
+        order = sorted(range(len(ps)), key=lambda i: ps[i])
+        m = len(ps)
+        expected = [0.0] * m
+        best = 0.0
+        for rank, i in enumerate(order):
+            best = max(best, min(1.0, (m - rank) * ps[i]))
+            expected[i] = best
+        assert holm(ps) == pytest.approx(expected)
+        # never below the raw p, never above Bonferroni
+        assert all(p <= a <= min(1.0, m * p) + 1e-12 for p, a in zip(ps, holm(ps)))
+
+
+def test_similarity() -> None:
+    assert similarity("same text", "same text") == 1.0
+    assert similarity("a b c d", "w x y z") == 0.0
+    assert 0.4 < similarity("the cat sat on the mat", "the cat sat on a hat") < 1.0
+
+
+# --------------------------------------------------------------------------- planted runs
+
+
+def _run(store: Store, alias: str, model: str, cases: list[dict], *, blind: bool = True,
+         others: tuple[str, ...] = ()) -> str:
+    """A recorded run of one model (plus `others` answering the same), each
+    case a dict: text, passed (the check 'contains' result, None: no check),
+    ttft, duration, cost, category, status."""
+    sid = new_ulid()
+    aliases = (alias, *others)
+    store.create_session(SessionRecord(
+        id=sid, kind="run", blind=blind, title="run",
+        contestants=[ContestantRecord(alias=a, provider="openai", model=model if a == alias else a, label="AB"[i],
+                                      position=i) for i, a in enumerate(aliases)]))
+    for i, case in enumerate(cases):
+        turn = TurnRecord(session_id=sid, position=i, case_id=case.get("id", f"c{i:03d}"),
+                          category=case.get("category", "general"), user_message=f"question {i}",
+                          repeat_index=case.get("repeat", 0))
+        store.add_turn(turn)
+        for k, a in enumerate(aliases):
+            out = OutputRecord(session_id=sid, turn_id=turn.id, contestant=a, label="AB"[k],
+                               status=case.get("status", "complete"), text=case["text"] if a == alias else "other",
+                               ttft_ms=case.get("ttft"), duration_ms=case.get("duration"), cost=case.get("cost"),
+                               served_model=case.get("served", model))
+            store.finish_output(out)
+            if case.get("passed") is not None and out.status == "complete" and a == alias:
+                store.add_check_result(CheckResultRecord(output_id=out.id, check="contains:ok",
+                                                         passed=case["passed"]))
+    return sid
+
+
+def _cases(n: int, *, fail: set[int] = frozenset(), text=lambda i: f"answer {i}", ttft=lambda i: 100.0 + i % 7,
+           duration=lambda i: 1000.0 + 10 * (i % 11), cost=0.001, category=lambda i: "general") -> list[dict]:
+    return [{"text": text(i), "passed": i not in fail, "ttft": ttft(i), "duration": duration(i), "cost": cost,
+             "category": category(i)} for i in range(n)]
+
+
+def _load(db: Path, *sids: str):
+    store = Store.open(db)
+    try:
+        return [store.load_session(s) for s in sids]
+    finally:
+        store.close()
+
+
+def test_a_twenty_point_drop_on_100_cases_regresses_and_identical_runs_do_not(tmp_path: Path) -> None:
+    db = tmp_path / "g.db"
+    with Store.open(db) as store:
+        base = _run(store, "m", "model-1", _cases(100, fail=set(range(10))))                 # 90% pass
+        same = _run(store, "m", "model-1", _cases(100, fail=set(range(10))))                 # identical
+        worse = _run(store, "m", "model-2", _cases(100, fail=set(range(30)),                # 70% pass
+                                                   text=lambda i: f"answer {i}" if i >= 30 else "nope"))
+    a, b, c = _load(db, base, same, worse)
+    identical = compare_runs(a, b)
+    assert identical.regressions == [] and not identical.regressed
+    (cmp_same,) = identical.comparisons
+    assert cmp_same.cases == [] and cmp_same.answers.identical == 100 and cmp_same.answers.identical_rate == 1.0
+    assert all(t.p_value == 1.0 and not t.regressed for t in cmp_same.tests)
+
+    report = compare_runs(a, c)
+    (cmp_worse,) = report.comparisons
+    check = next(t for t in cmp_worse.tests if t.scope == "check")
+    assert (check.pairs, check.regressions, check.improvements) == (100, 20, 0)
+    assert check.baseline_pass_rate == 0.9 and check.candidate_pass_rate == 0.7
+    assert check.method == "exact" and check.p_value == pytest.approx(2 * 0.5 ** 20)
+    assert check.regressed and check.p_adjusted < 0.05
+    category = next(t for t in cmp_worse.tests if t.scope == "category")
+    assert category.name == "general" and category.regressed
+    assert any("check contains:ok 90% -> 70%" in r for r in report.regressions)
+    failing = [k for k in cmp_worse.cases if k.change == "newly_failing"]
+    assert sorted(k.case_id for k in failing) == [f"c{i:03d}" for i in range(10, 30)]
+    assert all(k.checks == ["contains:ok"] and k.candidate_replay == f"lineup replay {worse}" for k in failing)
+    changed = [k for k in cmp_worse.cases if k.change == "changed"]
+    assert len(changed) == 10 and all(k.similarity is not None and k.similarity < 1 for k in changed)
+    assert cmp_worse.answers.identical == 70
+
+
+def test_a_small_drop_is_not_significant_and_holm_keeps_the_family_honest(tmp_path: Path) -> None:
+    db = tmp_path / "g.db"
+    with Store.open(db) as store:
+        base = _run(store, "m", "x", _cases(40))
+        cand = _run(store, "m", "x", _cases(40, fail={1, 2, 3}))     # 3 discordant: p = 0.25
+    a, b = _load(db, base, cand)
+    report = compare_runs(a, b)
+    check = next(t for t in report.comparisons[0].tests if t.scope == "check")
+    assert check.regressions == 3 and check.p_value == pytest.approx(0.25) and not check.regressed
+    assert report.regressions == []
+    assert report.tests == len(report.comparisons[0].tests) == 3          # answered, check, category
+    assert [t.p_adjusted for t in report.comparisons[0].tests] == holm([t.p_value for t in report.comparisons[0].tests])
+
+
+def test_an_answer_that_failed_counts_as_failing_its_checks_and_as_not_answered(tmp_path: Path) -> None:
+    db = tmp_path / "g.db"
+    cand_cases = _cases(60)
+    for k in range(20):
+        cand_cases[k] = {**cand_cases[k], "status": "error", "passed": None, "ttft": None, "duration": None}
+    with Store.open(db) as store:
+        base = _run(store, "m", "x", _cases(60))
+        cand = _run(store, "m", "x", cand_cases)
+    report = compare_runs(*_load(db, base, cand))
+    tests = {(t.scope, t.name): t for t in report.comparisons[0].tests}
+    assert tests[("answered", "answered")].regressions == 20 and tests[("answered", "answered")].regressed
+    assert tests[("check", "contains:ok")].regressions == 20
+    assert report.comparisons[0].latency[0].pairs == 40
+
+
+def test_latency_is_flagged_at_the_configured_threshold(tmp_path: Path) -> None:
+    db = tmp_path / "g.db"
+    rng = random.Random(7)
+    base_t = [rng.uniform(80, 120) for _ in range(200)]
+    with Store.open(db) as store:
+        base = _run(store, "m", "x", _cases(200, ttft=lambda i: base_t[i]))
+        slow = _run(store, "m", "x", _cases(200, ttft=lambda i: base_t[i] * 1.5))       # +50%
+        noisy = _run(store, "m", "x", _cases(200, ttft=lambda i: base_t[i] + rng.uniform(-3, 3)))
+    a, b, c = _load(db, base, slow, noisy)
+    at_40 = compare_runs(a, b, max_p95_regression_pct=40)
+    ttft = at_40.comparisons[0].latency[0]
+    assert ttft.metric == "ttft_ms" and ttft.p95_change_pct == pytest.approx(50, abs=0.5)
+    assert ttft.p95_ci is not None and ttft.p95_ci.low > 0 and ttft.regressed
+    assert any(r.startswith("m vs m: ttft_ms p95") for r in at_40.regressions)
+    at_60 = compare_runs(a, b, max_p95_regression_pct=60)
+    assert not at_60.comparisons[0].latency[0].regressed and at_60.regressions == []
+    # without a threshold latency is reported, never gated
+    assert compare_runs(a, b).regressions == []
+    # noise around the same latency is not a regression even at a 0% threshold
+    jitter = compare_runs(a, c, max_p95_regression_pct=0).comparisons[0].latency[0]
+    assert jitter.p95_ci is not None and jitter.p95_ci.low < 0 < jitter.p95_ci.high and not jitter.regressed
+    # the interval is reproducible with the seed
+    assert compare_runs(a, b, seed=5).comparisons[0].latency == compare_runs(a, b, seed=5).comparisons[0].latency
+
+
+def test_cost_ratings_and_runs_on_different_models(tmp_path: Path) -> None:
+    db = tmp_path / "g.db"
+    with Store.open(db) as store:
+        base = _run(store, "big", "model-big", _cases(30, cost=0.01), others=("judge",))
+        cand = _run(store, "small", "model-small", _cases(30, cost=0.002), others=("judge",))
+        # votes against the common opponent: big wins 25 of 30, small 10 of 30
+        for sid, alias, wins in ((base, "big", 25), (cand, "small", 10)):
+            loaded = store.load_session(sid)
+            for k, turn in enumerate(loaded.turns):
+                store.add_vote(VoteRecord(session_id=sid, turn_id=turn.id, choice="A" if k < wins else "B",
+                                          mapping={"A": alias, "B": "judge"}, positions=["A", "B"],
+                                          revealed_at=1.0))
+    a, b = _load(db, base, cand)
+    (cmp,) = compare_runs(a, b, models=["big:small"]).comparisons
+    assert cmp.baseline.alias == "big" and cmp.candidate.alias == "small"
+    assert cmp.cost.baseline_total == pytest.approx(0.3) and cmp.cost.candidate_total == pytest.approx(0.06)
+    assert cmp.cost.change_pct == pytest.approx(-80)
+    rating = cmp.rating
+    assert rating is not None and rating.diff is not None and rating.ci is not None and rating.votes == 60
+    assert rating.diff < 0 and rating.ci.high < 0           # the small model is rated lower, clearly
+    # the same two runs, asked for a model one of them does not have
+    with pytest.raises(UsageError, match="has no model 'nope'"):
+        compare_runs(a, b, models=["nope:small"])
+    # without --model: the alias both runs have
+    assert [(c.baseline.alias, c.candidate.alias) for c in compare_runs(a, b).comparisons] == [("judge", "judge")]
+    # two models each and none shared: say which
+    with pytest.raises(UsageError, match="say which models"):
+        compare_runs(a, a.model_copy(update={"session": a.session.model_copy(update={"contestants": [
+            ContestantRecord(alias=x, provider="openai", model=x, label=x) for x in ("p", "q")]})}))
+
+
+def test_two_models_of_one_run_compare_the_same_way(tmp_path: Path) -> None:
+    db = tmp_path / "g.db"
+    with Store.open(db) as store:
+        sid = _run(store, "big", "model-big", _cases(10), others=("small",), blind=False)
+    (loaded,) = _load(db, sid)
+    (cmp,) = compare_runs(loaded, loaded, models=["big:small"]).comparisons
+    assert cmp.paired_units == 10 and cmp.answers.identical == 0
+
+
+def test_blind_runs_list_no_case_until_it_is_revealed(tmp_path: Path) -> None:
+    db = tmp_path / "g.db"
+    with Store.open(db) as store:
+        base = _run(store, "m", "x", _cases(30), others=("o",))
+        cand = _run(store, "m", "x", _cases(30, fail=set(range(30))), others=("o",))
+    report = compare_runs(*_load(db, base, cand), models=["m"])
+    (cmp,) = report.comparisons
+    assert cmp.cases == [] and cmp.hidden_cases > 0          # which answer failed would say who wrote it
+    assert report.regressed                                 # the aggregate still counts
+
+
+def test_the_json_shape_is_stable(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    db = tmp_path / "g.db"
+    with Store.open(db) as store:
+        base = _run(store, "m", "x", _cases(20))
+        cand = _run(store, "m", "x", _cases(20, fail={0}))
+    assert main(["diff", base, cand, "--db", str(db), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["schema"] == SCHEMA and data["correction"] == "holm" and data["alpha"] == 0.05
+    assert set(data) == {"schema", "alpha", "correction", "tests", "max_p95_regression_pct", "seed", "comparisons",
+                         "regressions"}
+    (cmp,) = data["comparisons"]
+    assert set(cmp) == {"baseline", "candidate", "paired_units", "baseline_only", "candidate_only", "tests", "answers",
+                        "latency", "cost", "rating", "cases", "hidden_cases"}
+    assert set(cmp["tests"][0]) == {"scope", "name", "pairs", "baseline_pass_rate", "candidate_pass_rate",
+                                    "regressions", "improvements", "method", "p_value", "p_adjusted", "regressed",
+                                    "improved"}
+    assert all(math.isfinite(t["p_value"]) for t in cmp["tests"])
+
+
+def test_gate_exit_codes_and_what_it_prints(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    db = tmp_path / "g.db"
+    with Store.open(db) as store:
+        base = _run(store, "m", "x", _cases(100, fail=set(range(10))))
+        same = _run(store, "m", "x", _cases(100, fail=set(range(10))))
+        worse = _run(store, "m", "x", _cases(100, fail=set(range(30))))
+    common = ["--db", str(db)]
+    assert main(["gate", "--baseline", base, "--candidate", same, *common]) == 0
+    assert "no significant regression" in capsys.readouterr().err
+    assert main(["gate", "--baseline", base, "--candidate", worse, *common]) == 3
+    err = capsys.readouterr().err
+    assert "regression" in err and "check contains:ok 90% -> 70%" in err
+    # bad usage: exit 2, one line
+    assert main(["gate", "--baseline", base, "--candidate", "NOSUCH", *common]) == 2
+    assert "no session 'NOSUCH'" in capsys.readouterr().err
+    assert main(["gate", "--baseline", base, "--candidate", same, "--alpha", "1.5", *common]) == 2
+    with pytest.raises(SystemExit) as exited:                          # argparse: --candidate is required
+        main(["gate", "--baseline", base, *common])
+    assert exited.value.code == 2
+
+
+def test_a_chat_session_is_not_a_run(tmp_path: Path) -> None:
+    db = tmp_path / "g.db"
+    with Store.open(db) as store:
+        chat = new_ulid()
+        store.create_session(SessionRecord(id=chat, kind="chat", contestants=[
+            ContestantRecord(alias="m", provider="demo", model="d", label="m")]))
+        store.add_turn(TurnRecord(session_id=chat, position=0, user_message="hi"))
+        run = _run(store, "m", "x", _cases(3))
+    with pytest.raises(UsageError, match="no sample-set cases"):
+        compare_runs(*_load(db, chat, run))
+
+
+# --------------------------------------------------------------------------- end to end
+
+
+def _set_with_check(path: Path, n: int) -> Path:
+    path.write_text("".join(json.dumps({"id": f"c{i}", "category": "k" if i % 2 else "j", "prompt": f"question {i}",
+                                        "checks": [{"type": "contains", "value": "loopback"}]}) + "\n"
+                            for i in range(n)))
+    return path
+
+
+def _session_ids(db: Path) -> list[str]:
+    store = Store.open(db)
+    try:
+        return [s.id for s in sorted(store.list_sessions(kind="run"), key=lambda s: s.created)]
+    finally:
+        store.close()
+
+
+def test_end_to_end_through_lineup_run_and_the_gate(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    db = tmp_path / "e.db"
+    sample = _set_with_check(tmp_path / "set.jsonl", 30)
+    with TestServer() as good, TestServer() as bad:
+        good.script(Reply(text="a loopback answer"))
+        bad.script(Reply(text="something else entirely", first_delay=0.25))
+        config = _config(tmp_path / "config.toml", good, {"base": {}, "again": {}})
+        config.write_text(config.read_text() + "\n[models.cand]\nprovider = \"openai\"\nmodel = \"cand-model\"\n"
+                          f"base_url = \"{bad.base_url('openai')}\"\nmax_retries = 0\n")
+        for alias in ("base", "again", "cand"):
+            assert main(["run", str(sample), "-m", alias, "--db", str(db), "--config", str(config), "--quiet",
+                         "--temperature", "0"]) in (0, 1)
+    base, again, cand = _session_ids(db)
+    capsys.readouterr()
+    assert main(["gate", "--baseline", base, "--candidate", again, "--db", str(db),
+                 "--max-p95-regression", "5000"]) == 0
+    assert main(["gate", "--baseline", base, "--candidate", cand, "--db", str(db)]) == 3
+    err = capsys.readouterr().err
+    assert "cand vs base: check contains 100% -> 0%" in err and "cand vs base: answered" not in err
+    # latency: 250 ms more to the first token, caught at a 50% threshold
+    assert main(["gate", "--baseline", base, "--candidate", cand, "--db", str(db), "--json",
+                 "--max-p95-regression", "50"]) == 3
+    data = json.loads(capsys.readouterr().out)
+    ttft = data["comparisons"][0]["latency"][0]
+    assert ttft["metric"] == "ttft_ms" and ttft["regressed"] and ttft["p95_ci"]["low"] > 100
+    # the table form lists the cases with the replay command of each run
+    assert main(["diff", base, cand, "--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert f"lineup replay {cand}" in out and "newly failing" in out
