@@ -243,7 +243,7 @@ def paired_bootstrap(a: np.ndarray, b: np.ndarray, q: float, rounds: int,
 
 
 @dataclass
-class _Run:
+class RunAnswers:
     """One side: a model's answers in a recorded run, by unit."""
 
     loaded: LoadedSession
@@ -259,8 +259,8 @@ class _Run:
         return self.loaded.session.id
 
 
-def _side(loaded: LoadedSession, alias: str) -> _Run:
-    run = _Run(loaded, alias)
+def side_of(loaded: LoadedSession, alias: str) -> RunAnswers:
+    run = RunAnswers(loaded, alias)
     turns = {t.id: t for t in loaded.turns if t.case_id}
     if not turns:
         raise UsageError(f"session {loaded.session.id} has no sample-set cases: diff and gate compare runs "
@@ -294,7 +294,7 @@ def _side(loaded: LoadedSession, alias: str) -> _Run:
     return run
 
 
-def _served(run: _Run) -> tuple[list[str], list[str]]:
+def _served(run: RunAnswers) -> tuple[list[str], list[str]]:
     models = Counter(o.served_model for o in run.answers.values() if o.served_model)
     prints = Counter(o.system_fingerprint for o in run.answers.values() if o.system_fingerprint)
     return [m for m, _ in models.most_common()], [f for f, _ in prints.most_common()]
@@ -356,7 +356,7 @@ class _Tally:
         self.improvements += b and not a
 
 
-def _tests(base: _Run, cand: _Run, convs: list[ConvKey]
+def _tests(base: RunAnswers, cand: RunAnswers, convs: list[ConvKey]
            ) -> tuple[list[_Tally], dict[ConvKey, tuple[list[str], list[str]]]]:
     """The paired tallies, and per conversation what regressed / improved."""
     tallies: dict[tuple[Scope, str], _Tally] = {}
@@ -401,7 +401,7 @@ def _tests(base: _Run, cand: _Run, convs: list[ConvKey]
     return list(tallies.values()), flips
 
 
-def _latency(base: _Run, cand: _Run, units: list[UnitKey], metric: Literal["ttft_ms", "duration_ms"],
+def _latency(base: RunAnswers, cand: RunAnswers, units: list[UnitKey], metric: Literal["ttft_ms", "duration_ms"],
              rng: np.random.Generator, rounds: int, threshold_pct: float | None) -> LatencyDiff:
     a_vals, b_vals = [], []
     for u in units:
@@ -429,7 +429,7 @@ def _latency(base: _Run, cand: _Run, units: list[UnitKey], metric: Literal["ttft
     return out
 
 
-def _answers(base: _Run, cand: _Run, units: list[UnitKey]) -> tuple[AnswerChanges, dict[UnitKey, float]]:
+def _answers(base: RunAnswers, cand: RunAnswers, units: list[UnitKey]) -> tuple[AnswerChanges, dict[UnitKey, float]]:
     sims: dict[UnitKey, float] = {}
     for u in units:
         oa, ob = base.answers[u], cand.answers[u]
@@ -443,7 +443,7 @@ def _answers(base: _Run, cand: _Run, units: list[UnitKey]) -> tuple[AnswerChange
         median_similarity=statistics.median(values) if values else None), sims
 
 
-def _cost(base: _Run, cand: _Run, units: list[UnitKey]) -> CostDiff:
+def _cost(base: RunAnswers, cand: RunAnswers, units: list[UnitKey]) -> CostDiff:
     a_costs, b_costs = [], []
     for u in units:
         oa, ob = base.answers[u], cand.answers[u]
@@ -459,7 +459,7 @@ def _cost(base: _Run, cand: _Run, units: list[UnitKey]) -> CostDiff:
                     change_pct=100.0 * (bt - at) / at if at and bt is not None else None)
 
 
-def _rating(base: _Run, cand: _Run, rounds: int, seed: int) -> RatingDiff | None:
+def _rating(base: RunAnswers, cand: RunAnswers, rounds: int, seed: int) -> RatingDiff | None:
     """Bradley-Terry over the revealed votes of both sessions, the two sides
     renamed apart (the same alias in two runs is two players) and linked
     through the opponents they share (the same alias is the same opponent);
@@ -530,7 +530,7 @@ class _Pending:
     tallies: list[_Tally]
 
 
-def _compare(base: _Run, cand: _Run, *, rng: np.random.Generator, rounds: int, seed: int,
+def _compare(base: RunAnswers, cand: RunAnswers, *, rng: np.random.Generator, rounds: int, seed: int,
              threshold_pct: float | None, top: int) -> _Pending:
     units = sorted(set(base.answers) & set(cand.answers))
     convs = sorted(set(base.conversations) & set(cand.conversations))
@@ -597,7 +597,7 @@ def compare_runs(baseline: LoadedSession, candidate: LoadedSession, *, models: S
     rng = np.random.default_rng(seed)
     pending = []
     for base_alias, cand_alias in pairs_of(baseline, candidate, models):
-        base, cand = _side(baseline, base_alias), _side(candidate, cand_alias)
+        base, cand = side_of(baseline, base_alias), side_of(candidate, cand_alias)
         if not set(base.answers) & set(cand.answers):
             raise UsageError(f"sessions {baseline.session.id} ({base_alias}) and {candidate.session.id} "
                              f"({cand_alias}) share no case: nothing to compare")

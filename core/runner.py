@@ -30,7 +30,7 @@ from core.sessions import LABELS, Contestant, ServerLimits, contestant_record, r
 from providers.events import ChatRequest, Message, SamplingParams
 from providers.model_config import ModelConfig
 from store import AsyncStore
-from store.cache import find_cached
+from store.runs import find_cached
 from store.db import process_token
 from store.ids import new_ulid
 from store.records import CheckResultRecord, OutputRecord, SessionRecord, TurnRecord

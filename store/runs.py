@@ -1,5 +1,6 @@
-"""The response cache's read: the answer already recorded for a request key
-(`core.cache` says what a key covers and how a reused answer is recorded)."""
+"""Reads of runs beyond one session: the answer already recorded for a
+request key (the response cache: `core.cache` says what a key covers and how
+a reused answer is recorded) and the canary runs of the drift watch."""
 
 from __future__ import annotations
 
@@ -21,3 +22,14 @@ def find_cached(store: Store, request_key: str) -> OutputRecord | None:
     except sqlite3.DatabaseError as exc:
         raise store._translate(exc, "read") from None
     return R.output_from(row) if row is not None else None
+
+
+def canary_session_ids(store: Store) -> list[str]:
+    """The runs `lineup drift` recorded (meta `canary`), oldest first."""
+    try:
+        rows = store.conn.execute(
+            "SELECT id FROM session WHERE kind = 'run' AND json_extract(meta, '$.canary') = 1 "
+            "ORDER BY created, id").fetchall()
+    except sqlite3.DatabaseError as exc:
+        raise store._translate(exc, "read") from None
+    return [r[0] for r in rows]

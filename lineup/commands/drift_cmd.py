@@ -1,0 +1,149 @@
+"""`lineup drift SET -m A [--every 6h]`: canary runs of a set (a run marked
+canary, deterministic by default: temperature 0, seed 0), once or every so
+often; `lineup drift --report`: what changed in each model over its canary
+runs (`core.drift`). The report reads the record only."""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    p.add_argument("set", nargs="?", metavar="SET.jsonl", help="the sample set to run as a canary")
+    p.add_argument("-m", "--model", dest="models", action="append", default=[], metavar="ALIAS",
+                   help="a model alias (repeat; with --report: only these models)")
+    p.add_argument("--every", metavar="DURATION", help="run again every DURATION (e.g. 30m, 6h, 1d) until "
+                                                       "stopped (Ctrl-C) or --times runs")
+    p.add_argument("--times", type=int, metavar="N", help="with --every: stop after N runs")
+    p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (default 0: deterministic)")
+    p.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    p.add_argument("--max-tokens", type=int)
+    p.add_argument("--system", help="system prompt for cases that have none")
+    p.add_argument("--repeat", type=int, default=1, help="answers per case and model (default 1)")
+    p.add_argument("--concurrency", type=int, default=8, help="conversations in flight at once (default 8)")
+    p.add_argument("--quiet", action="store_true", help="no progress display")
+    p.add_argument("--report", action="store_true", help="report the drift over the recorded canary runs")
+    p.add_argument("--alpha", type=float, default=0.05,
+                   help="with --report: significance level after Holm's correction per model (default 0.05)")
+    p.add_argument("--latency-change", type=float, default=25.0, metavar="PCT",
+                   help="with --report: flag latency only when its median moved by more than PCT%% (default 25)")
+    p.add_argument("--json", action="store_true", help="with --report: print it as JSON (schema lineup.drift/1)")
+
+
+def parse_every(text: str) -> float:
+    from core.errors import UsageError
+
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd])\s*", text)
+    if not m or float(m.group(1)) <= 0:
+        raise UsageError(f"--every: {text!r} is not a duration (a number and s, m, h or d: 30m, 6h, 1d)")
+    return float(m.group(1)) * _UNITS[m.group(2)]
+
+
+def run(args: argparse.Namespace) -> int:
+    from core.errors import UsageError
+
+    if args.report:
+        if args.set:
+            raise UsageError("--report reads the recorded canary runs: give it no SET (use -m to choose models)")
+        return report(args)
+    if not args.set:
+        raise UsageError("give the sample set to run as a canary (lineup drift SET.jsonl -m ALIAS), "
+                         "or --report")
+    if args.times is not None and (args.times < 1 or not args.every):
+        raise UsageError("--times N (at least 1) goes with --every")
+    return canaries(args)
+
+
+def canaries(args: argparse.Namespace) -> int:
+    import sys
+    import time
+
+    from core.config import ConfigError, load_config, resolve_models
+    from core.errors import UsageError
+    from core.sampleset import SampleSetError, load_sample_set
+    from lineup.commands import checked_params
+    from lineup.commands.run_cmd import execute, require_keys
+
+    interval = parse_every(args.every) if args.every else None
+    try:
+        config = load_config(args.config, probe_ollama=True)
+        models = resolve_models(config, args.models) if args.models else list(config.models.values())
+        sample_set = load_sample_set(args.set)
+    except (ConfigError, SampleSetError) as exc:
+        raise UsageError(str(exc)) from None
+    if not models:
+        raise UsageError("no models: name them with -m ALIAS (see `lineup models`)")
+    require_keys(config, models)
+    params = checked_params({"temperature": args.temperature, "max_tokens": args.max_tokens, "seed": args.seed})
+    if args.repeat < 1 or args.concurrency < 1:
+        raise UsageError("--repeat and --concurrency must be at least 1")
+    done = 0
+    while True:
+        started = time.monotonic()
+        code = execute(args, config, models, sample_set, params, repeat=args.repeat, concurrency=args.concurrency,
+                       system=args.system, new=True, quiet=args.quiet, canary=True)
+        done += 1
+        if code == 130 or interval is None or (args.times is not None and done >= args.times):
+            return code
+        wait = max(0.0, interval - (time.monotonic() - started))
+        print(f"lineup drift: canary run {done} done (exit {code}); the next in {wait:.0f} s (Ctrl-C stops)",
+              file=sys.stderr)
+        time.sleep(wait)
+
+
+def report(args: argparse.Namespace) -> int:
+    from core.drift import drift_report
+    from core.errors import UsageError
+    from lineup.commands import open_store
+    from store.runs import canary_session_ids
+
+    if not 0 < args.alpha < 1:
+        raise UsageError(f"--alpha must be between 0 and 1 (got {args.alpha:g})")
+    with open_store(args, write=False) as store:
+        loaded = [store.load_session(sid) for sid in canary_session_ids(store)]
+    result = drift_report(loaded, models=args.models, alpha=args.alpha, latency_pct=args.latency_change)
+    if args.json:
+        from core.text import json_line
+
+        print(json_line(result.model_dump(mode="json", by_alias=True)))
+        return 0
+    show(result)
+    return 0
+
+
+def show(result) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    from core.text import format_time, one_line
+
+    console = Console(highlight=False, markup=False)
+    if not result.models:
+        console.print("No canary runs yet: record some with `lineup drift SET.jsonl -m ALIAS`.")
+        return
+    for m in result.models:
+        table = Table(title=Text(one_line(f"{m.alias} on {m.sample_set}: {len(m.runs)} canary runs")),
+                      title_justify="left")
+        for col in ("#", "run", "when", "served model", "fingerprint", "changed", "pass", "ttft p50", "dur p50"):
+            table.add_column(col, justify="right" if col in ("#", "changed", "pass", "ttft p50", "dur p50")
+                             else "left")
+        for k, r in enumerate(m.runs):
+            changed = "-" if r.change_rate is None else f"{100 * r.change_rate:.0f}%"
+            if r.change_rate is not None and not r.deterministic:
+                changed += " (sampled)"
+            table.add_row(str(k), r.session_id, format_time(r.created, "%Y-%m-%d %H:%M"),
+                          Text(one_line(", ".join(r.served_models) or "-", 40)),
+                          Text(one_line(", ".join(r.fingerprints) or "-", 30)), changed,
+                          "-" if r.pass_rate is None else f"{100 * r.pass_rate:.0f}%",
+                          "-" if r.ttft_p50_ms is None else f"{r.ttft_p50_ms:,.0f}",
+                          "-" if r.duration_p50_ms is None else f"{r.duration_p50_ms:,.0f}")
+        console.print(table)
+        if not m.flags:
+            console.print(Text("no significant change"))
+        for f in m.flags:
+            p = "" if f.p_adjusted is None else f" (Holm-adjusted p = {f.p_adjusted:.2g})"
+            console.print(Text(one_line(f"CHANGED at run {f.run} ({f.session_id}): {f.detail}{p}")), soft_wrap=True)
