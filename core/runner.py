@@ -65,6 +65,7 @@ class RunProgress:
     #: why an earlier run of the same command was not resumed: (its id, differences)
     drift: tuple[str, list[str]] | None = None
     others: set[str] = field(default_factory=set)   # processes that ran part of this run meanwhile
+    stopped: str | None = None   # why the run stopped early, resumable (a batch API that failed)
 
     @property
     def finished(self) -> int:
@@ -166,6 +167,31 @@ class Runner:
 
     # ----- the run --------------------------------------------------------
     async def run(self) -> RunProgress:
+        session, work = await self._plan()
+        limit = anyio.CapacityLimiter(self.concurrency)
+        servers = ServerLimits(c.config for c in self._contestants)
+        try:
+            async with anyio.create_task_group() as tg:
+                for case, r, c in work:
+                    tg.start_soon(self._unit, case, r, c, limit, servers.limiter(c.config) or nullcontext())
+        finally:
+            with anyio.CancelScope(shield=True):
+                for c in self._contestants:
+                    if c.provider is not None:
+                        await c.provider.aclose()
+                await self._release(session.id)
+        assert self.progress is not None
+        return self.progress
+
+    async def _release(self, session_id: str) -> None:
+        try:   # what this process took on and did not finish is free again at once
+            await self.store.release_claims(session_id, self.owner)
+        except Exception:
+            pass   # a dead owner's claims are taken over anyway
+
+    async def _plan(self) -> tuple[SessionRecord, list[tuple]]:
+        """Open (or resume) the session and list the units still to do:
+        (case, repeat, contestant) whose answers or checks are missing."""
         session, resumed, drift = await self._open_session()
         by_alias = {m.alias: m for m in self.models}
         self._contestants = [
@@ -196,22 +222,7 @@ class Runner:
         self._turns = turns
         self._turn_lock = anyio.Lock()
         self._emit()
-        limit = anyio.CapacityLimiter(self.concurrency)
-        servers = ServerLimits(c.config for c in self._contestants)
-        try:
-            async with anyio.create_task_group() as tg:
-                for case, r, c in work:
-                    tg.start_soon(self._unit, case, r, c, limit, servers.limiter(c.config) or nullcontext())
-        finally:
-            with anyio.CancelScope(shield=True):
-                for c in self._contestants:
-                    if c.provider is not None:
-                        await c.provider.aclose()
-                try:   # what this process took on and did not finish is free again at once
-                    await self.store.release_claims(session.id, self.owner)
-                except Exception:
-                    pass   # a dead owner's claims are taken over anyway
-        return self.progress
+        return session, work
 
     async def _existing(self, session_id: str):
         loaded = await self.store.load_session(session_id)

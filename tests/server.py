@@ -63,6 +63,9 @@ chunks carry when set.
 at the moment it is written ("%.6f " seconds), for latency benchmarks (same
 clock as the client when both run in one process).
 
+`srv.batches` speaks the OpenAI Batch API (files, batches) and Anthropic
+Message Batches with partial failures and expiry (`tests/batch_api.py`).
+
 `RawReply(status, headers, body, cuts=[...])` serves exact bytes, flushed
 separately at the given byte offsets; `RawReply.from_case(case, cuts)` serves
 a conformance corpus case (`../shared/conformance/wire/*.json`).
@@ -186,6 +189,9 @@ class TestServer:
         self._last: Reply | RawReply = Reply()
         self.requests: list[Received] = []
         self.models: list[str] = ["test-model"]
+        from tests.batch_api import BatchService
+
+        self.batches = BatchService(self)      # the batch APIs (tests/batch_api.py)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._server: asyncio.base_events.Server | None = None
@@ -382,6 +388,8 @@ class _Responder:
 
     async def respond(self) -> None:
         rec = self.rec
+        if self.server.batches.handles(rec.path):
+            return await self.server.batches.respond(self, rec)
         if rec.method == "GET":
             return await self.listing()
         reply = self.server._next_reply()

@@ -24,6 +24,12 @@ def configure(p: argparse.ArgumentParser) -> None:
                             "the provider (default: [run] cache in the config)")
     cache.add_argument("--refresh", action="store_true",
                        help="call the provider for every request, even with [run] cache = true")
+    p.add_argument("--batch", action="store_true",
+                   help="send the requests through the providers' batch APIs (OpenAI Batch, Anthropic Message "
+                        "Batches: half price, no rate limit, results within 24 h); a killed run resumes its "
+                        "batches without submitting them again")
+    p.add_argument("--poll", type=float, default=30.0, metavar="SECONDS",
+                   help="with --batch: seconds between polls of a running batch (default 30)")
 
 
 def require_keys(config, models) -> None:
@@ -57,8 +63,19 @@ def run(args: argparse.Namespace) -> int:
     params = checked_params({"temperature": args.temperature, "max_tokens": args.max_tokens, "seed": args.seed})
     if args.repeat < 1 or args.concurrency < 1:
         raise UsageError("--repeat and --concurrency must be at least 1")
+    if args.batch:
+        from providers.batch import BATCH_PROVIDERS
+
+        other = [m for m in models if m.provider not in BATCH_PROVIDERS]
+        if other:
+            raise UsageError("--batch goes through the OpenAI and Anthropic batch APIs; "
+                             + ", ".join(f"{m.alias!r} is {m.provider}" for m in other)
+                             + " (run those without --batch)")
+        if not args.poll > 0:
+            raise UsageError("--poll must be more than 0 seconds")
     return execute(args, config, models, sample_set, params, repeat=args.repeat, concurrency=args.concurrency,
-                   system=args.system, new=args.new, quiet=args.quiet, cache=use_cache(args, config))
+                   system=args.system, new=args.new, quiet=args.quiet, cache=use_cache(args, config),
+                   batch=args.poll if args.batch else None)
 
 
 def use_cache(args: argparse.Namespace, config) -> bool:
@@ -70,7 +87,7 @@ def use_cache(args: argparse.Namespace, config) -> bool:
 
 def execute(args: argparse.Namespace, config, models, sample_set, params, *, repeat: int, concurrency: int,
             system: str | None, new: bool, quiet: bool, rerun_of: str | None = None, cache: bool = False,
-            canary: bool = False) -> int:
+            canary: bool = False, batch: float | None = None) -> int:
     """Run `sample_set` (a set file, or the cases of a recorded run being
     re-run) with a progress display; the exit code of `lineup run`.
 
@@ -86,11 +103,11 @@ def execute(args: argparse.Namespace, config, models, sample_set, params, *, rep
     with StopSignals(err) as stop:
         return _execute(args, config, models, sample_set, params, repeat=repeat, concurrency=concurrency,
                         system=system, new=new, quiet=quiet, rerun_of=rerun_of, cache=cache, canary=canary,
-                        err=err, out=out, stop=stop)
+                        batch=batch, err=err, out=out, stop=stop)
 
 
 def _execute(args, config, models, sample_set, params, *, repeat, concurrency, system, new, quiet, rerun_of,
-             cache, canary, err, out, stop: "StopSignals") -> int:
+             cache, canary, batch, err, out, stop: "StopSignals") -> int:
     import anyio
     from rich.live import Live
     from rich.table import Table
@@ -114,7 +131,7 @@ def _execute(args, config, models, sample_set, params, *, repeat, concurrency, s
             t.add_row(Text(one_line(alias)), str(tally.done), str(tally.failed), Text(one_line(errors)))
         return t
 
-    live = None if quiet or not err.is_terminal else Live(console=err, auto_refresh=False)
+    live = None if quiet or not err.is_terminal or batch is not None else Live(console=err, auto_refresh=False)
 
     def on_progress(progress) -> None:
         if live is not None:
@@ -122,10 +139,19 @@ def _execute(args, config, models, sample_set, params, *, repeat, concurrency, s
 
     async def main():
         astore = AsyncStore(store)
-        runner = Runner(astore, sample_set, models, repeat=repeat, concurrency=concurrency,
-                        params=params, defaults=config.defaults, system=system,
-                        new_session=new, rerun_of=rerun_of, cache=cache, canary=canary,
-                        on_progress=on_progress)
+        options = dict(repeat=repeat, concurrency=concurrency, params=params, defaults=config.defaults,
+                       system=system, new_session=new, rerun_of=rerun_of, cache=cache, canary=canary,
+                       on_progress=on_progress)
+        if batch is not None:
+            from core.batch_run import BatchRunner
+
+            def said(line: str) -> None:
+                if not quiet:
+                    err.print(Text(one_line(line)))
+
+            runner: Runner = BatchRunner(astore, sample_set, models, poll_s=batch, on_batch=said, **options)
+        else:
+            runner = Runner(astore, sample_set, models, **options)
         try:
             with anyio.CancelScope() as scope:
                 stop.attach(scope)   # a signal that came before this cancels it at once
@@ -174,6 +200,9 @@ def _execute(args, config, models, sample_set, params, *, repeat, concurrency, s
     if interrupted:
         err.print(f"stopped: {progress.finished}/{progress.total} done. Run the same command again to resume.")
         return 130
+    if progress.stopped:
+        err.print(Text(one_line(f"exit 1: stopped early: {progress.stopped}")))
+        return 1
     if progress.elsewhere:
         pids = ", ".join(sorted({o.split(":")[1] for o in progress.others if o.count(":") >= 1}))
         err.print(f"{progress.elsewhere} conversations were being run by another lineup process "
