@@ -225,18 +225,18 @@ def similarity(a: str, b: str) -> float:
     return matcher.ratio()
 
 
-def paired_bootstrap(a: np.ndarray, b: np.ndarray, q: float, rounds: int,
-                     rng: np.random.Generator) -> tuple[float, float]:
-    """95% percentile interval of percentile_q(b) - percentile_q(a), resampling pairs."""
+def paired_bootstrap(a: np.ndarray, b: np.ndarray, qs: Sequence[float], rounds: int,
+                     rng: np.random.Generator) -> list[tuple[float, float]]:
+    """95% percentile intervals of percentile_q(b) - percentile_q(a) for each q,
+    resampling pairs (one resample serves every q)."""
     n = a.size
-    diffs = np.empty(rounds)
+    diffs = np.empty((len(qs), rounds))
     step = max(1, 2_000_000 // max(n, 1))
     for start in range(0, rounds, step):
         size = min(step, rounds - start)
         idx = rng.integers(0, n, size=(size, n))
-        diffs[start:start + size] = np.percentile(b[idx], q, axis=1) - np.percentile(a[idx], q, axis=1)
-    low, high = np.percentile(diffs, [2.5, 97.5])
-    return float(low), float(high)
+        diffs[:, start:start + size] = np.percentile(b[idx], qs, axis=1) - np.percentile(a[idx], qs, axis=1)
+    return [(float(lo), float(hi)) for lo, hi in np.percentile(diffs, [2.5, 97.5], axis=1).T]
 
 
 # --------------------------------------------------------------------------- reading one side
@@ -414,9 +414,9 @@ def _latency(base: RunAnswers, cand: RunAnswers, units: list[UnitKey], metric: L
     if len(a_vals) < 2:
         return out
     a, b = np.array(a_vals), np.array(b_vals)
-    for q, name in ((50, "p50"), (95, "p95")):
+    intervals = paired_bootstrap(a, b, (50, 95), rounds, rng)
+    for q, name, (low, high) in zip((50, 95), ("p50", "p95"), intervals):
         pa, pb = float(np.percentile(a, q)), float(np.percentile(b, q))
-        low, high = paired_bootstrap(a, b, q, rounds, rng)
         setattr(out, f"baseline_{name}", pa)
         setattr(out, f"candidate_{name}", pb)
         setattr(out, f"{name}_diff", pb - pa)

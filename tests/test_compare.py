@@ -356,3 +356,38 @@ def test_end_to_end_through_lineup_run_and_the_gate(tmp_path: Path, capsys: pyte
     assert main(["diff", base, cand, "--db", str(db)]) == 0
     out = capsys.readouterr().out
     assert f"lineup replay {cand}" in out and "newly failing" in out
+
+
+def test_the_readme_ci_example_runs_as_written(tmp_path: Path) -> None:
+    """The `run:` block of the README's CI job, run by bash: exit 0 for a
+    candidate as good as the baseline, 3 for a worse one, gate.json written."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    block = re.search(r"  run: \|\n((?:    .*\n)+)", readme)
+    assert block is not None, "the README's CI example has a run: block"
+    script = "\n".join(line[4:] for line in block.group(1).splitlines())
+    (tmp_path / "eval").mkdir()
+    _set_with_check(tmp_path / "eval" / "set.jsonl", 12)
+    bindir = str(Path(sys.executable).parent)
+    for text, expected in (("a loopback answer", 0), ("worse", 3)):
+        with TestServer() as srv:
+            # a fixed 60 ms before the first byte, so that a busy machine's few ms are no p95 regression
+            srv.script(Reply(text="a loopback answer", first_delay=0.06))
+            config = _config(tmp_path / "config.toml", srv, {"candidate": {}})
+            env = dict(os.environ, LINEUP_CONFIG=str(config), OPENAI_API_KEY="",
+                       PATH=bindir + os.pathsep + os.environ.get("PATH", ""))
+            env["LINEUP_DB"] = "eval/lineup.db"
+            db = tmp_path / "eval" / "lineup.db"
+            if not (tmp_path / "eval" / "baseline_run").exists():
+                assert main(["run", str(tmp_path / "eval" / "set.jsonl"), "-m", "candidate", "--temperature", "0",
+                             "--seed", "0", "--quiet", "--db", str(db), "--config", str(config)]) == 0
+                (tmp_path / "eval" / "baseline_run").write_text(_session_ids(db)[0])
+            srv.script(Reply(text=text, first_delay=0.06))
+            done = subprocess.run(["bash", "-e", "-c", script], cwd=tmp_path, env=env, capture_output=True,
+                                  text=True, timeout=120)
+        assert done.returncode == expected, done.stderr
+        assert json.loads((tmp_path / "gate.json").read_text())["schema"] == SCHEMA
