@@ -127,9 +127,12 @@ class BatchRunner(Runner):
                 (t.case_id, t.repeat_index, i.contestant) in ours
                 for i in j.items if (t := self._turn_by_id(i.turn_id)) is not None)]
             if mine:
+                stops: list[str] = []
                 async with anyio.create_task_group() as tg:
                     for job in mine:
-                        tg.start_soon(self._finish_job, job, by_alias[job.contestant])
+                        tg.start_soon(self._finish_or_stop, job, by_alias[job.contestant], stops)
+                if stops:   # the others were finished first: what could be collected is
+                    raise _Stop(stops[0])
                 continue
             pending = await self._pending(units)
             if not pending:
@@ -208,6 +211,16 @@ class BatchRunner(Runner):
         return out
 
     # ----- one batch ------------------------------------------------------
+    async def _finish_or_stop(self, job: BatchJob, c: Contestant, stops: list[str]) -> None:
+        """`_finish_job`, a failure that stops the run kept in `stops` (not
+        raised into the task group, where it would cancel the other batches)."""
+        try:
+            await self._finish_job(job, c)
+        except _Stop as stop:
+            stops.append(str(stop))
+        except BatchAPIError as exc:
+            stops.append(f"batch {job.id} for {c.alias}: {exc.message} (run the same command again to resume it)")
+
     async def _finish_job(self, job: BatchJob, c: Contestant) -> None:
         """Submit (if not yet), poll to its end, collect: whatever state it was left in."""
         client = self._client(c)

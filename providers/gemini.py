@@ -144,7 +144,9 @@ class GeminiParser(StreamParser):
         if not isinstance(obj, dict):
             raise DecodeError("a stream element that is not a JSON object")
         self.seen_any = True
-        self.served(out, obj.get("modelVersion"))
+        model = obj.get("modelVersion")
+        if model is not None and model != self._served[0]:
+            self.served(out, model)
         err = obj.get("error")
         if err:
             out.append(self._error(err, t))

@@ -72,7 +72,9 @@ class OllamaParser(StreamParser):
         if not isinstance(obj, dict):
             raise DecodeError("an NDJSON line that is not a JSON object")
         self.seen_any = True
-        self.served(out, obj.get("model"))
+        model = obj.get("model")
+        if model is not None and model != self._served[0]:
+            self.served(out, model)
         if "error" in obj:
             err = obj["error"]
             message = err.get("message", str(err)) if isinstance(err, dict) else str(err)

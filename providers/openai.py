@@ -108,7 +108,10 @@ class OpenAIParser(StreamParser):
         """Handle one chunk object; True when it ended the stream (an error)."""
         if not isinstance(obj, dict):
             raise DecodeError("an SSE event that is not a JSON object")
-        self.served(out, obj.get("model"), obj.get("system_fingerprint"))
+        model, fingerprint = obj.get("model"), obj.get("system_fingerprint")
+        last = self._served
+        if (model is not None and model != last[0]) or (fingerprint is not None and fingerprint != last[1]):
+            self.served(out, model, fingerprint)   # only when something may be new: no call per chunk
         choices = obj.get("choices")
         if choices:
             choice = choices[0]

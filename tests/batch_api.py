@@ -20,7 +20,8 @@ a `message`, errored with an error, canceled or expired).
 What a request answers is `answer(custom_id, body)` (default: "batch
 answer to: <last user message>"): a string, `("error", status, message)`, or
 "expired". `polls` is how many polls a batch stays running after it was
-created; `hold` keeps every batch running until cleared; `expire` ends the
+created; `hold` keeps every batch running until cleared; `poll_error`
+answers OpenAI polls with that HTTP status while set; `expire` ends the
 next batches as expired after `expire_after` results; `fail` makes the
 next OpenAI batch fail validation. Every request is in `srv.requests`, so a
 test counts submissions (`submissions()`).
@@ -59,6 +60,7 @@ class BatchService:
         self.hold = False
         self.expire_after: int | None = None
         self.fail = False
+        self.poll_error: int | None = None       # answer every poll with this HTTP status while set
         self.served_model = "batch-model-2025"
         self._n = 0
 
@@ -104,6 +106,8 @@ class BatchService:
                           key=lambda b: -b["created_at"])
             return 200, json.dumps({"object": "list", "data": data, "has_more": False}).encode(), "application/json"
         if path.startswith("/v1/batches/") and method == "GET":
+            if self.poll_error is not None:
+                raise _Refuse(self.poll_error, "scripted poll failure")
             return self._json(self._openai_poll(path[len("/v1/batches/"):]))
         if path == "/v1/messages/batches" and method == "POST":
             return self._anthropic_create(rec.json)

@@ -804,7 +804,10 @@ def _main() -> None:
     on the first line (benchmarks run it in a separate process so that the
     server's CPU time is not counted as the client's)."""
     import argparse
+    import sys
+    from pathlib import Path
 
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run as a script: `tests` importable
     ap = argparse.ArgumentParser(description=_main.__doc__)
     ap.add_argument("--reply", default="{}", help="Reply fields as a JSON object, served to every request")
     args = ap.parse_args()

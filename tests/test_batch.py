@@ -238,6 +238,24 @@ def test_a_batch_run_killed_between_submit_and_download_resumes_without_submitti
     assert {j[1] for j in _jobs(db)} == {"collected"}
 
 
+def test_polls_that_keep_failing_stop_the_run_and_the_next_one_collects(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture) -> None:
+    db = tmp_path / "b.db"
+    sample = _set(tmp_path / "set.jsonl", 3)
+    with TestServer() as srv:
+        config = _config(tmp_path / "config.toml", srv, {"m0": {}})
+        common = ["run", str(sample), "-m", "m0", "--batch", "--poll", "0.01", "--db", str(db), "--config",
+                  str(config)]
+        srv.batches.poll_error = 503
+        assert main(common) == 1
+        err = capsys.readouterr().err
+        assert "polling failed" in err and "stopped early" in err and "run the same command again" in err
+        srv.batches.poll_error = None
+        assert main(common) == 0
+        assert srv.batches.submissions() == 1
+    assert sum(r["status"] == "complete" for r in _outputs(db)) == 3
+
+
 def test_a_cached_batch_rerun_submits_nothing(tmp_path: Path) -> None:
     db = tmp_path / "b.db"
     sample = _set(tmp_path / "set.jsonl", 3)
