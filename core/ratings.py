@@ -730,7 +730,7 @@ def rate(bs: BattleSet, *, rounds: int = DEFAULT_ROUNDS, seed: int | None = 0,
     order: dict[int, int] = {}
     for mr in models:
         order.setdefault(mr.group, len(order))
-    groups = [groups[g] for g in sorted(order, key=order.get)]
+    groups = [groups[g] for g in sorted(order, key=order.__getitem__)]
     for mr in models:
         mr.group = order[mr.group]
     groups = [sorted(g, key=lambda name: next(i for i, m in enumerate(models) if m.name == name))

@@ -151,7 +151,7 @@ class Case(BaseModel):
         Each follow-up is then sent after the model's answer, as a plain user message."""
         if self.prompt is not None:
             return (Message(role="user", content=self.prompt, images=images),)
-        msgs = [Message(role=m.role, content=m.content) for m in self.messages or ()]  # type: ignore[arg-type]
+        msgs = [Message(role=m.role, content=m.content) for m in self.messages or ()]
         msgs[-1] = Message(role="user", content=msgs[-1].content, images=images)
         return tuple(msgs)
 

@@ -162,7 +162,7 @@ def _read_jsonl(f, path: Path, by: str, prompt_field: str | None) -> LoadedLogs:
     keys_seen: list[str] = []
     shown = shown_name(path)
     for lineno, where, obj, problem in json_objects(lines(f, shown), shown, "a log record"):
-        if problem:
+        if obj is None:   # then `problem` says why
             raise LogError(problem)
         if not out.prompt_field:
             out.prompt_field = _pick_field(obj.keys(), prompt_field, "prompt", where)

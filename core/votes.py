@@ -362,9 +362,10 @@ def battles_of(choice: str, ranking: Sequence[str] | None, mapping: Mapping[str,
     if choice in TIE_CHOICES:
         pick = choice
     else:
-        pick = model_of(mapping, choice)
-        if pick is None:
+        model = model_of(mapping, choice)
+        if model is None:
             raise ValueError(f"vote {vote_id}: choice {choice!r} is not one of the labels {sorted(mapping)}")
+        pick = model
     models = None
     if ranking:
         models = []

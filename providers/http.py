@@ -42,7 +42,7 @@ import anyio
 import httpx
 
 from providers.base import Provider
-from providers.catalogue import PROVIDER_DEFAULT_BASE_URL
+from providers.catalogue import default_base_url
 from providers.events import (
     ChatRequest,
     ErrorKind,
@@ -340,10 +340,7 @@ class HttpProvider(Provider):
     def __init__(self, cfg: ModelConfig, *, retry: RetryPolicy | None = None,
                  transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.cfg = cfg
-        base_url = cfg.base_url or PROVIDER_DEFAULT_BASE_URL[self.name]
-        if base_url is None:   # only the demo has no server, and it is no HttpProvider
-            raise ValueError(f"provider {self.name!r} has no default base URL")
-        self.base_url = base_url.rstrip("/")
+        self.base_url = (cfg.base_url or default_base_url(self.name)).rstrip("/")
         self.retry = retry or RetryPolicy()
         self._transport = transport
         self._client: httpx.AsyncClient | None = None

@@ -719,7 +719,8 @@ class Store:
     def list_sessions(self, limit: int | None = None, kind: str | None = None,
                       search: str | None = None) -> list[SessionSummary]:
         """Newest first. `search` matches titles, prompts and outputs."""
-        where, params = [], []
+        where: list[str] = []
+        params: list[Any] = []
         if kind:
             where.append("s.kind = ?")
             params.append(kind)
@@ -846,7 +847,8 @@ class Store:
 
         where = {"session": "s.id", "turn": "s.session_id", "output": "s.session_id", "vote": "s.session_id",
                  "tag": "(SELECT o.session_id FROM output o WHERE o.id = s.output_id)"}
-        total, named = 0, []
+        total = 0
+        named: list[str] = []
         try:
             for table in tables:
                 sid_col = where[table]
