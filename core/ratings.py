@@ -43,7 +43,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
 
 import numpy as np
 
@@ -64,7 +63,6 @@ MIN_VOTES_TO_RANK = 10
 MIN_GAP = 1.0
 MAX_VOTE_MULTIPLE = 100
 
-Outcome = Literal["a", "b", "tie"]
 _SCORE = {"a": 1.0, "tie": 0.5, "b": 0.0}
 
 

@@ -540,11 +540,6 @@ class ChatSession:
         return {c.label: c.last_output if c.last_output is not None and c.last_output.turn_id == turn_id
                 else None for c in self.contestants}
 
-    def vote_warnings(self, choice: str) -> list[votes_core.VoteWarning]:
-        """What to confirm before `choice` is saved (its answer failed, was
-        cancelled or is missing): blind-safe messages, labels only."""
-        return votes_core.answer_warnings(choice, self.answers())
-
     def current_vote(self, rater: str | None = None) -> VoteRecord | None:
         """This rater's vote on the last turn that counts (not replaced, not withdrawn)."""
         if not self.turns:

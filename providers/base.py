@@ -120,8 +120,6 @@ class Provider(ABC):
     #: True when the provider's answers are synthetic (demo): they are marked
     #: in every record and left out of ratings unless asked for.
     is_demo: bool = False
-    #: Whether user messages may carry images for this provider.
-    accepts_images: bool = True
 
     def stream(self, request: ChatRequest) -> ChatStream:
         return ChatStream(self.events(request))

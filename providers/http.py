@@ -489,7 +489,7 @@ class HttpProvider(Provider):
         client = p.client
         resp: httpx.Response | None = None
         try:
-            with anyio.move_on_after(max(0.0, p.deadline - perf_counter())) as waited:
+            with anyio.move_on_after(max(0.0, p.deadline - perf_counter())):
                 resp = await client.send(client.build_request("POST", p.url, headers=p.headers, content=p.content),
                                          stream=True)
         except httpx.TimeoutException as exc:
