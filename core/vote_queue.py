@@ -15,7 +15,7 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from core.votes import (
     LABELS,
@@ -26,8 +26,10 @@ from core.votes import (
     make_votes,
 )
 from store.ids import new_ulid
-from store.writer import AsyncStore
 from store.records import LoadedSession, OutputRecord, RevealRecord, TagRecord, TurnRecord, VoteRecord
+
+if TYPE_CHECKING:
+    from store.writer import AsyncStore
 
 Reveal = Literal["each", "end"]
 Repeats = Literal["separate", "together"]
