@@ -390,7 +390,9 @@ def _lookup(value: Any, parts: list[str]) -> bool:
     head, rest = parts[0], parts[1:]
     if head == "*":
         items = list(value.values()) if isinstance(value, dict) else value if isinstance(value, list) else None
-        return bool(items) and all(_lookup(item, rest) for item in items)
+        if not items:
+            return False
+        return all(_lookup(item, rest) for item in items)
     if isinstance(value, dict):
         child = value.get(head, _MISSING)
     elif isinstance(value, list) and head.lstrip("-").isdigit():

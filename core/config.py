@@ -51,6 +51,7 @@ from providers.catalogue import (
     PROVIDER_DEFAULT_BASE_URL,
     PROVIDER_DEFAULT_KEY_ENV,
     PROVIDERS,
+    default_base_url,
 )
 from providers.events import SamplingParams
 from providers.model_config import ModelConfig, Price  # noqa: F401  (Price: part of a model's table)
@@ -440,7 +441,7 @@ def ollama_base_url(env: Mapping[str, str] = os.environ) -> tuple[str, str | Non
     Accepts the forms Ollama itself does: ``host``, ``host:port``, ``http://host:port``."""
     host = env.get("OLLAMA_HOST", "").strip()
     if not host:
-        return PROVIDER_DEFAULT_BASE_URL["ollama"], None
+        return default_base_url("ollama"), None
     if "://" not in host:
         host = "http://" + host
     warning = None
@@ -451,7 +452,7 @@ def ollama_base_url(env: Mapping[str, str] = os.environ) -> tuple[str, str | Non
         hostname = parts.hostname or "localhost"
         port = parts.port or (443 if parts.scheme == "https" else 11434)   # Ollama's own defaults
     except ValueError:
-        return PROVIDER_DEFAULT_BASE_URL["ollama"], "OLLAMA_HOST is not a valid host[:port]; using the default"
+        return default_base_url("ollama"), "OLLAMA_HOST is not a valid host[:port]; using the default"
     if hostname in ("0.0.0.0", "::"):
         hostname = "127.0.0.1"     # a listen-everywhere address; connect locally
     netloc = f"[{hostname}]" if ":" in hostname else hostname

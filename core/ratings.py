@@ -43,7 +43,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
 
 import numpy as np
 
@@ -64,7 +63,6 @@ MIN_VOTES_TO_RANK = 10
 MIN_GAP = 1.0
 MAX_VOTE_MULTIPLE = 100
 
-Outcome = Literal["a", "b", "tie"]
 _SCORE = {"a": 1.0, "tie": 0.5, "b": 0.0}
 
 
@@ -730,7 +728,7 @@ def rate(bs: BattleSet, *, rounds: int = DEFAULT_ROUNDS, seed: int | None = 0,
     order: dict[int, int] = {}
     for mr in models:
         order.setdefault(mr.group, len(order))
-    groups = [groups[g] for g in sorted(order, key=order.get)]
+    groups = [groups[g] for g in sorted(order, key=order.__getitem__)]
     for mr in models:
         mr.group = order[mr.group]
     groups = [sorted(g, key=lambda name: next(i for i, m in enumerate(models) if m.name == name))

@@ -20,6 +20,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -32,6 +33,9 @@ from store import AsyncStore
 from store.db import process_token
 from store.ids import new_ulid
 from store.records import CheckResultRecord, OutputRecord, SessionRecord, TurnRecord
+
+if TYPE_CHECKING:
+    from core.sampleset import SampleSet
 
 
 @dataclass
@@ -121,7 +125,7 @@ class Runner:
         self.rerun_of = rerun_of
         self.on_progress = on_progress
         self.owner = process_token()
-        self.progress: RunProgress | None = None
+        self.progress: RunProgress | None = None   # set by `run` before any unit starts
         self._contestants: list[Contestant] = []
 
     # ----- session --------------------------------------------------------
@@ -173,8 +177,9 @@ class Runner:
                     tallies[c.alias].planned += 1
                     answers = [outputs.get((t.id, c.alias)) if (t := turns.get((case.id, r, k))) else None
                                for k in range(n_turns)]
-                    done = all(a is not None and a.status == "complete" for a in answers)
-                    if done and _checks_missing(case, answers, checks):
+                    complete = [a for a in answers if a is not None and a.status == "complete"]
+                    done = len(complete) == n_turns
+                    if done and _checks_missing(case, complete, checks):
                         done = False   # the answers are kept; only the checks run again
                     if done:
                         tallies[c.alias].done += 1
@@ -203,6 +208,12 @@ class Runner:
                     pass   # a dead owner's claims are taken over anyway
         return self.progress
 
+    def _running(self) -> RunProgress:
+        """The progress of the run in flight."""
+        if self.progress is None:
+            raise RuntimeError("the run has not started")
+        return self.progress
+
     async def _existing(self, session_id: str):
         loaded = await self.store.load_session(session_id)
         turns = {(t.case_id, t.repeat_index, t.follow_up_index): t for t in loaded.turns}
@@ -214,7 +225,7 @@ class Runner:
             turn = self._turns.get((case.id, repeat, k))
             if turn is None:
                 turn = await self.store.ensure_turn(TurnRecord(
-                    id=new_ulid(), session_id=self.progress.session_id, position=0,
+                    id=new_ulid(), session_id=self._running().session_id, position=0,
                     case_id=case.id, category=case.category, user_message=text,
                     images=[{"path": i.path, "sha256": i.sha256, "mime": i.mime} for i in images],
                     follow_up_index=k, repeat_index=repeat, created=time.time(),
@@ -226,9 +237,10 @@ class Runner:
                     server_limit: AbstractAsyncContextManager) -> None:
         """One unit of work, claimed so that no other process runs it at the
         same time, then read fresh (another process may have done part of it)."""
-        tally = self.progress.tallies[c.alias]
+        progress = self._running()
+        tally = progress.tallies[c.alias]
         async with server_limit, limit:   # the server first: a slot is never held while queued
-            sid = self.progress.session_id
+            sid = progress.session_id
             unit = json.dumps([case.id, repeat, c.alias])
             holder = await self.store.claim_unit(sid, unit, self.owner)
             if holder == "done":
@@ -238,7 +250,7 @@ class Runner:
                 return
             if holder != "mine":
                 tally.elsewhere += 1
-                self.progress.others.add(holder)
+                progress.others.add(holder)
                 self._emit()
                 return
             ok = False
@@ -261,9 +273,10 @@ class Runner:
         """One contestant through one case: the opening request, then each
         scripted follow-up after its previous answer, in its own thread; then
         the case's checks that are not recorded yet. True when all is saved."""
-        tally = self.progress.tallies[c.alias]
+        progress = self._running()
+        tally = progress.tallies[c.alias]
         params = c.params.merged(case.params)
-        rows = await self.store.run_unit(self.progress.session_id, case.id, repeat, c.alias)
+        rows = await self.store.run_unit(progress.session_id, case.id, repeat, c.alias)
         for t in rows[0]:
             self._turns.setdefault((case.id, repeat, t.follow_up_index), t)
         recorded = _latest_outputs(rows[1])
@@ -401,7 +414,7 @@ def sample_set_from_run(loaded) -> tuple["SampleSet", list[str]]:
         r = first_repeat.setdefault(t.case_id, t.repeat_index or 0)
         if (t.repeat_index or 0) == r:
             by_case.setdefault(t.case_id, []).append(t)
-    outputs_of = {}
+    outputs_of: dict[str, list[OutputRecord]] = {}
     for out in loaded.outputs:
         outputs_of.setdefault(out.turn_id, []).append(out)
     checks_of: dict[str, list] = {}

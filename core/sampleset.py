@@ -137,21 +137,12 @@ class Case(BaseModel):
         """How many answers a model gives to this case (1 + follow-ups)."""
         return 1 + len(self.follow_ups)
 
-    def user_turns(self) -> list[str]:
-        """The scripted user messages in order: the prompt (or every user
-        message of `messages`), then the follow-ups."""
-        if self.prompt is not None:
-            first = [self.prompt]
-        else:
-            first = [m.content for m in self.messages or () if m.role == "user"]
-        return first + list(self.follow_ups)
-
     def opening_messages(self, images: tuple[ImagePart, ...] = ()) -> tuple[Message, ...]:
         """The history of the first request; `images` ride on its last user message.
         Each follow-up is then sent after the model's answer, as a plain user message."""
         if self.prompt is not None:
             return (Message(role="user", content=self.prompt, images=images),)
-        msgs = [Message(role=m.role, content=m.content) for m in self.messages or ()]  # type: ignore[arg-type]
+        msgs = [Message(role=m.role, content=m.content) for m in self.messages or ()]
         msgs[-1] = Message(role="user", content=msgs[-1].content, images=images)
         return tuple(msgs)
 

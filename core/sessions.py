@@ -13,6 +13,7 @@ import secrets
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import anyio
 
@@ -25,10 +26,12 @@ from providers.base import ChatStream, Provider
 from providers.events import (
     ChatRequest,
     ErrorKind,
+    Finish,
     ImagePart,
     Message,
     Queued,
     ReasoningDelta,
+    Retrying,
     SamplingParams,
     StreamError,
     StreamEvent,
@@ -52,6 +55,8 @@ from store.records import (
 LABELS = "ABCDEFGH"
 MAX_CONTESTANTS = len(LABELS)
 CHECKPOINT_EVERY_S = 1.0
+_Text = TypeVar("_Text", str, str | None)   # a text and its scrubbed form have the same type
+
 
 def default_rater() -> str:
     """Who is voting: LINEUP_RATER, else the login name."""
@@ -193,7 +198,7 @@ async def record_stream(
     held = HeldBack(scrubber) if scrubber is not None and on_update is not None else None
     kept = {"text": GrowingText(scrubber), "reasoning": GrowingText(scrubber)} if scrubber is not None else None
 
-    def secret_free(kind: str, text: str | None) -> str | None:
+    def secret_free(kind: str, text: _Text) -> _Text:
         return kept[kind].of(text) if kept is not None and text else text
 
     def emit(event: StreamEvent) -> None:
@@ -265,25 +270,26 @@ def _shown_events(held: HeldBack, event: StreamEvent) -> list[StreamEvent]:
     """What the screen gets for `event`: deltas without any run of the key
     (an ending that may grow into one waits for the next delta); held text is
     let out before a terminal event; messages scrubbed too."""
-    kind = event.type
-    if kind == "text" or kind == "reasoning":
-        out: list[StreamEvent] = []
-        if kind == "text" and held.pending.get("reasoning"):
-            out.append(ReasoningDelta(text=held.flush("reasoning"), t=event.t))
-        shown = held.feed(kind, event.text)
-        if shown:
-            out.append(event.model_copy(update={"text": shown}))
-        return out
-    if kind in ("finish", "error"):
-        out = [ReasoningDelta(text=held.flush("reasoning"), t=event.t)] if held.pending.get("reasoning") else []
-        rest = held.flush("text")
-        if rest:
-            out.append(TextDelta(text=rest, t=event.t))
-        if kind == "error":
-            event = event.model_copy(update={"message": held.scrubber.scrub(event.message)})
-        return [*out, event]
-    if kind == "retrying":
-        return [event.model_copy(update={"message": held.scrubber.scrub(event.message)})]
+    match event:
+        case TextDelta() | ReasoningDelta():
+            kind = "text" if isinstance(event, TextDelta) else "reasoning"
+            out: list[StreamEvent] = []
+            if kind == "text" and held.pending.get("reasoning"):
+                out.append(ReasoningDelta(text=held.flush("reasoning"), t=event.t))
+            shown = held.feed(kind, event.text)
+            if shown:
+                out.append(event.model_copy(update={"text": shown}))
+            return out
+        case Finish() | StreamError():
+            out = [ReasoningDelta(text=held.flush("reasoning"), t=event.t)] if held.pending.get("reasoning") else []
+            rest = held.flush("text")
+            if rest:
+                out.append(TextDelta(text=rest, t=event.t))
+            if isinstance(event, StreamError):
+                event = event.model_copy(update={"message": held.scrubber.scrub(event.message)})
+            return [*out, event]
+        case Retrying():
+            return [event.model_copy(update={"message": held.scrubber.scrub(event.message)})]
     return [event]
 
 
@@ -361,12 +367,12 @@ class ChatSession:
         loaded = await store.load_session(session_id)
         rec = loaded.session
         contestants = []
-        for c in sorted(rec.contestants, key=lambda c: c.position):
-            cfg = config.models.get(c.alias)
-            if cfg is None or cfg.provider != c.provider or cfg.model != c.model:
-                cfg = _config_from_record(c, config)
-            contestants.append(Contestant(config=cfg, label=c.label, position=c.position,
-                                          params=SamplingParams(**c.params)))
+        for saved in sorted(rec.contestants, key=lambda c: c.position):
+            cfg = config.models.get(saved.alias)
+            if cfg is None or cfg.provider != saved.provider or cfg.model != saved.model:
+                cfg = _config_from_record(saved, config)
+            contestants.append(Contestant(config=cfg, label=saved.label, position=saved.position,
+                                          params=SamplingParams(**saved.params)))
         session = cls(store, rec, contestants)
         session.turns = list(loaded.turns)
         session.votes = list(loaded.votes)
@@ -533,11 +539,6 @@ class ChatSession:
         turn_id = self.turns[-1].id if self.turns else None
         return {c.label: c.last_output if c.last_output is not None and c.last_output.turn_id == turn_id
                 else None for c in self.contestants}
-
-    def vote_warnings(self, choice: str) -> list[votes_core.VoteWarning]:
-        """What to confirm before `choice` is saved (its answer failed, was
-        cancelled or is missing): blind-safe messages, labels only."""
-        return votes_core.answer_warnings(choice, self.answers())
 
     def current_vote(self, rater: str | None = None) -> VoteRecord | None:
         """This rater's vote on the last turn that counts (not replaced, not withdrawn)."""

@@ -47,8 +47,6 @@ LABELS = "ABCDEFGH"
 TIE_CHOICES = NON_LABEL_CHOICES
 CHOICE_WORDS = {TIE: "a tie", BOTH_BAD: "both bad", ALL_BAD: "all bad"}
 
-VoteKind = Literal["two_way", "pick", "ranking"]
-
 
 # --------------------------------------------------------------------------- kinds
 
@@ -61,12 +59,6 @@ def bad_choice(n_labels: int) -> str:
 def valid_choices(labels: Sequence[str]) -> list[str]:
     """What a new vote on these labels may choose: a label, tie, or both/all bad."""
     return list(labels) + [TIE, bad_choice(len(labels))]
-
-
-def vote_kind(n_labels: int, ranking: Sequence[str] | None = None) -> VoteKind:
-    if ranking:
-        return "ranking"
-    return "two_way" if n_labels == 2 else "pick"
 
 
 def ranking_missing(ranking: Sequence[str], labels: Sequence[str]) -> list[str]:
@@ -362,9 +354,10 @@ def battles_of(choice: str, ranking: Sequence[str] | None, mapping: Mapping[str,
     if choice in TIE_CHOICES:
         pick = choice
     else:
-        pick = model_of(mapping, choice)
-        if pick is None:
+        model = model_of(mapping, choice)
+        if model is None:
             raise ValueError(f"vote {vote_id}: choice {choice!r} is not one of the labels {sorted(mapping)}")
+        pick = model
     models = None
     if ranking:
         models = []
@@ -374,10 +367,6 @@ def battles_of(choice: str, ranking: Sequence[str] | None, mapping: Mapping[str,
                 raise ValueError(f"vote {vote_id}: ranking label {lab!r} is not in the mapping")
             models.append(model)
     return decompose_vote(models_shown(mapping, positions), pick, models)
-
-
-def vote_battles(v: VoteRecord) -> list[Battle]:
-    return battles_of(v.choice, v.ranking, v.mapping, v.positions, v.id)
 
 
 # --------------------------------------------------------------------------- reveal per judged unit

@@ -10,7 +10,7 @@ from typing import Any
 
 from providers.events import ChatRequest, ErrorKind, ReasoningDelta, StreamEvent, TextDelta, ToolCall
 from providers.http import Accumulated, HttpProvider, StreamParser, parse_json_args, short
-from providers.sse import DecodeError, SSEDecoder
+from providers.sse import DecodeError, SSEDecoder, malformed_json
 from providers.sse import loads as fast_loads
 
 ANTHROPIC_VERSION = "2023-06-01"
@@ -85,7 +85,7 @@ class AnthropicParser(StreamParser):
             try:
                 obj = _loads(data)
             except ValueError as exc:
-                raise DecodeError(f"malformed JSON in an SSE event: {exc.msg} (near {data[:60]!r})") from None
+                raise malformed_json("an SSE event", exc, data) from None
             if not isinstance(obj, dict):
                 raise DecodeError("an SSE event that is not a JSON object")
             self.seen_any = True

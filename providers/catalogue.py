@@ -41,6 +41,14 @@ assert tuple(CATALOGUE) == get_args(ProviderName), "ProviderName and CATALOGUE l
 PROVIDERS: tuple[str, ...] = tuple(CATALOGUE)
 #: Where each protocol lives when a model gives no `base_url` (None: the demo).
 PROVIDER_DEFAULT_BASE_URL: dict[str, str | None] = {n: e.default_base_url for n, e in CATALOGUE.items()}
+def default_base_url(provider: str) -> str:
+    """Where a provider that has a server (all but the demo) lives by default."""
+    url = PROVIDER_DEFAULT_BASE_URL[provider]
+    if url is None:
+        raise ValueError(f"provider {provider!r} has no server")
+    return url
+
+
 #: The key variable a model uses when its table names none (see core.config).
 PROVIDER_DEFAULT_KEY_ENV: dict[str, str | None] = {n: e.default_key_env for n, e in CATALOGUE.items()}
 

@@ -47,7 +47,6 @@ from providers.events import (
     ChatRequest,
     ErrorKind,
     Finish,
-    Message,
     ReasoningDelta,
     RequestSent,
     StreamError,
@@ -118,7 +117,6 @@ class DemoProvider(Provider):
     """One demo alias; offline, no key, no network."""
 
     is_demo = True
-    accepts_images = True
 
     def __init__(self, cfg: ModelConfig, *, speed: float | None = None,
                  env: Mapping[str, str] = os.environ) -> None:
@@ -437,11 +435,3 @@ def _reasoning(ctx: _Context) -> str:
 
 
 _WRITERS = {"concise": _concise, "thorough": _thorough, "quirky": _quirky, "thinker": _thinker}
-
-
-def demo_request(prompt: str, **params) -> ChatRequest:
-    """A one-message request (handy for checks and tests)."""
-    from providers.events import SamplingParams
-
-    return ChatRequest(model="demo", messages=(Message(role="user", content=prompt),),
-                       params=SamplingParams(**params))

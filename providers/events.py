@@ -6,6 +6,10 @@ event: `Finish` (the model stopped) or `StreamError` (it did not). In between
 come `TextDelta`, `ReasoningDelta`, `ToolCall`, `UsageReport` and `Retrying`.
 Timestamps (`t`) are `time.perf_counter()` seconds taken where the bytes
 arrived; `StreamResult` turns them into the figures the store keeps.
+
+Consumers tell events apart by their class (`match event: case TextDelta():`
+or `isinstance`), which a type checker narrows; each event's `type` string is
+its tag in JSON (`model_dump_json`), not the way to switch on it.
 """
 
 from __future__ import annotations
@@ -247,31 +251,32 @@ class StreamResult:
         self.attempts = 0
 
     def add(self, event: StreamEvent) -> None:
-        kind = event.type
-        if kind == "text" or kind == "reasoning":
-            if not event.text:
-                return
-            (self.text_parts if kind == "text" else self.reasoning_parts).append(event.text)
-            if self.first_token_t is None:
-                self.first_token_t = event.t
-            base = self.sent_t if self.sent_t is not None else event.t
-            self.chunk_ms.append(round((event.t - base) * 1000))
-            self.chunk_chars.append(len(event.text))
-        elif kind == "sent":
-            self.sent_t, self.sent_wall, self.attempts = event.t, event.wall, event.attempt
-        elif kind == "usage":
-            if event.input_tokens is not None:
-                self.input_tokens = event.input_tokens
-            if event.output_tokens is not None:
-                self.output_tokens = event.output_tokens
-            if event.reasoning_tokens is not None:
-                self.reasoning_tokens = event.reasoning_tokens
-        elif kind == "tool_call":
-            self.tool_calls.append(event)
-        elif kind == "finish":
-            self.finish_reason, self.end_t = event.reason, event.t
-        elif kind == "error":
-            self.error, self.end_t = event, event.t
+        match event:
+            case TextDelta() | ReasoningDelta():
+                text = event.text
+                if not text:
+                    return
+                (self.text_parts if isinstance(event, TextDelta) else self.reasoning_parts).append(text)
+                if self.first_token_t is None:
+                    self.first_token_t = event.t
+                base = self.sent_t if self.sent_t is not None else event.t
+                self.chunk_ms.append(round((event.t - base) * 1000))
+                self.chunk_chars.append(len(text))
+            case RequestSent():
+                self.sent_t, self.sent_wall, self.attempts = event.t, event.wall, event.attempt
+            case UsageReport():
+                if event.input_tokens is not None:
+                    self.input_tokens = event.input_tokens
+                if event.output_tokens is not None:
+                    self.output_tokens = event.output_tokens
+                if event.reasoning_tokens is not None:
+                    self.reasoning_tokens = event.reasoning_tokens
+            case ToolCall():
+                self.tool_calls.append(event)
+            case Finish():
+                self.finish_reason, self.end_t = event.reason, event.t
+            case StreamError():
+                self.error, self.end_t = event, event.t
 
     @property
     def text(self) -> str:

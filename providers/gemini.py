@@ -24,7 +24,7 @@ from providers.http import (
     short,
 )
 from providers.model_config import ModelConfig
-from providers.sse import DecodeError, JSONArrayDecoder, SSEDecoder
+from providers.sse import DecodeError, JSONArrayDecoder, SSEDecoder, malformed_json
 from providers.sse import loads as fast_loads
 
 _loads = fast_loads
@@ -127,7 +127,7 @@ class GeminiParser(StreamParser):
                 try:
                     obj = _loads(data)
                 except ValueError as exc:
-                    raise DecodeError(f"malformed JSON in an SSE event: {exc.msg} (near {data[:60]!r})") from None
+                    raise malformed_json("an SSE event", exc, data) from None
                 if self._element(obj, t, out):
                     return out
             return out

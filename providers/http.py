@@ -8,8 +8,19 @@ terminal event on every path. A protocol module supplies two things: how to
 build the request (`build`) and a `StreamParser` that turns body bytes into
 events.
 
+The request loop (`HttpProvider._events`) runs in named steps: `_prepare`
+(key, body, limits; once), then per attempt `_open` (send, check the status),
+`_parse` (each body chunk into events, within the deadline and size limits)
+and the parser's `end`; `_retry_delay` decides whether a failure is tried
+again (only before the first token), else it ends the stream as its one
+`StreamError`.
+
 Messages never carry the API key or an auth header: every message built here
 goes through `scrub`.
+
+Why one file of ~650 lines: the loop, the failures it maps to `ErrorKind` and
+the helpers every protocol module shares (parsing errors, retry-after, scrub)
+are one contract, a terminal event on every path, best read in one place.
 """
 
 from __future__ import annotations
@@ -22,7 +33,8 @@ import random
 import re
 import time
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -30,7 +42,7 @@ import anyio
 import httpx
 
 from providers.base import Provider
-from providers.catalogue import PROVIDER_DEFAULT_BASE_URL
+from providers.catalogue import default_base_url
 from providers.events import (
     ChatRequest,
     ErrorKind,
@@ -280,6 +292,41 @@ class _Failure:
     retryable: bool = False
 
 
+@dataclass(slots=True)
+class _Prepared:
+    """One answer's request as every attempt sends it, and its limits."""
+
+    key: str | None
+    client: httpx.AsyncClient
+    url: str
+    headers: dict[str, str]
+    content: bytes
+    deadline: float           # perf_counter() by which the whole answer must be in
+    max_text: int             # answer bytes (text and reasoning, UTF-8)
+    max_body: int             # response bytes read
+    text_bytes: int = 0       # answer bytes shown so far
+
+
+@dataclass(slots=True)
+class _AttemptState:
+    """What one attempt left behind: its failure (None: it ended the stream)."""
+
+    failure: _Failure | None = None
+    parser: StreamParser | None = None
+    body_bytes: int = 0
+
+    @property
+    def shown(self) -> bool:
+        """Whether any content reached the consumer (then no retry)."""
+        return self.parser is not None and self.parser.shown
+
+
+#: What reading a body may raise: the connection's failures, and a body that is
+#: not the protocol (invalid JSON or UTF-8, valid JSON in a shape it does not have).
+_READ_ERRORS = (httpx.TimeoutException, httpx.TransportError, DecodeError, ValueError, TypeError, AttributeError,
+                KeyError, IndexError)
+
+
 # --- the provider side ---------------------------------------------------------
 
 
@@ -293,7 +340,7 @@ class HttpProvider(Provider):
     def __init__(self, cfg: ModelConfig, *, retry: RetryPolicy | None = None,
                  transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.cfg = cfg
-        self.base_url = (cfg.base_url or PROVIDER_DEFAULT_BASE_URL[self.name]).rstrip("/")
+        self.base_url = (cfg.base_url or default_base_url(self.name)).rstrip("/")
         self.retry = retry or RetryPolicy()
         self._transport = transport
         self._client: httpx.AsyncClient | None = None
@@ -349,11 +396,42 @@ class HttpProvider(Provider):
     def events(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
         return self._events(request)
 
+    # -- the request loop, in named steps: prepare once; per attempt open (send,
+    # check the response), read (body bytes -> `_parse` -> events) and end; then
+    # retry (only before the first token) or end the stream with its error.
+
     async def _events(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
+        prepared = self._prepare(request)
+        if isinstance(prepared, StreamError):
+            yield prepared
+            return
+        attempt = 0
+        while True:
+            attempt += 1
+            yield RequestSent(t=perf_counter(), wall=time.time(), attempt=attempt)
+            state = _AttemptState()
+            async with aclosing(self._attempt(prepared, state)) as events:
+                async for ev in events:
+                    yield ev
+            failure = state.failure
+            if failure is None:          # the attempt ended the stream with its terminal event
+                return
+            failure.message = scrub(failure.message, prepared.key)
+            delay = self._retry_delay(failure, state.shown, attempt, prepared.deadline)
+            if delay is None:
+                yield StreamError(kind=failure.kind, message=failure.message, t=failure.t, status=failure.status,
+                                  retry_after=failure.retry_after)
+                return
+            yield Retrying(attempt=attempt, delay=delay, kind=failure.kind, message=failure.message)
+            await anyio.sleep(delay)
+
+    def _prepare(self, request: ChatRequest) -> _Prepared | StreamError:
+        """The request as it goes out on every attempt (key, URL, headers, body
+        bytes) and the answer's limits; or the error that stops it before any
+        request (no key, a body that cannot be built)."""
         key, problem = self.key()
         if problem:
-            yield StreamError(kind=ErrorKind.config, message=problem, t=perf_counter())
-            return
+            return StreamError(kind=ErrorKind.config, message=problem, t=perf_counter())
         try:
             url, headers, body = self.build(request, key)
             # allow_nan=False: NaN or Infinity (which JSON does not have) in a
@@ -361,153 +439,163 @@ class HttpProvider(Provider):
             # invalid JSON; SamplingParams refuses them earlier, this is the last line.
             content = json.dumps(body, ensure_ascii=False, allow_nan=False).encode()
         except (ValueError, TypeError) as exc:
-            yield StreamError(kind=ErrorKind.bad_request, message=scrub(short(f"cannot build the request: {exc}"), key),
-                              t=perf_counter())
-            return
+            return StreamError(kind=ErrorKind.bad_request, message=scrub(short(f"cannot build the request: {exc}"),
+                                                                         key), t=perf_counter())
         headers.setdefault("content-type", "application/json")
-        client = self.client
-        max_attempts = 1 + self.cfg.max_retries
-        attempt = 0
+        max_text = self.cfg.max_answer_bytes
         # The whole answer has a deadline: keep-alive comments (or a trickle of
         # bytes) reset the read timeout but not this.
-        deadline = perf_counter() + self.cfg.answer_deadline
-        max_text = self.cfg.max_answer_bytes
-        max_body = _BODY_FACTOR * max_text   # decompressed body bytes read, framing and all
-        text_bytes = 0
-        while True:
-            attempt += 1
-            failure: _Failure | None = None
-            shown = False
-            resp: httpx.Response | None = None
-            yield RequestSent(t=perf_counter(), wall=time.time(), attempt=attempt)
-            try:
-                try:
-                    with anyio.move_on_after(max(0.0, deadline - perf_counter())) as waited:
-                        resp = await client.send(client.build_request("POST", url, headers=headers,
-                                                                      content=content), stream=True)
-                    if waited.cancelled_caught:
-                        failure = self._deadline_failure(None)
-                except httpx.TimeoutException as exc:
-                    connect = isinstance(exc, (httpx.ConnectTimeout, httpx.PoolTimeout))
-                    failure = _Failure(ErrorKind.timeout, (
-                        f"no connection to {self._host()} within {self.cfg.connect_timeout:g} s" if connect else
-                        f"no response from {self._host()} within {self.cfg.read_timeout:g} s"),
-                        perf_counter(), retryable=connect)
-                except httpx.TransportError as exc:
-                    failure = _Failure(ErrorKind.connection, f"cannot reach {self._host()}: {_exc_text(exc)}",
-                                       perf_counter(), retryable=True)
-                if resp is not None:
-                    status = resp.status_code
-                    if not 200 <= status < 300:
-                        failure = await self._status_failure(resp)
-                    else:
-                        ctype = resp.headers.get("content-type", "").lower()
-                        if "text/html" in ctype:
-                            failure = _Failure(ErrorKind.bad_response, f"HTTP {status} with an HTML page instead of "
-                                               f"a {self.protocol} response", perf_counter(), status=status)
-                        else:
-                            parser = self.parser()
-                            parser.start(ctype)
-                            feed = parser.feed
-                            try:
-                                # Raw bytes (no decoder layer) unless the body is compressed.
-                                body = resp.aiter_bytes() if resp.headers.get("content-encoding", "identity") \
-                                    not in ("identity", "") else resp.aiter_raw()
-                                body_bytes = 0
-                                async for chunk in body:
-                                    now = perf_counter()
-                                    body_bytes += len(chunk)
-                                    if now > deadline:
-                                        failure = self._deadline_failure(status)
-                                        break
-                                    if body_bytes > max_body:
-                                        failure = _Failure(ErrorKind.truncated, (
-                                            f"the response passed {_size(max_body)} without finishing the answer "
-                                            f"({_BODY_FACTOR} x max_answer_bytes); the rest was not read"),
-                                            now, status=status)
-                                        break
-                                    evs = feed(chunk, now)
-                                    if evs:
-                                        if parser.done:
-                                            last = evs[-1]
-                                            if last.type == "error":
-                                                failure = self._in_stream_failure(parser, last, status)
-                                                if failure.retryable:
-                                                    break
-                                                failure = None
-                                                evs[-1] = last.model_copy(update={"message": scrub(last.message, key)})
-                                        for ev in evs:
-                                            kind = ev.type
-                                            if kind == "text" or kind == "reasoning":
-                                                piece = ev.text
-                                                text_bytes += len(piece) if piece.isascii() else len(piece.encode("utf-8", "surrogatepass"))
-                                                if text_bytes > max_text:
-                                                    keep = _fit(piece, text_bytes - max_text)
-                                                    if keep:
-                                                        yield ev.model_copy(update={"text": keep})
-                                                    failure = _Failure(ErrorKind.truncated, (
-                                                        f"the answer passed the size limit of {_size(max_text)} "
-                                                        "(max_answer_bytes): cut there, the rest was not read"),
-                                                        ev.t, status=status)
-                                                    break
-                                            yield ev
-                                        if failure is not None:
-                                            break
-                                        if parser.done:
-                                            return
-                                        shown = parser.shown
-                                if failure is None:
-                                    evs = parser.end(perf_counter())
-                            except httpx.TimeoutException:
-                                failure = _Failure(ErrorKind.timeout, f"the stream stalled: no data for "
-                                                   f"{self.cfg.read_timeout:g} s", perf_counter(), status=status)
-                            except httpx.TransportError as exc:
-                                shown = parser.shown
-                                if parser.seen_any or shown:
-                                    failure = _Failure(ErrorKind.truncated, "the connection closed mid-stream "
-                                                       f"({_exc_text(exc)})", perf_counter(), status=status,
-                                                       retryable=not shown)
-                                else:
-                                    failure = _Failure(ErrorKind.connection, f"the connection closed before any "
-                                                       f"data ({_exc_text(exc)})", perf_counter(), status=status,
-                                                       retryable=True)
-                            except DecodeError as exc:
-                                failure = _Failure(ErrorKind.bad_response, str(exc), perf_counter(), status=status)
-                            except (ValueError, TypeError, AttributeError, KeyError, IndexError) as exc:
-                                # Valid JSON in a shape the protocol does not have (a list where an
-                                # object belongs...): the server's fault, never a crash of the app.
-                                failure = _Failure(ErrorKind.bad_response, f"unexpected {self.protocol} message "
-                                                   f"({type(exc).__name__}: {short(str(exc), 120)})",
-                                                   perf_counter(), status=status)
-                            else:
-                                if failure is None:
-                                    last = evs[-1]
-                                    if last.type == "error":
-                                        evs[-1] = last.model_copy(update={"message": scrub(last.message, key)})
-                                    for ev in evs:
-                                        yield ev
-                                    return
-            finally:
-                if resp is not None:
-                    await resp.aclose()
-            assert failure is not None
-            failure.message = scrub(failure.message, key)
-            if failure.retryable and not shown and attempt < max_attempts:
-                delay = self.retry.delay(attempt, failure.retry_after)
-                if delay is not None and perf_counter() + delay < deadline:
-                    yield Retrying(attempt=attempt, delay=delay, kind=failure.kind, message=failure.message)
-                    await anyio.sleep(delay)
-                    continue
-            yield StreamError(kind=failure.kind, message=failure.message, t=failure.t, status=failure.status,
-                              retry_after=failure.retry_after)
+        return _Prepared(key=key, client=self.client, url=url, headers=headers, content=content,
+                         deadline=perf_counter() + self.cfg.answer_deadline, max_text=max_text,
+                         max_body=_BODY_FACTOR * max_text)   # decompressed body bytes read, framing and all
+
+    async def _attempt(self, p: _Prepared, state: _AttemptState) -> AsyncGenerator[StreamEvent, None]:
+        """One request: opened (`_open`), its body read chunk by chunk into
+        events (`_parse`), ended by the parser (`end`) at the end of the body.
+        The response is closed on every path. On a failure the events stop
+        and `state.failure` says why; without one, the last event was terminal."""
+        parser = state.parser = self.parser()
+        resp, state.failure = await self._open(p)
+        if resp is None:
             return
+        status = resp.status_code
+        try:
+            parser.start(resp.headers.get("content-type", "").lower())
+            # Raw bytes (no decoder layer) unless the body is compressed.
+            body = resp.aiter_bytes() if resp.headers.get("content-encoding", "identity") \
+                not in ("identity", "") else resp.aiter_raw()
+            async for chunk in body:
+                for ev in self._parse(chunk, parser, p, state, status):
+                    yield ev
+                if state.failure is not None or parser.done:
+                    return
+            evs = parser.end(perf_counter())
+        except _READ_ERRORS as exc:
+            state.failure = self._read_failure(exc, parser, status)
+            return
+        finally:
+            await resp.aclose()
+        last = evs[-1]
+        if isinstance(last, StreamError):
+            evs[-1] = last.model_copy(update={"message": scrub(last.message, p.key)})
+        for ev in evs:
+            yield ev
+
+    async def _open(self, p: _Prepared) -> tuple[httpx.Response | None, _Failure | None]:
+        """Send the request within the answer's deadline and check the
+        response: (it, None) when its body is the stream to read, else (None,
+        why not) with the response closed (a status other than 2xx, an HTML
+        page, no connection, a timeout)."""
+        client = p.client
+        resp: httpx.Response | None = None
+        try:
+            with anyio.move_on_after(max(0.0, p.deadline - perf_counter())):
+                resp = await client.send(client.build_request("POST", p.url, headers=p.headers, content=p.content),
+                                         stream=True)
+        except httpx.TimeoutException as exc:
+            connect = isinstance(exc, (httpx.ConnectTimeout, httpx.PoolTimeout))
+            return None, _Failure(ErrorKind.timeout, (
+                f"no connection to {self._host()} within {self.cfg.connect_timeout:g} s" if connect else
+                f"no response from {self._host()} within {self.cfg.read_timeout:g} s"),
+                perf_counter(), retryable=connect)
+        except httpx.TransportError as exc:
+            return None, _Failure(ErrorKind.connection, f"cannot reach {self._host()}: {_exc_text(exc)}",
+                                  perf_counter(), retryable=True)
+        if resp is None:    # the deadline passed first
+            return None, self._deadline_failure(None)
+        try:
+            failure = await self._refusal(resp)
+        except BaseException:
+            await resp.aclose()
+            raise
+        if failure is not None:
+            await resp.aclose()
+            return None, failure
+        return resp, None
+
+    async def _refusal(self, resp: httpx.Response) -> _Failure | None:
+        """Why a response is no stream to read (its status, an HTML page), or None."""
+        status = resp.status_code
+        if not 200 <= status < 300:
+            return await self._status_failure(resp)
+        if "text/html" in resp.headers.get("content-type", "").lower():
+            return _Failure(ErrorKind.bad_response, f"HTTP {status} with an HTML page instead of "
+                            f"a {self.protocol} response", perf_counter(), status=status)
+        return None
+
+    def _parse(self, chunk: bytes, parser: StreamParser, p: _Prepared, state: _AttemptState,
+               status: int) -> list[StreamEvent]:
+        """One chunk of the body: the events it completes, within the answer's
+        deadline and size limits. Sets `state.failure` where the attempt fails
+        (the events before that point still count): past a limit, or an error
+        in the stream worth another attempt. Error messages are scrubbed."""
+        now = perf_counter()
+        state.body_bytes += len(chunk)
+        if now > p.deadline:
+            state.failure = self._deadline_failure(status)
+            return []
+        if state.body_bytes > p.max_body:
+            state.failure = _Failure(ErrorKind.truncated, (
+                f"the response passed {_size(p.max_body)} without finishing the answer "
+                f"({_BODY_FACTOR} x max_answer_bytes); the rest was not read"), now, status=status)
+            return []
+        evs = parser.feed(chunk, now)
+        if not evs:
+            return evs
+        if parser.done:
+            last = evs[-1]
+            if isinstance(last, StreamError):
+                failure = self._in_stream_failure(parser, last, status)
+                if failure.retryable:
+                    state.failure = failure
+                    return []
+                evs[-1] = last.model_copy(update={"message": scrub(last.message, p.key)})
+        for i, ev in enumerate(evs):
+            if isinstance(ev, (TextDelta, ReasoningDelta)):
+                piece = ev.text
+                p.text_bytes += len(piece) if piece.isascii() else len(piece.encode("utf-8", "surrogatepass"))
+                if p.text_bytes > p.max_text:
+                    keep = _fit(piece, p.text_bytes - p.max_text)
+                    state.failure = _Failure(ErrorKind.truncated, (
+                        f"the answer passed the size limit of {_size(p.max_text)} "
+                        "(max_answer_bytes): cut there, the rest was not read"), ev.t, status=status)
+                    return [*evs[:i], ev.model_copy(update={"text": keep})] if keep else evs[:i]
+        return evs
+
+    def _read_failure(self, exc: Exception, parser: StreamParser, status: int) -> _Failure:
+        """What an exception while reading the body means for the answer."""
+        if isinstance(exc, httpx.TimeoutException):
+            return _Failure(ErrorKind.timeout, f"the stream stalled: no data for {self.cfg.read_timeout:g} s",
+                            perf_counter(), status=status)
+        if isinstance(exc, httpx.TransportError):
+            if parser.seen_any or parser.shown:
+                return _Failure(ErrorKind.truncated, f"the connection closed mid-stream ({_exc_text(exc)})",
+                                perf_counter(), status=status, retryable=not parser.shown)
+            return _Failure(ErrorKind.connection, f"the connection closed before any data ({_exc_text(exc)})",
+                            perf_counter(), status=status, retryable=True)
+        if isinstance(exc, DecodeError):
+            return _Failure(ErrorKind.bad_response, str(exc), perf_counter(), status=status)
+        # Valid JSON in a shape the protocol does not have (a list where an
+        # object belongs...): the server's fault, never a crash of the app.
+        return _Failure(ErrorKind.bad_response, f"unexpected {self.protocol} message "
+                        f"({type(exc).__name__}: {short(str(exc), 120)})", perf_counter(), status=status)
+
+    def _retry_delay(self, failure: _Failure, shown: bool, attempt: int, deadline: float) -> float | None:
+        """Seconds to wait before the next attempt, or None for no retry: the
+        failure is not worth one, something was shown, the attempts are used
+        up, or the wait would pass the answer's deadline."""
+        if not failure.retryable or shown or attempt >= 1 + self.cfg.max_retries:
+            return None
+        delay = self.retry.delay(attempt, failure.retry_after)
+        if delay is None or perf_counter() + delay >= deadline:
+            return None
+        return delay
 
     def _deadline_failure(self, status: int | None) -> _Failure:
         return _Failure(ErrorKind.timeout, f"no complete answer within {self.cfg.answer_deadline:g} s "
                         "(answer_deadline): stopped there, the text so far is kept", perf_counter(), status=status)
 
-    def _in_stream_failure(self, parser: StreamParser, ev: StreamEvent, status: int) -> _Failure:
-        assert isinstance(ev, StreamError)
+    def _in_stream_failure(self, parser: StreamParser, ev: StreamError, status: int) -> _Failure:
         retryable = not parser.shown and ev.kind in RETRYABLE_KINDS
         return _Failure(ev.kind, ev.message, ev.t, status=status, retry_after=ev.retry_after, retryable=retryable)
 

@@ -58,8 +58,6 @@ class OllamaParser(StreamParser):
         super().__init__()
         self.lines = NDJSONDecoder()
         self.acc = Accumulated()
-        #: (prompt_eval_duration, eval_duration) in seconds from the last line, when sent
-        self.durations: tuple[float | None, float | None] = (None, None)
 
     def feed(self, chunk: bytes, t: float) -> list[StreamEvent]:
         out: list[StreamEvent] = []
@@ -102,8 +100,6 @@ class OllamaParser(StreamParser):
             acc.finish_reason = obj.get("done_reason") or "stop"
             acc.input_tokens = obj.get("prompt_eval_count")
             acc.output_tokens = obj.get("eval_count")
-            ns = obj.get("prompt_eval_duration"), obj.get("eval_duration")
-            self.durations = tuple(v / 1e9 if isinstance(v, (int, float)) else None for v in ns)  # type: ignore[assignment]
             out += acc.closing(t)
             self.done = True
             return True

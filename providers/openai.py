@@ -20,7 +20,7 @@ from providers.http import (
     parse_json_args,
     short,
 )
-from providers.sse import DecodeError, SSEDecoder
+from providers.sse import DecodeError, SSEDecoder, malformed_json
 from providers.sse import loads as fast_loads
 
 _loads = fast_loads
@@ -98,7 +98,7 @@ class OpenAIParser(StreamParser):
             try:
                 obj = _loads(data)
             except ValueError as exc:
-                raise DecodeError(f"malformed JSON in an SSE event: {exc.msg} (near {data[:60]!r})") from None
+                raise malformed_json("an SSE event", exc, data) from None
             self.seen_any = True
             if self._chunk(obj, t, out):
                 return out

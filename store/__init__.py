@@ -1,6 +1,6 @@
 """The record: one SQLite file (sqlite-utils) that keeps every session, turn,
 output, vote, tag and check result, so comparisons can be replayed, re-run
-and counted later. See STORE_API.md for the contract."""
+and counted later. ARCHITECTURE.md ("The record") says how it is laid out."""
 
 from store.db import Store, StoreError, default_db_path
 from store.records import (

@@ -719,7 +719,8 @@ class Store:
     def list_sessions(self, limit: int | None = None, kind: str | None = None,
                       search: str | None = None) -> list[SessionSummary]:
         """Newest first. `search` matches titles, prompts and outputs."""
-        where, params = [], []
+        where: list[str] = []
+        params: list[Any] = []
         if kind:
             where.append("s.kind = ?")
             params.append(kind)
@@ -811,23 +812,6 @@ class Store:
         except sqlite3.DatabaseError as exc:
             raise self._translate(exc, "count votes") from None
 
-    def iter_votes(self, session_ids: list[str] | None = None, current_only: bool = True,
-                   exclude_demo: bool = False) -> Iterator[VoteRecord]:
-        """Votes in creation order (the ratings read these)."""
-        where, params = [], []
-        if current_only:
-            where.append("current = 1")
-        if session_ids is not None:
-            ids = [self._resolve_session(s) for s in session_ids]
-            where.append(f"session_id IN ({','.join('?' * len(ids))})")
-            params.extend(ids)
-        if exclude_demo:
-            where.append("session_id NOT IN (SELECT id FROM session WHERE is_demo = 1)")
-        sql = f"SELECT {R.cols(R.READ['vote'])} FROM vote" + (" WHERE " + " AND ".join(where) if where else "") \
-            + " ORDER BY created, id"
-        for row in self.conn.execute(sql, params):
-            yield R.vote_from(row)
-
     def query(self, sql: str, params: list[Any] | tuple = ()) -> list[dict[str, Any]]:
         """Rows of a read query as dicts (for reports that want plain SQL)."""
         try:
@@ -846,7 +830,8 @@ class Store:
 
         where = {"session": "s.id", "turn": "s.session_id", "output": "s.session_id", "vote": "s.session_id",
                  "tag": "(SELECT o.session_id FROM output o WHERE o.id = s.output_id)"}
-        total, named = 0, []
+        total = 0
+        named: list[str] = []
         try:
             for table in tables:
                 sid_col = where[table]

@@ -19,10 +19,3 @@ def new_ulid(now_ms: int | None = None) -> str:
         value >>= 5
     return "".join(reversed(out))
 
-
-def ulid_time_ms(ulid: str) -> int:
-    """The creation time (ms since the epoch) encoded in a ULID."""
-    value = 0
-    for ch in ulid[:10].upper():
-        value = value * 32 + _CROCKFORD.index(ch)
-    return value

@@ -42,10 +42,6 @@ class ImportSummary(BaseModel):
     records: int = 0                     # lines / battles / sessions read
     added: dict[str, int] = Field(default_factory=dict)
 
-    @property
-    def total_added(self) -> int:
-        return sum(self.added.values())
-
 
 def write_imported(store: Store, sessions: Iterable[SessionRecord], records: Iterable[Any],
                    source: str) -> dict[str, int]:

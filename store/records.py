@@ -16,7 +16,6 @@ from store.ids import new_ulid
 
 SessionKind = Literal["chat", "run", "rerun", "import"]
 OutputStatus = Literal["streaming", "complete", "error", "cancelled", "interrupted"]
-FINAL_STATUSES: frozenset[str] = frozenset({"complete", "error", "cancelled"})
 # vote choices that are not a label
 TIE, BOTH_BAD, ALL_BAD = "tie", "both_bad", "all_bad"
 NON_LABEL_CHOICES: frozenset[str] = frozenset({TIE, BOTH_BAD, ALL_BAD})

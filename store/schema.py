@@ -144,8 +144,8 @@ def m001_core(db: Database) -> None:
 @migrations(name="m002_search")
 def m002_search(db: Database) -> None:
     """Full-text search over prompts and outputs (FTS5, kept up to date by triggers)."""
-    db["turn"].enable_fts(["user_message"], create_triggers=True)
-    db["output"].enable_fts(["text"], create_triggers=True)
+    db.table("turn").enable_fts(["user_message"], create_triggers=True)
+    db.table("output").enable_fts(["text"], create_triggers=True)
 
 
 @migrations(name="m003_vote_contestant")

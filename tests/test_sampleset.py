@@ -51,7 +51,7 @@ def test_loads_a_full_case(tmp_path):
     assert s.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
     assert [c.id for c in s.cases] == ["fmt-007", "b"]
     case = s.cases[0]
-    assert case.user_turns() == ["Give JSON", "Shorter", "Now YAML"]
+    assert (case.prompt, case.follow_ups) == ("Give JSON", ("Shorter", "Now YAML"))
     assert case.answer_count == 3
     assert case.params.temperature == 0 and case.params.max_tokens == 64
     assert [c.type for c in case.checks] == ["json_schema", "regex"]
@@ -69,7 +69,7 @@ def test_messages_case_and_leading_system_message(tmp_path):
         {"role": "assistant", "content": "a1"}, {"role": "user", "content": "q2"}], "follow_ups": ["q3"]})
     case = load_sample_set(path).cases[0]
     assert case.system == "sys"
-    assert case.user_turns() == ["q1", "q2", "q3"]
+    assert case.prompt is None and case.follow_ups == ("q3",)
     msgs = case.opening_messages()
     assert [(m.role, m.content) for m in msgs] == [("user", "q1"), ("assistant", "a1"), ("user", "q2")]
 

@@ -25,10 +25,14 @@ def _load(path, sid) -> LoadedSession:
 
 # ---------------------------------------------------------------------- kinds and validation
 
-def test_choices_and_kinds():
+def battles(v: VoteRecord) -> list[V.Battle]:
+    """A stored vote's pairwise outcomes, read as the report reads them."""
+    return V.battles_of(v.choice, v.ranking, v.mapping, v.positions, v.id)
+
+
+def test_valid_choices():
     assert V.valid_choices(["A", "B"]) == ["A", "B", "tie", "both_bad"]
     assert V.valid_choices(["A", "B", "C"]) == ["A", "B", "C", "tie", "all_bad"]
-    assert V.vote_kind(2) == "two_way" and V.vote_kind(3) == "pick" and V.vote_kind(3, ["A", "B", "C"]) == "ranking"
 
 
 @pytest.mark.parametrize("choice, ranking, message", [
@@ -62,7 +66,7 @@ def test_a_complete_ranking_and_older_partial_ones():
     # a record from before (last place implied) is still readable, and counts the same
     old = v.model_copy(update={"ranking": ["B", "C"]})
     assert V.record_problem(old) is None
-    assert V.vote_battles(old) == V.vote_battles(v)
+    assert battles(old) == battles(v)
 
 
 def test_the_store_and_the_importer_use_the_same_check(tmp_path):
@@ -148,7 +152,7 @@ def test_labels_are_read_through_the_votes_own_mapping():
     assert V.describe(pick, revealed=True, label_by_model=session_labels) == "A best (kestrel)"
     assert V.describe(pick, revealed=False) == "C best"
     assert [V.outcome(pick, m) for m in ("kestrel", "heron", "nobody")] == ["win", "loss", None]
-    assert V.vote_battles(pick) == [V.Battle("kestrel", "heron", "a"), V.Battle("kestrel", "plover", "a")]
+    assert battles(pick) == [V.Battle("kestrel", "heron", "a"), V.Battle("kestrel", "plover", "a")]
 
 
 def test_ratings_decompose_through_the_same_function():

@@ -9,6 +9,7 @@ import json
 import os
 import sys
 import time
+from typing import Any
 
 from core.text import one_line
 
@@ -33,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"lineup models: bad config:\n{exc}", file=sys.stderr)
         return 2
-    rows = [{
+    rows: list[dict[str, Any]] = [{
         "alias": m.alias, "provider": m.provider, "model": m.model,
         "base_url": redact_url(m.base_url) if m.base_url else None,
         "api_key_env": m.api_key_env,
@@ -102,25 +103,11 @@ async def _check_all(models: list, config, timeout: float) -> list[dict]:
     return results
 
 
-def _provider_for(model):
-    """The provider for `model` (the registry in providers; demo built in)."""
-    try:
-        from providers import make_provider
-    except ImportError:
-        make_provider = None
-    if make_provider is not None:
-        return make_provider(model)
-    if model.is_demo:
-        from providers.demo import DemoProvider
-
-        return DemoProvider(model)
-    raise RuntimeError(f"no client available for provider {model.provider!r} in this build")
-
-
 async def _check(model, config, timeout: float) -> dict:
     import anyio
 
     from core.config import missing_key
+    from providers import make_provider
     from providers.events import ChatRequest, Message, SamplingParams, StreamResult
 
     def failure(kind: str, message: str, result: StreamResult | None = None) -> dict:
@@ -131,7 +118,7 @@ async def _check(model, config, timeout: float) -> dict:
     if var:
         return failure("config", f"{var} is not set")
     try:
-        provider = _provider_for(model)
+        provider = make_provider(model)
     except Exception as exc:  # a bad provider set-up is this model's failure, not the command's
         return failure("config", str(exc) or type(exc).__name__)
     params = config.params_for(model, SamplingParams(max_tokens=CHECK_MAX_TOKENS))
