@@ -15,9 +15,8 @@ needs as numpy columns or plain rows, never SQL:
 - tags, check results, repeated answers and their texts, prices, counts.
 
 `Scope` is the report's filter as the store applies it. numpy is imported
-here, not in `store/__init__`, so only the report pays for it. `readers()`
-opens extra read-only connections to the same file so that the report's
-reads can run beside each other (and beside the writer of a running app).
+here, not in `store/__init__`, so only the report pays for it. To read off
+the writer thread of a running app, `AsyncStore.read`.
 """
 
 from __future__ import annotations
@@ -27,14 +26,13 @@ import operator
 import sqlite3
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from store.bounds import COST_MAX, MS_MAX
-from store.db import Store, StoreError
+from store.db import Store
 
 
 @dataclass(frozen=True)
@@ -405,27 +403,3 @@ def session_count(store: Store) -> int:
 def real_contestant_count(store: Store) -> int:
     """Contestants that are not demo models."""
     return int(store.conn.execute("SELECT count(*) FROM contestant WHERE is_demo = 0").fetchone()[0])
-
-
-# --------------------------------------------------------------------------- reading side by side
-
-
-@contextmanager
-def readers(store: Store, n: int) -> Iterator[list[Store]]:
-    """`n` more stores reading the same database as `store`, each on a
-    read-only connection of its own, so that reads in different threads run
-    side by side (and beside a writer: WAL readers do not wait for it); an
-    empty list where that cannot be done (an in-memory database, a file that
-    will not open again), and the caller reads on `store` alone."""
-    opened: list[Store] = []
-    try:
-        if str(store.path) != ":memory:":
-            for _ in range(n):
-                try:
-                    opened.append(Store.open(store.path, readonly=True))
-                except (StoreError, OSError):
-                    break
-        yield opened if len(opened) == n else []
-    finally:
-        for s in opened:
-            s.close()

@@ -105,15 +105,6 @@ def test_out_of_range_counts_every_kind_of_bad_number(tmp_path):
         assert n == 5 and named == [f"output {oid}" for oid in ids[:5]]
 
 
-def test_readers_open_connections_of_their_own(tmp_path):
-    with _store_with_answers(tmp_path / "a.db", 5, n_turns=3) as store:
-        with Q.readers(store, 2) as others:
-            assert len(others) == 2 and all(o.conn is not store.conn and o.readonly for o in others)
-            assert Q.session_count(others[0]) == Q.session_count(store) == 1
-    with Store.open(":memory:") as memory, Q.readers(memory, 1) as none:
-        assert none == []
-
-
 def test_async_store_reads_while_the_writer_thread_is_busy(tmp_path):
     """A long read (the report) must not wait for the writer, nor the writes for it."""
     path = tmp_path / "a.db"

@@ -13,33 +13,31 @@ What counts:
 - answers: the latest attempt per (turn, contestant); requests: every attempt
   that finished (complete, error, cancelled, interrupted).
 
-Speed (100k votes, 20 models, 200k answers): the answers' side is read on a
-connection of its own in a thread, beside the votes and the ratings; the
-ratings of the whole, of each category and of each rater are independent
-(each draws its own seeded bootstrap), so they run two at a time; the check
-for out-of-range values is one SQLite scan, run while the ratings compute.
-numpy, SQLite and the batched solves release the GIL, so on two cores this
-overlaps. Every figure is computed exactly as by one thread.
+Speed (100k votes, 20 models, 200k answers): the ratings of the whole, of
+each category and of each rater are independent (each draws its own seeded
+bootstrap), so they run in two threads, started as soon as the votes are
+read; meanwhile this thread reads the answers' side and scans for values
+out of range. The ratings are numpy work that mostly runs without the GIL,
+the reading mostly holds it, so the two overlap instead of contending (two
+reading threads would: their per-row hand-offs of the GIL cost more than
+they save). Every figure is computed exactly as by one thread.
 """
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 
 from core import ratings as R
 from core.report import figures
 from core.report.model import NO_CATEGORY, Report, ReportFilters, RatingTable
-from core.report.patterns import battle_set, read_votes
+from core.report.patterns import Votes, battle_set, read_votes
 from store import report_queries as Q
 from store.db import Store
-
-T = TypeVar("T")
 
 #: Ratings computed at the same time (each is numpy work that mostly releases the GIL).
 RATING_THREADS = 2
@@ -56,32 +54,6 @@ def rating_table(result: R.RatingResult) -> RatingTable:
                        warnings=result.warnings)
 
 
-class _Later:
-    """`fn(*args)` in a thread of its own; `result()` waits for it (and re-raises)."""
-
-    def __init__(self, fn: Callable[..., Any], *args: Any) -> None:
-        self._fn, self._args = fn, args
-        self._value: Any = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="lineup-report-answers", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            self._value = self._fn(*self._args)
-        except BaseException as exc:   # handed to result()
-            self._error = exc
-
-    def join(self) -> None:
-        self._thread.join()
-
-    def result(self) -> Any:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        return self._value
-
-
 def build_report(store: Store, filters: ReportFilters | None = None, *, rounds: int = R.DEFAULT_ROUNDS,
                  seed: int | None = 0, prices: Mapping[str, Any] | None = None,
                  breakdowns: bool = True) -> Report:
@@ -90,56 +62,24 @@ def build_report(store: Store, filters: ReportFilters | None = None, *, rounds: 
     recorded no price. `breakdowns=False` skips per-category / per-rater ratings."""
     filters = filters or ReportFilters()
     scope = scope_of(filters)
-    config_prices = prices if prices is not None else {}
-    with Q.readers(store, 1) as others, ThreadPoolExecutor(RATING_THREADS, "lineup-report-ratings") as pool:
-        # The answers' side reads on a connection of its own, beside everything else.
-        answers = _Later(_answer_figures, others[0], scope, config_prices) if others else None
-        try:
-            report = _ratings_side(store, filters, scope, rounds, seed, breakdowns, pool)
-        finally:
-            if answers is not None:
-                answers.join()          # never close its connection under it
+    with ThreadPoolExecutor(RATING_THREADS, "lineup-report-ratings") as pool:
+        votes, demo_skipped, problems = read_votes(store, scope)
+        report = Report(generated_at=time.time(), database=str(getattr(store, "path", "") or "") or None,
+                        filters=filters, rounds=rounds, seed=seed, votes_demo_excluded=demo_skipped)
+        bs, used, bad = battle_set(votes)
+        problems += bad
+        overall, breakdown = _start_ratings(pool, bs, votes, used, rounds, seed, breakdowns)
+        # While the ratings compute (numpy, mostly without the GIL), this thread
+        # reads: the answers' side, then one scan for values out of range.
         (report.failure_modes, report.engineering, report.checks, report.checks_by_category,
-         report.stability) = answers.result() if answers else _answer_figures(store, scope, config_prices)
-    report.message = _message(store, report, filters)
-    return report
-
-
-def _ratings_side(store: Store, filters: ReportFilters, scope: Q.Scope, rounds: int, seed: int | None,
-                  breakdowns: bool, pool: ThreadPoolExecutor) -> Report:
-    """The votes: ratings (overall, per category, per rater), position bias,
-    rater consistency, and the warnings."""
-    votes, demo_skipped, problems = read_votes(store, scope)
-    report = Report(generated_at=time.time(), database=str(getattr(store, "path", "") or "") or None,
-                    filters=filters, rounds=rounds, seed=seed, votes_demo_excluded=demo_skipped)
-    bs, used, bad = battle_set(votes)
-    problems += bad
-
-    def rated(sub: R.BattleSet) -> Future[R.RatingResult]:
-        return pool.submit(R.rate, sub, rounds=rounds, seed=seed)
-
-    overall = rated(bs)
-    breakdown: dict[str, dict[str, Future[R.RatingResult] | None]] = {}
-    if breakdowns and bs.n_votes:
-        meta_used = votes.meta[used]
-        for attr, key in (("by_category", lambda m: m[0] or NO_CATEGORY), ("by_rater", lambda m: m[1])):
-            name_of_meta = [key(m) for m in votes.metas]
-            index = {name: k for k, name in enumerate(sorted(set(name_of_meta)))}
-            code = np.array([index[n] for n in name_of_meta], dtype=np.int64)[meta_used]
-            present = np.bincount(code, minlength=len(index))
-            found: dict[str, Future[R.RatingResult] | None] = {}
-            for name, k in index.items():
-                if not present[k]:
-                    continue
-                # None: the same votes as the whole, so the same table
-                found[name] = None if present[k] == used.size else rated(bs.subset(np.flatnonzero(code == k)))
-            breakdown[attr] = found
-    # While the ratings compute: one scan of the answers for values out of range.
-    n_bad, named = store.out_of_range(filters.sessions or None, tables=("output",))
-    report.position_bias = figures.position_bias(votes)
-    report.consistency = figures.consistency(votes)
-
-    table = rating_table(overall.result())
+         report.stability) = _answer_figures(store, scope, prices if prices is not None else {})
+        n_bad, named = store.out_of_range(filters.sessions or None, tables=("output",))
+        report.position_bias = figures.position_bias(votes)
+        report.consistency = figures.consistency(votes)
+        table = rating_table(overall.result())
+        for attr, found in breakdown.items():
+            setattr(report, attr, {name: table if fut is None else rating_table(fut.result())
+                                   for name, fut in found.items()})
     report.models, report.groups, report.gaps = table.models, table.groups, table.gaps
     report.components = table.components
     report.votes_used = bs.n_votes
@@ -149,10 +89,37 @@ def _ratings_side(store: Store, filters: ReportFilters, scope: Q.Scope, rounds: 
         report.warnings.append(f"{n_bad} answer{'s' if n_bad != 1 else ''} with a time, duration or cost out of "
                                f"range (left out of the figures): {', '.join(named)}"
                                f"{' ...' if n_bad > len(named) else ''}")
-    for attr, found in breakdown.items():
-        setattr(report, attr, {name: table if fut is None else rating_table(fut.result())
-                               for name, fut in found.items()})
+    report.message = _message(store, report, filters)
     return report
+
+
+Rated = Future[R.RatingResult]
+
+
+def _start_ratings(pool: ThreadPoolExecutor, bs: R.BattleSet, votes: Votes, used: np.ndarray, rounds: int,
+                   seed: int | None, breakdowns: bool) -> tuple[Rated, dict[str, dict[str, Rated | None]]]:
+    """The ratings of the whole and, with `breakdowns`, of each category and
+    each rater, started in `pool`: (the whole, {"by_category" | "by_rater":
+    {name: its ratings, or None when its votes are all the votes}})."""
+    def rated(sub: R.BattleSet) -> Rated:
+        return pool.submit(R.rate, sub, rounds=rounds, seed=seed)
+
+    overall = rated(bs)
+    breakdown: dict[str, dict[str, Rated | None]] = {}
+    if breakdowns and bs.n_votes:
+        meta_used = votes.meta[used]
+        for attr, key in (("by_category", lambda m: m[0] or NO_CATEGORY), ("by_rater", lambda m: m[1])):
+            name_of_meta = [key(m) for m in votes.metas]
+            index = {name: k for k, name in enumerate(sorted(set(name_of_meta)))}
+            code = np.array([index[n] for n in name_of_meta], dtype=np.int64)[meta_used]
+            present = np.bincount(code, minlength=len(index))
+            found: dict[str, Rated | None] = {}
+            for name, k in index.items():
+                if present[k]:
+                    # None: the same votes as the whole, so the same table
+                    found[name] = None if present[k] == used.size else rated(bs.subset(np.flatnonzero(code == k)))
+            breakdown[attr] = found
+    return overall, breakdown
 
 
 def _answer_figures(store: Store, scope: Q.Scope, prices: Mapping[str, Any]) -> tuple[Any, ...]:
