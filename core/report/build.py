@@ -25,6 +25,7 @@ they save). Every figure is computed exactly as by one thread.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -40,7 +41,7 @@ from store import report_queries as Q
 from store.db import Store
 
 #: Ratings computed at the same time (each is numpy work that mostly releases the GIL).
-RATING_THREADS = 2
+RATING_THREADS = min(2, os.cpu_count() or 1)
 
 
 def scope_of(filters: ReportFilters) -> Q.Scope:
