@@ -162,7 +162,7 @@ class OutputColumns:
     error kinds per model; `answers`: (turn, model) answers per model;
     `stale`: ids of attempts that are not their (turn, model)'s answer;
     `raw`: the recorded (input tokens, output tokens, cost, session) per row,
-    when some cost was not recorded."""
+    from the plain read (the one taken whenever some cost was not recorded)."""
 
     models: list[tuple[str, np.ndarray]]
     status: np.ndarray
