@@ -2,7 +2,9 @@
 
 Why a module of its own: the statistics must be checkable without a database
 or a UI, so this file is pure numpy. `core.report` feeds it votes from the
-store; the tests and `benchmarks/bench_ratings.py` feed it arrays.
+store; the tests and `benchmarks/bench_ratings.py` feed it arrays. Its
+results (`ModelRating`, `Gap`) are pydantic models because the report's JSON
+carries them as they are: one definition of a rating line, not two.
 
 The recipe (FastChat `compute_bt` / `compute_bootstrap_bt`):
 - every vote becomes pairwise outcomes (`decompose_vote`);
@@ -45,6 +47,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+from pydantic import BaseModel, Field
 
 # What a vote means, its pairwise outcomes included, is decided in one place.
 from core.votes import TIE_CHOICES, Battle, decompose_vote  # noqa: F401  (re-exported)
@@ -63,7 +66,8 @@ MIN_VOTES_TO_RANK = 10
 MIN_GAP = 1.0
 MAX_VOTE_MULTIPLE = 100
 
-_SCORE = {"a": 1.0, "tie": 0.5, "b": 0.0}
+#: The score of model_a in a battle: a win, a tie, a loss.
+OUTCOME_SCORE = {"a": 1.0, "tie": 0.5, "b": 0.0}
 
 
 @dataclass(frozen=True)
@@ -101,7 +105,7 @@ class BattleSet:
             for bt in battles:
                 ma.append(bt.model_a)
                 mb.append(bt.model_b)
-                sc.append(_SCORE[bt.outcome])
+                sc.append(OUTCOME_SCORE[bt.outcome])
                 vo.append(k)
             k += 1
         return cls.from_arrays(ma, mb, sc, vo)
@@ -361,9 +365,9 @@ def bootstrap_thetas(bs: BattleSet, rounds: int, seed: int | np.random.Generator
 # --------------------------------------------------------------------------- results
 
 
-@dataclass
-class ModelRating:
-    """One model's line in the table.
+class ModelRating(BaseModel):
+    """One model's line in the table, in the ratings and in the report's JSON
+    (the one definition of a model's rating line).
 
     rating: the (penalised) maximum-likelihood rating, Elo scale, mean 1000
       within its component (over its identified core, see `_identification`).
@@ -392,22 +396,22 @@ class ModelRating:
     rating: float
     ci_low: float | None
     ci_high: float | None
-    rank_low: int | None
+    rank_low: int | None = Field(description="None when not ranked")
     rank_high: int | None
     votes: int
     wins: int
     ties: int
     losses: int
-    component: int
-    group: int
+    component: int = 0
+    group: int = 0
     open_low: bool = False
     open_high: bool = False
-    notes: list[str] = field(default_factory=list)
-    ranked: bool = True
+    notes: list[str] = Field(default_factory=list)
+    ranked: bool = Field(default=True, description=f"at least {MIN_VOTES_TO_RANK} votes; fewer: listed "
+                                                   "after the ranked models, with no rank")
 
 
-@dataclass
-class Gap:
+class Gap(BaseModel):
     """Models next to each other in the table (ranked ones by rating, then
     those with too few votes to rank), within a component, and how far apart
     they are: `upper` is the one rated higher, `gap` >= 0.
@@ -429,7 +433,9 @@ class Gap:
     lower: str
     gap: float
     separated: bool
-    more_votes: int | None
+    more_votes: int | None = Field(description="rough number of further votes, in the same mix, "
+                                               "that would separate the two at the current gap; None: "
+                                               "not enough votes to say")
 
 
 @dataclass
@@ -723,7 +729,8 @@ def rate(bs: BattleSet, *, rounds: int = DEFAULT_ROUNDS, seed: int | None = 0,
                 more = 0
             elif d >= MIN_GAP and math.isfinite(h) and (h / d) ** 2 <= MAX_VOTE_MULTIPLE:
                 more = int(math.ceil(comp_votes * max((h / d) ** 2 - 1.0, 0.0)))
-            gaps.append(Gap(bs.models[up], bs.models[dn], d, separated, more))
+            gaps.append(Gap(upper=bs.models[up], lower=bs.models[dn], gap=d, separated=separated,
+                            more_votes=more))
     # renumber groups in the order of the table
     order: dict[int, int] = {}
     for mr in models:

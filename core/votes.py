@@ -11,7 +11,8 @@ goes through these functions, so a vote is read the same way everywhere:
   check for a stored record, which the store applies on every write (the
   record's own rules live beside the record, in `store.records`);
 - attribution: a label means the model the vote's OWN `mapping` says, never the
-  session's labels (the vote queue shuffles labels per case);
+  session's labels (the vote queue shuffles labels per case); `verdict` is what
+  a vote says in those terms, so votes shown in different layouts compare;
 - reveal per judged unit: a case (its follow-ups, one repeat) or a chat turn is
   revealed once a vote on it was revealed, once the rater revealed it without
   a vote, or when the whole session was;
@@ -269,6 +270,18 @@ def describe(v: VoteRecord, *, revealed: bool, label_by_model: Mapping[str, str]
         return CHOICE_WORDS.get(v.choice, v.choice)
     model = winner(v)
     return f"{choice} best" + (f" ({model})" if revealed and model is not None else "")
+
+
+def verdict(choice: str, mapping: Mapping[str, str]) -> str:
+    """What a vote says, wherever its answers were shown: "tie", "bad" (both
+    or all bad) or "win:<model>", the model at the chosen label in the vote's
+    own mapping ("win:None" when the label is not in it). Two votes on the
+    same answers agree when their verdicts are equal (rater consistency)."""
+    if choice == TIE:
+        return "tie"
+    if choice in (BOTH_BAD, ALL_BAD):
+        return "bad"
+    return f"win:{model_of(mapping, choice)}"
 
 
 def outcome(v: VoteRecord, model: str) -> str | None:

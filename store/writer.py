@@ -140,6 +140,28 @@ class AsyncStore:
         """Run `fn(store)` on the writer thread (e.g. several writes in `store.batch()`)."""
         return await self._submit(lambda: fn(self._require()))
 
+    async def read(self, fn: Callable[[Store], T]) -> T:
+        """Run `fn(store)` off the writer thread: in a worker thread, on a
+        read-only connection of its own (WAL: it reads the last committed
+        state and never waits for the writer), so a long read (the report's
+        bootstrap) does not hold up the writes queued behind it. `fn` must only
+        read. An in-memory database has no second connection: there, and if
+        the file cannot be opened again, on the writer thread (`call`)."""
+        path = self._require().path
+        if str(path) == ":memory:":
+            return await self.call(fn)
+
+        def job() -> tuple[bool, Any]:
+            try:
+                reader = Store.open(path, readonly=True)
+            except StoreError:
+                return False, None
+            with reader:
+                return True, fn(reader)
+
+        opened, result = await anyio.to_thread.run_sync(job)
+        return result if opened else await self.call(fn)
+
     async def checkpoint_output(self, output_id: str, text: str, reasoning: str | None = None,
                                 chunk_ms: list[int] | None = None, chunk_chars: list[int] | None = None) -> None:
         if self._closed:

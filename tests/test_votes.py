@@ -155,6 +155,18 @@ def test_labels_are_read_through_the_votes_own_mapping():
     assert battles(pick) == [V.Battle("kestrel", "heron", "a"), V.Battle("kestrel", "plover", "a")]
 
 
+def test_a_verdict_names_the_model_whatever_the_layout():
+    """Two votes on the same answers shown under different labels say the
+    same when they pick the same model (rater consistency compares these)."""
+    one = {"A": "heron", "B": "plover"}
+    other = {"a": "plover", "b": "heron"}          # another layout, labels in another case
+    assert V.verdict("A", one) == V.verdict("b", other) == V.verdict("B", other) == "win:heron"
+    assert V.verdict("B", one) != V.verdict("A", one)
+    assert V.verdict("tie", one) == "tie"
+    assert V.verdict("both_bad", one) == V.verdict("all_bad", other) == "bad"
+    assert V.verdict("Z", one) == "win:None"        # a label the mapping does not have
+
+
 def test_ratings_decompose_through_the_same_function():
     from core import ratings
 
