@@ -38,6 +38,9 @@ from pydantic import BaseModel, Field
 
 from core import ratings as R
 from core import votes as V
+from core.structured import HEADER as STRUCTURED_HEADER
+from core.structured import StructuredRow, structured_rows
+from core.structured import table_rows as structured_table
 from core.text import html_text, markdown_inline
 from store.bounds import COST_MAX, MS_MAX
 
@@ -217,12 +220,13 @@ class Report(BaseModel):
     engineering: list[Engineering] = Field(default_factory=list)
     checks: list[CheckRate] = Field(default_factory=list)
     checks_by_category: list[CheckRate] = Field(default_factory=list)
+    structured: list[StructuredRow] = Field(default_factory=list, description="structured output per model")
     stability: list[StabilityRow] = Field(default_factory=list)
 
     @property
     def empty(self) -> bool:
         """Nothing at all to show (no votes, answers or checks)."""
-        return not (self.models or self.engineering or self.checks)
+        return not (self.models or self.engineering or self.checks or self.structured)
 
     def to_json(self, indent: int | None = 2) -> str:
         return self.model_dump_json(indent=indent)
@@ -416,15 +420,7 @@ def _rating_table(result: R.RatingResult) -> RatingTable:
         warnings=result.warnings)
 
 
-def _wilson(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
-    if n == 0:
-        return 0.0, 1.0
-    p = k / n
-    den = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / den
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-    lo, hi = max(0.0, centre - half), min(1.0, centre + half)
-    return (0.0 if k == 0 else lo), (1.0 if k == n else hi)
+_wilson = R.wilson_interval
 
 
 def _pattern_counts(votes: _Votes) -> list[tuple[_Pattern, int]]:
@@ -777,7 +773,9 @@ def _failure_modes(conn, outputs: _Outputs, filters: ReportFilters) -> list[Fail
 
 
 def _checks(conn, outputs: _Outputs, filters: ReportFilters
-            ) -> tuple[list[CheckRate], list[CheckRate], dict[str, list[tuple[str, dict, bool, str | None]]]]:
+            ) -> tuple[list[CheckRate], list[CheckRate], dict[str, list[tuple[str, dict, bool, str | None]]],
+                       list[StructuredRow]]:
+    structured: list[tuple[str, dict, bool]] = []
     by_model: defaultdict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
     by_cat: defaultdict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
     per_output: defaultdict[str, list[tuple[str, dict, bool, str | None]]] = defaultdict(list)
@@ -797,6 +795,8 @@ def _checks(conn, outputs: _Outputs, filters: ReportFilters
         except ValueError:
             spec_d = {}
         per_output[output_id].append((name, spec_d, bool(passed), detail))
+        if isinstance(spec_d, dict) and spec_d.get("type") == "structured_output":
+            structured.append((model, spec_d, bool(passed)))
     overall: defaultdict[str, list[int]] = defaultdict(lambda: [0, 0])
     for (model, _), (k, n) in by_model.items():
         overall[model][0] += k
@@ -806,7 +806,7 @@ def _checks(conn, outputs: _Outputs, filters: ReportFilters
                for (m, c), (k, n) in sorted(by_model.items())]
     cats = [CheckRate(model=m, category=c, passed=k, total=n, rate=k / n)
             for (m, c), (k, n) in sorted(by_cat.items())]
-    return checks, cats, per_output
+    return checks, cats, per_output, structured_rows(structured)
 
 
 def _repeated_answers(conn, filters: ReportFilters) -> list[tuple]:
@@ -1000,19 +1000,19 @@ def build_report(store, filters: ReportFilters | None = None, *, rounds: int = R
     report.consistency = _consistency(votes)
 
     (report.failure_modes, report.engineering, report.checks, report.checks_by_category,
-     report.stability) = answers.result()
+     report.stability, report.structured) = answers.result()
     report.message = _message(conn, report, filters)
     return report
 
 
 def _answer_figures(conn, filters: ReportFilters, prices: Mapping[str, Any]) -> tuple:
-    """Failure modes, engineering, checks (overall, by category) and stability."""
+    """Failure modes, engineering, checks (overall, by category), stability and structured output."""
     outputs = _read_outputs(conn, filters)
     failure_modes = _failure_modes(conn, outputs, filters)
     engineering = _engineering(conn, outputs, prices)
-    checks, by_category, per_output = _checks(conn, outputs, filters)
-    return failure_modes, engineering, checks, by_category, _stability(conn, _repeated_answers(conn, filters),
-                                                                       per_output)
+    checks, by_category, per_output, structured = _checks(conn, outputs, filters)
+    return (failure_modes, engineering, checks, by_category,
+            _stability(conn, _repeated_answers(conn, filters), per_output), structured)
 
 
 class _Background:
@@ -1194,6 +1194,12 @@ def render_markdown(r: Report) -> str:
             lines += _md_table(["model", "category", "passed", "rate"],
                                [[markdown_inline(x.model), markdown_inline(x.category), f"{x.passed}/{x.total}", pct(x.rate)]
                                 for x in r.checks_by_category])
+    if r.structured:
+        lines += ["## Structured output", "",
+                  "Answers to cases with a `response_format`: valid against the schema, mean field completeness, "
+                  "and each failure mode (an answer may have several), with Wilson 95% intervals.", ""]
+        lines += _md_table(STRUCTURED_HEADER, [[markdown_inline(row[0]), *row[1:]]   # figures are ours: as they are
+                                               for row in structured_table(r.structured)])
     if r.stability:
         lines += ["## Stability over repeats", ""]
         lines += _md_table(["model", "cases", "runs", "identical", "similarity (mean/min)", "flaky checks",
@@ -1403,6 +1409,11 @@ def render_html(r: Report) -> str:
             body.append(_html_table(["model", "category", "passed", "rate"],
                                     [[html_text(x.model), html_text(x.category), f"{x.passed}/{x.total}", pct(x.rate)]
                                      for x in r.checks_by_category]))
+    if r.structured:
+        body += ["<h2>Structured output</h2>", "<p>Answers to cases with a <code>response_format</code>: valid "
+                 "against the schema, mean field completeness, and each failure mode (an answer may have several), "
+                 "with Wilson 95% intervals.</p>", _html_table(
+                     STRUCTURED_HEADER, [[html_text(c) for c in row] for row in structured_table(r.structured)])]
     if r.stability:
         body += ["<h2>Stability over repeats</h2>", _html_table(
             ["model", "cases", "runs", "identical", "similarity mean / min", "flaky checks",

@@ -26,7 +26,7 @@ from pydantic import (
 )
 
 from core.checks import CHECK_TYPES, TOOL_CHECK_TYPES, Check, StructuredOutputCheck
-from core.inputs import InputError, read_input, shown_name, split_lines
+from core.inputs import InputError, decode, loads, read_input, shown_name, split_lines
 from core.jsonl import json_objects
 from core.tools import (
     DEFAULT_MAX_STEPS,
@@ -326,6 +326,34 @@ def _validation_problems(where: str, exc: ValidationError) -> list[str]:
             line = line[0].lower() + line[1:] if line else line
             out.append(f"{where}: {field}: {line}" if field else f"{where}: {line}")
     return out
+
+
+def load_tool_script(path: str | Path) -> ToolScript:
+    """A chat's tools file (`lineup chat --tools FILE`): one JSON object with
+    a case's tool fields (`tools`, `tool_results`, `tool_default`,
+    `max_steps`), checked as a case's are; `SampleSetError` lists every
+    problem as `FILE: FIELD: message`."""
+    path = Path(path)
+    shown = shown_name(path)
+    try:
+        data = loads(decode(read_input(path), shown), shown)
+    except InputError as exc:
+        raise SampleSetError([str(exc)]) from None
+    if not isinstance(data, dict):
+        raise SampleSetError([f"{shown}: a tools file must be a JSON object, not {type(data).__name__}"])
+    unknown = sorted(set(data) - {"tools", "tool_results", "tool_default", "max_steps"})
+    if unknown:
+        raise SampleSetError([f"{shown}: {name}: not a field of a tools file (tools, tool_results, "
+                              "tool_default, max_steps)" for name in unknown])
+    if not data.get("tools"):
+        raise SampleSetError([f"{shown}: tools: declare at least one tool"])
+    try:
+        case = Case.model_validate({"id": "tools", "category": "tools", "prompt": "-", **data})
+    except ValidationError as exc:
+        raise SampleSetError(_validation_problems(shown, exc)) from None
+    script = case.tool_script()
+    assert script is not None
+    return script
 
 
 def load_sample_set(path: str | Path) -> SampleSet:

@@ -35,7 +35,6 @@ from providers.events import (
     Finish,
     Message,
     ResponseFormat,
-    Retrying,
     StreamError,
     StreamEvent,
     StreamResult,
@@ -280,9 +279,8 @@ class AnswerLoop:
                     self.structured = "fallback"
                     self.steps = 0
                     request = with_instructions(request, fmt)
-                    yield Retrying(attempt=1, delay=0.0, kind=terminal.kind, message=(
-                        f"the server refused native structured output ({terminal.message}); "
-                        "asking with instructions instead"))
+                    # sent again at once, without a word on screen: which servers refuse it could tell
+                    # a blind rater which model this is (the trace records it, shown after the vote)
                     continue
                 yield terminal
                 return
@@ -381,7 +379,7 @@ def answer_messages(output: OutputRecord) -> list[Message]:
     return out
 
 
-TraceLine = tuple[Literal["text", "call", "result", "note"], str]
+TraceLine = tuple[Literal["text", "call", "result", "notice", "stop"], str]
 _SHOWN_CHARS = 400
 
 
@@ -393,13 +391,14 @@ def compact(value: Any, limit: int = _SHOWN_CHARS) -> str:
 
 
 def trace_lines(trace: AnswerTrace) -> list[TraceLine]:
-    """The readable sequence of a traced answer, in order: each step's text,
-    its calls (`→ name(arguments)`), their results (`← name: result`), and a
-    note on how it stopped. The pieces are untrusted (model and case text):
-    every reader neutralises them for where they go."""
+    """The readable sequence of a traced answer, in order: a notice when
+    structured output fell back to instructions, each step's text, its calls
+    (`→ name(arguments)`), their results (`← name: result`), and how it
+    stopped when that was the step limit. The pieces are untrusted (model and
+    case text): every reader neutralises them for where they go."""
     out: list[TraceLine] = []
     if trace.structured == "fallback":
-        out.append(("note", "structured output: the server refused it natively; asked with instructions"))
+        out.append(("notice", "structured output: the server refused it natively; asked with instructions"))
     for step in trace.steps:
         if step.text:
             out.append(("text", step.text))
@@ -409,7 +408,7 @@ def trace_lines(trace: AnswerTrace) -> list[TraceLine]:
             if call.rule is not None:
                 out.append(("result", _result_text(call.name, call.result)))
     if trace.stopped == "step_limit":
-        out.append(("note", f"stopped at the step limit ({trace.max_steps} requests) without an answer"))
+        out.append(("stop", f"stopped at the step limit ({trace.max_steps} requests) without an answer"))
     return out
 
 

@@ -120,6 +120,12 @@ class AnswerTrace(_Record):
     def calls(self) -> list[TraceCall]:
         return [c for step in self.steps for c in step.calls]
 
+    @property
+    def more_than_text(self) -> bool:
+        """Whether the answer is more than its text: it made calls, fell back
+        from native structured output, or stopped at the step limit."""
+        return bool(self.calls) or self.structured == "fallback" or self.stopped == "step_limit"
+
 
 class OutputRecord(_Record):
     id: str = Field(default_factory=new_ulid)

@@ -12,6 +12,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Static
 
+from core.tools import call_line, result_line
 from core.votes import error_line
 from providers.events import StreamResult
 from tui.figures import live_figures
@@ -166,6 +167,12 @@ class Pane(Vertical):
             if self.status != "streaming":
                 self.status = "streaming"
             self.body.append_reasoning(event.text)
+        elif kind == "tool_call":
+            if self.status != "streaming":
+                self.status = "streaming"
+            self.body.add_tool(call_line(event))
+        elif kind == "tool_result":
+            self.body.add_tool(result_line(event))
         elif kind == "retrying":
             self.status = "retrying"
             self.detail = f"{event.kind.value}, attempt {event.attempt + 1}"

@@ -145,7 +145,7 @@ class VoteQueueScreen(Screen):
             nonlocal last
             out = item.outputs.get((turn.id, alias))
             if out is not None:
-                entries.extend(answer_entries(out, status_note(out, hidden=hidden)))
+                entries.extend(answer_entries(out, status_note(out, hidden=hidden), hidden=hidden))
                 last = out
 
         for t in item.context:

@@ -228,6 +228,15 @@ def print_report(report) -> None:
         for x in report.checks_by_category:
             table.add_row(t(x.model), t(f"category {x.category}"), t(f"{x.passed}/{x.total}"), t(pct(x.rate)))
         console.print(table)
+    if report.structured:
+        from core.structured import HEADER, table_rows
+
+        table = Table(title="Structured output (Wilson 95% intervals)", title_justify="left")
+        for col in HEADER:
+            table.add_column(col, justify="left" if col == "model" else "right")
+        for row in table_rows(report.structured):
+            table.add_row(*(t(c) for c in row))
+        console.print(table)
     if report.stability:
         table = Table(title="Stability over repeats", title_justify="left")
         for col in ("model", "cases", "runs", "identical", "similarity mean/min", "flaky checks",
