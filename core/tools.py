@@ -80,7 +80,7 @@ class StructuredOutput(ResponseFormat):
     mode: Literal["native", "instructions"] = "native"
 
     def request_format(self) -> ResponseFormat:
-        return ResponseFormat(name=self.name, schema=self.schema_, strict=self.strict)
+        return ResponseFormat.model_validate({"name": self.name, "schema": self.schema_, "strict": self.strict})
 
 
 class ToolScript(BaseModel):

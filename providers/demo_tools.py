@@ -129,7 +129,8 @@ class _Filler:
         self.missing: list[str] = []
 
     def instance(self, schema: dict[str, Any], parent: str = "") -> dict[str, Any]:
-        props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+        found = schema.get("properties")
+        props: dict[str, Any] = found if isinstance(found, dict) else {}
         required = [n for n in schema.get("required") or () if n in props]
         out = {}
         for name in (list(props) if self.full or not required else required):
@@ -150,7 +151,8 @@ class _Filler:
         if kind == "object" or "properties" in schema:
             return self.instance(schema, key)
         if kind == "array":
-            items = schema.get("items") if isinstance(schema.get("items"), dict) else {"type": "string"}
+            given = schema.get("items")
+            items: dict[str, Any] = given if isinstance(given, dict) else {"type": "string"}
             if items.get("type", "string") == "string" and "enum" not in items:
                 return [n for n in self.names if n not in self.used][:3] or None
             item = self.value(items, key, parent)

@@ -360,10 +360,10 @@ class StreamResult:
                 self.output_tokens = event.output_tokens
             if event.reasoning_tokens is not None:
                 self.reasoning_tokens = event.reasoning_tokens
-        elif kind == "tool_call":
+        elif isinstance(event, ToolCall):
             self.tool_calls.append(event)
             self.step_calls.append(event)
-        elif kind == "tool_result":
+        elif isinstance(event, ToolResult):
             if self.step_calls or not self.steps:
                 self.steps.append(("".join(self.text_parts), self.step_calls, []))
                 self.text_parts, self.step_calls = [], []

@@ -152,7 +152,7 @@ class LineupApp(App[int]):
                 loaded = await self.store.load_session(session.id)
             else:
                 kind, rerun_of = "chat", None
-                script = opts.script
+                script = opts.script if opts is not None else None
                 if opts.rerun_of and self.session is None:
                     original = await self.store.load_session(opts.rerun_of)
                     kind, rerun_of = "rerun", original.session.id
