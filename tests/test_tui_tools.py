@@ -160,3 +160,18 @@ def test_replay_shows_the_trace_in_order(tmp_path):
         await store.aclose()
 
     run(scenario())
+
+
+def test_a_tool_line_is_plain_text_never_markup_or_markdown():
+    from tui.stream_view import StreamView
+
+    view = StreamView()
+    view.start_answer()
+    view.append("Before.")
+    view.add_tool('→ f({"a": "[bold red]x[/] \x1b[31m **b** # h"})')
+    view.append("After.")
+    view.end_answer()
+    text = view.plain_text()
+    assert '⚙ → f({"a": "[bold red]x[/] ␛[31m **b** # h"})' in text
+    assert text.index("Before.") < text.index("⚙ →") < text.index("After.")
+    assert view.answer_text() == "Before.\n\nAfter."

@@ -186,6 +186,9 @@ class StreamView(LineScrollView, can_focus=True):
         a new block."""
         if self._open is None:
             self.start_answer()
+        answer = self._open
+        if answer is not None and answer.text and answer.text[-1] != "\n\n":
+            answer.text.append("\n\n")   # a copied answer keeps its steps' texts apart
         self._ops.append(("tool", line))
         self._flush_soon()
 
