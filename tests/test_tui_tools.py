@@ -175,3 +175,41 @@ def test_a_tool_line_is_plain_text_never_markup_or_markdown():
     assert '⚙ → f({"a": "[bold red]x[/] ␛[31m **b** # h"})' in text
     assert text.index("Before.") < text.index("⚙ →") < text.index("After.")
     assert view.answer_text() == "Before.\n\nAfter."
+
+
+def test_lineup_vote_over_the_demo_tools_run(tmp_path, monkeypatch):
+    """The offline flow: `lineup run sample_sets/tools.jsonl` with two demo models, then the blind queue."""
+    from pathlib import Path
+
+    from lineup.cli import main
+
+    monkeypatch.setenv("LINEUP_DEMO_SPEED", "0")
+    db = tmp_path / "demo.db"
+    sets = Path(__file__).resolve().parents[1] / "sample_sets" / "tools.jsonl"
+    assert main(["run", str(sets), "-m", "demo/concise", "-m", "demo/thorough", "--db", str(db)]) == 0
+    with Store.open(db) as s:
+        (summary,) = s.list_sessions(kind="run")
+
+    async def scenario():
+        store = await open_store(db)
+        app = LineupApp(store, vote=VoteOptions(session_id=summary.id, shuffle_seed=1), rater="tester")
+        async with app.run_test(size=(150, 40)) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, VoteQueueScreen) and app.screen.current is not None,
+                           "the queue")
+            screen = app.screen
+            tool_lines = 0
+            for _ in range(15):
+                await wait_for(pilot, lambda: screen.current is not None, "a case")
+                await pilot.pause()
+                tool_lines += sum(p.body.plain_text().count("⚙ →") for p in screen.panes)
+                assert leaks("\n".join(str(p.header.render()) for p in screen.panes), ["concise", "thorough"]) == []
+                await pilot.press("t")
+                await wait_for(pilot, lambda: screen.judged, "the vote")
+                await pilot.press("enter")
+            await wait_for(pilot, lambda: screen.current is None, "the end")
+            assert tool_lines >= 10
+        await store.aclose()
+        with Store.open(db) as s:
+            assert len([v for v in s.load_session(summary.id).votes]) == 15
+
+    run(scenario())
