@@ -12,6 +12,12 @@ answer's trace (`tool_called`, `tool_not_called`, `max_steps`,
 `tool_args_valid`) and `structured_output`, added to every case with a
 `response_format`, reads its schema; its outcome also records the failure
 modes found (`extra`), which the report counts.
+
+Why this file is past 600 lines: every check is a spec model (validated when
+a set loads) and a runner next to it, and the loader, the runner, re-runs
+and the report all read the one `Check` union and `CHECK_TYPES` defined
+here; what stands apart (the tool loop, the structured-output table) has its
+own module (`core.tools`, `core.structured`).
 """
 
 from __future__ import annotations

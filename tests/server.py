@@ -74,6 +74,11 @@ HTTP 400 naming it, as servers without structured output answer.
 at the moment it is written ("%.6f " seconds), for latency benchmarks (same
 clock as the client when both run in one process).
 
+Why this file is past 600 lines: one server speaks the four protocols,
+their faults, tool calls and structured output, so that every client test
+and benchmark drives the same real HTTP; an encoder per protocol keeps the
+wire forms side by side.
+
 `RawReply(status, headers, body, cuts=[...])` serves exact bytes, flushed
 separately at the given byte offsets; `RawReply.from_case(case, cuts)` serves
 a conformance corpus case (`../shared/conformance/wire/*.json`).
