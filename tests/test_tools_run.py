@@ -393,6 +393,26 @@ def test_a_chat_tools_file_is_checked_like_a_case(tmp_path, monkeypatch):
     assert "bad.json" in err.value.problems[0]
 
 
+def test_chat_reads_its_tools_file_and_a_resume_refuses_one(tmp_path, monkeypatch):
+    import argparse
+
+    from core.errors import UsageError
+    from lineup.commands.chat_cmd import configure, prepare
+
+    monkeypatch.delenv("LINEUP_CONFIG", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "nothing-here"))
+    tools = tmp_path / "tools.json"
+    tools.write_text(json.dumps({"tools": [WEATHER], "max_steps": 2}))
+    p = argparse.ArgumentParser()
+    p.add_argument("--db")
+    p.add_argument("--config")
+    configure(p)
+    _, _, opts = prepare(p.parse_args(["--db", str(tmp_path / "x.db"), "--tools", str(tools)]))
+    assert opts.script is not None and opts.script.max_steps == 2 and opts.script.tools[0].name == "get_weather"
+    with pytest.raises(UsageError, match="--tools starts a new chat"):
+        prepare(p.parse_args(["--tools", str(tools), "--resume", "01ABC"]))
+
+
 def test_chat_with_a_bad_tools_file_is_a_usage_error(tmp_path, capsys):
     bad = tmp_path / "tools.json"
     bad.write_text(json.dumps({"tools": [{"name": "x y"}]}))
