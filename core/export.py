@@ -16,6 +16,7 @@ import io
 from collections.abc import Iterator
 
 from core.text import csv_cell, escape_controls, format_time, json_line, markdown_inline
+from core.tools import trace_lines
 from core.votes import output_note, relabel, reveal_state, winner
 from store.records import NON_LABEL_CHOICES, LoadedSession, OutputRecord, VoteRecord
 
@@ -195,7 +196,21 @@ def export_markdown(loaded: LoadedSession) -> str:
                 # before the reveal an error says its kind and status only (its text may name the model)
                 note = output_note(o, hidden=hidden) or o.status
                 out += [f"_({_line(note)})_", ""]
-            out.append(escape_controls(o.text) if o.text else "_(no text)_")
+            trace = o.trace
+            if trace is not None and trace.more_than_text:
+                previous = None
+                for kind, text in trace_lines(trace):
+                    if hidden and kind == "notice":   # which servers refuse structured output can tell the model
+                        continue
+                    listed = kind in ("call", "result")
+                    if previous is not None and not (listed and previous in ("call", "result")):
+                        out.append("")
+                    # the model's text as Markdown (as any answer); calls, results and notes on one escaped line
+                    out.append(escape_controls(text) if kind == "text" else f"- {_line(text)}" if listed
+                               else f"_{_line(text)}_")
+                    previous = kind
+            else:
+                out.append(escape_controls(o.text) if o.text else "_(no text)_")
             if tags.get(o.id):
                 out += ["", "Tags: " + ", ".join(_line(t) for t in tags[o.id])]
             if checks.get(o.id):

@@ -752,3 +752,15 @@ def rate(bs: BattleSet, *, rounds: int = DEFAULT_ROUNDS, seed: int | None = 0,
                         "kept finite by the prior, with open intervals")
     return RatingResult(models, groups, gaps, components, bs.n_votes, int(bs.a.size),
                         rounds, seed, warnings)
+
+
+def wilson_interval(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
+    """The Wilson score 95% interval of k successes in n trials ((0, 1) for none)."""
+    if n == 0:
+        return 0.0, 1.0
+    p = k / n
+    den = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / den
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
+    lo, hi = max(0.0, centre - half), min(1.0, centre + half)
+    return (0.0 if k == 0 else lo), (1.0 if k == n else hi)

@@ -27,6 +27,7 @@ import anyio
 from core.errors import store_error_in
 from core.identity import prompt_texts, tag_self_identification
 from core.sessions import LABELS, Contestant, ServerLimits, contestant_record, record_stream
+from core.tools import answer_messages
 from providers.events import ChatRequest, Message, SamplingParams
 from providers.model_config import ModelConfig
 from store import AsyncStore
@@ -292,19 +293,20 @@ class Runner:
             turn = await self._turn(case, repeat, k, text, images)
             prev = recorded.get((turn.id, c.alias))
             if prev is not None and prev.status == "complete":
-                history.append(Message(role="assistant", content=prev.text))
+                history.extend(answer_messages(prev))
                 answers.append(prev)
                 continue
             request = ChatRequest(model=c.config.model, messages=tuple(history),
                                   system=case.system or self.system, params=params)
             base = _new_output(turn, c, attempt=(prev.attempt + 1) if prev else 1)
-            final, result = await record_stream(self.store, c, request, base, contestants=self._contestants)
+            final, result = await record_stream(self.store, c, request, base, contestants=self._contestants,
+                                                script=case.tool_script(), structured=case.response_format)
             await tag_self_identification(self.store, final, c.config, prompt_texts(history, request.system))
             if final.status != "complete":
                 tally.errors[final.error_kind or final.status] += 1
                 return False
             answers.append(final)
-            history.append(Message(role="assistant", content=final.text))
+            history.extend(answer_messages(final))
             if final.ttft_ms is not None:
                 tally.ttft_ms.append(final.ttft_ms)
             tps = result.tokens_per_s()
@@ -319,12 +321,15 @@ class Runner:
     async def _checks(self, case, answers: list[OutputRecord], recorded: Counter) -> None:
         """Each check of the case on the answer its `turn` names (default: the
         last), except those already recorded (a run that stopped in between)."""
-        from core.checks import run_case_checks
+        from core.checks import AnswerFacts, run_case_checks
 
-        if not case.checks:
+        checks = case.all_checks
+        if not checks:
             return
-        outcomes = run_case_checks(case.checks, [a.text for a in answers])
-        for check, outcome in zip(case.checks, outcomes):
+        script = case.tool_script()
+        facts = [AnswerFacts(trace=a.trace, script=script, structured=case.response_format) for a in answers]
+        outcomes = run_case_checks(checks, [a.text for a in answers], facts)
+        for check, outcome in zip(checks, outcomes):
             target = answers[-1 if check.turn is None else check.turn]
             key = (target.id, outcome.name)
             if recorded[key] > 0:
@@ -332,7 +337,8 @@ class Runner:
                 continue
             await self.store.add_check_result(CheckResultRecord(
                 id=new_ulid(), output_id=target.id, check=outcome.name,
-                spec={**outcome.spec, "score": outcome.score}, passed=outcome.passed, detail=outcome.detail,
+                spec={**outcome.spec, "score": outcome.score, **outcome.extra}, passed=outcome.passed,
+                detail=outcome.detail,
             ))
 
     def _emit(self) -> None:
@@ -376,7 +382,7 @@ def _check_keys(checks) -> Counter:
 
 def _checks_missing(case, answers: list[OutputRecord], recorded: Counter) -> bool:
     """Whether some check of the case has no result on the answer it targets."""
-    want = Counter((answers[-1 if ch.turn is None else ch.turn].id, ch.label) for ch in case.checks
+    want = Counter((answers[-1 if ch.turn is None else ch.turn].id, ch.label) for ch in case.all_checks
                    if -len(answers) <= (-1 if ch.turn is None else ch.turn) < len(answers))
     return any(recorded[key] < n for key, n in want.items())
 
@@ -393,6 +399,9 @@ def _case_extras(cases) -> dict[str, dict]:
             extra["params"] = c.params.model_dump(exclude_none=True)
         if c.messages is not None:
             extra["messages"] = [m.model_dump() for m in c.messages]
+        for name in ("tools", "tool_results", "tool_default", "max_steps", "response_format"):
+            if name in c.model_fields_set:
+                extra[name] = c.model_dump(mode="json", by_alias=True)[name]
         if extra:
             extras[c.id] = extra
     return extras
@@ -427,25 +436,34 @@ def sample_set_from_run(loaded) -> tuple["SampleSet", list[str]]:
         specs: list[dict] = []
         # the checks of one contestant's answers (each check is stored on the answer it targets)
         contestant = next((o.contestant for t in turns for o in outputs_of.get(t.id, ())), None)
+        extra = (session.meta.get("cases") or {}).get(case_id, {})
         for k, t in enumerate(turns):
             mine = [o for o in outputs_of.get(t.id, ()) if o.contestant == contestant]
             best = next((o for o in mine if o.status == "complete"), mine[-1] if mine else None)
             for check in checks_of.get(best.id, ()) if best is not None else ():
-                spec = {key: v for key, v in check.spec.items() if key != "score"}
+                if check.spec.get("type") == "structured_output" and "response_format" in extra:
+                    continue   # implied by the response_format, added again by the case
+                spec = {key: v for key, v in check.spec.items() if key not in _RESULT_KEYS}
                 if k != len(turns) - 1:
                     spec.setdefault("turn", k)
                 specs.append(spec)
         if any(t.images for t in turns):
             lost.append(f"case {case_id}: its images (the record keeps their names, not the files)")
-        extra = (session.meta.get("cases") or {}).get(case_id, {})
         opening = {"messages": extra["messages"]} if "messages" in extra else {"prompt": turns[0].user_message}
+        tooling = {k: extra[k] for k in ("tools", "tool_results", "tool_default", "max_steps", "response_format")
+                   if k in extra}
         cases.append(Case(id=case_id, category=turns[0].category or "uncategorised", **opening,
                           follow_ups=tuple(t.user_message for t in turns[1:]), system=extra.get("system"),
-                          params=extra.get("params"), checks=tuple(specs), reference=references.get(case_id)))
+                          params=extra.get("params"), checks=tuple(specs), reference=references.get(case_id),
+                          **tooling))
     digest = hashlib.sha256(json.dumps([session.id, [c.model_dump(mode="json") for c in cases]],
                                        sort_keys=True).encode()).hexdigest()
     name = session.sample_set_name or session.id
     return SampleSet(name=name, path=f"session {session.id}", sha256=digest, cases=tuple(cases)), lost
+
+
+#: What a recorded check result adds to its check's spec (not part of the spec itself).
+_RESULT_KEYS = frozenset({"score", "failures", "structured"})
 
 
 def _new_output(turn: TurnRecord, c: Contestant, attempt: int) -> OutputRecord:

@@ -21,6 +21,7 @@ from core import votes as votes_core
 from core.config import Config
 from core.errors import store_error_in
 from core.identity import prompt_texts, tag_self_identification
+from core.tools import AnswerLoop, StructuredOutput, ToolScript, answer_messages, build_trace, scrubbed_trace
 from providers import make_provider
 from providers.base import ChatStream, Provider
 from providers.events import (
@@ -173,6 +174,8 @@ async def record_stream(
     *,
     contestants: Sequence[Contestant],
     on_update: Callable[[PaneUpdate], None] | None = None,
+    script: ToolScript | None = None,
+    structured: StructuredOutput | None = None,
 ) -> tuple[OutputRecord, StreamResult]:
     """Stream one answer into the store: started, checkpointed about once a
     second, finished with its final status. Error text is stored and reported
@@ -186,10 +189,20 @@ async def record_stream(
     reaches the store or the screen: text is scrubbed of any run of 8 or more
     characters of any key in the session at each checkpoint and at the end; what
     goes to `on_update` passes through `HeldBack`, which holds back an ending
-    that could still grow into the key. Only models with a key pay for this."""
+    that could still grow into the key. Only models with a key pay for this.
+
+    With a tool `script` or `structured` output the answer runs as a tool
+    loop (`core.tools.AnswerLoop`): one stream, one record, its trace saved
+    with it."""
     await store.start_output(base)
     result = StreamResult()
-    stream = contestant.get_provider().stream(request)
+    provider = contestant.get_provider()
+    loop = None
+    if script is not None or structured is not None:
+        loop = AnswerLoop(provider, contestant.config.provider, request, script=script, structured=structured)
+        stream = ChatStream(loop.events())
+    else:
+        stream = provider.stream(request)
     contestant.stream = stream
     index = contestant.position
     # Every key of the session: an answer may echo a neighbour's key (a shared proxy) as well as its own.
@@ -251,6 +264,9 @@ async def record_stream(
     finally:
         contestant.stream = None
         final = output_from_result(base, result, contestant.config)
+        if loop is not None or result.multi_step:
+            trace = loop.trace(result) if loop is not None else build_trace(result)
+            final = final.model_copy(update={"trace": trace if scrubber is None else scrubbed_trace(trace, scrubber.scrub)})
         if scrubber is not None:
             final = final.model_copy(update={
                 "text": secret_free("text", final.text), "reasoning": secret_free("reasoning", final.reasoning),
@@ -308,6 +324,8 @@ class ChatSession:
         self.store = store
         self.record = record
         self.contestants = contestants
+        #: the tools every answer may call, with their scripted results (`lineup chat --tools`)
+        self.script = ToolScript.model_validate(record.meta["tools"]) if record.meta.get("tools") else None
         self.turns: list[TurnRecord] = []
         self.votes: list[VoteRecord] = []
         self.tags: list[TagRecord] = []     # current ones (not removed), automatic ones included
@@ -329,6 +347,7 @@ class ChatSession:
         kind: str = "chat",
         rerun_of: str | None = None,
         label_seed: int | None = None,
+        script: ToolScript | None = None,
     ) -> "ChatSession":
         if not 1 <= len(models) <= MAX_CONTESTANTS:
             raise ValueError(f"a session takes 1 to {MAX_CONTESTANTS} models, not {len(models)}")
@@ -336,7 +355,7 @@ class ChatSession:
         if len(set(aliases)) != len(aliases):
             raise ValueError(f"the same model twice: {', '.join(aliases)}")
         order = list(models)
-        meta: dict = {}
+        meta: dict = {"tools": script.model_dump(mode="json")} if script is not None else {}
         if blind:
             label_seed = secrets.randbits(32) if label_seed is None else label_seed
             random.Random(label_seed).shuffle(order)
@@ -389,8 +408,7 @@ class ChatSession:
                         answers[out.contestant] = out
             for alias, out in answers.items():
                 by_alias[alias].last_output = out
-                if out.text:
-                    by_alias[alias].history.append(Message(role="assistant", content=out.text))
+                by_alias[alias].history.extend(answer_messages(out))
         return session
 
     # ----- properties -----------------------------------------------------
@@ -455,7 +473,7 @@ class ChatSession:
         c = self.contestants[index]
         self.cancel(index)
         turn = self.turns[-1]
-        if c.history and c.history[-1].role == "assistant":
+        while c.history and c.history[-1].role != "user":   # the last answer, its tool exchanges too
             c.history.pop()
         attempt = (c.last_output.attempt + 1) if c.last_output and c.last_output.turn_id == turn.id else 1
         await self._answer(c, turn, attempt, on_update)
@@ -476,13 +494,12 @@ class ChatSession:
             return
         try:
             final, _ = await record_stream(self.store, c, request, base, contestants=self.contestants,
-                                           on_update=on_update)
+                                           on_update=on_update, script=self.script)
         finally:
             if limiter is not None:
                 limiter.release()
         c.last_output = final
-        if final.text:
-            c.history.append(Message(role="assistant", content=final.text))
+        c.history.extend(answer_messages(final))
         # blind or not: the tag describes the answer, and any session may be judged blind later (vote queue)
         auto = await tag_self_identification(self.store, final, c.config, prompt_texts(c.history, self.system))
         if auto is not None:

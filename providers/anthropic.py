@@ -2,19 +2,36 @@
 `message_start` (input usage), `content_block_start/delta/stop` (text,
 thinking, `tool_use` with `input_json_delta` fragments), `message_delta`
 (stop reason, output usage), `ping`, `message_stop` (the terminator) and
-mid-stream `error` events. Server tools (web search) are not tool calls."""
+mid-stream `error` events. Server tools (web search) are not tool calls.
+
+Structured output goes through a forced tool (`ANSWER_TOOL`, its input
+schema the answer's): the parser streams that tool's input as the answer's
+text, so it reads like any JSON answer. The name is reserved: a sample set
+cannot declare a tool of that name."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from providers.events import ChatRequest, ErrorKind, ReasoningDelta, StreamEvent, TextDelta, ToolCall
+from providers.events import (
+    ChatRequest,
+    ErrorKind,
+    Message,
+    ReasoningDelta,
+    StreamEvent,
+    TextDelta,
+    ToolCall,
+    arguments_object,
+    result_text,
+)
 from providers.http import Accumulated, HttpProvider, StreamParser, parse_json_args, short
 from providers.sse import DecodeError, SSEDecoder, malformed_json
 from providers.sse import loads as fast_loads
 
 ANTHROPIC_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 1024   # the API requires max_tokens
+#: The forced tool that carries a structured answer (its input is the answer).
+ANSWER_TOOL = "structured_answer"
 
 _loads = fast_loads
 
@@ -38,19 +55,30 @@ class AnthropicProvider(HttpProvider):
     def build(self, request: ChatRequest, key: str | None) -> tuple[str, dict[str, str], dict[str, Any]]:
         messages: list[dict[str, Any]] = []
         for m in request.messages:
-            if m.images:
+            if m.tool_calls or m.tool_results:
+                _append(messages, *_tool_message(m))
+            elif m.images:
                 parts: list[dict[str, Any]] = [
                     {"type": "image", "source": {"type": "base64", "media_type": i.mime, "data": i.data}}
                     for i in m.images
                 ]
                 if m.content:
                     parts.append({"type": "text", "text": m.content})
-                messages.append({"role": m.role, "content": parts})
+                _append(messages, m.role, parts)
             else:
-                messages.append({"role": m.role, "content": m.content})
+                _append(messages, m.role, m.content)
         p = self.params(request)
         body: dict[str, Any] = {"model": self.cfg.model, "max_tokens": p.max_tokens or DEFAULT_MAX_TOKENS,
                                 "messages": messages, "stream": True}
+        tools = [{"name": t.name, "description": t.description, "input_schema": t.parameters}
+                 for t in request.tools]
+        fmt = request.response_format
+        if fmt is not None:
+            tools.append({"name": ANSWER_TOOL, "description": "Give your whole answer as this tool's input.",
+                          "input_schema": fmt.schema_})
+            body["tool_choice"] = {"type": "tool", "name": ANSWER_TOOL}
+        if tools:
+            body["tools"] = tools
         if request.system:
             body["system"] = request.system
         if p.temperature is not None:
@@ -68,6 +96,29 @@ class AnthropicProvider(HttpProvider):
 
     def parser(self) -> StreamParser:
         return AnthropicParser()
+
+
+def _tool_message(m: Message) -> tuple[str, list[dict[str, Any]]]:
+    """(role, content blocks) of an assistant message with calls, or of the
+    results that answer them (a user message of `tool_result` blocks)."""
+    if m.role == "tool":
+        return "user", [{"type": "tool_result", "tool_use_id": r.id, "content": result_text(r.content)}
+                        for r in m.tool_results]
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": m.content}] if m.content else []
+    blocks += [{"type": "tool_use", "id": c.id, "name": c.name, "input": arguments_object(c.arguments)}
+               for c in m.tool_calls]
+    return "assistant", blocks
+
+
+def _append(messages: list[dict[str, Any]], role: str, content: str | list[dict[str, Any]]) -> None:
+    """Add a message; one of the same role as the last is merged into it
+    (results, then the user's next message: one user turn, as the API wants)."""
+    if messages and messages[-1]["role"] == role:
+        last = messages[-1]
+        blocks = [{"type": "text", "text": c} if isinstance(c, str) else c for c in (last["content"], content)]
+        last["content"] = [b for part in blocks for b in (part if isinstance(part, list) else [part])]
+        return
+    messages.append({"role": role, "content": content})
 
 
 class AnthropicParser(StreamParser):
@@ -105,7 +156,12 @@ class AnthropicParser(StreamParser):
                         self.shown = True
                 elif dtype == "input_json_delta":
                     block = self.blocks.get(obj.get("index", -1))
-                    if block is not None:
+                    if block is not None and block[0] == ANSWER_TOOL:   # a structured answer: its JSON is the text
+                        text = delta.get("partial_json")
+                        if text:
+                            out.append(TextDelta(text=text, t=t))
+                            self.shown = True
+                    elif block is not None:
                         block[3].append(delta.get("partial_json") or "")
                 # signature_delta, citations_delta: nothing to show
             elif kind == "content_block_start":
@@ -151,6 +207,8 @@ class AnthropicParser(StreamParser):
             if block.get("thinking"):
                 out.append(ReasoningDelta(text=block["thinking"], t=t))
                 self.shown = True
+        elif btype == "tool_use" and block.get("name") == ANSWER_TOOL:
+            self.blocks[obj.get("index", -1)] = [ANSWER_TOOL, block.get("id"), ANSWER_TOOL, [], None]
         elif btype == "tool_use":
             self.blocks[obj.get("index", -1)] = ["tool_use", block.get("id"), block.get("name"), [], block.get("input")]
         elif btype:

@@ -3,7 +3,9 @@
 A provider turns a `ChatRequest` into an async stream of `StreamEvent`s.
 Every stream starts with `RequestSent` and ends with exactly one terminal
 event: `Finish` (the model stopped) or `StreamError` (it did not). In between
-come `TextDelta`, `ReasoningDelta`, `ToolCall`, `UsageReport` and `Retrying`.
+come `TextDelta`, `ReasoningDelta`, `ToolCall`, `UsageReport` and `Retrying`
+(and, from the core's tool loop, `ToolResult`: the scripted result it fed
+back before the next request of the same answer).
 Timestamps (`t`) are `time.perf_counter()` seconds taken where the bytes
 arrived; `StreamResult` turns them into the figures the store keeps.
 
@@ -14,6 +16,7 @@ its tag in JSON (`model_dump_json`), not the way to switch on it.
 
 from __future__ import annotations
 
+import json
 import math
 from enum import StrEnum
 from typing import Any, Literal
@@ -60,10 +63,30 @@ class ReasoningDelta(_Event):
 
 
 class ToolCall(_Event):
+    """A function call the model made (complete: its argument fragments are
+    joined and parsed; `arguments` is the raw text when it is not JSON).
+    `signature` is an opaque token some protocols need sent back with the
+    call (Gemini's `thoughtSignature`)."""
+
     type: Literal["tool_call"] = "tool_call"
     id: str | None
     name: str
     arguments: Any
+    signature: str | None = None
+
+
+class ToolResult(_Event):
+    """The result fed back for a call (the core's tool loop: a sample set's
+    scripted result); `rule` says which script entry answered it
+    ("tool_results.N" or "default"). The next request of the same answer
+    follows."""
+
+    type: Literal["tool_result"] = "tool_result"
+    id: str | None
+    name: str
+    content: Any
+    rule: str | None = None
+    t: float
 
 
 class UsageReport(_Event):
@@ -113,8 +136,8 @@ class StreamError(_Event):
     retry_after: float | None = None
 
 
-StreamEvent = (RequestSent | TextDelta | ReasoningDelta | ToolCall | UsageReport | Retrying | Queued | Finish
-               | StreamError)
+StreamEvent = (RequestSent | TextDelta | ReasoningDelta | ToolCall | ToolResult | UsageReport | Retrying | Queued
+               | Finish | StreamError)
 
 
 class ImagePart(BaseModel):
@@ -127,11 +150,71 @@ class ImagePart(BaseModel):
     sha256: str | None = None
 
 
-class Message(BaseModel):
+#: Tool names every protocol accepts (OpenAI: 1-64 of these characters).
+TOOL_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$"
+
+
+class ToolSpec(BaseModel):
+    """A function the model may call: each protocol sends it in its own form
+    (OpenAI-compatible and Ollama `tools`, Anthropic `tools` with
+    `input_schema`, Gemini `functionDeclarations`). `parameters` is a JSON
+    schema for the arguments object."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    name: str = Field(pattern=TOOL_NAME_PATTERN)
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+
+
+class ResponseFormat(BaseModel):
+    """Native structured output: the answer must be JSON valid against
+    `schema` (OpenAI-compatible `response_format: json_schema`, Gemini
+    `responseSchema`, Ollama `format`, Anthropic a forced tool, see
+    `providers.anthropic.ANSWER_TOOL`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    name: str = Field(default="response", pattern=TOOL_NAME_PATTERN)
+    schema_: dict[str, Any] = Field(alias="schema")
+    strict: bool | None = None
+
+
+class ToolResultPart(BaseModel):
+    """One result in a `tool` message: what answered call `id` (`name`)."""
+
     model_config = ConfigDict(frozen=True)
-    role: Literal["user", "assistant"]
+    id: str | None
+    name: str
+    content: Any
+
+
+class Message(BaseModel):
+    """One message of a thread. An assistant message may carry the calls it
+    made (`tool_calls`); a `tool` message carries their results, in order."""
+
+    model_config = ConfigDict(frozen=True)
+    role: Literal["user", "assistant", "tool"]
     content: str
     images: tuple[ImagePart, ...] = ()
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_results: tuple[ToolResultPart, ...] = ()
+
+
+def result_text(content: Any) -> str:
+    """A tool result as the text the protocols that take a string get."""
+    return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+
+
+def arguments_text(arguments: Any) -> str:
+    """A call's arguments as the JSON text OpenAI-compatible servers take back
+    (raw text that was not JSON is sent as it came)."""
+    return arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+
+
+def arguments_object(arguments: Any) -> dict[str, Any]:
+    """A call's arguments as the object Anthropic, Gemini and Ollama take back
+    (arguments that were not an object are wrapped as {"value": ...})."""
+    return arguments if isinstance(arguments, dict) else {"value": arguments}
+
 
 
 #: The ranges accepted for sampling parameters wherever they are set (config
@@ -217,6 +300,8 @@ class ChatRequest(BaseModel):
     messages: tuple[Message, ...]
     system: str | None = None
     params: SamplingParams = SamplingParams()
+    tools: tuple[ToolSpec, ...] = ()
+    response_format: ResponseFormat | None = None
 
 
 class StreamResult:
@@ -225,12 +310,18 @@ class StreamResult:
     Feed every event to `add`; read the fields at any time (a checkpoint) or
     after the terminal event. Chunk timings are kept compactly: milliseconds
     since the request went out and the number of characters, per delta.
+
+    An answer of several requests (a tool loop: calls, `ToolResult`s, the
+    next request) is cut into steps: the first result after a step's calls
+    closes it (its text and calls go to `steps`), so `text` is always the
+    text of the current step, the final answer once the stream is over.
+    `tool_calls` keeps every call of every step.
     """
 
     __slots__ = (
         "text_parts", "reasoning_parts", "tool_calls", "finish_reason", "error",
         "input_tokens", "output_tokens", "reasoning_tokens", "sent_t", "sent_wall",
-        "first_token_t", "end_t", "chunk_ms", "chunk_chars", "attempts",
+        "first_token_t", "end_t", "chunk_ms", "chunk_chars", "attempts", "steps", "step_calls",
     )
 
     def __init__(self) -> None:
@@ -249,6 +340,9 @@ class StreamResult:
         self.chunk_ms: list[int] = []
         self.chunk_chars: list[int] = []
         self.attempts = 0
+        #: closed steps: (text, calls, results fed back), in order
+        self.steps: list[tuple[str, list[ToolCall], list[ToolResult]]] = []
+        self.step_calls: list[ToolCall] = []   # calls of the current step
 
     def add(self, event: StreamEvent) -> None:
         match event:
@@ -273,6 +367,12 @@ class StreamResult:
                     self.reasoning_tokens = event.reasoning_tokens
             case ToolCall():
                 self.tool_calls.append(event)
+                self.step_calls.append(event)
+            case ToolResult():
+                if self.step_calls or not self.steps:
+                    self.steps.append(("".join(self.text_parts), self.step_calls, []))
+                    self.text_parts, self.step_calls = [], []
+                self.steps[-1][2].append(event)
             case Finish():
                 self.finish_reason, self.end_t = event.reason, event.t
             case StreamError():
@@ -281,6 +381,11 @@ class StreamResult:
     @property
     def text(self) -> str:
         return "".join(self.text_parts)
+
+    @property
+    def multi_step(self) -> bool:
+        """Whether this answer made tool calls (a trace is worth recording)."""
+        return bool(self.steps or self.step_calls)
 
     @property
     def reasoning(self) -> str | None:

@@ -14,7 +14,16 @@ from typing import Any, Literal
 
 import httpx
 
-from providers.events import ChatRequest, ErrorKind, ReasoningDelta, StreamEvent, TextDelta, ToolCall
+from providers.events import (
+    ChatRequest,
+    ErrorKind,
+    Message,
+    ReasoningDelta,
+    StreamEvent,
+    TextDelta,
+    ToolCall,
+    arguments_object,
+)
 from providers.http import (
     Accumulated,
     HttpProvider,
@@ -54,14 +63,27 @@ class GeminiProvider(HttpProvider):
     def build(self, request: ChatRequest, key: str | None) -> tuple[str, dict[str, str], dict[str, Any]]:
         contents: list[dict[str, Any]] = []
         for m in request.messages:
-            parts: list[dict[str, Any]] = [{"text": m.content}] if m.content or not m.images else []
-            parts += [{"inlineData": {"mimeType": i.mime, "data": i.data}} for i in m.images]
-            contents.append({"role": "model" if m.role == "assistant" else "user", "parts": parts})
+            if m.tool_calls or m.tool_results:
+                parts = _tool_parts(m)
+            else:
+                parts = [{"text": m.content}] if m.content or not m.images else []
+                parts += [{"inlineData": {"mimeType": i.mime, "data": i.data}} for i in m.images]
+            role = "model" if m.role == "assistant" else "user"
+            if contents and contents[-1]["role"] == role:   # results, then the user's next message: one turn
+                contents[-1]["parts"] += parts
+            else:
+                contents.append({"role": role, "parts": parts})
         body: dict[str, Any] = {"contents": contents}
         if request.system:
             body["systemInstruction"] = {"parts": [{"text": request.system}]}
+        if request.tools:
+            body["tools"] = [{"functionDeclarations": [
+                {"name": t.name, "description": t.description, "parameters": t.parameters} for t in request.tools]}]
         p = self.params(request)
         gen: dict[str, Any] = {}
+        if request.response_format is not None:
+            gen["responseMimeType"] = "application/json"
+            gen["responseSchema"] = request.response_format.schema_
         if p.temperature is not None:
             gen["temperature"] = p.temperature
         if p.top_p is not None:
@@ -93,6 +115,31 @@ class GeminiProvider(HttpProvider):
 
     def parser(self) -> StreamParser:
         return GeminiParser()
+
+
+def _tool_parts(m: Message) -> list[dict[str, Any]]:
+    """A model turn's text and `functionCall` parts (each with the
+    `thoughtSignature` it came with), or the `functionResponse` parts that
+    answer them. An id goes back only where the server gave one."""
+    if m.role == "tool":
+        out = []
+        for r in m.tool_results:
+            response: dict[str, Any] = {"name": r.name, "response": (
+                r.content if isinstance(r.content, dict) else {"output": r.content})}
+            if r.id:
+                response["id"] = r.id
+            out.append({"functionResponse": response})
+        return out
+    parts: list[dict[str, Any]] = [{"text": m.content}] if m.content else []
+    for c in m.tool_calls:
+        call: dict[str, Any] = {"name": c.name, "args": arguments_object(c.arguments)}
+        if c.id:
+            call["id"] = c.id
+        part: dict[str, Any] = {"functionCall": call}
+        if c.signature:
+            part["thoughtSignature"] = c.signature
+        parts.append(part)
+    return parts
 
 
 class GeminiParser(StreamParser):
@@ -162,7 +209,9 @@ class GeminiParser(StreamParser):
                     self.shown = True
                 call = part.get("functionCall")
                 if call:
-                    out.append(ToolCall(id=call.get("id"), name=call.get("name") or "", arguments=call.get("args") or {}))
+                    signature = part.get("thoughtSignature")
+                    out.append(ToolCall(id=call.get("id"), name=call.get("name") or "", arguments=call.get("args") or {},
+                                        signature=signature if isinstance(signature, str) else None))
                     self.shown = True
             reason = cand.get("finishReason")
             if reason:

@@ -8,7 +8,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from providers.events import ChatRequest, ErrorKind, ReasoningDelta, StreamEvent, TextDelta, ToolCall
+from providers.events import (
+    ChatRequest,
+    ErrorKind,
+    ReasoningDelta,
+    StreamEvent,
+    TextDelta,
+    ToolCall,
+    arguments_object,
+    result_text,
+)
 from providers.http import Accumulated, HttpProvider, StreamParser, parse_json_args, short
 from providers.sse import DecodeError, NDJSONDecoder
 
@@ -22,11 +31,23 @@ class OllamaProvider(HttpProvider):
         if request.system:
             messages.append({"role": "system", "content": request.system})
         for m in request.messages:
+            if m.role == "tool":   # one message per result, named by its tool
+                messages += [{"role": "tool", "content": result_text(r.content), "tool_name": r.name}
+                             for r in m.tool_results]
+                continue
             msg: dict[str, Any] = {"role": m.role, "content": m.content}
             if m.images:
                 msg["images"] = [i.data for i in m.images]
+            if m.tool_calls:
+                msg["tool_calls"] = [{"function": {"name": c.name, "arguments": arguments_object(c.arguments)}}
+                                     for c in m.tool_calls]
             messages.append(msg)
         body: dict[str, Any] = {"model": self.cfg.model, "messages": messages, "stream": True}
+        if request.tools:
+            body["tools"] = [{"type": "function", "function": {
+                "name": t.name, "description": t.description, "parameters": t.parameters}} for t in request.tools]
+        if request.response_format is not None:
+            body["format"] = request.response_format.schema_
         p = self.params(request)
         options: dict[str, Any] = {}
         if p.temperature is not None:

@@ -10,7 +10,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from providers.events import ChatRequest, ErrorKind, ReasoningDelta, StreamEvent, TextDelta, ToolCall
+from providers.events import (
+    ChatRequest,
+    ErrorKind,
+    Message,
+    ReasoningDelta,
+    StreamEvent,
+    TextDelta,
+    ToolCall,
+    arguments_text,
+    result_text,
+)
 from providers.http import (
     Accumulated,
     HttpProvider,
@@ -35,7 +45,9 @@ class OpenAIProvider(HttpProvider):
         if request.system:
             messages.append({"role": "system", "content": request.system})
         for m in request.messages:
-            if m.images:
+            if m.tool_calls or m.tool_results:
+                messages += _tool_messages(m)
+            elif m.images:
                 parts: list[dict[str, Any]] = [{"type": "text", "text": m.content}] if m.content else []
                 parts += [{"type": "image_url", "image_url": {"url": image_data_url(i.mime, i.data)}} for i in m.images]
                 messages.append({"role": m.role, "content": parts})
@@ -43,6 +55,15 @@ class OpenAIProvider(HttpProvider):
                 messages.append({"role": m.role, "content": m.content})
         body: dict[str, Any] = {"model": self.cfg.model, "messages": messages, "stream": True,
                                 "stream_options": {"include_usage": True}}
+        if request.tools:
+            body["tools"] = [{"type": "function", "function": {
+                "name": t.name, "description": t.description, "parameters": t.parameters}} for t in request.tools]
+        fmt = request.response_format
+        if fmt is not None:
+            schema: dict[str, Any] = {"name": fmt.name, "schema": fmt.schema_}
+            if fmt.strict is not None:
+                schema["strict"] = fmt.strict
+            body["response_format"] = {"type": "json_schema", "json_schema": schema}
         p = self.params(request)
         if p.temperature is not None:
             body["temperature"] = p.temperature
@@ -62,6 +83,15 @@ class OpenAIProvider(HttpProvider):
 
     def parser(self) -> StreamParser:
         return OpenAIParser()
+
+
+def _tool_messages(m: Message) -> list[dict[str, Any]]:
+    """An assistant message with its calls, or one `tool` message per result."""
+    if m.role == "tool":
+        return [{"role": "tool", "tool_call_id": r.id, "content": result_text(r.content)} for r in m.tool_results]
+    return [{"role": "assistant", "content": m.content or None, "tool_calls": [
+        {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": arguments_text(c.arguments)}}
+        for c in m.tool_calls]}]
 
 
 class OpenAIParser(StreamParser):

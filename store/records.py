@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
@@ -79,6 +79,53 @@ class TurnRecord(_Record):
     created: float = Field(default_factory=time.time)
 
 
+class TraceCall(_Record):
+    """One tool call of an answer: what the model asked for and what was fed
+    back. `rule` names the scripted result that answered it
+    ("tool_results.N" or "default"); None when it was not run (the step
+    limit came first). `signature` is the protocol's opaque token for the
+    call (Gemini), kept so the thread can be sent again."""
+
+    id: str | None = None
+    name: str
+    arguments: Any = None
+    result: Any = None
+    rule: str | None = None
+    signature: str | None = None
+
+
+class TraceStep(_Record):
+    """One request of an answer: the text it streamed and the calls it made."""
+
+    text: str = ""
+    calls: list[TraceCall] = Field(default_factory=list)
+
+
+class AnswerTrace(_Record):
+    """How an answer came about when it was more than one stream of text:
+    the steps of a tool loop (the last step's text is the answer, also in
+    `OutputRecord.text`), why it stopped, and how structured output was
+    asked for. Stored as JSON in `output.trace`; the shape is a contract
+    (exports, sample_sets/README.md)."""
+
+    steps: list[TraceStep] = Field(default_factory=list)
+    stopped: Literal["answered", "step_limit", "error", "cancelled"] | None = None
+    max_steps: int | None = None
+    structured: Literal["native", "fallback", "instructions"] | None = Field(
+        default=None, description="native: the server's own structured output; fallback: it refused, "
+        "so the schema went in the instructions; instructions: asked that way from the start")
+
+    @property
+    def calls(self) -> list[TraceCall]:
+        return [c for step in self.steps for c in step.calls]
+
+    @property
+    def more_than_text(self) -> bool:
+        """Whether the answer is more than its text: it made calls, fell back
+        from native structured output, or stopped at the step limit."""
+        return bool(self.calls) or self.structured == "fallback" or self.stopped == "step_limit"
+
+
 class OutputRecord(_Record):
     id: str = Field(default_factory=new_ulid)
     session_id: str
@@ -104,6 +151,7 @@ class OutputRecord(_Record):
     cost: float | None = None
     is_demo: bool = False
     created: float = Field(default_factory=time.time)
+    trace: AnswerTrace | None = None
 
 
 class VoteRecord(_Record):

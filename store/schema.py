@@ -212,6 +212,15 @@ def m006_reveal(db: Database) -> None:
     db.execute("CREATE INDEX reveal_session ON reveal(session_id)")
 
 
+@migrations(name="m007_output_trace")
+def m007_output_trace(db: Database) -> None:
+    """How an answer of several requests came about (a tool loop: each step's
+    text, its calls with their arguments and the scripted results fed back,
+    why it stopped) and how structured output was asked for: JSON
+    (`store.records.AnswerTrace`), NULL for a plain answer."""
+    db.execute("ALTER TABLE output ADD COLUMN trace TEXT")
+
+
 def outcome_for(label: str, choice: str) -> str:
     if choice == "tie":
         return "tie"

@@ -54,9 +54,30 @@ after `fault_after` deltas:
                     blank line for NDJSON / the JSON array) every `delay` s (0.2 s
                     when 0) until the client leaves
 
+`tool_calls` (a list of `{"name", "arguments", "id"?}`) are streamed after
+the text in each protocol's own form, their arguments split across chunks:
+OpenAI `delta.tool_calls` fragments per index, Anthropic `tool_use` blocks
+with `input_json_delta` fragments, and for Ollama (`message.tool_calls`) and
+Gemini (`functionCall` parts), which send a call whole, its message cut into
+flushed pieces of `chunk_chars` bytes. The finish reason defaults to the
+protocol's own for calls (`tool_calls`, `tool_use`). An Anthropic request
+that forces a tool (`tool_choice: {"type": "tool"}`, how structured output is
+asked there) gets the reply's `text` as that tool's input, in fragments.
+`refuse_fields` names request fields (top level, or in Gemini's
+`generationConfig`) this server does not support: a request carrying one gets
+HTTP 400 naming it, as servers without structured output answer.
+
+`srv.respond(fn)` answers every request with `fn(received)` (a `Reply` or
+`RawReply`) instead of the script: a tool loop that depends on what was sent.
+
 `stamp=True` replaces each text delta by the server's `time.perf_counter()`
 at the moment it is written ("%.6f " seconds), for latency benchmarks (same
 clock as the client when both run in one process).
+
+Why this file is past 600 lines: one server speaks the four protocols,
+their faults, tool calls and structured output, so that every client test
+and benchmark drives the same real HTTP; an encoder per protocol keeps the
+wire forms side by side.
 
 `RawReply(status, headers, body, cuts=[...])` serves exact bytes, flushed
 separately at the given byte offsets; `RawReply.from_case(case, cuts)` serves
@@ -70,8 +91,8 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -103,6 +124,8 @@ class Reply:
     fault: str | None = None
     fault_after: int = 1
     stamp: bool = False
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    refuse_fields: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.fault is not None and self.fault not in FAULTS:
@@ -177,6 +200,7 @@ class TestServer:
         self._lock = threading.Lock()
         self._script: list[Reply | RawReply] = []
         self._last: Reply | RawReply = Reply()
+        self._respond: Callable[[Received], Reply | RawReply] | None = None
         self.requests: list[Received] = []
         self.models: list[str] = ["test-model"]
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -250,15 +274,24 @@ class TestServer:
             if replies:
                 self._last = replies[-1]
 
+    def respond(self, fn: Callable[[Received], Reply | RawReply] | None) -> None:
+        """Answer every request with `fn(request)` (None: back to the script)."""
+        with self._lock:
+            self._respond = fn
+
     def reset(self) -> None:
         with self._lock:
             self._script = []
             self._last = Reply()
+            self._respond = None
             self.requests = []
 
-    def _next_reply(self) -> Reply | RawReply:
+    def _next_reply(self, rec: Received) -> Reply | RawReply:
         with self._lock:
-            return self._script.pop(0) if self._script else self._last
+            fn = self._respond
+            if fn is None:
+                return self._script.pop(0) if self._script else self._last
+        return fn(rec)
 
     # -- HTTP
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -377,7 +410,7 @@ class _Responder:
         rec = self.rec
         if rec.method == "GET":
             return await self.listing()
-        reply = self.server._next_reply()
+        reply = self.server._next_reply(rec)
         rec.reply = reply
         if isinstance(reply, RawReply):
             await self.head(reply.status, reply.headers)
@@ -405,6 +438,9 @@ class _Responder:
             await self.piece(b"<!DOCTYPE html><html><head><title>502 Bad Gateway</title></head>"
                              b"<body><h1>Bad Gateway</h1><p>nginx</p></body></html>")
             return await self.finish()
+        refused = _refused_field(proto, rec, reply)
+        if refused:
+            reply = replace(reply, status=400, message=f"{refused} is not supported by this server")
         if reply.status != 200:
             await self.head(reply.status, {"content-type": "application/json", **extra})
             await self.piece(json.dumps(_error_body(proto, reply)).encode())
@@ -415,6 +451,7 @@ class _Responder:
         await self.head(200, {"content-type": ctype, **extra})
         await self.wait(reply.first_delay)
         enc = _ENCODERS[proto](reply)
+        enc.request = rec.json if isinstance(rec.json, dict) else {}
         sent = 0
         pending = reply.fault is not None and reply.fault != "no_terminator"
         if reply.fault == "role_only":
@@ -430,6 +467,13 @@ class _Responder:
                 break
             if sent:
                 await self.wait(reply.delay)
+            if kind == "tool":
+                for i, piece in enumerate(enc.tool_call(int(payload), reply.tool_calls[int(payload)])):
+                    if i:
+                        await self.wait(reply.delay)
+                    await self.piece(piece)
+                sent += 1
+                continue
             if reply.stamp and kind == "text":
                 payload = f"{time.perf_counter():.6f} "
             await self.piece(enc.delta(kind, payload))
@@ -499,7 +543,36 @@ def _plan(reply: Reply) -> Iterator[tuple[str, str]]:
         yield "reasoning", d
     for d in reply.deltas("text"):
         yield "text", d
+    for i in range(len(reply.tool_calls)):
+        yield "tool", str(i)
     yield "end", ""
+
+
+def _refused_field(proto: str, rec: Received, reply: Reply) -> str | None:
+    """The first request field the reply says this server does not support."""
+    if not reply.refuse_fields:
+        return None
+    try:
+        body = rec.json
+    except ValueError:
+        return None
+    if not isinstance(body, dict):
+        return None
+    nested = body.get("generationConfig") if proto.startswith("gemini") else None
+    for name in reply.refuse_fields:
+        if name in body or (isinstance(nested, dict) and name in nested):
+            return name
+    return None
+
+
+def _pieces(data: bytes, size: int) -> list[bytes]:
+    """`data` cut every `size` bytes (each piece is flushed as its own chunk)."""
+    n = max(1, size)
+    return [data[i:i + n] for i in range(0, len(data), n)]
+
+
+def _call_id(call: dict[str, Any], index: int) -> str:
+    return str(call.get("id") or f"call_{index}")
 
 
 def _usage(reply: Reply) -> tuple[int, int, int | None]:
@@ -529,8 +602,12 @@ def _j(obj: Any) -> bytes:
 
 
 class _Encoder:
+    request: dict[str, Any] = {}
+
     def __init__(self, reply: Reply) -> None:
         self.reply = reply
+
+    def tool_call(self, index: int, call: dict[str, Any]) -> list[bytes]: ...
 
     def delta(self, kind: str, text: str) -> bytes: ...
     def end(self, reply: Reply, with_terminator: bool) -> bytes: ...
@@ -547,19 +624,31 @@ class _OpenAI(_Encoder):
     first = True
 
     def delta(self, kind: str, text: str) -> bytes:
-        d = {"content": text} if kind == "text" else {"content": None, "reasoning_content": text}
+        return self._chunk({"content": text} if kind == "text" else {"content": None, "reasoning_content": text})
+
+    def _chunk(self, delta: dict[str, Any]) -> bytes:
         if self.first:
             self.first = False
-            d["role"] = "assistant"
+            delta["role"] = "assistant"
         return b"data: " + _j({"id": "chatcmpl-test", "object": "chat.completion.chunk", "model": "test-model",
-                               "choices": [{"index": 0, "delta": d, "finish_reason": None}]}) + b"\n\n"
+                               "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}) + b"\n\n"
+
+    def tool_call(self, index: int, call: dict[str, Any]) -> list[bytes]:
+        args = json.dumps(call.get("arguments", {}), ensure_ascii=False)
+        out = [self._chunk({"tool_calls": [{"index": index, "id": _call_id(call, index), "type": "function",
+                                            "function": {"name": call["name"], "arguments": ""}}]})]
+        n = max(1, self.reply.chunk_chars)
+        out += [self._chunk({"tool_calls": [{"index": index, "function": {"arguments": args[i:i + n]}}]})
+                for i in range(0, len(args), n)]
+        return out
 
     def end(self, reply: Reply, with_terminator: bool) -> bytes:
         i, o, r = _usage(reply)
         usage: dict[str, Any] = {"prompt_tokens": i, "completion_tokens": o, "total_tokens": i + o}
         if r is not None:
             usage["completion_tokens_details"] = {"reasoning_tokens": r}
-        out = (b"data: " + _j({"choices": [{"index": 0, "delta": {}, "finish_reason": reply.finish_reason or "stop"}]})
+        reason = reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop")
+        out = (b"data: " + _j({"choices": [{"index": 0, "delta": {}, "finish_reason": reason}]})
                + b"\n\ndata: " + _j({"choices": [], "usage": usage}) + b"\n\n")
         return out + (b"data: [DONE]\n\n" if with_terminator else b"")
 
@@ -613,15 +702,43 @@ class _Anthropic(_Encoder):
         self.block = None
         return self._ev("content_block_stop", {"type": "content_block_stop", "index": self.index})
 
+    def _forced_tool(self) -> str | None:
+        choice = self.request.get("tool_choice")
+        return choice.get("name") if isinstance(choice, dict) and choice.get("type") == "tool" else None
+
+    def _tool_start(self, call_id: str, name: str) -> bytes:
+        out = self._stop()
+        self.block, self.index = "tool_use", self.index + 1
+        return out + self._ev("content_block_start", {"type": "content_block_start", "index": self.index,
+                                                      "content_block": {"type": "tool_use", "id": call_id,
+                                                                        "name": name, "input": {}}})
+
+    def _json_delta(self, fragment: str) -> bytes:
+        return self._ev("content_block_delta", {"type": "content_block_delta", "index": self.index,
+                                                "delta": {"type": "input_json_delta", "partial_json": fragment}})
+
     def delta(self, kind: str, text: str) -> bytes:
+        forced = self._forced_tool() if kind == "text" else None
+        if forced is not None:   # structured output through a forced tool: the text is its input
+            head = self._start() + (b"" if self.block == "tool_use" else self._tool_start("toolu_answer", forced))
+            return head + self._json_delta(text)
         d = {"type": "text_delta", "text": text} if kind == "text" else {"type": "thinking_delta", "thinking": text}
         return self._start() + self._switch(kind) + self._ev(
             "content_block_delta", {"type": "content_block_delta", "index": self.index, "delta": d})
 
+    def tool_call(self, index: int, call: dict[str, Any]) -> list[bytes]:
+        args = json.dumps(call.get("arguments", {}), ensure_ascii=False)
+        n = max(1, self.reply.chunk_chars)
+        out = [self._start() + self._tool_start(_call_id(call, index), call["name"])]
+        out += [self._json_delta(args[i:i + n]) for i in range(0, len(args), n)]
+        out.append(self._stop())
+        return out
+
     def end(self, reply: Reply, with_terminator: bool) -> bytes:
         _, o, _ = _usage(reply)
+        reason = reply.finish_reason or ("tool_use" if reply.tool_calls or self._forced_tool() else "end_turn")
         out = self._start() + self._stop() + self._ev("message_delta", {
-            "type": "message_delta", "delta": {"stop_reason": reply.finish_reason or "end_turn", "stop_sequence": None},
+            "type": "message_delta", "delta": {"stop_reason": reason, "stop_sequence": None},
             "usage": {"output_tokens": o}})
         return out + (self._ev("message_stop", {"type": "message_stop"}) if with_terminator else b"")
 
@@ -644,6 +761,15 @@ class _Ollama(_Encoder):
         msg = {"role": "assistant", "content": text} if kind == "text" else \
             {"role": "assistant", "content": "", "thinking": text}
         return _j({"model": "test-model", "message": msg, "done": False}) + b"\n"
+
+    def tool_call(self, index: int, call: dict[str, Any]) -> list[bytes]:
+        fn: dict[str, Any] = {"name": call["name"], "arguments": call.get("arguments", {})}
+        entry: dict[str, Any] = {"function": fn}
+        if call.get("id"):
+            entry["id"] = call["id"]
+        line = _j({"model": "test-model", "message": {"role": "assistant", "content": "", "tool_calls": [entry]},
+                   "done": False}) + b"\n"
+        return _pieces(line, self.reply.chunk_chars)
 
     def end(self, reply: Reply, with_terminator: bool) -> bytes:
         if not with_terminator:
@@ -689,6 +815,17 @@ class _Gemini(_Encoder):
             part["thought"] = True
         return self._frame({"candidates": [{"content": {"parts": [part], "role": "model"}, "index": 0}],
                             "modelVersion": "test-model"})
+
+    def tool_call(self, index: int, call: dict[str, Any]) -> list[bytes]:
+        fn: dict[str, Any] = {"name": call["name"], "args": call.get("arguments", {})}
+        if call.get("id"):
+            fn["id"] = call["id"]
+        part: dict[str, Any] = {"functionCall": fn}
+        if call.get("signature"):
+            part["thoughtSignature"] = call["signature"]
+        frame = self._frame({"candidates": [{"content": {"parts": [part], "role": "model"}, "index": 0}],
+                             "modelVersion": "test-model"})
+        return _pieces(frame, self.reply.chunk_chars)
 
     def end(self, reply: Reply, with_terminator: bool) -> bytes:
         i, o, r = _usage(reply)

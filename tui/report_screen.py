@@ -28,6 +28,8 @@ from core.ratings import DEFAULT_ROUNDS
 from core.report.build import build_report
 from core.report.format import gap_hint as report_gap_hint
 from core.report.model import NO_CATEGORY, Report, ReportFilters
+from core.structured import HEADER as STRUCTURED_HEADER
+from core.structured import table_rows as structured_table
 from core.text import one_line
 from tui import charts
 
@@ -129,6 +131,12 @@ def report_widgets(report: Report) -> list[Widget]:
     if report.checks:
         out.append(prose(Text("Automated checks · pass rate"), "report-section"))
         out.append(Chart(partial(charts.checks_chart, report.checks), id="chart-checks"))
+    if report.structured:
+        out.append(prose(Text("Structured output · schema-valid, completeness, failure modes (Wilson 95% intervals)"),
+                         "report-section"))
+        lines = [Text(one_line(" · ".join(f"{h} {c}" if i else c for i, (h, c) in enumerate(zip(STRUCTURED_HEADER, row)))))
+                 for row in structured_table(report.structured)]
+        out.append(prose(Text("\n").join(lines), "report-structured"))
     return out
 
 

@@ -35,7 +35,7 @@ import numpy as np
 
 from core import ratings as R
 from core.report import figures
-from core.report.model import NO_CATEGORY, Report, ReportFilters, RatingTable
+from core.report.model import NO_CATEGORY, RatingTable, Report, ReportFilters
 from core.report.patterns import Votes, battle_set, read_votes
 from store import report_queries as Q
 from store.db import Store
@@ -73,7 +73,7 @@ def build_report(store: Store, filters: ReportFilters | None = None, *, rounds: 
         # While the ratings compute (numpy, mostly without the GIL), this thread
         # reads: the answers' side, then one scan for values out of range.
         (report.failure_modes, report.engineering, report.checks, report.checks_by_category,
-         report.stability) = _answer_figures(store, scope, prices if prices is not None else {})
+         report.stability, report.structured) = _answer_figures(store, scope, prices if prices is not None else {})
         n_bad, named = store.out_of_range(filters.sessions or None, tables=("output",))
         report.position_bias = figures.position_bias(votes)
         report.consistency = figures.consistency(votes)
@@ -124,14 +124,14 @@ def _start_ratings(pool: ThreadPoolExecutor, bs: R.BattleSet, votes: Votes, used
 
 
 def _answer_figures(store: Store, scope: Q.Scope, prices: Mapping[str, Any]) -> tuple[Any, ...]:
-    """Failure modes, engineering, checks (overall, by category) and stability."""
+    """Failure modes, engineering, checks (overall, by category), stability and structured output."""
     outputs = Q.read_outputs(store, scope)
     failure_modes = figures.failure_modes(outputs, Q.tag_rows(store, scope))
     engineering = figures.engineering(outputs, lambda: Q.recorded_prices(store), prices)
-    checks, by_category, per_output = figures.checks(outputs, Q.check_rows(store, scope))
+    checks, by_category, per_output, structured = figures.checks(outputs, Q.check_rows(store, scope))
     stability = figures.stability(Q.repeated_answers(store, scope), per_output,
                                   lambda ids: Q.answer_texts(store, ids))
-    return failure_modes, engineering, checks, by_category, stability
+    return failure_modes, engineering, checks, by_category, stability, structured
 
 
 def _message(store: Store, report: Report, filters: ReportFilters) -> str | None:

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from core.ratings import wilson_interval
 from core.report.model import (
     NO_CATEGORY,
     CheckRate,
@@ -35,19 +36,9 @@ from core.report.model import (
     TagStat,
 )
 from core.report.patterns import Votes, pattern_counts
+from core.structured import StructuredRow, structured_rows
 from core.votes import TIE_CHOICES
 from store.report_queries import OutputColumns, codes
-
-
-def wilson(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
-    if n == 0:
-        return 0.0, 1.0
-    p = k / n
-    den = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / den
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-    lo, hi = max(0.0, centre - half), min(1.0, centre + half)
-    return (0.0 if k == 0 else lo), (1.0 if k == n else hi)
 
 
 def position_bias(votes: Votes) -> PositionBias:
@@ -68,7 +59,7 @@ def position_bias(votes: Votes) -> PositionBias:
         wins[v.positions.index(lab)] += n
     rows = []
     for pos in sorted(shown):
-        lo, hi = wilson(wins[pos], shown[pos])
+        lo, hi = wilson_interval(wins[pos], shown[pos])
         rows.append(PositionRow(position=pos, votes=shown[pos], wins=wins[pos],
                                 win_rate=wins[pos] / shown[pos], ci_low=lo, ci_high=hi,
                                 expected=expected[pos] / shown[pos]))
@@ -236,11 +227,14 @@ def failure_modes(outputs: OutputColumns, tags: Iterable[tuple[str, str, str]]) 
 
 
 def checks(outputs: OutputColumns, results: Iterable[Sequence[Any]]
-           ) -> tuple[list[CheckRate], list[CheckRate], dict[str, list[tuple[str, dict[str, Any], bool, str | None]]]]:
+           ) -> tuple[list[CheckRate], list[CheckRate], dict[str, list[tuple[str, dict[str, Any], bool, str | None]]],
+                      list[StructuredRow]]:
     """Pass rates per model (overall and per check) and per model and
-    category, and each answer's results (name, spec, passed, detail) for
-    stability. `results`: (output id, check, spec as JSON text, passed,
-    detail, model, category)."""
+    category, each answer's results (name, spec, passed, detail) for
+    stability, and the structured-output figures per model (from the
+    `structured_output` checks). `results`: (output id, check, spec as JSON
+    text, passed, detail, model, category)."""
+    structured: list[tuple[str, dict[str, Any], bool]] = []
     by_model: defaultdict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
     by_cat: defaultdict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
     per_output: defaultdict[str, list[tuple[str, dict[str, Any], bool, str | None]]] = defaultdict(list)
@@ -256,6 +250,8 @@ def checks(outputs: OutputColumns, results: Iterable[Sequence[Any]]
         except ValueError:
             spec_d = {}
         per_output[output_id].append((name, spec_d, bool(passed), detail))
+        if isinstance(spec_d, dict) and spec_d.get("type") == "structured_output":
+            structured.append((model, spec_d, bool(passed)))
     overall: defaultdict[str, list[int]] = defaultdict(lambda: [0, 0])
     for (model, _), (k, n) in by_model.items():
         overall[model][0] += k
@@ -265,7 +261,7 @@ def checks(outputs: OutputColumns, results: Iterable[Sequence[Any]]
               for (m, c), (k, n) in sorted(by_model.items())]
     cats = [CheckRate(model=m, category=c, passed=k, total=n, rate=k / n)
             for (m, c), (k, n) in sorted(by_cat.items())]
-    return rates, cats, per_output
+    return rates, cats, per_output, structured_rows(structured)
 
 
 def stability(answers: Sequence[Sequence[Any]], per_output: Mapping[str, list[tuple[str, dict[str, Any], bool, str | None]]],

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from core.ratings import Gap, ModelRating
 from core.report.format import fmt, fmt_ci, fmt_rank, nice_step, pct
 from core.report.model import Engineering, FailureModes, Report
+from core.structured import HEADER as STRUCTURED_HEADER
+from core.structured import table_rows as structured_table
 from core.text import html_text
 
 _CSS = """
@@ -202,6 +204,11 @@ def render_html(r: Report) -> str:
             body.append(_html_table(["model", "category", "passed", "rate"],
                                     [[html_text(x.model), html_text(x.category), f"{x.passed}/{x.total}", pct(x.rate)]
                                      for x in r.checks_by_category]))
+    if r.structured:
+        body += ["<h2>Structured output</h2>", "<p>Answers to cases with a <code>response_format</code>: valid "
+                 "against the schema, mean field completeness, and each failure mode (an answer may have several), "
+                 "with Wilson 95% intervals.</p>", _html_table(
+                     STRUCTURED_HEADER, [[html_text(c) for c in row] for row in structured_table(r.structured)])]
     if r.stability:
         body += ["<h2>Stability over repeats</h2>", _html_table(
             ["model", "cases", "runs", "identical", "similarity mean / min", "flaky checks",

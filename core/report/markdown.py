@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from core.ratings import Gap, ModelRating
 from core.report.format import fmt, fmt_ci, fmt_rank, pct
 from core.report.model import Report
+from core.structured import HEADER as STRUCTURED_HEADER
+from core.structured import table_rows as structured_table
 from core.text import markdown_inline
 
 
@@ -103,6 +105,12 @@ def render_markdown(r: Report) -> str:
             lines += _md_table(["model", "category", "passed", "rate"],
                                [[markdown_inline(x.model), markdown_inline(x.category), f"{x.passed}/{x.total}", pct(x.rate)]
                                 for x in r.checks_by_category])
+    if r.structured:
+        lines += ["## Structured output", "",
+                  "Answers to cases with a `response_format`: valid against the schema, mean field completeness, "
+                  "and each failure mode (an answer may have several), with Wilson 95% intervals.", ""]
+        lines += _md_table(STRUCTURED_HEADER, [[markdown_inline(row[0]), *row[1:]]   # figures are ours: as they are
+                                               for row in structured_table(r.structured)])
     if r.stability:
         lines += ["## Stability over repeats", ""]
         lines += _md_table(["model", "cases", "runs", "identical", "similarity (mean/min)", "flaky checks",

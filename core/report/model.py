@@ -13,7 +13,8 @@ The shape, top level: `generated_at` (epoch seconds), `database`, `filters`,
 `components`, `warnings`) and the same per category and per rater
 (`by_category`, `by_rater`: name -> `RatingTable`); `position_bias`,
 `consistency`, `failure_modes`, `engineering`, `checks`,
-`checks_by_category`, `stability`. Fields are only ever added.
+`checks_by_category`, `structured` (structured output per model), `stability`.
+Fields are only ever added.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from core.ratings import Gap, ModelRating
+from core.structured import StructuredRow
 
 #: The category of turns that have none, in the per-category tables.
 NO_CATEGORY = "(none)"
@@ -166,12 +168,13 @@ class Report(BaseModel):
     engineering: list[Engineering] = Field(default_factory=list)
     checks: list[CheckRate] = Field(default_factory=list)
     checks_by_category: list[CheckRate] = Field(default_factory=list)
+    structured: list[StructuredRow] = Field(default_factory=list, description="structured output per model")
     stability: list[StabilityRow] = Field(default_factory=list)
 
     @property
     def empty(self) -> bool:
         """Nothing at all to show (no votes, answers or checks)."""
-        return not (self.models or self.engineering or self.checks)
+        return not (self.models or self.engineering or self.checks or self.structured)
 
     def to_json(self, indent: int | None = 2) -> str:
         """The stable JSON shape (what `lineup report --json` prints)."""

@@ -18,6 +18,8 @@ from rich.text import Text
 from core.ratings import Gap, ModelRating
 from core.report.format import fmt, fmt_ci, fmt_rank, gap_hint, pct
 from core.report.model import Report
+from core.structured import HEADER as STRUCTURED_HEADER
+from core.structured import table_rows as structured_table
 from core.text import one_line
 
 
@@ -115,6 +117,13 @@ def print_report(report: Report, console: Console | None = None) -> None:
             table.add_row(_t(r.model), _t(r.check or "all"), _t(f"{r.passed}/{r.total}"), _t(pct(r.rate)))
         for r in report.checks_by_category:
             table.add_row(_t(r.model), _t(f"category {r.category}"), _t(f"{r.passed}/{r.total}"), _t(pct(r.rate)))
+        console.print(table)
+    if report.structured:
+        table = Table(title="Structured output (Wilson 95% intervals)", title_justify="left")
+        for col in STRUCTURED_HEADER:
+            table.add_column(col, justify=_left_if(col == "model"))
+        for row in structured_table(report.structured):
+            table.add_row(*(_t(c) for c in row))
         console.print(table)
     if report.stability:
         table = Table(title="Stability over repeats", title_justify="left")
