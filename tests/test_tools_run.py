@@ -484,7 +484,7 @@ def test_exports_carry_the_trace(tmp_path, capsys):
 
 
 def test_the_report_gives_structured_rates_with_wilson_intervals(tmp_path):
-    from core.report import ReportFilters, build_report
+    from core.report import ReportFilters, build_report, render_html, render_markdown
     from core.structured import structured_rows
 
     cases = [dict(dog_case(), id=f"dog{i}") for i in range(4)]
@@ -509,9 +509,9 @@ def test_the_report_gives_structured_rates_with_wilson_intervals(tmp_path):
     # Wilson 95% for 1 of 4: 0.0456 .. 0.6994
     assert row.valid.ci_low == pytest.approx(0.0456, abs=1e-3) and row.valid.ci_high == pytest.approx(0.6994, abs=1e-3)
     assert structured_rows([]) == []
-    md = report.to_markdown()
+    md = render_markdown(report)
     assert "## Structured output" in md and "25% (5%-70%)" in md
-    assert "Structured output" in report.to_html()
+    assert "Structured output" in render_html(report)
 
 
 # --------------------------------------------------------------------------- offline, the demo models
