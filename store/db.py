@@ -43,7 +43,14 @@ from store.records import (
     VoteRecord,
     vote_problem,
 )
-from store.schema import APPLICATION_ID, MIGRATION_NAMES, SCHEMA_VERSION, VOTE_CONTESTANT_COLS, migrations
+from store.schema import (
+    APPLICATION_ID,
+    MIGRATION_NAMES,
+    MIGRATION_SET,
+    SCHEMA_VERSION,
+    VOTE_CONTESTANT_COLS,
+    build_migrations,
+)
 
 T = TypeVar("T")
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -232,7 +239,7 @@ class Store:
             return []
         return [r[0] for r in self.conn.execute(
             "SELECT name FROM _sqlite_migrations WHERE migration_set = ? ORDER BY rowid",
-            [migrations.name])]
+            [MIGRATION_SET])]
 
     def _check_is_lineup(self) -> None:
         """Refuse foreign SQLite files and files from a newer lineup, before any write."""
@@ -251,12 +258,12 @@ class Store:
                              f"upgrade lineup to open it")
 
     def _migrate(self) -> None:
-        from sqlite_utils import Database
-
         def step(conn: sqlite3.Connection) -> None:
             self._check_is_lineup()  # re-check under the lock: another process may have migrated
             if [n for n in MIGRATION_NAMES if n not in self._applied()]:
-                migrations.apply(Database(conn, execute_plugins=False))
+                from sqlite_utils import Database   # only here: an up-to-date file never loads it
+
+                build_migrations().apply(Database(conn, execute_plugins=False))
             conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 

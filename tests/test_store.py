@@ -28,7 +28,7 @@ from store import (
     VoteRecord,
     default_db_path,
 )
-from store.schema import APPLICATION_ID, MIGRATION_NAMES, migrations
+from store.schema import APPLICATION_ID, MIGRATION_NAMES, build_migrations
 from store.synthetic import synthetic_session, write_synthetic
 
 
@@ -126,7 +126,7 @@ def test_migrations_from_an_empty_file(db):
 def test_migrations_from_the_first_schema_version(db):
     """Data written with schema version 1 is readable, searchable and counted after the upgrade."""
     raw = Database(str(db))
-    migrations.apply(raw, stop_before=MIGRATION_NAMES[1])
+    build_migrations().apply(raw, stop_before=MIGRATION_NAMES[1])
     raw.execute("PRAGMA user_version = 1")
     c = raw.conn
     c.execute("INSERT INTO session (id, created, kind, params, meta) VALUES ('S1', 1.0, 'chat', '{}', '{}')")
