@@ -461,6 +461,8 @@ def ollama_base_url(env: Mapping[str, str] = os.environ) -> tuple[str, str | Non
 def list_ollama_models(base_url: str, timeout: float = OLLAMA_PROBE_TIMEOUT) -> list[str]:
     """Model names from Ollama's GET /api/tags; [] when it is not reachable
     quickly or answers something else."""
+    if not _accepts_connections(base_url, timeout):
+        return []   # nothing listens there (no Ollama: the usual case), known without loading httpx
     import httpx
 
     try:
@@ -472,6 +474,19 @@ def list_ollama_models(base_url: str, timeout: float = OLLAMA_PROBE_TIMEOUT) -> 
     except (httpx.HTTPError, ValueError, AttributeError, TypeError):
         return []
     return [n for n in names if isinstance(n, str) and n and n.isprintable()]
+
+
+def _accepts_connections(base_url: str, timeout: float) -> bool:
+    """Whether anything accepts a TCP connection at `base_url`'s host and port."""
+    import socket
+
+    try:
+        parts = urlsplit(base_url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        with socket.create_connection((parts.hostname or "localhost", port), timeout=timeout):
+            return True
+    except (OSError, ValueError):
+        return False
 
 
 # --------------------------------------------------------------------------- use
