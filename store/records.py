@@ -23,7 +23,7 @@ NON_LABEL_CHOICES: frozenset[str] = frozenset({TIE, BOTH_BAD, ALL_BAD})
 
 
 class _Record(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class ContestantRecord(_Record):
