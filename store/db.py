@@ -48,7 +48,6 @@ from store.schema import (
     MIGRATION_NAMES,
     MIGRATION_SET,
     SCHEMA_VERSION,
-    VOTE_CONTESTANT_COLS,
     build_migrations,
 )
 
@@ -930,7 +929,7 @@ def insert_vote(conn: sqlite3.Connection, rec: VoteRecord, verb: str = "INSERT")
     cur = conn.execute(R.insert_sql("vote", R.VOTE_COLS, verb), R.vote_row(rec, current))
     if not cur.rowcount:
         return False
-    conn.executemany(R.insert_sql("vote_contestant", VOTE_CONTESTANT_COLS, verb), R.vote_contestants(rec, current))
+    conn.executemany(R.insert_sql("vote_contestant", R.VOTE_CONTESTANT_COLS, verb), R.vote_contestants(rec, current))
     if rec.supersedes:
         conn.execute("UPDATE vote SET current = 0 WHERE id = ?", [rec.supersedes])
         conn.execute("UPDATE vote_contestant SET current = 0 WHERE vote_id = ?", [rec.supersedes])

@@ -179,7 +179,16 @@ def m002_search(db: Database) -> None:
 @_migration(name="m003_vote_contestant")
 def m003_vote_contestant(db: Database) -> None:
     """One row per (vote, contestant) so "votes per model" is an index scan,
-    not a JSON parse of every vote. Backfilled from `vote.mapping`."""
+    not a JSON parse of every vote. Backfilled from `vote.mapping` with the
+    rows `Store.add_vote` writes (`rows.vote_contestant_rows`, whose outcome is
+    the record's own rule, `records.outcome_of`): not a frozen copy, so a
+    change to that rule that could change a stored row needs a migration that
+    recomputes the table. (Matching the choice to its label ignoring case,
+    as every view reads a vote, can only change a row written by hand:
+    lineup writes a choice exactly as one of the vote's labels, and the store
+    refuses any other, `records.vote_problem`.)"""
+    from store.rows import VOTE_CONTESTANT_COLS, vote_contestant_rows
+
     db.execute("""CREATE TABLE vote_contestant (
         vote_id TEXT NOT NULL REFERENCES vote(id) ON DELETE CASCADE,
         label TEXT NOT NULL,
@@ -238,27 +247,6 @@ def m006_reveal(db: Database) -> None:
         created REAL NOT NULL
     ) WITHOUT ROWID""")
     db.execute("CREATE INDEX reveal_session ON reveal(session_id)")
-
-
-def outcome_for(label: str, choice: str) -> str:
-    if choice == "tie":
-        return "tie"
-    if choice in ("both_bad", "all_bad"):
-        return "bad"
-    return "win" if label == choice else "loss"
-
-
-VOTE_CONTESTANT_COLS = ("vote_id", "label", "alias", "position", "outcome", "current")
-
-
-def vote_contestant_rows(vote_id: str, choice: str, mapping: dict, positions: list | tuple,
-                         current: int) -> list[tuple]:
-    return [
-        (vote_id, label, alias,
-         positions.index(label) if label in positions else None,
-         outcome_for(label, choice), int(current))
-        for label, alias in mapping.items()
-    ]
 
 
 MIGRATION_NAMES: tuple[str, ...] = tuple(name for name, _ in _STEPS)

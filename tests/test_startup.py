@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from core.synthetic import synthetic_session, write_synthetic
 from store import Store
-from store.synthetic import synthetic_session, write_synthetic
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -14,6 +14,7 @@ import pytest
 from sqlite_utils import Database
 
 from lineup.cli import main
+from core.synthetic import synthetic_session, write_synthetic
 from store import (
     SCHEMA_VERSION,
     AsyncStore,
@@ -29,7 +30,6 @@ from store import (
     default_db_path,
 )
 from store.schema import APPLICATION_ID, MIGRATION_NAMES, build_migrations
-from store.synthetic import synthetic_session, write_synthetic
 
 
 @pytest.fixture
@@ -409,7 +409,7 @@ def test_a_withdrawn_vote_is_kept_but_no_longer_counts(tmp_path):
     """Undo in the vote queue: the vote stays in the record with `retracted_at`,
     drops out of current votes and counts, and a merge carries the withdrawal."""
     from store.imports import merge_database
-    from store.synthetic import synthetic_session, write_synthetic
+    from core.synthetic import synthetic_session, write_synthetic
 
     made = synthetic_session(turns=2, contestants=2, seed=3)
     rec, votes = made[0], made[3]
