@@ -525,3 +525,28 @@ def test_synthetic_votes_are_votes_lineup_could_have_written():
         assert all(V.record_problem(v) is None and V.vote_battles(v) for v in votes)
         assert not {v.choice for v in votes} & ({"both_bad", "all_bad"} - {V.bad_choice(contestants)})
 
+
+def test_exports_word_a_vote_as_core_votes_does(tmp_path):
+    """The Markdown transcript words tie / bad votes with core.votes' words,
+    and the CSV's `current` is the record's own rule: a withdrawn vote is not
+    current (neither is a superseded one)."""
+    import csv
+    import io
+
+    from core.export import export_csv, export_markdown
+
+    s, turns, outs, _ = synthetic_session(turns=3, votes=False)
+    mapping = {c.label: c.alias for c in s.contestants}
+    made = [V.make_votes(s.id, [t.id], choice, mapping=mapping, positions=list(mapping), rater="r", revealed=True)[0]
+            for t, choice in zip(turns, ("tie", "both_bad", "model-0"))]
+    again = V.make_votes(s.id, [turns[2].id], "model-1", mapping=mapping, positions=list(mapping), rater="r",
+                         revealed=True, supersedes={turns[2].id: made[2].id})[0]
+    with Store.open(tmp_path / "x.db") as store:
+        write_synthetic(store, s, turns, outs, [*made, again])
+        assert store.retract_vote(made[1].id)
+        loaded = store.load_session(s.id)
+    md = export_markdown(loaded)
+    assert f": {V.CHOICE_WORDS['tie']}\n" in md and V.CHOICE_WORDS["tie"] == "a tie"
+    rows = {r["vote_id"]: r for r in csv.DictReader(io.StringIO(export_csv(loaded)))}
+    assert {vid: rows[vid]["current"] for vid in rows} == {made[0].id: "1", made[1].id: "0", made[2].id: "0",
+                                                           again.id: "1"}
