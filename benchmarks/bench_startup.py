@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
             return not only or any(o in name for o in only)
 
         print(f"{'command':<34} {'first output':>12} {'exit':>8} {'x pass':>7}  target")
-        base_pass = None
+        base_pass = 0.0
         for name, cmd in baselines:
             _, end, code = median_of(args.runs, lambda cmd=cmd: time_batch(cmd, env))
             base_pass = base_pass or end
