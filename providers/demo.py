@@ -55,7 +55,8 @@ from providers.events import (
     TextDelta,
     UsageReport,
 )
-from providers.model_config import ModelConfig
+from providers.catalogue import DEMO_MODEL_NAMES
+from providers.model_config import DEMO_MODELS, ModelConfig  # noqa: F401  (DEMO_MODELS: re-exported)
 
 FAULT_WORD = "fail"
 
@@ -85,9 +86,7 @@ DEMO_STYLES: dict[str, DemoStyle] = {
     )
 }
 
-DEMO_MODELS: list[ModelConfig] = [
-    ModelConfig(alias=f"demo/{name}", provider="demo", model=name) for name in DEMO_STYLES
-]
+assert tuple(DEMO_STYLES) == DEMO_MODEL_NAMES, "DEMO_STYLES and the catalogue's DEMO_MODEL_NAMES list the same models"
 
 _TOKEN = re.compile(r"\s*\S{1,5}|\s+")
 

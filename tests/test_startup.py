@@ -132,3 +132,11 @@ def test_models_without_a_local_ollama_never_loads_httpx():
     loaded = loaded_after(run_cli("models"), env=env)
     assert loaded & NEVER_AT_START == set()
     assert "core.config" in loaded
+    assert "providers.demo" not in loaded    # the demo models are listed without the demo's streaming code
+
+
+def test_the_report_loads_numpy_for_its_ratings_and_nothing_else_heavy(populated_db):
+    loaded = loaded_after(run_cli("report", "--json", "--bootstrap", "20", "--db", str(populated_db)))
+    assert "numpy" in loaded
+    assert loaded & (NEVER_AT_START - {"numpy"}) == set()
+    assert "providers.demo" not in loaded    # the config is read for prices only
