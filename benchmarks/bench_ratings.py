@@ -10,7 +10,7 @@ Target: large case >= 2x faster than the reference and under 2 s, medium
 under 0.5 s, ratings within ~0.01 points.
 
 Last, the whole report on a store of that size (100,000 votes, 20 models,
-200,000 answers; built in a temp folder with `store.synthetic`, ~25 s):
+200,000 answers; built in a temp folder with `core.synthetic`, ~25 s):
 `build_report` in this process, and `lineup report --json` as a command with
 this code and with the code of a baseline commit (`--baseline`, default the
 last one before the report's rework; extracted with `git archive`), taking
@@ -150,7 +150,7 @@ def build_report_db(path: Path) -> float:
     """100,000 two-way votes among 20 models (500 sessions of 200 turns, two
     answers per turn), as /tmp/mkbig.py did; returns the seconds it took."""
     from store import Store
-    from store.synthetic import synthetic_session, write_synthetic
+    from core.synthetic import synthetic_session, write_synthetic
 
     models = [f"model-{i:02d}" for i in range(20)]
     rng = random.Random(1)

@@ -48,13 +48,14 @@ from core.errors import UsageError
 from core.inputs import InputError, read_input, shown_name
 from providers.catalogue import (
     AUTODETECT,
+    DEMO_MODEL_NAMES,
     PROVIDER_DEFAULT_BASE_URL,
     PROVIDER_DEFAULT_KEY_ENV,
     PROVIDERS,
     default_base_url,
 )
 from providers.events import SamplingParams
-from providers.model_config import ModelConfig, Price  # noqa: F401  (Price: part of a model's table)
+from providers.model_config import DEMO_MODELS, ModelConfig, Price  # noqa: F401  (Price: part of a model's table)
 
 OLLAMA_PROBE_TIMEOUT = 0.3
 
@@ -385,11 +386,9 @@ def _model(alias: str, table: Any, problems: list) -> ModelConfig | None:
             data.pop("params")
 
     if provider == "demo" and isinstance(data.get("model"), str):
-        from providers.demo import DEMO_STYLES
-
-        if data["model"] not in DEMO_STYLES:
+        if data["model"] not in DEMO_MODEL_NAMES:
             problems.append((_join(*where, "model"),
-                             f"unknown demo style {data['model']!r}; expected one of {', '.join(DEMO_STYLES)}"))
+                             f"unknown demo style {data['model']!r}; expected one of {', '.join(DEMO_MODEL_NAMES)}"))
 
     if provider not in PROVIDERS:
         data["provider"] = "demo"   # already reported; a placeholder so the other fields are still checked
@@ -430,8 +429,6 @@ def autodetect(env: Mapping[str, str] = os.environ, *, probe_ollama: bool = Fals
             alias = "ollama/" + name.removesuffix(":latest")
             models.setdefault(alias, ModelConfig(alias=alias, provider="ollama", model=name, base_url=base))
     if not models:
-        from providers.demo import DEMO_MODELS
-
         models = {m.alias: m for m in DEMO_MODELS}
     return Config(models=models, autodetected=True, warnings=tuple(warnings))
 
@@ -462,6 +459,8 @@ def ollama_base_url(env: Mapping[str, str] = os.environ) -> tuple[str, str | Non
 def list_ollama_models(base_url: str, timeout: float = OLLAMA_PROBE_TIMEOUT) -> list[str]:
     """Model names from Ollama's GET /api/tags; [] when it is not reachable
     quickly or answers something else."""
+    if not _accepts_connections(base_url, timeout):
+        return []   # nothing listens there (no Ollama: the usual case), known without loading httpx
     import httpx
 
     try:
@@ -475,6 +474,19 @@ def list_ollama_models(base_url: str, timeout: float = OLLAMA_PROBE_TIMEOUT) -> 
     return [n for n in names if isinstance(n, str) and n and n.isprintable()]
 
 
+def _accepts_connections(base_url: str, timeout: float) -> bool:
+    """Whether anything accepts a TCP connection at `base_url`'s host and port."""
+    import socket
+
+    try:
+        parts = urlsplit(base_url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        with socket.create_connection((parts.hostname or "localhost", port), timeout=timeout):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
 # --------------------------------------------------------------------------- use
 
 
@@ -483,8 +495,6 @@ def resolve_models(config: Config, aliases: list[str]) -> list[ModelConfig]:
     ``demo/...`` aliases always resolve, configured or not."""
     if not aliases:
         return list(config.models.values())
-    from providers.demo import DEMO_MODELS
-
     demo = {m.alias: m for m in DEMO_MODELS}
     out: list[ModelConfig] = []
     seen: set[str] = set()

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from core.export import EXPORT_FORMAT, EXPORT_VERSION
 from core.inputs import InputError, decode, loads, open_input, read_input, shown_name, split_lines
-from core.votes import record_problem
+from core.votes import make_votes, record_problem
 from store import bounds
 from store.db import SQLITE_HEADER, Store
 from store.imports import ImportFileError, ImportSummary, merge_database, write_imported
@@ -175,10 +175,10 @@ def _arena_records(battles: list[ArenaBattle], source_hash: str, now: float) -> 
                     records.append(OutputRecord(
                         id=derived_ulid(ms, f"{key}:out:{j}:{label}"), session_id=sid, turn_id=turn_id,
                         contestant=model, label=label, status="complete", text=ex[j][1], created=at))
-        records.append(VoteRecord(
-            id=derived_ulid(ms, f"{key}:vote"), session_id=sid, turn_id=turn_id, rater=b.judge or "arena",
-            choice=ARENA_WINNERS[b.winner], mapping={"A": b.model_a, "B": b.model_b}, positions=["A", "B"],
-            created=at, revealed_at=at))
+        assert turn_id is not None   # ex_a or ex_b holds an exchange: the loop made a turn
+        records += make_votes(sid, [turn_id], ARENA_WINNERS[b.winner], mapping={"A": b.model_a, "B": b.model_b},
+                              positions=["A", "B"], rater=b.judge or "arena", revealed=True, now=at,
+                              ids=[derived_ulid(ms, f"{key}:vote")])
     return session, records
 
 

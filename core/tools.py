@@ -23,13 +23,12 @@ import json
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from providers.anthropic import ANSWER_TOOL
-from providers.base import Provider
 from providers.events import (
+    ANSWER_TOOL,
     ChatRequest,
     ErrorKind,
     Finish,
@@ -45,6 +44,9 @@ from providers.events import (
     UsageReport,
 )
 from store.records import AnswerTrace, OutputRecord, TraceCall, TraceStep
+
+if TYPE_CHECKING:   # only named: importing core.tools (exports, the report) loads no HTTP client
+    from providers.base import Provider
 
 DEFAULT_MAX_STEPS = 8
 MAX_STEPS_LIMIT = 50

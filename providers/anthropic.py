@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from providers.events import (
+    ANSWER_TOOL,
     ChatRequest,
     ErrorKind,
     Message,
@@ -30,8 +31,6 @@ from providers.sse import loads as fast_loads
 
 ANTHROPIC_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 1024   # the API requires max_tokens
-#: The forced tool that carries a structured answer (its input is the answer).
-ANSWER_TOOL = "structured_answer"
 
 _loads = fast_loads
 

@@ -54,6 +54,10 @@ PROVIDER_DEFAULT_KEY_ENV: dict[str, str | None] = {n: e.default_key_env for n, e
 
 OPENROUTER_BASE_URL = "https://openrouter.ai/api/v1"
 
+#: The offline demo's models, one per answering style (`providers.demo.DEMO_STYLES`
+#: says how each answers, and checks it has exactly these).
+DEMO_MODEL_NAMES: tuple[str, ...] = ("concise", "thorough", "quirky", "thinker")
+
 
 @dataclass(frozen=True, slots=True)
 class Autodetected:

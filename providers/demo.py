@@ -71,7 +71,8 @@ from providers.events import (
     ToolCall,
     UsageReport,
 )
-from providers.model_config import ModelConfig
+from providers.catalogue import DEMO_MODEL_NAMES
+from providers.model_config import DEMO_MODELS, ModelConfig  # noqa: F401  (DEMO_MODELS: re-exported)
 
 FAULT_WORD = "fail"
 
@@ -101,9 +102,7 @@ DEMO_STYLES: dict[str, DemoStyle] = {
     )
 }
 
-DEMO_MODELS: list[ModelConfig] = [
-    ModelConfig(alias=f"demo/{name}", provider="demo", model=name) for name in DEMO_STYLES
-]
+assert tuple(DEMO_STYLES) == DEMO_MODEL_NAMES, "DEMO_STYLES and the catalogue's DEMO_MODEL_NAMES list the same models"
 
 _TOKEN = re.compile(r"\s*\S{1,5}|\s+")
 

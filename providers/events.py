@@ -166,11 +166,18 @@ class ToolSpec(BaseModel):
     parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
 
 
+#: The forced tool that carries an Anthropic structured answer (its input is
+#: the answer): defined here, with the request contract, so that a module that
+#: only needs the name (core.tools, and through it exports and the report)
+#: does not load the HTTP client with `providers.anthropic`.
+ANSWER_TOOL = "structured_answer"
+
+
 class ResponseFormat(BaseModel):
     """Native structured output: the answer must be JSON valid against
     `schema` (OpenAI-compatible `response_format: json_schema`, Gemini
-    `responseSchema`, Ollama `format`, Anthropic a forced tool, see
-    `providers.anthropic.ANSWER_TOOL`)."""
+    `responseSchema`, Ollama `format`, Anthropic a forced tool named
+    `ANSWER_TOOL`, see `providers.anthropic`)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
     name: str = Field(default="response", pattern=TOOL_NAME_PATTERN)

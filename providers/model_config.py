@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from providers.catalogue import ProviderName
+from providers.catalogue import DEMO_MODEL_NAMES, ProviderName
 from providers.events import SamplingParams
 
 
@@ -49,6 +49,14 @@ class ModelConfig(BaseModel):
     @property
     def is_demo(self) -> bool:
         return self.provider == "demo"
+
+
+#: `demo/concise`, `demo/thorough`...: offered with no config, and always by
+#: their alias. Defined beside the model type, so that the config and
+#: autodetection need not load the demo's streaming code (asyncio, anyio).
+DEMO_MODELS: list[ModelConfig] = [
+    ModelConfig(alias=f"demo/{name}", provider="demo", model=name) for name in DEMO_MODEL_NAMES
+]
 
 
 #: Requests in flight at once per server when the config says nothing. A local

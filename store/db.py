@@ -43,7 +43,13 @@ from store.records import (
     VoteRecord,
     vote_problem,
 )
-from store.schema import APPLICATION_ID, MIGRATION_NAMES, SCHEMA_VERSION, VOTE_CONTESTANT_COLS, migrations
+from store.schema import (
+    APPLICATION_ID,
+    MIGRATION_NAMES,
+    MIGRATION_SET,
+    SCHEMA_VERSION,
+    build_migrations,
+)
 
 T = TypeVar("T")
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -232,7 +238,7 @@ class Store:
             return []
         return [r[0] for r in self.conn.execute(
             "SELECT name FROM _sqlite_migrations WHERE migration_set = ? ORDER BY rowid",
-            [migrations.name])]
+            [MIGRATION_SET])]
 
     def _check_is_lineup(self) -> None:
         """Refuse foreign SQLite files and files from a newer lineup, before any write."""
@@ -251,12 +257,12 @@ class Store:
                              f"upgrade lineup to open it")
 
     def _migrate(self) -> None:
-        from sqlite_utils import Database
-
         def step(conn: sqlite3.Connection) -> None:
             self._check_is_lineup()  # re-check under the lock: another process may have migrated
             if [n for n in MIGRATION_NAMES if n not in self._applied()]:
-                migrations.apply(Database(conn, execute_plugins=False))
+                from sqlite_utils import Database   # only here: an up-to-date file never loads it
+
+                build_migrations().apply(Database(conn, execute_plugins=False))
             conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
@@ -908,7 +914,7 @@ def insert_vote(conn: sqlite3.Connection, rec: VoteRecord, verb: str = "INSERT")
     cur = conn.execute(R.insert_sql("vote", R.VOTE_COLS, verb), R.vote_row(rec, current))
     if not cur.rowcount:
         return False
-    conn.executemany(R.insert_sql("vote_contestant", VOTE_CONTESTANT_COLS, verb), R.vote_contestants(rec, current))
+    conn.executemany(R.insert_sql("vote_contestant", R.VOTE_CONTESTANT_COLS, verb), R.vote_contestants(rec, current))
     if rec.supersedes:
         conn.execute("UPDATE vote SET current = 0 WHERE id = ?", [rec.supersedes])
         conn.execute("UPDATE vote_contestant SET current = 0 WHERE vote_id = ?", [rec.supersedes])

@@ -7,7 +7,7 @@ databases merge without collisions; all times are float epoch seconds."""
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
@@ -22,7 +22,7 @@ NON_LABEL_CHOICES: frozenset[str] = frozenset({TIE, BOTH_BAD, ALL_BAD})
 
 
 class _Record(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class ContestantRecord(_Record):
@@ -171,8 +171,9 @@ class VoteRecord(_Record):
 
     @property
     def winner(self) -> str | None:
-        """The alias chosen, or None for tie / both_bad / all_bad."""
-        return self.mapping.get(self.choice) if self.choice not in NON_LABEL_CHOICES else None
+        """The alias chosen, through the vote's own mapping (`model_of`), or
+        None for tie / both_bad / all_bad. Fills the stored `winner` column."""
+        return None if self.choice in NON_LABEL_CHOICES else model_of(self.mapping, self.choice)
 
 
 class RevealRecord(_Record):
@@ -311,8 +312,50 @@ class LoadedSession(_Record):
 
 
 # ---------------------------------------------------------------------- vote integrity
-# The shape of a vote record, checked wherever one is written (core.votes
-# builds votes and says what they mean; these are the record's own rules).
+# The shape of a vote record, checked wherever one is written, and what the
+# store derives from it for its own columns (`vote.winner`, the per-contestant
+# `vote_contestant.outcome`). core.votes builds votes and says what they mean,
+# on top of these functions (it re-exports `label_of` and `model_of`); the
+# store cannot import the core, so the record's own rules live here, once.
+
+VoteOutcome = Literal["win", "loss", "tie", "bad"]
+
+
+def label_of(mapping: Mapping[str, str], label: str) -> str | None:
+    """The mapping's key for `label` (exact, else the one key equal ignoring
+    case: imported records may differ in case), or None."""
+    if label in mapping:
+        return label
+    folded = [k for k in mapping if k.casefold() == label.casefold()]
+    return folded[0] if len(folded) == 1 else None
+
+
+def model_of(mapping: Mapping[str, str], label: str) -> str | None:
+    """The model a label stood for in this mapping."""
+    key = label_of(mapping, label)
+    return None if key is None else mapping[key]
+
+
+def shared_outcome(choice: str) -> Literal["tie", "bad"] | None:
+    """What a vote says of every contestant alike: "tie", "bad" (both / all
+    bad), or None when it picks a label (a win for one, a loss for the rest)."""
+    if choice == TIE:
+        return "tie"
+    if choice in (BOTH_BAD, ALL_BAD):
+        return "bad"
+    return None
+
+
+def outcome_of(choice: str, mapping: Mapping[str, str], label: str) -> VoteOutcome:
+    """What a vote (`choice` on `mapping`) says of the contestant shown as
+    `label`: "tie", "bad" (both / all bad), else "win" for the pick and
+    "loss" for the others. A ranking adds no per-contestant outcome here:
+    its pairwise outcomes are `core.votes.decompose_vote`'s."""
+    shared = shared_outcome(choice)
+    if shared is not None:
+        return shared
+    return "win" if label_of(mapping, choice) == label else "loss"
+
 
 class VoteError(ValueError):
     """A vote that cannot be recorded as given (the message says why)."""

@@ -21,8 +21,8 @@ from store.records import (
     TagRecord,
     TurnRecord,
     VoteRecord,
+    outcome_of,
 )
-from store.schema import vote_contestant_rows
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -109,6 +109,7 @@ VOTE_COLS = ("id", "session_id", "turn_id", "rater", "choice", "winner", "rankin
 TAG_COLS = ("id", "output_id", "tag", "rater", "note", "auto", "created", "removed_at")
 CHECK_COLS = ("id", "output_id", "check_name", "spec", "passed", "detail")
 REVEAL_COLS = ("id", "session_id", "turn_id", "rater", "created")
+VOTE_CONTESTANT_COLS = ("vote_id", "label", "alias", "position", "outcome", "current")
 
 
 def insert_sql(table: str, cols: tuple[str, ...], verb: str = "INSERT") -> str:
@@ -143,6 +144,18 @@ def vote_row(r: VoteRecord, current: int = 1) -> tuple:
     return _safe((r.id, r.session_id, r.turn_id, r.rater, r.choice, r.winner,
                   None if r.ranking is None else dumps(r.ranking), dumps(r.mapping), dumps(r.positions),
                   r.created, r.revealed_at, r.note, r.supersedes, current, r.retracted_at))
+
+
+def vote_contestant_rows(vote_id: str, choice: str, mapping: dict[str, str], positions: list[str] | tuple[str, ...],
+                         current: int) -> list[tuple]:
+    """A vote's rows of `vote_contestant` (VOTE_CONTESTANT_COLS): one per
+    label, with its screen position and what the vote says of it (`outcome_of`)."""
+    return [
+        (vote_id, label, alias,
+         positions.index(label) if label in positions else None,
+         outcome_of(choice, mapping, label), int(current))
+        for label, alias in mapping.items()
+    ]
 
 
 def vote_contestants(r: VoteRecord, current: int = 1) -> list[tuple]:

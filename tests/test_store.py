@@ -14,6 +14,7 @@ import pytest
 from sqlite_utils import Database
 
 from lineup.cli import main
+from core.synthetic import synthetic_session, write_synthetic
 from store import (
     SCHEMA_VERSION,
     AsyncStore,
@@ -28,8 +29,7 @@ from store import (
     VoteRecord,
     default_db_path,
 )
-from store.schema import APPLICATION_ID, MIGRATION_NAMES, migrations
-from store.synthetic import synthetic_session, write_synthetic
+from store.schema import APPLICATION_ID, MIGRATION_NAMES, build_migrations
 
 
 @pytest.fixture
@@ -126,7 +126,7 @@ def test_migrations_from_an_empty_file(db):
 def test_migrations_from_the_first_schema_version(db):
     """Data written with schema version 1 is readable, searchable and counted after the upgrade."""
     raw = Database(str(db))
-    migrations.apply(raw, stop_before=MIGRATION_NAMES[1])
+    build_migrations().apply(raw, stop_before=MIGRATION_NAMES[1])
     raw.execute("PRAGMA user_version = 1")
     c = raw.conn
     c.execute("INSERT INTO session (id, created, kind, params, meta) VALUES ('S1', 1.0, 'chat', '{}', '{}')")
@@ -409,7 +409,7 @@ def test_a_withdrawn_vote_is_kept_but_no_longer_counts(tmp_path):
     """Undo in the vote queue: the vote stays in the record with `retracted_at`,
     drops out of current votes and counts, and a merge carries the withdrawal."""
     from store.imports import merge_database
-    from store.synthetic import synthetic_session, write_synthetic
+    from core.synthetic import synthetic_session, write_synthetic
 
     made = synthetic_session(turns=2, contestants=2, seed=3)
     rec, votes = made[0], made[3]

@@ -11,8 +11,6 @@ import sys
 import time
 from typing import Any
 
-from core.text import one_line
-
 EXAMPLE = ('[models.gpt4o] provider = "openai", model = "gpt-4o", api_key_env = "OPENAI_API_KEY" '
            "(or just export OPENAI_API_KEY / ANTHROPIC_API_KEY / GEMINI_API_KEY)")
 CHECK_PROMPT = "Reply with the single word: ok"
@@ -28,6 +26,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from core.config import ConfigError, config_path, load_config, missing_key, redact_url
+    from core.text import one_line
 
     try:
         config = load_config(args.config, probe_ollama=True)
@@ -73,6 +72,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_table(rows: list[dict], with_check: bool) -> None:
+    from core.text import one_line
+
     headers = ["ALIAS", "PROVIDER", "MODEL", "BASE URL", "KEY"] + (["CHECK"] if with_check else [])
     table = []
     for r in rows:
