@@ -5,7 +5,10 @@ Every stream starts with `RequestSent` and ends with exactly one terminal
 event: `Finish` (the model stopped) or `StreamError` (it did not). In between
 come `TextDelta`, `ReasoningDelta`, `ToolCall`, `UsageReport` and `Retrying`.
 Timestamps (`t`) are `time.perf_counter()` seconds taken where the bytes
-arrived; `StreamResult` turns them into the figures the store keeps.
+arrived; `StreamResult` turns them into the figures the store keeps. A
+server that answers with one whole response body instead of a stream (some
+gateways do) gives the same events, all at once, and `Finish(streamed=False)`:
+such an answer keeps its duration but has no time to first token or speed.
 """
 
 from __future__ import annotations
@@ -94,6 +97,9 @@ class Finish(_Event):
     type: Literal["finish"] = "finish"
     reason: str | None = Field(description="the provider's raw finish reason")
     t: float
+    streamed: bool = Field(default=True, description=(
+        "False when the server answered a stream request with one complete response body (a gateway "
+        "that does not stream): the answer came all at once, so it has no time to first token"))
 
 
 class StreamError(_Event):
@@ -107,6 +113,7 @@ class StreamError(_Event):
     t: float
     status: int | None = None
     retry_after: float | None = None
+    streamed: bool = Field(default=True, description="False when the text before the error came as one whole body")
 
 
 StreamEvent = (RequestSent | TextDelta | ReasoningDelta | ToolCall | UsageReport | Retrying | Queued | Finish
@@ -226,7 +233,7 @@ class StreamResult:
     __slots__ = (
         "text_parts", "reasoning_parts", "tool_calls", "finish_reason", "error",
         "input_tokens", "output_tokens", "reasoning_tokens", "sent_t", "sent_wall",
-        "first_token_t", "end_t", "chunk_ms", "chunk_chars", "attempts",
+        "first_token_t", "end_t", "chunk_ms", "chunk_chars", "attempts", "streamed",
     )
 
     def __init__(self) -> None:
@@ -245,6 +252,7 @@ class StreamResult:
         self.chunk_ms: list[int] = []
         self.chunk_chars: list[int] = []
         self.attempts = 0
+        self.streamed = True   # False once a Finish says the answer came as one whole body
 
     def add(self, event: StreamEvent) -> None:
         kind = event.type
@@ -270,8 +278,12 @@ class StreamResult:
             self.tool_calls.append(event)
         elif kind == "finish":
             self.finish_reason, self.end_t = event.reason, event.t
+            if isinstance(event, Finish) and not event.streamed:
+                self.streamed = False
         elif kind == "error":
             self.error, self.end_t = event, event.t
+            if isinstance(event, StreamError) and not event.streamed:
+                self.streamed = False
 
     @property
     def text(self) -> str:
@@ -283,7 +295,8 @@ class StreamResult:
 
     @property
     def ttft_ms(self) -> float | None:
-        if self.first_token_t is None or self.sent_t is None:
+        """Time to first token; None when no token came or the answer was not streamed."""
+        if self.first_token_t is None or self.sent_t is None or not self.streamed:
             return None
         return (self.first_token_t - self.sent_t) * 1000
 
@@ -301,8 +314,9 @@ class StreamResult:
         return (max(1, round(chars / 4)) if chars else 0), True
 
     def tokens_per_s(self) -> float | None:
-        """Output tokens per second from first token to end (the decode speed)."""
-        if self.first_token_t is None or self.end_t is None:
+        """Output tokens per second from first token to end (the decode speed);
+        None for an answer that was not streamed (it has no first-token time)."""
+        if self.first_token_t is None or self.end_t is None or not self.streamed:
             return None
         span = self.end_t - self.first_token_t
         tokens, _ = self.output_tokens_or_estimate()

@@ -105,6 +105,7 @@ class OutputRecord(_Record):
     cost: float | None = None
     is_demo: bool = False
     created: float = Field(default_factory=time.time)
+    streamed: bool = True       # False: the server sent the whole answer in one body (no ttft_ms)
 
 
 class VoteRecord(_Record):

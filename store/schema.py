@@ -212,6 +212,14 @@ def m006_reveal(db: Database) -> None:
     db.execute("CREATE INDEX reveal_session ON reveal(session_id)")
 
 
+@migrations(name="m007_output_streamed")
+def m007_output_streamed(db: Database) -> None:
+    """Whether an answer came as a stream (1, every answer before this) or as
+    one whole response body to a stream request (0: a gateway that does not
+    stream; such an answer has a duration but no time to first token)."""
+    db.execute("ALTER TABLE output ADD COLUMN streamed INTEGER NOT NULL DEFAULT 1")
+
+
 def outcome_for(label: str, choice: str) -> str:
     if choice == "tie":
         return "tie"
