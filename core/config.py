@@ -360,6 +360,10 @@ def _tags(raw: Any, problems: list) -> tuple[str, ...]:
     return tuple(out)
 
 
+#: The path each protocol adds to `base_url` (a base_url already ending with it is refused).
+_ROUTE_SUFFIX = {"openai": "/chat/completions", "anthropic": "/v1/messages", "ollama": "/api/chat"}
+
+
 def _model(alias: str, table: Any, problems: list) -> ModelConfig | None:
     where = ("models", alias)
     if not isinstance(table, dict):
@@ -408,6 +412,12 @@ def _model(alias: str, table: Any, problems: list) -> ModelConfig | None:
                 ok = False
             if not ok:
                 problems.append((_join(*where, "base_url"), "must be an http:// or https:// URL with a host"))
+            elif isinstance(provider, str) and provider in _ROUTE_SUFFIX and \
+                    parts.path.rstrip("/").endswith(_ROUTE_SUFFIX[provider]):
+                # a whole endpoint pasted (Azure's portal shows one): lineup adds the route itself
+                problems.append((_join(*where, "base_url"), (
+                    f"ends with {_ROUTE_SUFFIX[provider]}, which lineup adds itself: give the URL without it "
+                    "(and any ?api-version=... as query = { \"api-version\" = \"...\" })")))
                 data.pop("base_url")
 
     _gateway(data, table, where, problems)

@@ -411,6 +411,13 @@ def test_a_literal_secret_is_refused_without_echo(secret, where):
     assert secret not in text and "plainvalue" not in text
 
 
+def test_a_whole_endpoint_pasted_as_base_url_is_refused_with_the_fix():
+    text = _problems('[models.m]\nprovider = "openai"\nmodel = "gpt-4o"\nbase_url = '
+                     '"https://r.openai.azure.com/openai/deployments/d/chat/completions?api-version=2024-10-21"\n')
+    assert "c.toml: models.m.base_url: ends with /chat/completions, which lineup adds itself" in text
+    assert 'query = { "api-version"' in text
+
+
 def test_a_credential_in_the_query_is_refused_by_its_name():
     text = _problems(BASE + 'query = { "key" = "short" }\n')
     assert "models.m.query.key" in text and "never go in a URL" in text and "short" not in text
