@@ -162,7 +162,7 @@ def output_from_result(base: OutputRecord, result: StreamResult, cfg: ModelConfi
         ttft_ms=result.ttft_ms, duration_ms=result.duration_ms,
         chunk_ms=list(result.chunk_ms), chunk_chars=list(result.chunk_chars),
         input_tokens=result.input_tokens, output_tokens=tokens, tokens_estimated=estimated,
-        reasoning_tokens=result.reasoning_tokens, cost=cost,
+        reasoning_tokens=result.reasoning_tokens, cost=cost, streamed=result.streamed,
     ))
 
 
@@ -205,8 +205,9 @@ async def record_stream(
         stream = provider.stream(request)
     contestant.stream = stream
     index = contestant.position
-    # Every key of the session: an answer may echo a neighbour's key (a shared proxy) as well as its own.
-    keys = tuple(sorted({k for c in (contestant, *contestants) if (k := _key_of(c.config))}))
+    # Every secret of the session (keys and secret header values): an answer may
+    # echo a neighbour's (a shared proxy) as well as its own.
+    keys = tuple(sorted({k for c in (contestant, *contestants) for k in c.config.secrets()}))
     scrubber = scrubber_for(keys) if keys else None
     held = HeldBack(scrubber) if scrubber is not None and on_update is not None else None
     kept = {"text": GrowingText(scrubber), "reasoning": GrowingText(scrubber)} if scrubber is not None else None
@@ -276,12 +277,6 @@ async def record_stream(
     return final, result
 
 
-def _key_of(cfg: ModelConfig) -> str | None:
-    """The model's key as set in its variable now (None without one)."""
-    key = os.environ.get(cfg.api_key_env, "").strip() if cfg.api_key_env else ""
-    return key if len(key) >= 4 else None
-
-
 def _shown_events(held: HeldBack, event: StreamEvent) -> list[StreamEvent]:
     """What the screen gets for `event`: deltas without any run of the key
     (an ending that may grow into one waits for the next delta); held text is
@@ -310,11 +305,12 @@ def _shown_events(held: HeldBack, event: StreamEvent) -> list[StreamEvent]:
 
 
 def _scrub_secrets(text: str, cfg: ModelConfig) -> str:
-    """`text` without the model's key (as set in its variable), any run of 8 or
-    more of its characters, or anything that looks like a key in a header."""
+    """`text` without the model's secrets (its key and secret header values, as
+    set in their variables now), any run of 8 or more of their characters, or
+    anything that looks like a key in a header."""
     from providers.http import scrub
 
-    return scrub(text, _key_of(cfg))
+    return scrub(text, cfg.secrets())
 
 
 class ChatSession:
@@ -669,10 +665,13 @@ def _user_message(turn: TurnRecord) -> Message:
 
 
 def _config_from_record(c: ContestantRecord, config: Config) -> ModelConfig:
-    """A model as it was frozen in a session, reachable again with today's key variable."""
+    """A model as it was frozen in a session, reachable again with today's key
+    variable, auth and headers (none of them is recorded: they may hold or name secrets)."""
     same = next((m for m in config.models.values() if m.provider == c.provider and m.model == c.model), None)
     return ModelConfig(
         alias=c.alias, provider=c.provider, model=c.model, base_url=c.base_url,
         api_key_env=same.api_key_env if same else None,
+        auth=same.auth if same else None, headers=dict(same.headers) if same else {},
+        query=dict(same.query) if same else {},
         params=SamplingParams(**c.params), price=c.price,
     )

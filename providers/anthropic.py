@@ -3,14 +3,18 @@
 thinking, `tool_use` with `input_json_delta` fragments), `message_delta`
 (stop reason, output usage), `ping`, `message_stop` (the terminator) and
 mid-stream `error` events. Server tools (web search) are not tool calls.
+A gateway that answers `stream: true` with one whole `message` object (the
+LiteLLM proxy's `/v1/messages` route does) is read as one message.
 
 Structured output goes through a forced tool (`ANSWER_TOOL`, its input
 schema the answer's): the parser streams that tool's input as the answer's
-text, so it reads like any JSON answer. The name is reserved: a sample set
-cannot declare a tool of that name."""
+text, so it reads like any JSON answer (in a whole message, the tool's
+input as JSON text). The name is reserved: a sample set cannot declare a
+tool of that name."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from providers.events import (
@@ -89,8 +93,6 @@ class AnthropicProvider(HttpProvider):
         # `seed` has no Anthropic equivalent; it is recorded by the session, not sent.
         body.update(self.cfg.extra_body)
         headers = {"accept": "text/event-stream", "anthropic-version": ANTHROPIC_VERSION}
-        if key:
-            headers["x-api-key"] = key
         return f"{self.base_url}/v1/messages", headers, body
 
     def parser(self) -> StreamParser:
@@ -186,11 +188,7 @@ class AnthropicParser(StreamParser):
                 self.done = True
                 return out
             elif kind == "error":
-                err = obj.get("error") or {}
-                etype = err.get("type") or "error"
-                message = err.get("message") or etype
-                out.append(self.failed(t, _ERROR_KINDS.get(etype, ErrorKind.server),
-                                       f"{short(message)} ({etype})"))
+                out.append(self._error(obj, t))
                 return out
             # ping and unknown events: nothing
         return out
@@ -222,5 +220,36 @@ class AnthropicParser(StreamParser):
         if usage.get("output_tokens") is not None:
             self.acc.output_tokens = usage["output_tokens"]
 
+    def _error(self, obj: dict[str, Any], t: float) -> StreamEvent:
+        err = obj.get("error") or {}
+        etype = err.get("type") or "error"
+        message = err.get("message") or etype
+        return self.failed(t, _ERROR_KINDS.get(etype, ErrorKind.server), f"{short(message)} ({etype})")
+
     def end(self, t: float) -> list[StreamEvent]:
         return [self.truncated(t, "message_stop")]
+
+    def whole(self, obj: dict[str, Any], t: float) -> list[StreamEvent] | None:
+        """A non-streamed Messages response: `{"type": "message", "content":
+        [blocks], "stop_reason", "usage"}`, or `{"type": "error", "error": ...}`."""
+        if obj.get("type") == "error" and isinstance(obj.get("error"), dict):
+            return [self._error(obj, t)]
+        content = obj.get("content")
+        if not isinstance(content, list) or obj.get("type", "message") != "message":
+            return None
+        out: list[StreamEvent] = []
+        for block in content:
+            btype = block.get("type")
+            if btype == "text" and block.get("text"):
+                out.append(TextDelta(text=block["text"], t=t))
+            elif btype == "thinking" and block.get("thinking"):
+                out.append(ReasoningDelta(text=block["thinking"], t=t))
+            elif btype == "tool_use" and block.get("name") == ANSWER_TOOL:   # a structured answer: its JSON is the text
+                out.append(TextDelta(text=json.dumps(block.get("input") or {}, ensure_ascii=False), t=t))
+            elif btype == "tool_use":
+                out.append(ToolCall(id=block.get("id"), name=block.get("name") or "", arguments=block.get("input") or {}))
+            # server tools and their results, redacted thinking: nothing to show
+        self.shown = bool(out)
+        self.acc.finish_reason = obj.get("stop_reason")
+        self._usage(obj.get("usage"))
+        return out + self.acc.closing(t)

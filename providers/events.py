@@ -7,7 +7,10 @@ come `TextDelta`, `ReasoningDelta`, `ToolCall`, `UsageReport` and `Retrying`
 (and, from the core's tool loop, `ToolResult`: the scripted result it fed
 back before the next request of the same answer).
 Timestamps (`t`) are `time.perf_counter()` seconds taken where the bytes
-arrived; `StreamResult` turns them into the figures the store keeps.
+arrived; `StreamResult` turns them into the figures the store keeps. A
+server that answers with one whole response body instead of a stream (some
+gateways do) gives the same events, all at once, and `Finish(streamed=False)`:
+such an answer keeps its duration but has no time to first token or speed.
 
 Consumers tell events apart by their class (`match event: case TextDelta():`
 or `isinstance`), which a type checker narrows; each event's `type` string is
@@ -121,6 +124,9 @@ class Finish(_Event):
     type: Literal["finish"] = "finish"
     reason: str | None = Field(description="the provider's raw finish reason")
     t: float
+    streamed: bool = Field(default=True, description=(
+        "False when the server answered a stream request with one complete response body (a gateway "
+        "that does not stream): the answer came all at once, so it has no time to first token"))
 
 
 class StreamError(_Event):
@@ -134,6 +140,7 @@ class StreamError(_Event):
     t: float
     status: int | None = None
     retry_after: float | None = None
+    streamed: bool = Field(default=True, description="False when the text before the error came as one whole body")
 
 
 StreamEvent = (RequestSent | TextDelta | ReasoningDelta | ToolCall | ToolResult | UsageReport | Retrying | Queued
@@ -328,7 +335,7 @@ class StreamResult:
     __slots__ = (
         "text_parts", "reasoning_parts", "tool_calls", "finish_reason", "error",
         "input_tokens", "output_tokens", "reasoning_tokens", "sent_t", "sent_wall",
-        "first_token_t", "end_t", "chunk_ms", "chunk_chars", "attempts", "steps", "step_calls",
+        "first_token_t", "end_t", "chunk_ms", "chunk_chars", "attempts", "steps", "step_calls", "streamed",
     )
 
     def __init__(self) -> None:
@@ -350,6 +357,7 @@ class StreamResult:
         #: closed steps: (text, calls, results fed back), in order
         self.steps: list[tuple[str, list[ToolCall], list[ToolResult]]] = []
         self.step_calls: list[ToolCall] = []   # calls of the current step
+        self.streamed = True   # False once a Finish (or StreamError) says the answer came as one whole body
 
     def add(self, event: StreamEvent) -> None:
         match event:
@@ -382,8 +390,12 @@ class StreamResult:
                 self.steps[-1][2].append(event)
             case Finish():
                 self.finish_reason, self.end_t = event.reason, event.t
+                if not event.streamed:
+                    self.streamed = False
             case StreamError():
                 self.error, self.end_t = event, event.t
+                if not event.streamed:
+                    self.streamed = False
 
     @property
     def text(self) -> str:
@@ -400,7 +412,8 @@ class StreamResult:
 
     @property
     def ttft_ms(self) -> float | None:
-        if self.first_token_t is None or self.sent_t is None:
+        """Time to first token; None when no token came or the answer was not streamed."""
+        if self.first_token_t is None or self.sent_t is None or not self.streamed:
             return None
         return (self.first_token_t - self.sent_t) * 1000
 
@@ -418,8 +431,9 @@ class StreamResult:
         return (max(1, round(chars / 4)) if chars else 0), True
 
     def tokens_per_s(self) -> float | None:
-        """Output tokens per second from first token to end (the decode speed)."""
-        if self.first_token_t is None or self.end_t is None:
+        """Output tokens per second from first token to end (the decode speed);
+        None for an answer that was not streamed (it has no first-token time)."""
+        if self.first_token_t is None or self.end_t is None or not self.streamed:
             return None
         span = self.end_t - self.first_token_t
         tokens, _ = self.output_tokens_or_estimate()

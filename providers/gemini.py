@@ -3,7 +3,9 @@
 complete when a finish reason arrived) or the default streamed JSON array
 (pretty-printed elements separated by `,`; complete at the closing `]`).
 The form is chosen per provider (`stream_form`, default "sse"); the response
-is read by its content type, so either body works with either request.
+is read by its first byte (`[`: the array, else SSE), so either body works
+with either request. A whole `GenerateContentResponse` object (`{...}`: a
+gateway that does not stream) is read as one message.
 Parts marked `thought: true` are reasoning; `usageMetadata` is cumulative
 (the last one wins); `functionCall` parts are tool calls (`id` usually absent).
 The key goes in the `x-goog-api-key` header, never in the URL."""
@@ -109,8 +111,6 @@ class GeminiProvider(HttpProvider):
             headers["accept"] = "text/event-stream"
         else:
             headers["accept"] = "application/json"
-        if key:
-            headers["x-goog-api-key"] = key
         return url, headers, body
 
     def parser(self) -> StreamParser:
@@ -144,6 +144,7 @@ def _tool_parts(m: Message) -> list[dict[str, Any]]:
 
 class GeminiParser(StreamParser):
     protocol = "Gemini streamGenerateContent"
+    whole_starts = b"{"       # "[" starts the JSON-array stream
 
     def __init__(self) -> None:
         super().__init__()
@@ -152,16 +153,10 @@ class GeminiParser(StreamParser):
         self.array: JSONArrayDecoder | None = None
         self.finished = False     # a finish reason (or a prompt block) arrived
 
-    def start(self, content_type: str) -> None:
-        if "event-stream" in content_type:
-            self.sse = SSEDecoder()
-        elif "json" in content_type:
-            self.array = JSONArrayDecoder()
-
     def feed(self, chunk: bytes, t: float) -> list[StreamEvent]:
         if self.sse is None and self.array is None:
-            # No usable content type: sniff the first byte.
-            head = chunk.lstrip()
+            # The first byte tells the form, whatever the content type says.
+            head = chunk.lstrip().removeprefix(b"\xef\xbb\xbf").lstrip()
             if not head:
                 return []
             if head[:1] == b"[":
@@ -244,6 +239,16 @@ class GeminiParser(StreamParser):
     def _closing(self, t: float) -> list[StreamEvent]:
         self.done = True
         return self.acc.closing(t)
+
+    def whole(self, obj: dict[str, Any], t: float) -> list[StreamEvent] | None:
+        """A non-streamed `GenerateContentResponse` (`generateContent`'s reply,
+        one element of the stream), or `{"error": ...}`."""
+        if not any(k in obj for k in ("candidates", "promptFeedback", "usageMetadata", "error")):
+            return None
+        out: list[StreamEvent] = []
+        if self._element(obj, t, out):
+            return out
+        return out + self._closing(t)
 
     def end(self, t: float) -> list[StreamEvent]:
         if self.sse is not None:

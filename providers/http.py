@@ -1,26 +1,38 @@
 """The HTTP machinery shared by the four wire protocols.
 
 `HttpProvider` owns one `httpx.AsyncClient` per configured model and runs the
-request loop: key lookup (the environment, at request time), sending, status
--> `ErrorKind`, retries *only before the first token* with bounded backoff that
-honours `retry-after` / `retry-after-ms`, timing where the bytes arrive, and a
-terminal event on every path. A protocol module supplies two things: how to
-build the request (`build`) and a `StreamParser` that turns body bytes into
-events.
+request loop: key and header secrets (the environment, at request time), the
+auth header, extra headers and query parameters (`ModelConfig.auth`,
+`headers`, `query`: gateways, Azure), sending, status -> `ErrorKind`, retries
+*only before the first token* with bounded backoff that honours `retry-after`
+/ `retry-after-ms`, timing where the bytes arrive, and a terminal event on
+every path. A protocol module supplies three things: how to build the request
+(`build`), a `StreamParser` that turns body bytes into events, and the
+parser's `whole` for a complete non-streamed response.
+
+A body is read in one of two forms, decided by its content type or else its
+first non-space byte (`StreamParser.opening`): the protocol's stream, fed as
+it arrives, or one whole JSON response (a gateway that ignores `stream: true`),
+collected and read at the end, its answer marked not streamed. A body that is
+neither is reported as `bad_response` saying what it was: status, content
+type and its first bytes, quoted with Python's escapes so nothing in them acts
+on a terminal (the screens neutralise it again through `core.text`).
 
 The request loop (`HttpProvider._events`) runs in named steps: `_prepare`
-(key, body, limits; once), then per attempt `_open` (send, check the status),
-`_parse` (each body chunk into events, within the deadline and size limits)
-and the parser's `end`; `_retry_delay` decides whether a failure is tried
-again (only before the first token), else it ends the stream as its one
-`StreamError`.
+(key, auth and configured headers, URL and query, body, limits; once), then
+per attempt `_open` (send, check the status), `_parse` (each body chunk into
+events, or kept for a whole body, within the deadline and size limits) and
+the parser's `close` (`end` for a stream, `whole` for a body); `_retry_delay`
+decides whether a failure is tried again (only before the first token), else
+it ends the stream as its one `StreamError`.
 
-Messages never carry the API key or an auth header: every message built here
-goes through `scrub`.
+Messages never carry the API key, a secret header's value or an auth header:
+every message built here goes through `scrub`.
 
-Why one file of ~650 lines: the loop, the failures it maps to `ErrorKind` and
-the helpers every protocol module shares (parsing errors, retry-after, scrub)
-are one contract, a terminal event on every path, best read in one place.
+Why one file past 600 lines: the loop, the failures it maps to `ErrorKind`,
+the body forms and the helpers every protocol module shares (parsing errors,
+retry-after, scrub) are one contract, a terminal event on every path, best
+read in one place.
 """
 
 from __future__ import annotations
@@ -33,16 +45,17 @@ import random
 import re
 import time
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, ClassVar
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 import anyio
 import httpx
 
 from providers.base import Provider
-from providers.catalogue import default_base_url
+from providers.catalogue import CATALOGUE, default_base_url
 from providers.events import (
     ChatRequest,
     ErrorKind,
@@ -57,8 +70,8 @@ from providers.events import (
     ToolCall,
     UsageReport,
 )
-from providers.model_config import ModelConfig, server_concurrency
-from providers.secrets import key_scrubber
+from providers.model_config import Auth, EnvValue, ModelConfig, server_concurrency
+from providers.secrets import scrubber_for
 from providers.sse import DecodeError
 
 perf_counter = time.perf_counter
@@ -72,6 +85,10 @@ _ERROR_BODY_LIMIT = 64 * 1024
 #: the protocol's framing around small deltas, a bound on a decompression bomb.
 _BODY_FACTOR = 16
 _MESSAGE_LIMIT = 300
+#: Bytes of a body quoted when it is not the protocol's (`StreamParser.not_the_protocol`).
+_HEAD_BYTES = 120
+_SPACE = b" \t\r\n"
+_BOM = b"\xef\xbb\xbf"
 
 
 @dataclass(frozen=True)
@@ -103,21 +120,51 @@ def shared_ssl_context():
     """One TLS context for every client: loading the CA bundle costs ~20 ms each time."""
     return httpx.create_ssl_context()
 
-_AUTH_RE = re.compile(r"(?i)\b(authorization|x-api-key|x-goog-api-key|api[-_]?key|bearer)(\s*[:=]\s*|\s+)(\S+)")
+# A credential after a header name and ":" or "=" (with its scheme word, if any), or
+# after an auth scheme: the value is replaced, the words around it are kept, so a
+# server's "provide your key in an Authorization header using Bearer auth" still
+# reads as it was written.
+_AUTH_VALUE_RE = re.compile(
+    r"(?i)\b(authorization|proxy-authorization|x-api-key|x-goog-api-key|api[-_]?key)([\"']?\s*[:=]\s*[\"']?)"
+    r"((?:bearer|basic|token)\s+)?([^\s,;)\]'\"]+)")
+_SCHEME_RE = re.compile(r"(?i)\b(bearer|basic)(\s+)([^\s,;)\]'\"]{8,})")
 
 
-def scrub(text: str, key: str | None) -> str:
-    """`text` without the key, any run of 8 or more of its characters (a cut or
+def _scheme_value(m: re.Match[str]) -> str:
+    value = m.group(3)
+    # a credential has digits or is long; "Bearer authentication" is prose
+    if value.startswith("[redacted") or not (any(c.isdigit() for c in value) or len(value) >= 20):
+        return m.group(0)
+    return m.group(1) + m.group(2) + "[redacted]"
+
+
+def scrub(text: str, key: str | tuple[str, ...] | None) -> str:
+    """`text` without the key (or each of several secrets: the key and secret
+    header values), any run of 8 or more of its characters (a cut or
     line-wrapped echo too, see `providers.secrets`), or anything that
     looks like an auth header value."""
-    if key and len(key.strip()) >= 4:
-        text = key_scrubber(key).scrub(text)
-    return _AUTH_RE.sub(lambda m: m.group(1) + m.group(2) + "[redacted]", text)
+    keys = (key,) if isinstance(key, str) else (key or ())
+    keys = tuple(k for k in keys if len(k.strip()) >= 4)
+    if keys:
+        text = scrubber_for(keys).scrub(text)
+    text = _AUTH_VALUE_RE.sub(lambda m: m.group(1) + m.group(2) + (m.group(3) or "") + "[redacted]", text)
+    return _SCHEME_RE.sub(_scheme_value, text)
 
 
 def short(text: str, limit: int = _MESSAGE_LIMIT) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def quoted(text: str, limit: int = 80) -> str:
+    """Untrusted text (a body, a content type) quoted inside one of our
+    messages: on one line, cut, and with Python's escapes for every control,
+    bidi or other non-printable character, so it is inert however it is shown."""
+    return repr(short(text, limit))
+
+
+def _a(words: str) -> str:
+    return ("an " if words[:1].lower() in "aeiou" else "a ") + words
 
 
 def parse_retry_after(headers: httpx.Headers, now: float | None = None) -> float | None:
@@ -171,7 +218,7 @@ def error_message_from_body(text: str, content_type: str = "") -> str:
             for field in ("message", "detail", "error"):
                 value = err.get(field)
                 if isinstance(value, str) and value:
-                    kind = err.get("type") or err.get("status")
+                    kind = err.get("type") or err.get("status") or err.get("code")   # code: Azure
                     return short(f"{value} ({kind})" if isinstance(kind, str) and kind not in value else value)
         for field in ("message", "detail"):
             value = obj.get(field)
@@ -215,24 +262,91 @@ def parse_json_args(raw: str) -> Any:
 class StreamParser(ABC):
     """One response's protocol state: body bytes in, events out.
 
-    `feed` returns the events completed by a chunk, all stamped `t` (when the
-    chunk arrived). A parser emits exactly one terminal event (`Finish` at the
-    protocol's terminator, or `StreamError` for an in-stream error) as the
-    last item of a batch and then sets `done`. `end` is called at end of body
-    when `done` is still False: it returns the last events, ending with
+    `begin` gets the status and content type; `opening` sees the first
+    chunks until the body's form is known (`form`: "stream" or "whole").
+    A stream: `feed` returns the events completed by a chunk, all stamped `t`
+    (when the chunk arrived). A whole body: `collect` keeps the chunks and
+    `whole` reads the complete response at the end. A parser emits exactly one
+    terminal event (`Finish` at the protocol's terminator, or `StreamError`
+    for an in-stream error) as the last item of a batch and then sets `done`.
+    `close` is called at end of body when `done` is still False: it returns
+    the last events (`end` for a stream, `whole` for a body), ending with
     `Finish` or `StreamError(truncated | bad_response)`. `shown` turns True
     once any content (text, reasoning, tool call) was emitted.
     """
 
     protocol: ClassVar[str] = "?"
+    #: First non-space bytes that start a whole JSON response rather than this
+    #: protocol's stream (an SSE stream never starts with "{" or "[").
+    whole_starts: ClassVar[bytes] = b"{["
 
     def __init__(self) -> None:
         self.done = False
         self.shown = False
         self.seen_any = False        # any protocol message at all (vs. a body that is not the protocol)
+        self.streamed = True         # False once the body turned out to be one whole response
+        self.form: str | None = None   # "stream" | "whole"; None until known
+        self.status = 200
+        self.content_type = ""
+        self.head = b""              # the body's first bytes, for a message when it is not the protocol
+        self._parts: list[bytes] = []  # a whole body, collected
+
+    def begin(self, status: int, content_type: str) -> None:
+        """Called once with the response's status and content type, before the first chunk."""
+        self.status, self.content_type = status, content_type
+        self.form = self.form_for(content_type)
+        self.start(content_type)
+
+    def form_for(self, content_type: str) -> str | None:
+        """"stream" or "whole" when the content type settles the body's form;
+        None (the default): its first non-space byte does (`whole_starts`)."""
+        return None
 
     def start(self, content_type: str) -> None:
         """Called once with the response's content type, before the first chunk."""
+
+    def opening(self, chunk: bytes) -> bytes:
+        """A chunk that came while `head` or `form` was still open: keeps the
+        first bytes, decides the form on the first non-space byte. Returns the
+        bytes to hand on: b"" while only white space (and a byte-order mark)
+        came, which no form needs; from the first other byte once it is here."""
+        if len(self.head) < _HEAD_BYTES:
+            self.head += chunk[: _HEAD_BYTES - len(self.head)]
+        if self.form is not None:
+            return chunk
+        first = chunk.lstrip(_SPACE)
+        if first.startswith(_BOM):
+            first = first[len(_BOM):].lstrip(_SPACE)
+        if first:
+            self.form = "whole" if first[:1] in self.whole_starts else "stream"
+        return first
+
+    def take(self, chunk: bytes, t: float) -> list[StreamEvent]:
+        """Any chunk of the body, in either form (what the request loop does
+        until the first bytes are seen; then it calls `feed` or `collect`)."""
+        if self.form is None or len(self.head) < _HEAD_BYTES:
+            chunk = self.opening(chunk)
+            if not chunk:
+                return []
+        return self.collect(chunk, t) if self.form == "whole" else self.feed(chunk, t)
+
+    @property
+    def opened(self) -> bool:
+        """The form is known and the first bytes are kept: `take` is `feed` or `collect` from now on."""
+        return self.form is not None and len(self.head) >= _HEAD_BYTES
+
+    def collect(self, chunk: bytes, t: float) -> list[StreamEvent]:
+        """`feed` for a whole body: kept until the end of the body."""
+        self._parts.append(chunk)
+        return []
+
+    def close(self, t: float) -> list[StreamEvent]:
+        """The last events at the end of the body (see the class doc)."""
+        if self.form == "whole":
+            return self._whole_body(t)
+        if self.form is None:          # nothing but white space
+            return [self.not_the_protocol(t)]
+        return self.end(t)
 
     @abstractmethod
     def feed(self, chunk: bytes, t: float) -> list[StreamEvent]: ...
@@ -240,12 +354,45 @@ class StreamParser(ABC):
     @abstractmethod
     def end(self, t: float) -> list[StreamEvent]: ...
 
+    def whole(self, obj: dict[str, Any], t: float) -> list[StreamEvent] | None:
+        """The events of one complete (non-streamed) response of this protocol,
+        ending with a terminal event; None when `obj` is not such a response."""
+        return None
+
+    def _whole_body(self, t: float) -> list[StreamEvent]:
+        body = b"".join(self._parts)
+        self._parts = []
+        try:
+            obj = json.loads(body)
+        except (ValueError, RecursionError):   # not JSON, not UTF-8, or nested past what Python parses
+            return [self.not_the_protocol(t, "a body that is not JSON")]
+        events = self.whole(obj, t) if isinstance(obj, dict) else None
+        if not events:
+            return [self.not_the_protocol(t, "JSON that is not a response of this protocol")]
+        self.seen_any = True
+        self.streamed = False
+        self.done = True
+        return [ev.model_copy(update={"streamed": False}) if ev.type == "finish" or ev.type == "error" else ev
+                for ev in events]
+
     # Helpers for subclasses.
+    def not_the_protocol(self, t: float, what: str | None = None) -> StreamError:
+        """`bad_response` for a body that is neither this protocol's stream nor
+        its whole response, saying what it was (never interpreting it)."""
+        self.done = True
+        head = self.head.decode("utf-8", "replace")
+        start = f"starts {quoted(head)}" if head.strip() else ("is empty" if not head else "is only white space")
+        detail = f"{what}; " if what else ""
+        return StreamError(kind=ErrorKind.bad_response, t=t, status=self.status, message=(
+            f"the response is neither {_a(self.protocol)} stream nor a whole {self.protocol} response "
+            f"({detail}HTTP {self.status}, "
+            f"{'content-type ' + quoted(self.content_type, 60) if self.content_type else 'no content-type'}, "
+            f"the body {start})"))
+
     def truncated(self, t: float, what: str) -> StreamError:
         self.done = True
         if not self.seen_any:
-            return StreamError(kind=ErrorKind.bad_response, t=t,
-                               message=f"the response is not a {self.protocol} stream")
+            return self.not_the_protocol(t)
         return StreamError(kind=ErrorKind.truncated, t=t, message=f"the stream ended without {what}")
 
     def cut(self, t: float, terminator: str) -> StreamError:
@@ -290,13 +437,26 @@ class _Failure:
     status: int | None = None
     retry_after: float | None = None
     retryable: bool = False
+    streamed: bool = True
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where a model's requests go and how they authenticate, in words that
+    hold no secret (`lineup models --check` prints it): the URL (keys travel
+    in headers, never in it), how the key is sent, the extra headers by name
+    (a secret one with the variable it comes from)."""
+
+    url: str
+    auth: str
+    headers: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)
 class _Prepared:
     """One answer's request as every attempt sends it, and its limits."""
 
-    key: str | None
+    secrets: tuple[str, ...]  # the key and secret header values: scrubbed from every message
     client: httpx.AsyncClient
     url: str
     headers: dict[str, str]
@@ -314,6 +474,9 @@ class _AttemptState:
     failure: _Failure | None = None
     parser: StreamParser | None = None
     body_bytes: int = 0
+    #: what a chunk goes to once the body's form and first bytes are known
+    #: (`StreamParser.opened`): the parser's `feed` or `collect`; None: its `take`
+    feed: Callable[[bytes, float], list[StreamEvent]] | None = None
 
     @property
     def shown(self) -> bool:
@@ -340,7 +503,16 @@ class HttpProvider(Provider):
     def __init__(self, cfg: ModelConfig, *, retry: RetryPolicy | None = None,
                  transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.cfg = cfg
-        self.base_url = (cfg.base_url or default_base_url(self.name)).rstrip("/")
+        base = (cfg.base_url or default_base_url(self.name)).rstrip("/")
+        # A query in base_url (`...?api-version=...`) is kept and sent on every request.
+        parts = urlsplit(base)
+        self._query: dict[str, str] = dict(parse_qsl(parts.query, keep_blank_values=True))
+        if parts.query or parts.fragment:
+            base = urlunsplit(parts._replace(query="", fragment="")).rstrip("/")
+        self._query.update(cfg.query)
+        self.base_url = base
+        entry = CATALOGUE[self.name]   # how this protocol sends its key when the model's `auth` does not say
+        self.auth = cfg.auth or Auth(header=entry.auth_header, scheme=entry.auth_scheme)
         self.retry = retry or RetryPolicy()
         self._transport = transport
         self._client: httpx.AsyncClient | None = None
@@ -348,7 +520,9 @@ class HttpProvider(Provider):
     # -- what a protocol module provides
     @abstractmethod
     def build(self, request: ChatRequest, key: str | None) -> tuple[str, dict[str, str], dict[str, Any]]:
-        """(url, headers, JSON body) for one request; `key` is None when no key is used."""
+        """(url, headers, JSON body) for one request; `key` is None when no key is used.
+        The auth header, the configured headers and query parameters are added
+        by `HttpProvider` (`credentials`, `url_for`), not here."""
 
     @abstractmethod
     def parser(self) -> StreamParser:
@@ -393,6 +567,44 @@ class HttpProvider(Provider):
                           "cannot have (non-ASCII or control characters)")
         return value, None
 
+    def credentials(self, key: str | None) -> tuple[dict[str, str], tuple[str, ...], str | None]:
+        """(headers, secrets, problem): the auth header with `key` (from `key()`)
+        and the configured headers, values from the environment now; the secret
+        values among them (for scrubbing); or why they cannot be sent."""
+        headers: dict[str, str] = {}
+        secrets: list[str] = []
+        auth = self.auth
+        if key and auth.header:
+            headers[auth.header.lower()] = f"{auth.scheme} {key}" if auth.scheme else key
+            secrets.append(key)
+        for name, value in self.cfg.headers.items():
+            if isinstance(value, EnvValue):
+                v = os.environ.get(value.env, "").strip()
+                if not v:
+                    return {}, (), (f"model {self.cfg.alias!r}: environment variable {value.env} is not set "
+                                    f"(it should hold the value of header {name})")
+                if not v.isascii() or not v.isprintable():
+                    return {}, (), (f"model {self.cfg.alias!r}: environment variable {value.env} (header {name}) "
+                                    "holds characters a header cannot have (non-ASCII or control characters)")
+                headers[name.lower()] = v
+                secrets.append(v)
+            else:
+                headers[name.lower()] = value
+        return headers, tuple(secrets), None
+
+    def url_for(self, url: str) -> str:
+        """`url` (from `build`) with the base URL's and the config's query parameters."""
+        if not self._query:
+            return url
+        return str(httpx.URL(url).copy_merge_params(self._query))
+
+    def route(self, request: ChatRequest) -> Route:
+        """Where `request` would go and how it would authenticate (`Route`); sends nothing."""
+        url, _, _ = self.build(request, None)
+        names = tuple(f"{name} (from {v.env})" if isinstance(v, EnvValue) else name
+                      for name, v in self.cfg.headers.items())
+        return Route(url=self.url_for(url), auth=self.auth.describe(self.cfg.api_key_env), headers=names)
+
     def events(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
         return self._events(request)
 
@@ -416,51 +628,59 @@ class HttpProvider(Provider):
             failure = state.failure
             if failure is None:          # the attempt ended the stream with its terminal event
                 return
-            failure.message = scrub(failure.message, prepared.key)
+            failure.message = scrub(failure.message, prepared.secrets)
             delay = self._retry_delay(failure, state.shown, attempt, prepared.deadline)
             if delay is None:
                 yield StreamError(kind=failure.kind, message=failure.message, t=failure.t, status=failure.status,
-                                  retry_after=failure.retry_after)
+                                  retry_after=failure.retry_after, streamed=failure.streamed)
                 return
             yield Retrying(attempt=attempt, delay=delay, kind=failure.kind, message=failure.message)
             await anyio.sleep(delay)
 
     def _prepare(self, request: ChatRequest) -> _Prepared | StreamError:
-        """The request as it goes out on every attempt (key, URL, headers, body
-        bytes) and the answer's limits; or the error that stops it before any
-        request (no key, a body that cannot be built)."""
+        """The request as it goes out on every attempt (key and configured
+        headers read from the environment now, URL with its query parameters,
+        headers, body bytes) and the answer's limits; or the error that stops
+        it before any request (no key or secret header value, a body that
+        cannot be built)."""
         key, problem = self.key()
+        sent_headers, secrets, problem = self.credentials(key) if not problem else ({}, (), problem)
         if problem:
             return StreamError(kind=ErrorKind.config, message=problem, t=perf_counter())
         try:
-            url, headers, body = self.build(request, key)
+            url, protocol_headers, body = self.build(request, key)
+            url = self.url_for(url)
+            headers = {name.lower(): value for name, value in protocol_headers.items()}
+            headers.update(sent_headers)
             # allow_nan=False: NaN or Infinity (which JSON does not have) in a
             # parameter fails this answer here rather than reach the server as
             # invalid JSON; SamplingParams refuses them earlier, this is the last line.
             content = json.dumps(body, ensure_ascii=False, allow_nan=False).encode()
         except (ValueError, TypeError) as exc:
-            return StreamError(kind=ErrorKind.bad_request, message=scrub(short(f"cannot build the request: {exc}"),
-                                                                         key), t=perf_counter())
-        headers.setdefault("content-type", "application/json")
+            return StreamError(kind=ErrorKind.bad_request, t=perf_counter(),
+                               message=scrub(short(f"cannot build the request: {exc}"), secrets))
+        headers.setdefault("content-type", "application/json")   # a configured header cannot replace it (core.config)
         max_text = self.cfg.max_answer_bytes
         # The whole answer has a deadline: keep-alive comments (or a trickle of
         # bytes) reset the read timeout but not this.
-        return _Prepared(key=key, client=self.client, url=url, headers=headers, content=content,
+        return _Prepared(secrets=secrets, client=self.client, url=url, headers=headers, content=content,
                          deadline=perf_counter() + self.cfg.answer_deadline, max_text=max_text,
                          max_body=_BODY_FACTOR * max_text)   # decompressed body bytes read, framing and all
 
     async def _attempt(self, p: _Prepared, state: _AttemptState) -> AsyncGenerator[StreamEvent, None]:
         """One request: opened (`_open`), its body read chunk by chunk into
-        events (`_parse`), ended by the parser (`end`) at the end of the body.
-        The response is closed on every path. On a failure the events stop
-        and `state.failure` says why; without one, the last event was terminal."""
+        events (`_parse`; a whole body is kept), ended by the parser (`close`)
+        at the end of the body: a whole body's events all come then, held to
+        the size limit there. The response is closed on every path. On a
+        failure the events stop and `state.failure` says why; without one, the
+        last event was terminal."""
         parser = state.parser = self.parser()
         resp, state.failure = await self._open(p)
         if resp is None:
             return
         status = resp.status_code
         try:
-            parser.start(resp.headers.get("content-type", "").lower())
+            parser.begin(status, resp.headers.get("content-type", "").lower())
             # Raw bytes (no decoder layer) unless the body is compressed.
             body = resp.aiter_bytes() if resp.headers.get("content-encoding", "identity") \
                 not in ("identity", "") else resp.aiter_raw()
@@ -469,15 +689,22 @@ class HttpProvider(Provider):
                     yield ev
                 if state.failure is not None or parser.done:
                     return
-            evs = parser.end(perf_counter())
+            evs = parser.close(perf_counter())
         except _READ_ERRORS as exc:
             state.failure = self._read_failure(exc, parser, status)
             return
         finally:
             await resp.aclose()
-        last = evs[-1]
-        if isinstance(last, StreamError):
-            evs[-1] = last.model_copy(update={"message": scrub(last.message, p.key)})
+        # A whole body's text comes here, at the end: the size limit holds for it too.
+        evs, failure = _within(evs, p.max_text, p.text_bytes, status)
+        if failure is not None:
+            failure.streamed = parser.streamed
+            parser.shown = parser.shown or bool(evs)   # what fitted is shown: no retry after it
+            state.failure = failure
+        else:
+            last = evs[-1]
+            if isinstance(last, StreamError):
+                evs[-1] = last.model_copy(update={"message": scrub(last.message, p.secrets)})
         for ev in evs:
             yield ev
 
@@ -539,7 +766,9 @@ class HttpProvider(Provider):
                 f"the response passed {_size(p.max_body)} without finishing the answer "
                 f"({_BODY_FACTOR} x max_answer_bytes); the rest was not read"), now, status=status)
             return []
-        evs = parser.feed(chunk, now)
+        evs = (state.feed or parser.take)(chunk, now)
+        if state.feed is None and parser.opened:   # the form and the first bytes are known
+            state.feed = parser.collect if parser.form == "whole" else parser.feed
         if not evs:
             return evs
         if parser.done:
@@ -549,7 +778,7 @@ class HttpProvider(Provider):
                 if failure.retryable:
                     state.failure = failure
                     return []
-                evs[-1] = last.model_copy(update={"message": scrub(last.message, p.key)})
+                evs[-1] = last.model_copy(update={"message": scrub(last.message, p.secrets)})
         for i, ev in enumerate(evs):
             if isinstance(ev, (TextDelta, ReasoningDelta)):
                 piece = ev.text
@@ -574,7 +803,10 @@ class HttpProvider(Provider):
             return _Failure(ErrorKind.connection, f"the connection closed before any data ({_exc_text(exc)})",
                             perf_counter(), status=status, retryable=True)
         if isinstance(exc, DecodeError):
-            return _Failure(ErrorKind.bad_response, str(exc), perf_counter(), status=status)
+            message = str(exc)
+            if not parser.seen_any:   # not one message of the protocol: say what came
+                message = parser.not_the_protocol(0.0, message.split(" (near ")[0]).message
+            return _Failure(ErrorKind.bad_response, message, perf_counter(), status=status)
         # Valid JSON in a shape the protocol does not have (a list where an
         # object belongs...): the server's fault, never a crash of the app.
         return _Failure(ErrorKind.bad_response, f"unexpected {self.protocol} message "
@@ -633,6 +865,25 @@ class HttpProvider(Provider):
             return "the server"
 
 
+def _within(evs: list[StreamEvent], limit: int, used: int, status: int) -> tuple[list[StreamEvent], _Failure | None]:
+    """The last events of a body, held to `limit` UTF-8 bytes of text and
+    reasoning in all (`used` already came): (all of them, None), or (those
+    that fit, the failure)."""
+    out: list[StreamEvent] = []
+    for ev in evs:
+        if isinstance(ev, (TextDelta, ReasoningDelta)):
+            used += len(ev.text.encode("utf-8", "surrogatepass"))
+            if used > limit:
+                keep = _fit(ev.text, used - limit)
+                if keep:
+                    out.append(ev.model_copy(update={"text": keep}))
+                return out, _Failure(ErrorKind.truncated, (
+                    f"the answer passed the size limit of {_size(limit)} (max_answer_bytes): cut there, "
+                    "the rest was not kept"), ev.t, status=status)
+        out.append(ev)
+    return out, None
+
+
 def _fit(text: str, over: int) -> str:
     """`text` without its last `over` UTF-8 bytes (never splitting a character)."""
     raw = text.encode("utf-8", "surrogatepass")
@@ -654,7 +905,8 @@ def image_data_url(mime: str, data: str) -> str:
 
 # Re-exported for protocol modules.
 __all__ = [
-    "Accumulated", "HttpProvider", "RetryPolicy", "StreamParser", "RETRYABLE_STATUS", "scrub", "short",
+    "Accumulated", "HttpProvider", "RetryPolicy", "Route", "StreamParser", "RETRYABLE_STATUS", "scrub", "short",
+    "quoted",
     "parse_retry_after", "error_message_from_body", "kind_for_status", "parse_json_args", "image_data_url",
     "TextDelta", "ReasoningDelta", "ToolCall", "UsageReport", "Finish", "StreamError", "ErrorKind", "perf_counter",
 ]

@@ -2,7 +2,8 @@
 `message.thinking` and `message.tool_calls`; the last line has `done: true`,
 `done_reason` and the counts (`prompt_eval_count`, `eval_count`) with
 nanosecond durations; an `{"error": ...}` line is a server error even under
-HTTP 200."""
+HTTP 200. A whole `application/json` reply (`stream: false`, or a gateway
+that does not stream) is read as one message."""
 
 from __future__ import annotations
 
@@ -63,9 +64,7 @@ class OllamaProvider(HttpProvider):
         if options:
             body["options"] = options
         body.update(self.cfg.extra_body)
-        headers = {"accept": "application/x-ndjson"}
-        if key:   # a proxy or hosted Ollama that wants a key
-            headers["authorization"] = f"Bearer {key}"
+        headers = {"accept": "application/x-ndjson"}   # a key, for a proxy or hosted Ollama: HttpProvider adds it
         return f"{self.base_url}/api/chat", headers, body
 
     def parser(self) -> StreamParser:
@@ -74,6 +73,14 @@ class OllamaProvider(HttpProvider):
 
 class OllamaParser(StreamParser):
     protocol = "Ollama NDJSON"
+    whole_starts = b""        # NDJSON starts with "{" too: only the content type tells a whole body
+
+    def form_for(self, content_type: str) -> str | None:
+        """`application/json` is one whole response (`stream: false`, or a
+        gateway's); NDJSON, and anything else, is read as the stream."""
+        if "json" in content_type and "ndjson" not in content_type:
+            return "whole"
+        return "stream"
 
     def __init__(self) -> None:
         super().__init__()
@@ -125,6 +132,15 @@ class OllamaParser(StreamParser):
             self.done = True
             return True
         return False
+
+    def whole(self, obj: dict[str, Any], t: float) -> list[StreamEvent] | None:
+        """A non-streamed `/api/chat` reply: the stream's last line with the whole message."""
+        if not any(k in obj for k in ("message", "done", "error")):
+            return None
+        out: list[StreamEvent] = []
+        if not self._line(obj, t, out):
+            out.append(self.cut(t, "a whole response without done: true"))
+        return out
 
     def end(self, t: float) -> list[StreamEvent]:
         out: list[StreamEvent] = []

@@ -77,8 +77,6 @@ class OpenAIProvider(HttpProvider):
             body["stop"] = list(p.stop)
         body.update(self.cfg.extra_body)
         headers = {"accept": "text/event-stream"}
-        if key:
-            headers["authorization"] = f"Bearer {key}"
         return f"{self.base_url}/chat/completions", headers, body
 
     def parser(self) -> StreamParser:
@@ -102,17 +100,9 @@ class OpenAIParser(StreamParser):
         self.sse = SSEDecoder()
         self.acc = Accumulated()
         self.tools: dict[int, list[Any]] = {}      # index -> [id, name, argument fragments]
-        self.whole: list[bytes] | None = None      # a non-streamed JSON body, collected
         self.usage_seen = False                    # a chunk with usage arrived (sent at the end)
 
-    def start(self, content_type: str) -> None:
-        if "json" in content_type and "event-stream" not in content_type:
-            self.whole = []
-
     def feed(self, chunk: bytes, t: float) -> list[StreamEvent]:
-        if self.whole is not None:
-            self.whole.append(chunk)
-            return []
         out: list[StreamEvent] = []
         for _event, data in self.sse.feed(chunk):
             if data == "[DONE]":
@@ -216,25 +206,17 @@ class OpenAIParser(StreamParser):
         return out
 
     def end(self, t: float) -> list[StreamEvent]:
-        if self.whole is not None:
-            return self._whole_body(b"".join(self.whole), t)
         return [self.truncated(t, "data: [DONE]")]
 
-    def _whole_body(self, body: bytes, t: float) -> list[StreamEvent]:
-        try:
-            obj = json.loads(body)
-        except ValueError as exc:
-            raise DecodeError(f"malformed JSON response: {getattr(exc, 'msg', exc)}") from None
-        if not isinstance(obj, dict):
-            raise DecodeError("the JSON response is not an object")
-        self.seen_any = True
+    def whole(self, obj: dict[str, Any], t: float) -> list[StreamEvent] | None:
+        """A non-streamed `chat.completion` (`choices[].message`), or `{"error": ...}`."""
         out: list[StreamEvent] = []
         if obj.get("error"):
             out.append(self._error(obj["error"], t))
             return out
         choices = obj.get("choices")
         if not isinstance(choices, list):
-            raise DecodeError("the JSON response has no choices")
+            return None
         if choices:
             choice = choices[0]
             message = choice.get("message") or choice.get("delta") or {}

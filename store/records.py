@@ -152,6 +152,7 @@ class OutputRecord(_Record):
     is_demo: bool = False
     created: float = Field(default_factory=time.time)
     trace: AnswerTrace | None = None
+    streamed: bool = True       # False: the server sent the whole answer in one body (no ttft_ms)
 
 
 class VoteRecord(_Record):

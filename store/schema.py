@@ -258,5 +258,13 @@ def m007_output_trace(db: Database) -> None:
     db.execute("ALTER TABLE output ADD COLUMN trace TEXT")
 
 
+@_migration(name="m008_output_streamed")
+def m008_output_streamed(db: Database) -> None:
+    """Whether an answer came as a stream (1, every answer before this) or as
+    one whole response body to a stream request (0: a gateway that does not
+    stream; such an answer has a duration but no time to first token)."""
+    db.execute("ALTER TABLE output ADD COLUMN streamed INTEGER NOT NULL DEFAULT 1")
+
+
 MIGRATION_NAMES: tuple[str, ...] = tuple(name for name, _ in _STEPS)
 SCHEMA_VERSION = len(MIGRATION_NAMES)

@@ -70,6 +70,20 @@ HTTP 400 naming it, as servers without structured output answer.
 `srv.respond(fn)` answers every request with `fn(received)` (a `Reply` or
 `RawReply`) instead of the script: a tool loop that depends on what was sent.
 
+`whole=True` answers with the protocol's complete non-streamed response in one
+body (OpenAI `chat.completion`, Anthropic `message`, Ollama's last line with
+the whole message, Gemini one `GenerateContentResponse` object), as gateways
+do for a stream request (the LiteLLM proxy's `/v1/messages`), with
+`whole_content_type` (default `application/json`).
+
+Azure mode (`srv.azure(deployment, api_version, key)`): requests must come to
+`/openai/deployments/{deployment}/chat/completions?api-version={api_version}`
+with the key in an `api-key` header, as Azure OpenAI wants them; anything else
+gets Azure's own error (404 `DeploymentNotFound` for another deployment, 404
+"Resource not found" without `api-version`, 401 for a missing or wrong key, an
+`Authorization` header included). Its streams start, as Azure's do, with a
+chunk of `prompt_filter_results` and no choices. `srv.reset()` ends it.
+
 `stamp=True` replaces each text delta by the server's `time.perf_counter()`
 at the moment it is written ("%.6f " seconds), for latency benchmarks (same
 clock as the client when both run in one process).
@@ -94,7 +108,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 FAULTS = ("disconnect", "stall", "stall_headers", "malformed_json", "html", "no_terminator",
           "invalid_utf8", "error_event", "no_finish", "role_only", "keepalive_stall")
@@ -126,6 +140,8 @@ class Reply:
     stamp: bool = False
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     refuse_fields: tuple[str, ...] = ()
+    whole: bool = False
+    whole_content_type: str = "application/json"
 
     def __post_init__(self) -> None:
         if self.fault is not None and self.fault not in FAULTS:
@@ -198,6 +214,7 @@ class TestServer:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._azure: tuple[str, str, str] | None = None
         self._script: list[Reply | RawReply] = []
         self._last: Reply | RawReply = Reply()
         self._respond: Callable[[Received], Reply | RawReply] | None = None
@@ -285,6 +302,34 @@ class TestServer:
             self._last = Reply()
             self._respond = None
             self.requests = []
+            self._azure = None
+
+    def azure(self, deployment: str, api_version: str, key: str) -> str:
+        """Azure OpenAI mode (see the module doc); returns the base URL a model
+        should use (`.../openai/deployments/{deployment}`)."""
+        with self._lock:
+            self._azure = (deployment, api_version, key)
+        return f"{self.url}/openai/deployments/{deployment}"
+
+    def _azure_refusal(self, rec: "Received") -> tuple[int, dict[str, Any]] | None:
+        """Azure's error for a request that does not follow its conventions, or None."""
+        if self._azure is None:
+            return None
+        deployment, api_version, key = self._azure
+        prefix = "/openai/deployments/"
+        if not rec.path.startswith(prefix) or not rec.path.endswith("/chat/completions"):
+            return 404, {"error": {"code": "404", "message": "Resource not found"}}
+        if rec.path[len(prefix):-len("/chat/completions")] != deployment:
+            return 404, {"error": {"code": "DeploymentNotFound", "message": (
+                "The API deployment for this resource does not exist. If you created the deployment within "
+                "the last 5 minutes, please wait a moment and try again.")}}
+        if dict(parse_qsl(rec.query)).get("api-version") != api_version:
+            return 404, {"error": {"code": "404", "message": "Resource not found"}}
+        if rec.headers.get("api-key") != key or "authorization" in rec.headers:
+            return 401, {"error": {"code": "401", "message": (
+                "Access denied due to invalid subscription key or wrong API endpoint. Make sure to provide a "
+                "valid key for an active subscription and use a correct regional API endpoint for your resource.")}}
+        return None
 
     def _next_reply(self, rec: Received) -> Reply | RawReply:
         with self._lock:
@@ -419,6 +464,11 @@ class _Responder:
                     await self.wait(reply.delay)
                 await self.piece(p)
             return await self.finish()
+        refused = self.server._azure_refusal(rec)
+        if refused is not None:
+            await self.head(refused[0], {"content-type": "application/json"})
+            await self.piece(json.dumps(refused[1]).encode())
+            return await self.finish()
         proto = _protocol(rec)
         if proto is None:
             await self.head(404, {"content-type": "application/json"})
@@ -445,6 +495,11 @@ class _Responder:
             await self.head(reply.status, {"content-type": "application/json", **extra})
             await self.piece(json.dumps(_error_body(proto, reply)).encode())
             return await self.finish()
+        if reply.whole:
+            await self.head(200, {"content-type": reply.whole_content_type, **extra})
+            await self.wait(reply.first_delay)
+            await self.piece(json.dumps(_whole_body(proto, reply), indent=2).encode())
+            return await self.finish()
         ctype = {"openai": "text/event-stream", "anthropic": "text/event-stream; charset=utf-8",
                  "ollama": "application/x-ndjson", "gemini-sse": "text/event-stream",
                  "gemini-json": "application/json; charset=UTF-8"}[proto]
@@ -452,6 +507,10 @@ class _Responder:
         await self.wait(reply.first_delay)
         enc = _ENCODERS[proto](reply)
         enc.request = rec.json if isinstance(rec.json, dict) else {}
+        if self.server._azure is not None:
+            await self.piece(b"data: " + _j({"choices": [], "created": 0, "id": "", "model": "", "object": "",
+                                             "prompt_filter_results": [{"prompt_index": 0, "content_filter_results": {
+                                                 "hate": {"filtered": False, "severity": "safe"}}}]}) + b"\n\n")
         sent = 0
         pending = reply.fault is not None and reply.fault != "no_terminator"
         if reply.fault == "role_only":
@@ -595,6 +654,38 @@ def _error_body(proto: str, reply: Reply) -> Any:
         return {"error": {"code": status, "message": msg, "status": gstatus}}
     return {"error": {"message": msg, "type": "server_error" if status >= 500 else "invalid_request_error",
                       "code": status}}
+
+
+def _whole_body(proto: str, reply: Reply) -> Any:
+    """The protocol's complete non-streamed response for `reply`."""
+    i, o, r = _usage(reply)
+    if proto == "openai":
+        message: dict[str, Any] = {"role": "assistant", "content": reply.text}
+        if reply.reasoning:
+            message["reasoning_content"] = reply.reasoning
+        return {"id": "chatcmpl-test", "object": "chat.completion", "model": "test-model",
+                "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason or "stop"}],
+                "usage": {"prompt_tokens": i, "completion_tokens": o, "total_tokens": i + o}}
+    if proto == "anthropic":
+        content: list[dict[str, Any]] = []
+        if reply.reasoning:
+            content.append({"type": "thinking", "thinking": reply.reasoning, "signature": "sig"})
+        content.append({"type": "text", "text": reply.text})
+        return {"id": "msg_test", "type": "message", "role": "assistant", "model": "test-model", "content": content,
+                "stop_reason": reply.finish_reason or "end_turn", "stop_sequence": None,
+                "usage": {"input_tokens": i, "output_tokens": o}}
+    if proto == "ollama":
+        msg: dict[str, Any] = {"role": "assistant", "content": reply.text}
+        if reply.reasoning:
+            msg["thinking"] = reply.reasoning
+        return {"model": "test-model", "message": msg, "done": True, "done_reason": reply.finish_reason or "stop",
+                "prompt_eval_count": i, "eval_count": o, "prompt_eval_duration": 1_000_000,
+                "eval_duration": 50_000_000}
+    parts: list[dict[str, Any]] = [{"text": reply.reasoning, "thought": True}] if reply.reasoning else []
+    parts.append({"text": reply.text})
+    usage: dict[str, Any] = {"promptTokenCount": i, "candidatesTokenCount": o, "totalTokenCount": i + o + (r or 0)}
+    return {"candidates": [{"content": {"parts": parts, "role": "model"}, "finishReason": reply.finish_reason or "STOP",
+                            "index": 0}], "usageMetadata": usage, "modelVersion": "test-model"}
 
 
 def _j(obj: Any) -> bytes:
