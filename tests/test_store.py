@@ -87,6 +87,26 @@ def test_round_trip_of_every_record_type(db):
     assert [o.label for o in loaded.outputs_for(turn.id)] == ["A", "B"]
 
 
+def test_ids_made_in_one_millisecond_sort_in_the_order_they_were_made(db):
+    # ids are ULIDs ordered by time; rows read back ORDER BY id (a case's checks, a rerun's
+    # rebuilt check order) were shuffled when several were made in the same millisecond
+    from store.ids import new_ulid
+
+    ids = [new_ulid() for _ in range(20_000)]
+    assert ids == sorted(ids) and len(set(ids)) == len(ids)
+    s = full_session()
+    turn = TurnRecord(session_id=s.id, position=0, user_message="x")
+    out = OutputRecord(session_id=s.id, turn_id=turn.id, contestant="gpt", label="A")
+    checks = [CheckResultRecord(output_id=out.id, check=f"c{i}", spec={}, passed=True) for i in range(50)]
+    with Store.open(db) as store:
+        store.create_session(s)
+        store.add_turn(turn)
+        store.start_output(out)
+        for check in checks:
+            store.add_check_result(check)
+        assert [c.check for c in store.load_session(s.id).checks] == [f"c{i}" for i in range(50)]
+
+
 def test_update_and_reveal_session(db):
     s, turns, outs, votes = synthetic_session(turns=2, blind=True)
     with Store.open(db) as store:
