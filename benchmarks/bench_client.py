@@ -11,6 +11,10 @@ server (run in its own process, so its CPU time is not the client's).
    same run, alternating, median of several rounds; printed as a ratio
    (target <= 1.2x). A second baseline (aiter_lines + json.loads of each data
    line) shows what any client that reads the JSON pays.
+3. Whole-body replies (a gateway that answers a stream request with one
+   complete response, ~96 KiB of text): client CPU per reply, from the
+   request to the last event, vs. bare httpx reading the body and
+   `json.loads` of it, in the same run.
 
 Prints figures only; no assertions. `python benchmarks/bench_client.py [--quick]`
 """
@@ -139,6 +143,23 @@ async def baseline_round(url: str, provider: str, opts: dict, stamped: bool, par
     return cpu, delays, count
 
 
+async def whole_baseline_round(url: str, provider: str, opts: dict) -> float:
+    """Bare httpx: the same request, the whole body read and parsed once."""
+    target, body = raw_request(url, provider, opts)
+    clients = [httpx.AsyncClient(timeout=60) for _ in range(STREAMS)]
+
+    async def one(c: httpx.AsyncClient) -> None:
+        r = await c.post(target, json=body)
+        json.loads(r.content)
+
+    cpu = time.process_time()
+    await asyncio.gather(*(one(c) for c in clients))
+    cpu = time.process_time() - cpu
+    for c in clients:
+        await c.aclose()
+    return cpu
+
+
 # --- main ------------------------------------------------------------------------------------
 
 def main() -> None:
@@ -152,6 +173,7 @@ def main() -> None:
     print(f"bench_client: {STREAMS} concurrent streams, loopback server in its own process")
     paced, paced_url = start_server({"text": "x" * paced_chunks, "chunk_chars": 1, "delay": 0.005, "stamp": True})
     fast, fast_url = start_server({"text": "token " * cpu_chunks, "chunk_chars": 6})
+    whole, whole_url = start_server({"text": "token " * 16_000, "whole": True})
     try:
         print(f"\n1. delivery delay, server write -> event at the consumer ({paced_chunks} deltas/stream, 5 ms apart)")
         print(f"   {'protocol':<13} {'client p50':>11} {'p99':>9} {'max':>9}   {'bare httpx p50':>15} {'p99':>9}"
@@ -178,8 +200,21 @@ def main() -> None:
             o, b, pj = statistics.median(ours), statistics.median(bare), statistics.median(parsed)
             print(f"   {label(provider, opts):<13} {o * 1e3:>7.2f} ms {b * 1e3:>8.2f} ms {o / b:>5.2f}x   "
                   f"{pj * 1e3:>7.2f} ms {o / pj:>5.2f}x")
+
+        print(f"\n3. whole-body replies, client CPU per reply (~96 KiB of text; median of {rounds} rounds)")
+        print(f"   {'protocol':<13} {'client':>10} {'read+json':>10} {'ratio':>6}")
+        for provider, opts in PROTOCOLS:
+            ours, bare = [], []
+            asyncio.run(client_round(whole_url, provider, opts, False))   # warm-up
+            for _ in range(rounds):
+                cpu, _, n = asyncio.run(client_round(whole_url, provider, opts, False))
+                assert n == STREAMS, n
+                ours.append(cpu / STREAMS)
+                bare.append(asyncio.run(whole_baseline_round(whole_url, provider, opts)) / STREAMS)
+            o, b = statistics.median(ours), statistics.median(bare)
+            print(f"   {label(provider, opts):<13} {o * 1e3:>7.2f} ms {b * 1e3:>7.2f} ms {o / b:>5.2f}x")
     finally:
-        for proc in (paced, fast):
+        for proc in (paced, fast, whole):
             proc.kill()
             proc.wait()
 

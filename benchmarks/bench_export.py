@@ -23,8 +23,8 @@ from pathlib import Path
 
 from core.export import FORMATS, export_session
 from core.importing import import_file
+from core.synthetic import synthetic_session, write_synthetic
 from store import Store
-from store.synthetic import synthetic_session, write_synthetic
 
 LINEAR_LIMIT = 4.4   # 20k/5k total-time ratio counted as linear (4.0 ideal)
 QUADRATIC = 8.0      # past this, halfway (in log) to the 16x of a quadratic export: a failure

@@ -10,12 +10,15 @@ Target: large case >= 2x faster than the reference and under 2 s, medium
 under 0.5 s, ratings within ~0.01 points.
 
 Last, the whole report on a store of that size (100,000 votes, 20 models,
-200,000 answers; built in a temp folder with `store.synthetic`, ~25 s):
-`build_report` in this process and `lineup report --json` as a command, each
-the median of 3, against the 2 s target.
+200,000 answers; built in a temp folder with `core.synthetic`, ~25 s):
+`build_report` in this process, and `lineup report --json` as a command with
+this code and with the code of a baseline commit (`--baseline`, default the
+last one before the report's rework; extracted with `git archive`), taking
+turns: medians of 3 of wall and CPU time, their ratio, whether both print
+the same JSON, against the 0.5 s target.
 
     .venv/bin/python benchmarks/bench_ratings.py [--repeat N] [--rounds R] [--quick]
-                                                 [--report-db PATH | --no-report]
+                                                 [--report-db PATH | --no-report] [--baseline REV]
 """
 
 from __future__ import annotations
@@ -147,7 +150,7 @@ def build_report_db(path: Path) -> float:
     """100,000 two-way votes among 20 models (500 sessions of 200 turns, two
     answers per turn), as /tmp/mkbig.py did; returns the seconds it took."""
     from store import Store
-    from store.synthetic import synthetic_session, write_synthetic
+    from core.synthetic import synthetic_session, write_synthetic
 
     models = [f"model-{i:02d}" for i in range(20)]
     rng = random.Random(1)
@@ -160,8 +163,54 @@ def build_report_db(path: Path) -> float:
     return time.perf_counter() - t0
 
 
-def run_report(db: Path, rounds: int, repeat: int = 3) -> tuple[float, float]:
-    """Medians of `build_report` (this process) and of `lineup report --json` (a fresh process)."""
+#: The code the whole report is compared with: the last commit before the report
+#: became a package with its reads in the store (1.4-1.9 s on this machine then).
+BASELINE = "61ebddc"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def baseline_tree(rev: str, dest: Path) -> Path | None:
+    """The files of commit `rev` of this repository under `dest` (git archive),
+    or None when git or the commit is not there (a shallow or exported copy)."""
+    import io
+    import tarfile
+
+    try:
+        out = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", rev],
+                             check=True, capture_output=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    with tarfile.open(fileobj=io.BytesIO(out)) as tar:
+        tar.extractall(dest, filter="data")
+    return dest
+
+
+def _command(db: Path, rounds: int, code: Path | None) -> tuple[float, float, bytes]:
+    """One `lineup report --json` in a fresh process (with the code in `code`
+    first on the path, when given): (wall s, CPU s of the process, its output
+    without `generated_at`)."""
+    import re
+    import resource
+
+    env = dict(os.environ)
+    if code is not None:
+        env["PYTHONPATH"] = str(code)
+    cli = [sys.executable, "-c", "import sys; from lineup.cli import main; sys.exit(main())",
+           "report", "--db", str(db), "--json", "--bootstrap", str(rounds)]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    out = subprocess.run(cli, check=True, capture_output=True, env=env).stdout
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, re.sub(rb'"generated_at": [^,]+,', b"", out, count=1)
+
+
+def run_report(db: Path, rounds: int, repeat: int = 3, baseline: str | None = BASELINE) -> None:
+    """`build_report` in this process, then `lineup report --json` as a
+    command, this code and the baseline's taking turns (medians of `repeat`
+    each, the same machine, the same minutes), their ratio, and whether the
+    two print the same report."""
     from core.report import build_report
     from store import Store
 
@@ -172,14 +221,30 @@ def run_report(db: Path, rounds: int, repeat: int = 3) -> tuple[float, float]:
             report = build_report(store, rounds=rounds, seed=0)
             in_process.append(time.perf_counter() - t0)
     assert report.votes_used == 100_000, report.votes_used
-    cli = [sys.executable, "-c", "import sys; from lineup.cli import main; sys.exit(main())",
-           "report", "--db", str(db), "--json", "--bootstrap", str(rounds)]
-    command = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        subprocess.run(cli, check=True, stdout=subprocess.DEVNULL)
-        command.append(time.perf_counter() - t0)
-    return statistics.median(in_process), statistics.median(command)
+    print(f"whole report: 100,000 votes / 20 models / 200,000 answers / {rounds} rounds")
+    print(f"  build_report (this process)        median {statistics.median(in_process):6.3f} s   (n={repeat})")
+    with tempfile.TemporaryDirectory() as tmp:
+        old_code = baseline_tree(baseline, Path(tmp)) if baseline else None
+        runs: dict[str, list[tuple[float, float, bytes]]] = {"after": [], "before": []}
+        for _ in range(repeat):
+            runs["after"].append(_command(db, rounds, None))
+            if old_code is not None:
+                runs["before"].append(_command(db, rounds, old_code))
+    med = {k: (statistics.median(r[0] for r in v), statistics.median(r[1] for r in v))
+           for k, v in runs.items() if v}
+    wall, cpu = med["after"]
+    if "before" in med:
+        old_wall, old_cpu = med["before"]
+        print(f"  lineup report --json, before ({baseline})  median {old_wall:6.3f} s wall, "
+              f"{old_cpu:6.3f} s CPU   (n={repeat}, a fresh process each)")
+        print(f"  lineup report --json, after             median {wall:6.3f} s wall, {cpu:6.3f} s CPU")
+        print(f"  ratio before/after: {old_wall / wall:.2f}x wall, {old_cpu / cpu:.2f}x CPU")
+        same = all(o == runs["after"][0][2] for o in (r[2] for r in runs["after"] + runs["before"]))
+        print(f"  the same JSON from both (generated_at aside): {'yes' if same else 'NO'}")
+    else:
+        print(f"  lineup report --json   median {wall:6.3f} s wall, {cpu:6.3f} s CPU   (n={repeat}; "
+              f"no baseline: commit {baseline} not found)")
+    print(f"target: the whole command < 0.5 s ({wall:.3f} s: {'met' if wall < 0.5 else 'NOT met'})")
 
 
 def main(argv=None) -> int:
@@ -191,6 +256,8 @@ def main(argv=None) -> int:
     ap.add_argument("--report-db", type=Path, help="an existing 100k-vote store for the whole-report timing "
                                                    "(default: build one in a temp folder)")
     ap.add_argument("--no-report", action="store_true", help="skip the whole-report timing")
+    ap.add_argument("--baseline", default=BASELINE, help=f"commit to compare the whole report with "
+                                                         f"(default {BASELINE}; '' for none)")
     args = ap.parse_args(argv)
     rounds = 100 if args.quick else args.rounds
     results = {
@@ -207,11 +274,7 @@ def main(argv=None) -> int:
             if db is None:
                 db = Path(tmp) / "report.db"
                 print(f"whole report: building a 100,000-vote store ({build_report_db(db):.1f} s)")
-            in_process, command = run_report(db, rounds)
-        print(f"whole report: 100,000 votes / 20 models / 200,000 answers / {rounds} rounds")
-        print(f"  build_report            median {in_process:6.3f} s   (n=3)")
-        print(f"  lineup report --json    median {command:6.3f} s   (n=3, a fresh process each)")
-        print(f"target: the whole report < 2 s ({command:.3f} s: {'met' if command < 2 else 'NOT met'})")
+            run_report(db, rounds, baseline=args.baseline or None)
     return 0
 
 

@@ -19,11 +19,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from core.synthetic import synthetic_session, write_synthetic
 from store import OutputRecord, Store, TurnRecord
 from store.ids import new_ulid
-from store.rows import VOTE_COLS, VOTE_CONTESTANT_COLS, dumps, insert_sql
-from store.schema import vote_contestant_rows
-from store.synthetic import synthetic_session, write_synthetic
+from store.rows import VOTE_COLS, VOTE_CONTESTANT_COLS, dumps, insert_sql, vote_contestant_rows
 
 WORDS = ("alpha beta gamma delta code JSON number list step answer careful parse value result model "
          "token stream chunk latency exact").split()

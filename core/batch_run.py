@@ -34,14 +34,14 @@ import anyio
 from core.cache import cached_answer, request_key
 from core.identity import prompt_texts, tag_self_identification
 from core.runner import Runner, _check_keys, _latest_outputs, _new_output, case_turn_texts
-from core.sessions import Contestant, _key_of, output_from_result
+from core.sessions import Contestant, output_from_result
 from providers.batch import BATCH_PRICE_FACTOR, BatchAPIError, BatchClient, BatchStatus, batch_client
 from providers.events import ChatRequest, Message, StreamResult
 from providers.secrets import scrubber_for
 from store.batches import BatchItem, BatchJob, collect, create_job, jobs, update_job
 from store.ids import new_ulid
-from store.runs import find_cached
 from store.records import OutputRecord, SessionRecord, TurnRecord
+from store.runs import find_cached
 
 #: Seconds between polls of a batch still running (`--poll`).
 DEFAULT_POLL_S = 30.0
@@ -239,8 +239,9 @@ class BatchRunner(Runner):
             never_sent = job.state == "prepared" and not exc.maybe_sent
             if never_sent or exc.kind.value in _REFUSED:
                 # nothing is waiting at the provider (or it refused): the requests failed, the next run retries
-                await self._fail_items(job, c, exc.message)
-                await self.store.call(lambda s: update_job(s, job.id, state="failed", error=exc.message,
+                message = exc.message
+                await self._fail_items(job, c, message)
+                await self.store.call(lambda s: update_job(s, job.id, state="failed", error=message,
                                                            ended=time.time()))
                 return
             raise _Stop(f"batch {job.id} for {c.alias}: {exc.message} (run the same command again to "
@@ -349,7 +350,7 @@ class BatchRunner(Runner):
         base = _new_output(turn, c, item.attempt).model_copy(update={"request_key": item.request_key,
                                                                      "origin": "batch"})
         final = output_from_result(base, result, c.config)
-        keys = tuple(k for k in (_key_of(c.config),) if k)
+        keys = tuple(sorted(set(c.config.secrets())))   # the key and any secret header values
         scrub = scrubber_for(keys).scrub if keys else (lambda x: x)
         final = final.model_copy(update=dict(
             text=scrub(final.text), reasoning=scrub(final.reasoning) if final.reasoning else None,

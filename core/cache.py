@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from providers.catalogue import PROVIDER_DEFAULT_BASE_URL
@@ -38,8 +39,11 @@ _NOT_IN_KEY = {"alias", "api_key_env", "price", "params", "connect_timeout", "re
                "concurrency", "answer_deadline", "max_answer_bytes"}
 
 
-def request_key(cfg: ModelConfig, request: ChatRequest, repeat: int) -> str:
-    """The cache key of one request (hex SHA-256 of canonical JSON)."""
+def request_key(cfg: ModelConfig, request: ChatRequest, repeat: int,
+                tooling: Mapping[str, Any] | None = None) -> str:
+    """The cache key of one request (hex SHA-256 of canonical JSON). `tooling`:
+    a case's tools, scripted results and structured output, which shape the
+    answer of a tool loop beyond its first request."""
     model = cfg.model_dump(mode="json", exclude=_NOT_IN_KEY)
     model["base_url"] = (cfg.base_url or PROVIDER_DEFAULT_BASE_URL.get(cfg.provider) or "").rstrip("/")
     blob: dict[str, Any] = {
@@ -50,6 +54,8 @@ def request_key(cfg: ModelConfig, request: ChatRequest, repeat: int) -> str:
         "params": cfg.params.merged(request.params).model_dump(mode="json", exclude_none=True),
         "repeat": repeat,
     }
+    if tooling:
+        blob["tooling"] = dict(tooling)
     text = json.dumps(blob, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
@@ -63,5 +69,6 @@ def cached_answer(source: OutputRecord, base: OutputRecord) -> OutputRecord:
         chunk_chars=[], input_tokens=source.input_tokens, output_tokens=source.output_tokens,
         tokens_estimated=source.tokens_estimated, reasoning_tokens=source.reasoning_tokens, cost=0.0,
         served_model=source.served_model, system_fingerprint=source.system_fingerprint, origin="cache",
+        trace=source.trace, streamed=source.streamed,
         cached_from=source.cached_from or source.id,
     ))

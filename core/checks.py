@@ -6,6 +6,18 @@ aggregate them.
 
 Answers are untrusted text: checks only read them; `detail` quotes at most a
 short, escaped excerpt.
+
+Some checks read more than the text (`AnswerFacts`): the tool checks read the
+answer's trace (`tool_called`, `tool_not_called`, `max_steps`,
+`tool_args_valid`) and `structured_output`, added to every case with a
+`response_format`, reads its schema; its outcome also records the failure
+modes found (`extra`), which the report counts.
+
+Why this file is past 600 lines: every check is a spec model (validated when
+a set loads) and a runner next to it, and the loader, the runner, re-runs
+and the report all read the one `Check` union and `CHECK_TYPES` defined
+here; what stands apart (the tool loop, the structured-output table) has its
+own module (`core.tools`, `core.structured`).
 """
 
 from __future__ import annotations
@@ -13,11 +25,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from core.text import escape_controls
+from core.tools import StructuredOutput, ToolScript, arguments_match, compact, schema_problem
+from store.records import AnswerTrace, TraceCall
 
 _REGEX_FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "x": re.VERBOSE}
 
@@ -53,13 +68,9 @@ class JsonSchemaCheck(_Check):
     @field_validator("schema_")
     @classmethod
     def _schema_is_valid(cls, value: dict[str, Any]) -> dict[str, Any]:
-        import jsonschema
-
-        try:
-            jsonschema.validators.validator_for(value).check_schema(value)
-        except jsonschema.SchemaError as exc:
-            where = "/".join(str(p) for p in exc.path) or "(root)"
-            raise ValueError(f"invalid JSON schema at {where}: {exc.message}") from None
+        problem = schema_problem(value)
+        if problem:
+            raise ValueError(problem)
         return value
 
 
@@ -184,10 +195,67 @@ class RequiredFieldsCheck(_Check):
         return fields
 
 
+def _valid_schema(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    if value is not None:
+        problem = schema_problem(value)
+        if problem:
+            raise ValueError(problem)
+    return value
+
+
+class ToolCalledCheck(_Check):
+    """Some call (at least `min_times` calls) to `tool` whose arguments equal
+    `arguments` (each one given) and validate against `arguments_schema`."""
+
+    type: Literal["tool_called"] = "tool_called"
+    tool: str = Field(min_length=1)
+    arguments: dict[str, Any] | None = None
+    arguments_schema: dict[str, Any] | None = None
+    min_times: int = Field(default=1, ge=1)
+
+    @field_validator("arguments_schema")
+    @classmethod
+    def _schema_ok(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        return _valid_schema(value)
+
+
+class ToolNotCalledCheck(_Check):
+    """No call to `tool`; without `tool`, no call at all (the model answered without tools)."""
+
+    type: Literal["tool_not_called"] = "tool_not_called"
+    tool: str | None = None
+
+
+class MaxStepsCheck(_Check):
+    """The answer took at most `limit` requests (steps of its tool loop)."""
+
+    type: Literal["max_steps"] = "max_steps"
+    limit: int = Field(ge=1)
+
+
+class ToolArgsValidCheck(_Check):
+    """Every call names a declared tool and its arguments validate against
+    that tool's parameters schema (an answer without calls passes)."""
+
+    type: Literal["tool_args_valid"] = "tool_args_valid"
+
+
+class StructuredOutputCheck(_Check):
+    """The answer is JSON valid against the case's `response_format` schema.
+    Score: field completeness (the share of the schema's required fields
+    present, nested ones too; all its properties when none is required).
+    Its outcome records the failure modes (`invalid_json`, `missing_field`,
+    `wrong_type`, `other`) and how the output was asked for. Added to every
+    case with a `response_format`."""
+
+    type: Literal["structured_output"] = "structured_output"
+
+
 Check = Annotated[
     Union[
         ValidJsonCheck, JsonSchemaCheck, RegexCheck, ContainsCheck, NotContainsCheck,
         MaxWordsCheck, MinWordsCheck, MaxCharsCheck, MinCharsCheck, RequiredFieldsCheck,
+        ToolCalledCheck, ToolNotCalledCheck, MaxStepsCheck, ToolArgsValidCheck, StructuredOutputCheck,
     ],
     Field(discriminator="type"),
 ]
@@ -195,7 +263,30 @@ Check = Annotated[
 CHECK_TYPES: tuple[str, ...] = (
     "valid_json", "json_schema", "regex", "contains", "not_contains",
     "max_words", "min_words", "max_chars", "min_chars", "required_fields",
+    "tool_called", "tool_not_called", "max_steps", "tool_args_valid", "structured_output",
 )
+#: Checks that read an answer's tool trace (a case must declare tools to use them).
+TOOL_CHECK_TYPES = frozenset({"tool_called", "tool_not_called", "max_steps", "tool_args_valid"})
+#: The failure modes of structured output, as the report lists them.
+STRUCTURED_FAILURES = ("invalid_json", "missing_field", "wrong_type", "other")
+
+
+@dataclass(frozen=True)
+class AnswerFacts:
+    """What some checks read besides an answer's text: its trace, the
+    case's tools and its structured-output request."""
+
+    trace: AnswerTrace | None = None
+    script: ToolScript | None = None
+    structured: StructuredOutput | None = None
+
+    @property
+    def calls(self) -> list[TraceCall]:
+        return self.trace.calls if self.trace is not None else []
+
+    @property
+    def steps(self) -> int:
+        return len(self.trace.steps) if self.trace is not None else 1
 
 
 class CheckOutcome(BaseModel):
@@ -208,6 +299,8 @@ class CheckOutcome(BaseModel):
     passed: bool
     score: float = Field(ge=0.0, le=1.0)
     detail: str
+    extra: dict[str, Any] = Field(default_factory=dict, description="figures recorded with the result "
+                                  "(structured_output: failures, structured)")
 
 
 # ---------------------------------------------------------------- JSON extraction
@@ -264,12 +357,17 @@ def _excerpt(text: str, limit: int = 60) -> str:
     return '"' + escape_controls(cut, keep_newlines=False) + '"'
 
 
-def run_check(check: Any, answer: str) -> CheckOutcome:
-    """Run one check (a spec model from this module) on an answer. A check
-    that cannot run on this answer (JSON nested beyond the parser's depth, any
-    other fault) fails with the reason: one answer never stops a run."""
+def run_check(check: Any, answer: str, facts: AnswerFacts | None = None) -> CheckOutcome:
+    """Run one check (a spec model from this module) on an answer (and the
+    facts some checks read besides its text). A check that cannot run on
+    this answer (JSON nested beyond the parser's depth, any other fault)
+    fails with the reason: one answer never stops a run."""
+    extra: dict[str, Any] = {}
     try:
-        passed, score, detail = _RUNNERS[check.type](check, answer)
+        if check.type in _FACT_RUNNERS:
+            passed, score, detail, extra = _FACT_RUNNERS[check.type](check, answer, facts or AnswerFacts())
+        else:
+            passed, score, detail = _RUNNERS[check.type](check, answer)
     except RecursionError:
         passed, score, detail = False, 0.0, "nested too deeply to check (beyond the JSON parser's depth limit)"
     except Exception as exc:
@@ -281,17 +379,20 @@ def run_check(check: Any, answer: str) -> CheckOutcome:
         passed=passed,
         score=score,
         detail=detail,
+        extra=extra,
     )
 
 
-def run_checks(case_checks: Sequence[Any], answer_text: str) -> list[CheckOutcome]:
+def run_checks(case_checks: Sequence[Any], answer_text: str, facts: AnswerFacts | None = None) -> list[CheckOutcome]:
     """Every check on the same answer, in order."""
-    return [run_check(c, answer_text) for c in case_checks]
+    return [run_check(c, answer_text, facts) for c in case_checks]
 
 
-def run_case_checks(case_checks: Sequence[Any], answers: Sequence[str]) -> list[CheckOutcome]:
+def run_case_checks(case_checks: Sequence[Any], answers: Sequence[str],
+                    facts: Sequence[AnswerFacts] | None = None) -> list[CheckOutcome]:
     """Checks of a (multi-turn) case: each on the answer its `turn` names
-    (default: the last). A check whose turn has no answer fails with a detail."""
+    (default: the last), with that answer's facts. A check whose turn has no
+    answer fails with a detail."""
     out = []
     for check in case_checks:
         turn = -1 if check.turn is None else check.turn
@@ -303,7 +404,7 @@ def run_case_checks(case_checks: Sequence[Any], answers: Sequence[str]) -> list[
                 passed=False, score=0.0, detail=f"no answer for turn {turn} ({len(answers)} answer(s))",
             ))
             continue
-        out.append(run_check(check, answer))
+        out.append(run_check(check, answer, facts[turn] if facts is not None else None))
     return out
 
 
@@ -316,22 +417,14 @@ def _valid_json(check: ValidJsonCheck, answer: str) -> tuple[bool, float, str]:
 
 
 def _json_schema(check: JsonSchemaCheck, answer: str) -> tuple[bool, float, str]:
-    import jsonschema
-
     try:
         value, where = extract_json(answer)
     except ValueError as exc:
         return False, 0.0, str(exc)
-    validator_cls = jsonschema.validators.validator_for(check.schema_)
-    validator = validator_cls(check.schema_, format_checker=validator_cls.FORMAT_CHECKER)
-    errors = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
-    if not errors:
+    error = _first_error(check.schema_, value)
+    if error is None:
         return True, 1.0, f"matches the schema ({where})"
-    first = errors[0]
-    at = "/".join(str(p) for p in first.absolute_path) or "(root)"
-    more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
-    message = first.message if len(first.message) <= 160 else first.message[:160] + "…"
-    return False, 0.0, f"at {at}: {message}{more}"
+    return False, 0.0, error
 
 
 def _regex(check: RegexCheck, answer: str) -> tuple[bool, float, str]:
@@ -390,7 +483,9 @@ def _lookup(value: Any, parts: list[str]) -> bool:
     head, rest = parts[0], parts[1:]
     if head == "*":
         items = list(value.values()) if isinstance(value, dict) else value if isinstance(value, list) else None
-        return bool(items) and all(_lookup(item, rest) for item in items)
+        if not items:
+            return False
+        return all(_lookup(item, rest) for item in items)
     if isinstance(value, dict):
         child = value.get(head, _MISSING)
     elif isinstance(value, list) and head.lstrip("-").isdigit():
@@ -415,6 +510,146 @@ def _required_fields(check: RequiredFieldsCheck, answer: str) -> tuple[bool, flo
         shown = missing[:8]
         detail += f"; missing {', '.join(shown)}" + (" …" if len(missing) > len(shown) else "")
     return passed, rate, detail
+
+
+# ---------------------------------------------------------------- checks on traces
+
+FactResult = tuple[bool, float, str, dict[str, Any]]
+
+
+def _validator(schema: dict[str, Any]) -> Any:
+    import jsonschema
+
+    cls = jsonschema.validators.validator_for(schema)
+    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+
+
+def _first_error(schema: dict[str, Any], value: Any) -> str | None:
+    errors = sorted(_validator(schema).iter_errors(value), key=lambda e: list(e.absolute_path))
+    if not errors:
+        return None
+    first = errors[0]
+    at = "/".join(str(p) for p in first.absolute_path) or "(root)"
+    message = first.message if len(first.message) <= 160 else first.message[:160] + "…"
+    return f"at {at}: {message}" + (f" (+{len(errors) - 1} more)" if len(errors) > 1 else "")
+
+
+def _shown_call(call: TraceCall) -> str:
+    return escape_controls(f"{call.name}({compact(call.arguments, 80)})", keep_newlines=False)
+
+
+def _tool_called(check: ToolCalledCheck, _answer: str, facts: AnswerFacts) -> FactResult:
+    named = [c for c in facts.calls if c.name == check.tool]
+    if not named:
+        made = ", ".join(sorted({c.name for c in facts.calls})) or "none"
+        return False, 0.0, f"no call to {check.tool!r} (calls made: {escape_controls(made, keep_newlines=False)})", {}
+    matching = []
+    why = None
+    for call in named:
+        if check.arguments is not None and not arguments_match(check.arguments, call.arguments):
+            why = why or f"arguments differ: {_shown_call(call)}"
+            continue
+        if check.arguments_schema is not None:
+            error = _first_error(check.arguments_schema, call.arguments)
+            if error:
+                why = why or f"arguments do not match the schema {error}"
+                continue
+        matching.append(call)
+    if len(matching) >= check.min_times:
+        return True, 1.0, f"{len(matching)} matching call(s) to {check.tool!r}", {}
+    if matching:
+        return False, 0.0, f"{len(matching)} matching call(s) to {check.tool!r}, {check.min_times} needed", {}
+    return False, 0.0, f"{len(named)} call(s) to {check.tool!r}, none matching ({why})", {}
+
+
+def _tool_not_called(check: ToolNotCalledCheck, _answer: str, facts: AnswerFacts) -> FactResult:
+    calls = [c for c in facts.calls if check.tool is None or c.name == check.tool]
+    if not calls:
+        return True, 1.0, "no call to " + (repr(check.tool) if check.tool else "any tool"), {}
+    return False, 0.0, f"{len(calls)} call(s), first {_shown_call(calls[0])}", {}
+
+
+def _max_steps(check: MaxStepsCheck, _answer: str, facts: AnswerFacts) -> FactResult:
+    n = facts.steps
+    ok = n <= check.limit
+    stopped = " (stopped at the step limit)" if facts.trace is not None and facts.trace.stopped == "step_limit" else ""
+    return ok, 1.0 if ok else 0.0, f"{n} step(s) ({'ok' if ok else 'needs'} ≤ {check.limit}){stopped}", {}
+
+
+def _tool_args_valid(_check: ToolArgsValidCheck, _answer: str, facts: AnswerFacts) -> FactResult:
+    calls = facts.calls
+    for call in calls:
+        schema = facts.script.schema_of(call.name) if facts.script is not None else None
+        if schema is None:
+            return False, 0.0, f"call to an undeclared tool: {_shown_call(call)}", {}
+        error = _first_error(schema, call.arguments)
+        if error:
+            return False, 0.0, f"{escape_controls(call.name, keep_newlines=False)}: {error}", {}
+    return True, 1.0, f"{len(calls)} call(s), arguments valid" if calls else "no calls", {}
+
+
+def schema_fields(schema: Any, prefix: str = "") -> list[str]:
+    """The field paths a structured answer should fill: the required
+    properties of each object (all of them where none is required), into
+    nested objects and arrays of objects (`items.*.sku`)."""
+    if not isinstance(schema, dict):
+        return []
+    out: list[str] = []
+    props = schema.get("properties")
+    if isinstance(props, dict) and props:
+        required = schema.get("required")
+        names = [n for n in required if n in props] if isinstance(required, list) and required else list(props)
+        for name in names:
+            path = f"{prefix}{name}"
+            out.append(path)
+            out += schema_fields(props[name], path + ".")
+    items = schema.get("items")
+    if isinstance(items, dict) and prefix:
+        out += schema_fields(items, prefix + "*.")
+    return out
+
+
+def structured_failures(schema: dict[str, Any], value: Any) -> list[str]:
+    """The failure modes of a parsed answer against its schema (empty: valid):
+    `missing_field` (a required property absent), `wrong_type` (a value of the
+    wrong type), `other` (anything else: enum, pattern, range, extra fields)."""
+    found = set()
+    for error in _validator(schema).iter_errors(value):
+        causes = error.context or [error]
+        for cause in causes:
+            found.add({"required": "missing_field", "type": "wrong_type"}.get(str(cause.validator), "other"))
+    return [f for f in STRUCTURED_FAILURES if f in found]
+
+
+def _structured_output(_check: StructuredOutputCheck, answer: str, facts: AnswerFacts) -> FactResult:
+    fmt = facts.structured
+    mode = facts.trace.structured if facts.trace is not None else None
+    extra: dict[str, Any] = {"structured": mode}
+    if fmt is None:
+        return False, 0.0, "the case has no response_format", {**extra, "failures": ["other"]}
+    schema = fmt.schema_
+    try:
+        value, _where = extract_json(answer)
+    except ValueError as exc:
+        return False, 0.0, str(exc), {**extra, "failures": ["invalid_json"]}
+    fields = schema_fields(schema)
+    present = [f for f in fields if _lookup(value, f.split("."))]
+    rate = len(present) / len(fields) if fields else 1.0
+    failures = structured_failures(schema, value)
+    extra["failures"] = failures
+    completeness = f"completeness {rate:.0%} ({len(present)}/{len(fields)})" if fields else "no fields"
+    if not failures:
+        return True, rate, f"valid against the schema; {completeness}", extra
+    return False, rate, f"{', '.join(failures)} ({_first_error(schema, value)}); {completeness}", extra
+
+
+_FACT_RUNNERS: dict[str, Any] = {
+    "tool_called": _tool_called,
+    "tool_not_called": _tool_not_called,
+    "max_steps": _max_steps,
+    "tool_args_valid": _tool_args_valid,
+    "structured_output": _structured_output,
+}
 
 
 _RUNNERS = {

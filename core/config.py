@@ -22,12 +22,31 @@ user config dir; see `default_config_path`)::
     params = { temperature = 0.2 }
     price = { input_per_mtok = 2.5, output_per_mtok = 10.0 }
 
+    [models.azure-4o]          # gateways and enterprise endpoints
+    provider = "openai"
+    model = "gpt-4o"
+    base_url = "https://RESOURCE.openai.azure.com/openai/deployments/DEPLOYMENT"
+    api_key_env = "AZURE_OPENAI_API_KEY"
+    auth = "api-key"           # bearer | x-api-key | api-key | x-goog-api-key | none | { header, scheme }
+    query = { "api-version" = "2024-10-21" }
+    headers = { "X-Org" = "research", "X-Gateway-Key" = { env = "GATEWAY_KEY" } }
+
 Key rules: when ``api_key_env`` is omitted, openai models without their own
 ``base_url`` use ``OPENAI_API_KEY`` and anthropic / gemini models always use
 their vendor's variable; ollama and local OpenAI-compatible servers (own
 ``base_url``) send no key. ``api_key_env = ""`` means "no key" explicitly.
 A literal key written where a variable name belongs, or a key inside a
 ``base_url``, is refused without ever repeating it.
+
+``auth`` says how the key is sent (the protocol's own way when omitted:
+``Authorization: Bearer`` for openai and ollama, ``x-api-key`` for anthropic,
+``x-goog-api-key`` for gemini). ``headers`` adds request headers: a literal
+value for what is not a secret, ``{ env = "NAME" }`` for what is (read when a
+request is built, never stored, scrubbed from text like a key). A literal in a
+header whose name says credential (key, token, secret, auth, password,
+cookie), or one that looks like a key, is refused without repeating it.
+``query`` adds query parameters (``api-version``); a credential there is
+refused (keys go in headers).
 
 Without a file (or a file that defines no models) aliases are autodetected
 from the environment's keys and, when asked, a reachable Ollama; with nothing
@@ -51,12 +70,15 @@ from core.errors import UsageError
 from core.inputs import InputError, read_input, shown_name
 from providers.catalogue import (
     AUTODETECT,
+    CATALOGUE,
+    DEMO_MODEL_NAMES,
     PROVIDER_DEFAULT_BASE_URL,
     PROVIDER_DEFAULT_KEY_ENV,
     PROVIDERS,
+    default_base_url,
 )
 from providers.events import SamplingParams
-from providers.model_config import ModelConfig, Price  # noqa: F401  (Price: part of a model's table)
+from providers.model_config import DEMO_MODELS, ModelConfig, Price  # noqa: F401  (Price: part of a model's table)
 
 OLLAMA_PROBE_TIMEOUT = 0.3
 
@@ -161,18 +183,34 @@ _SECRET_QUERY = re.compile(r"(key|api[_-]?key|apikey|token|access[_-]?token|secr
                            re.IGNORECASE)
 
 
+_TOKEN_RUN = re.compile(r"[A-Za-z0-9+/=_.~-]{32,}")
+_SCHEMES = ("bearer ", "basic ", "token ", "apikey ")
+
+
+def looks_like_secret(value: str) -> bool:
+    """Whether a literal value (a header's, a query parameter's) looks like a
+    key or token: a vendor key prefix or an auth scheme, or a word that mixes
+    cases and digits (20 characters or more) or is a long run of key
+    characters with digits and lower case (32 or more: hex and base64 keys)."""
+    v = value.strip()
+    if v.startswith(_KEY_PREFIXES) or v.lower().startswith(_SCHEMES):
+        return True
+    for word in v.split():
+        has_lower, has_upper = any(c.islower() for c in word), any(c.isupper() for c in word)
+        has_digit = any(c.isdigit() for c in word)
+        if len(word) >= 20 and has_lower and has_upper and has_digit:
+            return True
+        if has_digit and has_lower and _TOKEN_RUN.fullmatch(word):
+            return True
+    return False
+
+
 def looks_like_key(value: str) -> bool:
     """Whether `value` (meant to be a variable *name*) looks like a key itself."""
-    if value.startswith(_KEY_PREFIXES):
-        return True
     if not _ENV_NAME.fullmatch(value):
         return True     # not a variable name at all: treat as a possible secret, never echo
-    if len(value) >= 40:
-        return True
     # variable names are UPPER_SNAKE (sometimes lower); keys mix cases and digits
-    has_lower, has_upper = any(c.islower() for c in value), any(c.isupper() for c in value)
-    has_digit = any(c.isdigit() for c in value)
-    return len(value) >= 20 and has_lower and has_upper and has_digit
+    return len(value) >= 40 or looks_like_secret(value)
 
 
 def url_secrets(url: str) -> list[str]:
@@ -344,6 +382,10 @@ def _tags(raw: Any, problems: list) -> tuple[str, ...]:
     return tuple(out)
 
 
+#: The path each protocol adds to `base_url` (a base_url already ending with it is refused).
+_ROUTE_SUFFIX = {"openai": "/chat/completions", "anthropic": "/v1/messages", "ollama": "/api/chat"}
+
+
 def _model(alias: str, table: Any, problems: list) -> ModelConfig | None:
     where = ("models", alias)
     if not isinstance(table, dict):
@@ -392,7 +434,15 @@ def _model(alias: str, table: Any, problems: list) -> ModelConfig | None:
                 ok = False
             if not ok:
                 problems.append((_join(*where, "base_url"), "must be an http:// or https:// URL with a host"))
+            elif isinstance(provider, str) and provider in _ROUTE_SUFFIX and \
+                    parts.path.rstrip("/").endswith(_ROUTE_SUFFIX[provider]):
+                # a whole endpoint pasted (Azure's portal shows one): lineup adds the route itself
+                problems.append((_join(*where, "base_url"), (
+                    f"ends with {_ROUTE_SUFFIX[provider]}, which lineup adds itself: give the URL without it "
+                    "(and any ?api-version=... as query = { \"api-version\" = \"...\" })")))
                 data.pop("base_url")
+
+    _gateway(data, table, where, problems)
 
     if "params" in data:
         if isinstance(data["params"], dict):
@@ -404,11 +454,9 @@ def _model(alias: str, table: Any, problems: list) -> ModelConfig | None:
             data.pop("params")
 
     if provider == "demo" and isinstance(data.get("model"), str):
-        from providers.demo import DEMO_STYLES
-
-        if data["model"] not in DEMO_STYLES:
+        if data["model"] not in DEMO_MODEL_NAMES:
             problems.append((_join(*where, "model"),
-                             f"unknown demo style {data['model']!r}; expected one of {', '.join(DEMO_STYLES)}"))
+                             f"unknown demo style {data['model']!r}; expected one of {', '.join(DEMO_MODEL_NAMES)}"))
 
     if provider not in PROVIDERS:
         data["provider"] = "demo"   # already reported; a placeholder so the other fields are still checked
@@ -422,12 +470,159 @@ def _model(alias: str, table: Any, problems: list) -> ModelConfig | None:
             data["api_key_env"] = default_key
     if data.get("api_key_env") == "":
         data["api_key_env"] = None
+    auth = data.get("auth")
+    if isinstance(auth, dict) and auth.get("header") is None and "api_key_env" not in table:
+        data["api_key_env"] = None   # auth = "none": the protocol's default key variable is not read
+    elif isinstance(auth, dict) and auth.get("header") is not None and not data.get("api_key_env"):
+        problems.append((_join(*where, "auth"), "says how the key is sent, but this model has no key: set "
+                                                'api_key_env = "VARIABLE" (or remove auth)'))
+    elif data.get("api_key_env") and provider in PROVIDERS:
+        into = auth["header"] if isinstance(auth, dict) else CATALOGUE[provider].auth_header
+        clash = next((h for h in data.get("headers", {}) if h.lower() == into.lower()), None)
+        if clash is not None:
+            problems.append((_join(*where, "headers", clash), f"the key from api_key_env already goes in header "
+                                                              f"{into} (auth): remove one of them"))
     try:
         model = ModelConfig.model_validate({"alias": alias, **data})
     except ValidationError as exc:
         problems.extend(p for p in _validation_problems(exc, where) if p[0] != _join(*where, "alias"))
         return None
     return model if len(problems) == before else None
+
+
+# --------------------------------------------------------------------------- gateways
+
+#: Headers lineup sets itself (the body's type and length, the connection).
+RESERVED_HEADERS = frozenset({"host", "content-length", "content-type", "transfer-encoding", "connection",
+                              "te", "upgrade", "trailer", "keep-alive", "proxy-connection", "content-encoding"})
+_CREDENTIAL_WORDS = frozenset({"key", "apikey", "token", "secret", "password", "passwd", "auth", "authorization",
+                               "cookie", "signature", "sig", "credential", "credentials", "session"})
+
+
+def _credential_header(name: str) -> bool:
+    """Whether a header's name says it carries a credential (one of its words:
+    `X-Api-Key`, `Authorization`, `X-Auth-Token`; not `x-portkey-provider`)."""
+    return any(word in _CREDENTIAL_WORDS for word in re.split(r"[-_.]", name.lower()))
+
+
+def _gateway(data: dict, table: dict, where: tuple[str, ...], problems: list) -> None:
+    """`auth`, `headers` and `query` of a model table: checked with their key
+    paths (a value that is or may be a secret never repeated), put in the
+    shape `ModelConfig` takes; a bad one is reported and dropped."""
+    from providers.model_config import AUTH_PRESETS, HEADER_NAME
+
+    if "auth" in data:
+        auth = data.pop("auth")
+        path = _join(*where, "auth")
+        if isinstance(auth, str):
+            preset = AUTH_PRESETS.get(auth.lower())
+            if preset is None:
+                shown = repr(auth) if len(auth) < 30 and not looks_like_secret(auth) else "this value"
+                problems.append((path, f"unknown auth {shown}; expected one of {', '.join(AUTH_PRESETS)}, or a "
+                                       'table { header = "NAME", scheme = "Bearer" }'))
+            else:
+                data["auth"] = preset.model_dump()
+        elif isinstance(auth, dict):
+            ok = True
+            for k in auth:
+                if k not in ("header", "scheme"):
+                    problems.append((_join(*where, "auth", k), "unknown key (expected header and scheme)"))
+                    ok = False
+            header, scheme = auth.get("header"), auth.get("scheme")
+            if not isinstance(header, str) or not HEADER_NAME.fullmatch(header):
+                problems.append((_join(*where, "auth", "header"), "must be an HTTP header name (letters, digits "
+                                                                  "and -), e.g. \"api-key\""))
+                ok = False
+            elif header.lower() in RESERVED_HEADERS:
+                problems.append((_join(*where, "auth", "header"), f"{header} is set by lineup itself"))
+                ok = False
+            if scheme is not None and not (isinstance(scheme, str) and re.fullmatch(r"[A-Za-z][A-Za-z0-9_.-]{0,30}",
+                                                                                    scheme)):
+                problems.append((_join(*where, "auth", "scheme"), "must be one word, e.g. \"Bearer\" (the key "
+                                                                  "follows it after a space)"))
+                ok = False
+            if ok:
+                data["auth"] = {"header": header, "scheme": scheme}
+        else:
+            problems.append((path, f"must be a string or a table (got {_describe(auth)})"))
+        if isinstance(data.get("auth"), dict) and data["auth"]["header"] is None and table.get("api_key_env"):
+            problems.append((path, 'is "none", which sends no key, but api_key_env names one: remove one of them'))
+
+    if "headers" in data:
+        raw = data.pop("headers")
+        if not isinstance(raw, dict):
+            problems.append((_join(*where, "headers"), f"must be a table of header names (got {_describe(raw)})"))
+        else:
+            data["headers"] = _headers(raw, (*where, "headers"), problems)
+
+    if "query" in data:
+        raw = data.pop("query")
+        if not isinstance(raw, dict):
+            problems.append((_join(*where, "query"), f"must be a table of query parameters (got {_describe(raw)})"))
+        else:
+            query: dict[str, str] = {}
+            for name, value in raw.items():
+                path = _join(*where, "query", name)
+                if _SECRET_QUERY.search(name):
+                    problems.append((path, "looks like a credential (value not shown): keys never go in a URL; "
+                                           "send them in a header (api_key_env with auth, or headers = { NAME = "
+                                           '{ env = "VARIABLE" } })'))
+                elif not isinstance(value, str):
+                    problems.append((path, f"must be a string (got {_describe(value)})"))
+                elif looks_like_secret(value):
+                    problems.append((path, "this looks like a key or token (value not shown): keys never go in a "
+                                           "URL; send them in a header"))
+                elif not value.isprintable() or not name.isprintable():
+                    problems.append((path, "holds a control character"))
+                else:
+                    query[name] = value
+            data["query"] = query
+
+
+def _headers(raw: dict, where: tuple[str, ...], problems: list) -> dict[str, Any]:
+    from providers.model_config import HEADER_NAME
+
+    out: dict[str, Any] = {}
+    seen: dict[str, str] = {}
+    for name, value in raw.items():
+        path = _join(*where, name)
+        if not HEADER_NAME.fullmatch(name):
+            problems.append((path, "not an HTTP header name (letters, digits and - only)"))
+            continue
+        if name.lower() in RESERVED_HEADERS:
+            problems.append((path, f"{name} is set by lineup itself"))
+            continue
+        if name.lower() in seen:
+            problems.append((path, f"given twice (as {seen[name.lower()]} too; header names ignore case)"))
+            continue
+        seen[name.lower()] = name
+        if isinstance(value, dict):
+            extra = [k for k in value if k != "env"]
+            env = value.get("env")
+            if extra:
+                problems.append((_join(*where, name, extra[0]), 'unknown key (expected { env = "VARIABLE" })'))
+            elif not isinstance(env, str) or not env:
+                problems.append((_join(*where, name, "env"), "must be the name of an environment variable"))
+            elif looks_like_key(env):
+                problems.append((_join(*where, name, "env"), "this looks like a secret, not the name of an "
+                                                             "environment variable (value not shown). Put it in "
+                                                             'the environment and write { env = "ITS_NAME" }'))
+            else:
+                out[name] = {"env": env}
+        elif isinstance(value, str):
+            if _credential_header(name):
+                problems.append((path, "a credential header (value not shown): its value never goes in the file; "
+                                       'write { env = "VARIABLE" } and export VARIABLE'))
+            elif looks_like_secret(value):
+                problems.append((path, "this looks like a key or token (value not shown): write "
+                                       '{ env = "VARIABLE" } and export VARIABLE instead'))
+            elif not value.isascii() or not value.isprintable():
+                problems.append((path, "a header value must be printable ASCII (no control characters)"))
+            else:
+                out[name] = value
+        else:
+            problems.append((path, f'must be a string or {{ env = "VARIABLE" }} (got {_describe(value)})'))
+    return out
 
 
 # --------------------------------------------------------------------------- autodetect
@@ -449,8 +644,6 @@ def autodetect(env: Mapping[str, str] = os.environ, *, probe_ollama: bool = Fals
             alias = "ollama/" + name.removesuffix(":latest")
             models.setdefault(alias, ModelConfig(alias=alias, provider="ollama", model=name, base_url=base))
     if not models:
-        from providers.demo import DEMO_MODELS
-
         models = {m.alias: m for m in DEMO_MODELS}
     return Config(models=models, autodetected=True, warnings=tuple(warnings))
 
@@ -460,7 +653,7 @@ def ollama_base_url(env: Mapping[str, str] = os.environ) -> tuple[str, str | Non
     Accepts the forms Ollama itself does: ``host``, ``host:port``, ``http://host:port``."""
     host = env.get("OLLAMA_HOST", "").strip()
     if not host:
-        return PROVIDER_DEFAULT_BASE_URL["ollama"], None
+        return default_base_url("ollama"), None
     if "://" not in host:
         host = "http://" + host
     warning = None
@@ -471,7 +664,7 @@ def ollama_base_url(env: Mapping[str, str] = os.environ) -> tuple[str, str | Non
         hostname = parts.hostname or "localhost"
         port = parts.port or (443 if parts.scheme == "https" else 11434)   # Ollama's own defaults
     except ValueError:
-        return PROVIDER_DEFAULT_BASE_URL["ollama"], "OLLAMA_HOST is not a valid host[:port]; using the default"
+        return default_base_url("ollama"), "OLLAMA_HOST is not a valid host[:port]; using the default"
     if hostname in ("0.0.0.0", "::"):
         hostname = "127.0.0.1"     # a listen-everywhere address; connect locally
     netloc = f"[{hostname}]" if ":" in hostname else hostname
@@ -481,6 +674,8 @@ def ollama_base_url(env: Mapping[str, str] = os.environ) -> tuple[str, str | Non
 def list_ollama_models(base_url: str, timeout: float = OLLAMA_PROBE_TIMEOUT) -> list[str]:
     """Model names from Ollama's GET /api/tags; [] when it is not reachable
     quickly or answers something else."""
+    if not _accepts_connections(base_url, timeout):
+        return []   # nothing listens there (no Ollama: the usual case), known without loading httpx
     import httpx
 
     try:
@@ -494,6 +689,19 @@ def list_ollama_models(base_url: str, timeout: float = OLLAMA_PROBE_TIMEOUT) -> 
     return [n for n in names if isinstance(n, str) and n and n.isprintable()]
 
 
+def _accepts_connections(base_url: str, timeout: float) -> bool:
+    """Whether anything accepts a TCP connection at `base_url`'s host and port."""
+    import socket
+
+    try:
+        parts = urlsplit(base_url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        with socket.create_connection((parts.hostname or "localhost", port), timeout=timeout):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
 # --------------------------------------------------------------------------- use
 
 
@@ -502,8 +710,6 @@ def resolve_models(config: Config, aliases: list[str]) -> list[ModelConfig]:
     ``demo/...`` aliases always resolve, configured or not."""
     if not aliases:
         return list(config.models.values())
-    from providers.demo import DEMO_MODELS
-
     demo = {m.alias: m for m in DEMO_MODELS}
     out: list[ModelConfig] = []
     seen: set[str] = set()
@@ -523,7 +729,9 @@ def resolve_models(config: Config, aliases: list[str]) -> list[ModelConfig]:
 
 
 def missing_key(model: ModelConfig, env: Mapping[str, str] = os.environ) -> str | None:
-    """The name of the key variable `model` needs but `env` lacks, else None."""
-    if model.api_key_env and not env.get(model.api_key_env, "").strip():
-        return model.api_key_env
+    """The name of the first secret variable `model` needs (its key, then its
+    `{ env = ... }` headers) that `env` lacks, else None."""
+    for name in model.secret_envs:
+        if not env.get(name, "").strip():
+            return name
     return None

@@ -10,6 +10,7 @@ by its reader; `lineup gate` exits 3 when the candidate regressed."""
 from __future__ import annotations
 
 import sys
+from typing import TypeVar
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 #: `lineup gate`: the candidate run regressed significantly (CI fails the change).
@@ -20,11 +21,14 @@ EXIT_INTERRUPTED = 130
 EXIT_CLOSED_PIPE = 141
 
 
+_E = TypeVar("_E", bound=BaseException)
+
+
 class UsageError(Exception):
     """Bad usage or bad input: printed as one clear line, exit code 2."""
 
 
-def found_in(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
+def found_in(exc: BaseException, kind: type[_E]) -> _E | None:
     """`exc` if it is a `kind`, or the first `kind` inside an exception group
     (a task group raises its tasks' errors as a group)."""
     if isinstance(exc, kind):

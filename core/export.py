@@ -16,7 +16,8 @@ import io
 from collections.abc import Iterator
 
 from core.text import csv_cell, escape_controls, format_time, json_line, markdown_inline
-from core.votes import output_note, relabel, reveal_state, winner
+from core.tools import trace_lines
+from core.votes import CHOICE_WORDS, output_note, relabel, reveal_state, winner
 from store.records import NON_LABEL_CHOICES, LoadedSession, OutputRecord, VoteRecord
 
 EXPORT_FORMAT = "lineup.output"
@@ -94,7 +95,7 @@ def export_csv(loaded: LoadedSession) -> str:
     s = loaded.session
     reveal = reveal_state(loaded)
     turns = {t.id: (i, t) for i, t in enumerate(loaded.turns)}
-    replaced = {v.supersedes for v in loaded.votes if v.supersedes}
+    current = {v.id for v in loaded.current_votes()}     # neither superseded nor withdrawn
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(CSV_COLUMNS)
@@ -105,7 +106,7 @@ def export_csv(loaded: LoadedSession) -> str:
         models = HIDDEN if hidden else "; ".join(f"{label}={alias}" for label, alias in v.mapping.items())
         row = (s.id, s.kind, pos, turn.case_id if turn else None, turn.category if turn else None,
                turn.user_message if turn else None, v.id, iso(v.created), v.rater, v.choice, chosen, models,
-               " ".join(v.positions), " ".join(v.ranking or []), v.note, int(v.id not in replaced),
+               " ".join(v.positions), " ".join(v.ranking or []), v.note, int(v.id in current),
                v.supersedes, iso(v.revealed_at))
         w.writerow([csv_cell(c) for c in row])
     return buf.getvalue()
@@ -127,12 +128,7 @@ def _vote_line(v: VoteRecord, hidden: bool, label_by_model: dict[str, str]) -> s
         alias = model_by_label.get(label, "?")
         return _line(label) if hidden or alias == label else f"{_line(label)} ({_line(alias)})"
 
-    if v.choice == "tie":
-        what = "tie"
-    elif v.choice in ("both_bad", "all_bad"):
-        what = "all bad" if v.choice == "all_bad" else "both bad"
-    else:
-        what = f"{name(choice)} is better"
+    what = CHOICE_WORDS.get(v.choice, v.choice) if v.choice in NON_LABEL_CHOICES else f"{name(choice)} is better"
     line = f"- **Vote** by {_line(v.rater)} at {iso(v.created)}: {what}"
     if ranking:
         line += "; ranking " + " > ".join(name(x) for x in ranking)
@@ -195,7 +191,21 @@ def export_markdown(loaded: LoadedSession) -> str:
                 # before the reveal an error says its kind and status only (its text may name the model)
                 note = output_note(o, hidden=hidden) or o.status
                 out += [f"_({_line(note)})_", ""]
-            out.append(escape_controls(o.text) if o.text else "_(no text)_")
+            trace = o.trace
+            if trace is not None and trace.more_than_text:
+                previous = None
+                for kind, text in trace_lines(trace):
+                    if hidden and kind == "notice":   # which servers refuse structured output can tell the model
+                        continue
+                    listed = kind in ("call", "result")
+                    if previous is not None and not (listed and previous in ("call", "result")):
+                        out.append("")
+                    # the model's text as Markdown (as any answer); calls, results and notes on one escaped line
+                    out.append(escape_controls(text) if kind == "text" else f"- {_line(text)}" if listed
+                               else f"_{_line(text)}_")
+                    previous = kind
+            else:
+                out.append(escape_controls(o.text) if o.text else "_(no text)_")
             if tags.get(o.id):
                 out += ["", "Tags: " + ", ".join(_line(t) for t in tags[o.id])]
             if checks.get(o.id):

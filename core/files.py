@@ -38,7 +38,8 @@ def _pid_alive(pid: int) -> bool:
 
 def remove_stale_temps(target: Path) -> list[Path]:
     """Remove `.NAME.PID.tmp` files beside `target` whose PID no longer runs."""
-    prefix, removed = f".{target.name}.", []
+    prefix = f".{target.name}."
+    removed: list[Path] = []
     try:
         entries = list(os.scandir(target.parent))
     except OSError:

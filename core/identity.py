@@ -280,11 +280,13 @@ def _claims(text: str, ident: _Identity, *, prompt: bool = False) -> list[SelfId
         hit = _cjk(text, m.end(), ident, by=m.group(0).endswith("由"))
         if hit is not None:
             found.append(SelfIdentification(m.start(), hit[1], hit[0], _key(hit[0])))
-    if ident.acts is not None:
+    if ident.acts is not None and ident.vendors is not None:   # both or neither
         for m in ident.acts.finditer(text):
             if not _reported(text, m.start()):
-                name = ident.vendors.match(text, m.start()).group(0)
-                found.append(SelfIdentification(m.start(), m.end(), name, _key(name)))
+                vendor = ident.vendors.match(text, m.start())
+                if vendor is not None:   # always: `acts` starts with a vendor's name
+                    name = vendor.group(0)
+                    found.append(SelfIdentification(m.start(), m.end(), name, _key(name)))
     return found
 
 
@@ -344,12 +346,20 @@ def _walk(text: str, pos: int, ident: _Identity, *, maker: bool) -> tuple[str, i
 
 
 _SPACE = re.compile(r"\s*")
+
+
+def _run_end(pattern: re.Pattern[str], text: str, pos: int) -> int:
+    """Where a run of `pattern` (a `(...)*` one, which matches anywhere) from `pos` ends."""
+    m = pattern.match(text, pos)
+    return pos if m is None else m.end()
+
+
 _POSSESSIVE = re.compile(r"['’]s\s+([^\W\d_][\w-]*)")
 _COMPOUND = re.compile(r"-[^\W\d_]")
 
 
 def _next_word(text: str, pos: int) -> str:
-    m = _TOKEN.match(text, _SPACE.match(text, pos).end())
+    m = _TOKEN.match(text, _run_end(_SPACE, text, pos))
     return m.group(0).lower() if m else ""
 
 
@@ -359,7 +369,7 @@ def _possessive_model(text: str, pos: int) -> bool:
     if not m or m.group(1).lower() not in MODEL_NOUNS:
         return False
     end = m.end()
-    while (nxt := _WORD.match(text, _SPACE.match(text, end).end())) and nxt.group(0).lower() in MODEL_NOUNS:
+    while (nxt := _WORD.match(text, _run_end(_SPACE, text, end))) and nxt.group(0).lower() in MODEL_NOUNS:
         end = nxt.end()     # "Anthropic's AI assistant"
     return _ends_claim(text, end)   # not "Google's model card"
 
@@ -384,9 +394,9 @@ def _ends_claim(text: str, pos: int) -> bool:
 
 def _cjk(text: str, pos: int, ident: _Identity, *, by: bool) -> tuple[str, int] | None:
     """The same for Chinese, Japanese and Korean, where words are not spaced."""
-    gap = _CJK_GAP.match(text, pos)
+    gap_end = _run_end(_CJK_GAP, text, pos)
     for end in range(pos, min(len(text), pos + 40) + 1):
-        if end > gap.end():
+        if end > gap_end:
             break
         name = ident.names.match(text, end)
         if name is not None and _CJK_NAME_END.match(text, name.end()):

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from core.export import EXPORT_FORMAT, EXPORT_VERSION
 from core.inputs import InputError, decode, loads, open_input, read_input, shown_name, split_lines
-from core.votes import record_problem
+from core.votes import make_votes, record_problem
 from store import bounds
 from store.db import SQLITE_HEADER, Store
 from store.imports import ImportFileError, ImportSummary, merge_database, write_imported
@@ -82,7 +82,8 @@ def _parse_export_line(obj: dict) -> ExportLine:
         problem = record_problem(v)
         if problem:
             raise ValueError(problem)
-    for x in (*line.tags, *line.checks):
+    owned: list[TagRecord | CheckResultRecord] = [*line.tags, *line.checks]
+    for x in owned:
         if x.output_id != line.output.id:
             raise ValueError(f"{x.id} does not belong to output {line.output.id}")
     for r in line.reveals:
@@ -174,10 +175,10 @@ def _arena_records(battles: list[ArenaBattle], source_hash: str, now: float) -> 
                     records.append(OutputRecord(
                         id=derived_ulid(ms, f"{key}:out:{j}:{label}"), session_id=sid, turn_id=turn_id,
                         contestant=model, label=label, status="complete", text=ex[j][1], created=at))
-        records.append(VoteRecord(
-            id=derived_ulid(ms, f"{key}:vote"), session_id=sid, turn_id=turn_id, rater=b.judge or "arena",
-            choice=ARENA_WINNERS[b.winner], mapping={"A": b.model_a, "B": b.model_b}, positions=["A", "B"],
-            created=at, revealed_at=at))
+        assert turn_id is not None   # ex_a or ex_b holds an exchange: the loop made a turn
+        records += make_votes(sid, [turn_id], ARENA_WINNERS[b.winner], mapping={"A": b.model_a, "B": b.model_b},
+                              positions=["A", "B"], rater=b.judge or "arena", revealed=True, now=at,
+                              ids=[derived_ulid(ms, f"{key}:vote")])
     return session, records
 
 
@@ -205,10 +206,10 @@ def import_file(store: Store, path: str | os.PathLike) -> ImportSummary:
             records = len(items)
         else:
             records = 0
-            for lineno, line in split_lines(raw, shown):
-                if isinstance(line, InputError):
-                    raise line
-                text = decode(line, shown, lineno)
+            for lineno, raw_line in split_lines(raw, shown):
+                if isinstance(raw_line, InputError):
+                    raise raw_line
+                text = decode(raw_line, shown, lineno)
                 if not text.strip():
                     continue
                 _classify(loads(text, shown, lineno), ours, arena, f"{shown}:{lineno}")
@@ -221,15 +222,16 @@ def import_file(store: Store, path: str | os.PathLike) -> ImportSummary:
         return summary
     source_hash = hashlib.sha256(
         "\n".join(b.model_dump_json() for b in arena).encode()).hexdigest() if arena else ""
-    sessions, records = [], []
+    sessions: list[SessionRecord] = []
+    rows: list[Any] = []
     for line in ours:
         sessions.append(line.session)
-        records += [line.turn, line.output, *line.votes, *line.tags, *line.checks, *line.reveals]
+        rows += [line.turn, line.output, *line.votes, *line.tags, *line.checks, *line.reveals]
     if arena:
         session, recs = _arena_records(arena, source_hash, time.time())
         sessions.append(session)
-        records += recs
-    summary.added = write_imported(store, sessions, records, str(path))
+        rows += recs
+    summary.added = write_imported(store, sessions, rows, str(path))
     return summary
 
 

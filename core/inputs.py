@@ -30,7 +30,6 @@ import os
 import re
 import stat
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any, BinaryIO
 
 from core.text import one_line
@@ -292,16 +291,3 @@ def loads(text: str, shown: str, line: int | None = None, *, max_depth: int = MA
     if _SURROGATE_ESCAPE.search(text):
         obj = _without_surrogates(obj)
     return obj
-
-
-def read_json_lines(path: str | Path, *, limit: int | None = None) -> Iterator[tuple[int, str, Any]]:
-    """(line number, "FILE:LINE", value) for each non-blank line of a JSONL
-    file, read as `open_input` and `loads` do; the first problem raises."""
-    shown = shown_name(path)
-    with open_input(path, limit=limit) as f:
-        for lineno, raw in lines(f, shown):
-            if isinstance(raw, InputError):
-                raise raw
-            text = decode(raw, shown, lineno)
-            if text.strip():
-                yield lineno, f"{shown}:{lineno}", loads(text, shown, lineno)

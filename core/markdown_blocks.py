@@ -36,7 +36,7 @@ _ITEM_RE = re.compile(r"^ {0,1}(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)")
 class Piece:
     """A unit of text with one rendering: a committed block or the tail."""
 
-    kind: str            # md | code | plain | reasoning | user | note
+    kind: str            # md | code | plain | reasoning | user | note | tool
     text: str
     gap: bool = True     # a blank line before it
     lang: str = ""       # code: lexer name

@@ -2,7 +2,9 @@
 
 Why a module of its own: the statistics must be checkable without a database
 or a UI, so this file is pure numpy. `core.report` feeds it votes from the
-store; the tests and `benchmarks/bench_ratings.py` feed it arrays.
+store; the tests and `benchmarks/bench_ratings.py` feed it arrays. Its
+results (`ModelRating`, `Gap`) are pydantic models because the report's JSON
+carries them as they are: one definition of a rating line, not two.
 
 The recipe (FastChat `compute_bt` / `compute_bootstrap_bt`):
 - every vote becomes pairwise outcomes (`decompose_vote`);
@@ -43,9 +45,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
 
 import numpy as np
+from pydantic import BaseModel, Field
 
 # What a vote means, its pairwise outcomes included, is decided in one place.
 from core.votes import TIE_CHOICES, Battle, decompose_vote  # noqa: F401  (re-exported)
@@ -64,8 +66,8 @@ MIN_VOTES_TO_RANK = 10
 MIN_GAP = 1.0
 MAX_VOTE_MULTIPLE = 100
 
-Outcome = Literal["a", "b", "tie"]
-_SCORE = {"a": 1.0, "tie": 0.5, "b": 0.0}
+#: The score of model_a in a battle: a win, a tie, a loss.
+OUTCOME_SCORE = {"a": 1.0, "tie": 0.5, "b": 0.0}
 
 
 @dataclass(frozen=True)
@@ -103,7 +105,7 @@ class BattleSet:
             for bt in battles:
                 ma.append(bt.model_a)
                 mb.append(bt.model_b)
-                sc.append(_SCORE[bt.outcome])
+                sc.append(OUTCOME_SCORE[bt.outcome])
                 vo.append(k)
             k += 1
         return cls.from_arrays(ma, mb, sc, vo)
@@ -363,9 +365,9 @@ def bootstrap_thetas(bs: BattleSet, rounds: int, seed: int | np.random.Generator
 # --------------------------------------------------------------------------- results
 
 
-@dataclass
-class ModelRating:
-    """One model's line in the table.
+class ModelRating(BaseModel):
+    """One model's line in the table, in the ratings and in the report's JSON
+    (the one definition of a model's rating line).
 
     rating: the (penalised) maximum-likelihood rating, Elo scale, mean 1000
       within its component (over its identified core, see `_identification`).
@@ -394,22 +396,22 @@ class ModelRating:
     rating: float
     ci_low: float | None
     ci_high: float | None
-    rank_low: int | None
+    rank_low: int | None = Field(description="None when not ranked")
     rank_high: int | None
     votes: int
     wins: int
     ties: int
     losses: int
-    component: int
-    group: int
+    component: int = 0
+    group: int = 0
     open_low: bool = False
     open_high: bool = False
-    notes: list[str] = field(default_factory=list)
-    ranked: bool = True
+    notes: list[str] = Field(default_factory=list)
+    ranked: bool = Field(default=True, description=f"at least {MIN_VOTES_TO_RANK} votes; fewer: listed "
+                                                   "after the ranked models, with no rank")
 
 
-@dataclass
-class Gap:
+class Gap(BaseModel):
     """Models next to each other in the table (ranked ones by rating, then
     those with too few votes to rank), within a component, and how far apart
     they are: `upper` is the one rated higher, `gap` >= 0.
@@ -431,7 +433,9 @@ class Gap:
     lower: str
     gap: float
     separated: bool
-    more_votes: int | None
+    more_votes: int | None = Field(description="rough number of further votes, in the same mix, "
+                                               "that would separate the two at the current gap; None: "
+                                               "not enough votes to say")
 
 
 @dataclass
@@ -725,12 +729,13 @@ def rate(bs: BattleSet, *, rounds: int = DEFAULT_ROUNDS, seed: int | None = 0,
                 more = 0
             elif d >= MIN_GAP and math.isfinite(h) and (h / d) ** 2 <= MAX_VOTE_MULTIPLE:
                 more = int(math.ceil(comp_votes * max((h / d) ** 2 - 1.0, 0.0)))
-            gaps.append(Gap(bs.models[up], bs.models[dn], d, separated, more))
+            gaps.append(Gap(upper=bs.models[up], lower=bs.models[dn], gap=d, separated=separated,
+                            more_votes=more))
     # renumber groups in the order of the table
     order: dict[int, int] = {}
     for mr in models:
         order.setdefault(mr.group, len(order))
-    groups = [groups[g] for g in sorted(order, key=order.get)]
+    groups = [groups[g] for g in sorted(order, key=order.__getitem__)]
     for mr in models:
         mr.group = order[mr.group]
     groups = [sorted(g, key=lambda name: next(i for i, m in enumerate(models) if m.name == name))
@@ -747,3 +752,15 @@ def rate(bs: BattleSet, *, rounds: int = DEFAULT_ROUNDS, seed: int | None = 0,
                         "kept finite by the prior, with open intervals")
     return RatingResult(models, groups, gaps, components, bs.n_votes, int(bs.a.size),
                         rounds, seed, warnings)
+
+
+def wilson_interval(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
+    """The Wilson score 95% interval of k successes in n trials ((0, 1) for none)."""
+    if n == 0:
+        return 0.0, 1.0
+    p = k / n
+    den = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / den
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
+    lo, hi = max(0.0, centre - half), min(1.0, centre + half)
+    return (0.0 if k == 0 else lo), (1.0 if k == n else hi)

@@ -20,6 +20,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -27,13 +28,17 @@ from core.cache import cached_answer, request_key
 from core.errors import store_error_in
 from core.identity import prompt_texts, tag_self_identification
 from core.sessions import LABELS, Contestant, ServerLimits, contestant_record, record_stream
+from core.tools import answer_messages
 from providers.events import ChatRequest, Message, SamplingParams
 from providers.model_config import ModelConfig
 from store import AsyncStore
-from store.runs import find_cached
 from store.db import process_token
 from store.ids import new_ulid
 from store.records import CheckResultRecord, OutputRecord, SessionRecord, TurnRecord
+from store.runs import find_cached
+
+if TYPE_CHECKING:
+    from core.sampleset import SampleSet
 
 
 @dataclass
@@ -129,7 +134,7 @@ class Runner:
         self.canary = canary
         self.on_progress = on_progress
         self.owner = process_token()
-        self.progress: RunProgress | None = None
+        self.progress: RunProgress | None = None   # set by `run` before any unit starts
         self._contestants: list[Contestant] = []
 
     # ----- session --------------------------------------------------------
@@ -209,8 +214,9 @@ class Runner:
                     tallies[c.alias].planned += 1
                     answers = [outputs.get((t.id, c.alias)) if (t := turns.get((case.id, r, k))) else None
                                for k in range(n_turns)]
-                    done = all(a is not None and a.status == "complete" for a in answers)
-                    if done and _checks_missing(case, answers, checks):
+                    complete = [a for a in answers if a is not None and a.status == "complete"]
+                    done = len(complete) == n_turns
+                    if done and _checks_missing(case, complete, checks):
                         done = False   # the answers are kept; only the checks run again
                     if done:
                         tallies[c.alias].done += 1
@@ -224,6 +230,12 @@ class Runner:
         self._emit()
         return session, work
 
+    def _running(self) -> RunProgress:
+        """The progress of the run in flight."""
+        if self.progress is None:
+            raise RuntimeError("the run has not started")
+        return self.progress
+
     async def _existing(self, session_id: str):
         loaded = await self.store.load_session(session_id)
         turns = {(t.case_id, t.repeat_index, t.follow_up_index): t for t in loaded.turns}
@@ -235,7 +247,7 @@ class Runner:
             turn = self._turns.get((case.id, repeat, k))
             if turn is None:
                 turn = await self.store.ensure_turn(TurnRecord(
-                    id=new_ulid(), session_id=self.progress.session_id, position=0,
+                    id=new_ulid(), session_id=self._running().session_id, position=0,
                     case_id=case.id, category=case.category, user_message=text,
                     images=[{"path": i.path, "sha256": i.sha256, "mime": i.mime} for i in images],
                     follow_up_index=k, repeat_index=repeat, created=time.time(),
@@ -247,9 +259,10 @@ class Runner:
                     server_limit: AbstractAsyncContextManager) -> None:
         """One unit of work, claimed so that no other process runs it at the
         same time, then read fresh (another process may have done part of it)."""
-        tally = self.progress.tallies[c.alias]
+        progress = self._running()
+        tally = progress.tallies[c.alias]
         async with server_limit, limit:   # the server first: a slot is never held while queued
-            sid = self.progress.session_id
+            sid = progress.session_id
             unit = json.dumps([case.id, repeat, c.alias])
             holder = await self.store.claim_unit(sid, unit, self.owner)
             if holder == "done":
@@ -259,7 +272,7 @@ class Runner:
                 return
             if holder != "mine":
                 tally.elsewhere += 1
-                self.progress.others.add(holder)
+                progress.others.add(holder)
                 self._emit()
                 return
             ok = False
@@ -282,9 +295,10 @@ class Runner:
         """One contestant through one case: the opening request, then each
         scripted follow-up after its previous answer, in its own thread; then
         the case's checks that are not recorded yet. True when all is saved."""
-        tally = self.progress.tallies[c.alias]
+        progress = self._running()
+        tally = progress.tallies[c.alias]
         params = c.params.merged(case.params)
-        rows = await self.store.run_unit(self.progress.session_id, case.id, repeat, c.alias)
+        rows = await self.store.run_unit(progress.session_id, case.id, repeat, c.alias)
         for t in rows[0]:
             self._turns.setdefault((case.id, repeat, t.follow_up_index), t)
         recorded = _latest_outputs(rows[1])
@@ -300,12 +314,13 @@ class Runner:
             turn = await self._turn(case, repeat, k, text, images)
             prev = recorded.get((turn.id, c.alias))
             if prev is not None and prev.status == "complete":
-                history.append(Message(role="assistant", content=prev.text))
+                history.extend(answer_messages(prev))
                 answers.append(prev)
                 continue
             request = ChatRequest(model=c.config.model, messages=tuple(history),
                                   system=case.system or self.system, params=params)
-            key = request_key(c.config, request, repeat)
+            tooling = case.model_dump(mode="json", include=_TOOLING) if case.tools or case.response_format else None
+            key = request_key(c.config, request, repeat, tooling=tooling)
             base = _new_output(turn, c, attempt=(prev.attempt + 1) if prev else 1).model_copy(
                 update={"request_key": key})
             hit = await self.store.call(lambda s: find_cached(s, key)) if self.cache else None
@@ -314,13 +329,14 @@ class Runner:
                 await self.store.call(lambda s: s.finish_output(final))
                 tally.cached += 1
             else:
-                final, result = await record_stream(self.store, c, request, base, contestants=self._contestants)
+                final, result = await record_stream(self.store, c, request, base, contestants=self._contestants,
+                                                    script=case.tool_script(), structured=case.response_format)
             await tag_self_identification(self.store, final, c.config, prompt_texts(history, request.system))
             if final.status != "complete":
                 tally.errors[final.error_kind or final.status] += 1
                 return False
             answers.append(final)
-            history.append(Message(role="assistant", content=final.text))
+            history.extend(answer_messages(final))
             if hit is not None:
                 continue   # no request: nothing to time, nothing spent
             if final.ttft_ms is not None:
@@ -337,12 +353,15 @@ class Runner:
     async def _checks(self, case, answers: list[OutputRecord], recorded: Counter) -> None:
         """Each check of the case on the answer its `turn` names (default: the
         last), except those already recorded (a run that stopped in between)."""
-        from core.checks import run_case_checks
+        from core.checks import AnswerFacts, run_case_checks
 
-        if not case.checks:
+        checks = case.all_checks
+        if not checks:
             return
-        outcomes = run_case_checks(case.checks, [a.text for a in answers])
-        for check, outcome in zip(case.checks, outcomes):
+        script = case.tool_script()
+        facts = [AnswerFacts(trace=a.trace, script=script, structured=case.response_format) for a in answers]
+        outcomes = run_case_checks(checks, [a.text for a in answers], facts)
+        for check, outcome in zip(checks, outcomes):
             target = answers[-1 if check.turn is None else check.turn]
             key = (target.id, outcome.name)
             if recorded[key] > 0:
@@ -350,7 +369,8 @@ class Runner:
                 continue
             await self.store.add_check_result(CheckResultRecord(
                 id=new_ulid(), output_id=target.id, check=outcome.name,
-                spec={**outcome.spec, "score": outcome.score}, passed=outcome.passed, detail=outcome.detail,
+                spec={**outcome.spec, "score": outcome.score, **outcome.extra}, passed=outcome.passed,
+                detail=outcome.detail,
             ))
 
     def _emit(self) -> None:
@@ -394,7 +414,7 @@ def _check_keys(checks) -> Counter:
 
 def _checks_missing(case, answers: list[OutputRecord], recorded: Counter) -> bool:
     """Whether some check of the case has no result on the answer it targets."""
-    want = Counter((answers[-1 if ch.turn is None else ch.turn].id, ch.label) for ch in case.checks
+    want = Counter((answers[-1 if ch.turn is None else ch.turn].id, ch.label) for ch in case.all_checks
                    if -len(answers) <= (-1 if ch.turn is None else ch.turn) < len(answers))
     return any(recorded[key] < n for key, n in want.items())
 
@@ -411,6 +431,9 @@ def _case_extras(cases) -> dict[str, dict]:
             extra["params"] = c.params.model_dump(exclude_none=True)
         if c.messages is not None:
             extra["messages"] = [m.model_dump() for m in c.messages]
+        for name in ("tools", "tool_results", "tool_default", "max_steps", "response_format"):
+            if name in c.model_fields_set:
+                extra[name] = c.model_dump(mode="json", by_alias=True)[name]
         if extra:
             extras[c.id] = extra
     return extras
@@ -432,7 +455,7 @@ def sample_set_from_run(loaded) -> tuple["SampleSet", list[str]]:
         r = first_repeat.setdefault(t.case_id, t.repeat_index or 0)
         if (t.repeat_index or 0) == r:
             by_case.setdefault(t.case_id, []).append(t)
-    outputs_of = {}
+    outputs_of: dict[str, list[OutputRecord]] = {}
     for out in loaded.outputs:
         outputs_of.setdefault(out.turn_id, []).append(out)
     checks_of: dict[str, list] = {}
@@ -445,25 +468,38 @@ def sample_set_from_run(loaded) -> tuple["SampleSet", list[str]]:
         specs: list[dict] = []
         # the checks of one contestant's answers (each check is stored on the answer it targets)
         contestant = next((o.contestant for t in turns for o in outputs_of.get(t.id, ())), None)
+        extra = (session.meta.get("cases") or {}).get(case_id, {})
         for k, t in enumerate(turns):
             mine = [o for o in outputs_of.get(t.id, ()) if o.contestant == contestant]
             best = next((o for o in mine if o.status == "complete"), mine[-1] if mine else None)
             for check in checks_of.get(best.id, ()) if best is not None else ():
-                spec = {key: v for key, v in check.spec.items() if key != "score"}
+                if check.spec.get("type") == "structured_output" and "response_format" in extra:
+                    continue   # implied by the response_format, added again by the case
+                spec = {key: v for key, v in check.spec.items() if key not in _RESULT_KEYS}
                 if k != len(turns) - 1:
                     spec.setdefault("turn", k)
                 specs.append(spec)
         if any(t.images for t in turns):
             lost.append(f"case {case_id}: its images (the record keeps their names, not the files)")
-        extra = (session.meta.get("cases") or {}).get(case_id, {})
         opening = {"messages": extra["messages"]} if "messages" in extra else {"prompt": turns[0].user_message}
+        tooling = {k: extra[k] for k in ("tools", "tool_results", "tool_default", "max_steps", "response_format")
+                   if k in extra}
         cases.append(Case(id=case_id, category=turns[0].category or "uncategorised", **opening,
                           follow_ups=tuple(t.user_message for t in turns[1:]), system=extra.get("system"),
-                          params=extra.get("params"), checks=tuple(specs), reference=references.get(case_id)))
+                          params=extra.get("params"), checks=tuple(specs), reference=references.get(case_id),
+                          **tooling))
     digest = hashlib.sha256(json.dumps([session.id, [c.model_dump(mode="json") for c in cases]],
                                        sort_keys=True).encode()).hexdigest()
     name = session.sample_set_name or session.id
     return SampleSet(name=name, path=f"session {session.id}", sha256=digest, cases=tuple(cases)), lost
+
+
+#: The fields of a case that shape its answer beyond the request: the tools,
+#: their scripted results and the structured output (in its cache key).
+_TOOLING = {"tools", "tool_results", "tool_default", "max_steps", "response_format"}
+
+#: What a recorded check result adds to its check's spec (not part of the spec itself).
+_RESULT_KEYS = frozenset({"score", "failures", "structured"})
 
 
 def _new_output(turn: TurnRecord, c: Contestant, attempt: int) -> OutputRecord:

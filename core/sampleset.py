@@ -25,10 +25,20 @@ from pydantic import (
     model_validator,
 )
 
-from core.checks import CHECK_TYPES, Check
-from core.inputs import InputError, read_input, shown_name, split_lines
+from core.checks import CHECK_TYPES, TOOL_CHECK_TYPES, Check, StructuredOutputCheck
+from core.inputs import InputError, decode, loads, read_input, shown_name, split_lines
 from core.jsonl import json_objects
-from providers.events import ImagePart, Message, SamplingParams
+from core.tools import (
+    DEFAULT_MAX_STEPS,
+    DEFAULT_RESULT,
+    MAX_STEPS_LIMIT,
+    ScriptedResult,
+    StructuredOutput,
+    ToolScript,
+    schema_problem,
+    tool_problems,
+)
+from providers.events import ImagePart, Message, SamplingParams, ToolSpec
 
 MAX_IMAGE_BYTES = 5 * 1024 * 1024
 MAX_ERRORS_SHOWN = 20
@@ -86,6 +96,13 @@ class Case(BaseModel):
     reference: str | None = None
     tags: tuple[str, ...] = ()
     params: SamplingParams | None = Field(default=None, description="sampling overrides for this case")
+    tools: tuple[ToolSpec, ...] = Field(default=(), description="functions the model may call")
+    tool_results: tuple[ScriptedResult, ...] = Field(default=(), description="what calls return, first match wins")
+    tool_default: Any = Field(default_factory=lambda: dict(DEFAULT_RESULT),
+                              description="what a call no entry of tool_results matches returns")
+    max_steps: int = Field(default=DEFAULT_MAX_STEPS, ge=1, le=MAX_STEPS_LIMIT,
+                           description="requests at most in one answer's tool loop")
+    response_format: StructuredOutput | None = Field(default=None, description="native structured output")
 
     @model_validator(mode="before")
     @classmethod
@@ -130,28 +147,64 @@ class Case(BaseModel):
         for i, check in enumerate(self.checks):
             if check.turn is not None and not -self.answer_count <= check.turn < self.answer_count:
                 raise ValueError(f"checks.{i}.turn: {check.turn} is outside the case's {self.answer_count} answer(s)")
+        problems = self._tool_problems()
+        if problems:
+            raise ValueError("\n".join(problems))
         return self
+
+    def _tool_problems(self) -> list[str]:
+        """Tools, scripted results, structured output and the checks on them,
+        as "FIELD: message" lines (each reported on its own line)."""
+        given = self.model_fields_set
+        if not self.tools:
+            problems = [f"{name}: needs 'tools' (the functions it is about)"
+                        for name in ("tool_results", "tool_default", "max_steps") if name in given]
+        else:
+            problems = tool_problems(self.tools, self.tool_results)
+        if self.tools and self.response_format is not None:
+            problems.append("response_format: give either 'tools' or 'response_format', not both")
+        if self.response_format is not None:
+            problem = schema_problem(self.response_format.schema_)
+            if problem:
+                problems.append(f"response_format.schema: {problem}")
+        declared = {t.name for t in self.tools}
+        for i, check in enumerate(self.checks):
+            if check.type in TOOL_CHECK_TYPES and not self.tools:
+                problems.append(f"checks.{i}: a {check.type} check needs 'tools'")
+            tool = getattr(check, "tool", None)
+            if self.tools and tool is not None and tool not in declared:
+                problems.append(f"checks.{i}.tool: {tool!r} is not one of the declared tools "
+                                f"({', '.join(sorted(declared))})")
+            if check.type == "structured_output" and self.response_format is None:
+                problems.append(f"checks.{i}: a structured_output check needs 'response_format'")
+        return problems
+
+    @property
+    def all_checks(self) -> tuple[Check, ...]:
+        """The checks run on the case's answers: its own, and `structured_output`
+        for a case with a `response_format` that does not list it."""
+        if self.response_format is not None and not any(c.type == "structured_output" for c in self.checks):
+            return (*self.checks, StructuredOutputCheck())
+        return self.checks
+
+    def tool_script(self) -> ToolScript | None:
+        """The case's tools and their scripted results, or None without tools."""
+        if not self.tools:
+            return None
+        return ToolScript(tools=self.tools, tool_results=self.tool_results, tool_default=self.tool_default,
+                          max_steps=self.max_steps)
 
     @property
     def answer_count(self) -> int:
         """How many answers a model gives to this case (1 + follow-ups)."""
         return 1 + len(self.follow_ups)
 
-    def user_turns(self) -> list[str]:
-        """The scripted user messages in order: the prompt (or every user
-        message of `messages`), then the follow-ups."""
-        if self.prompt is not None:
-            first = [self.prompt]
-        else:
-            first = [m.content for m in self.messages or () if m.role == "user"]
-        return first + list(self.follow_ups)
-
     def opening_messages(self, images: tuple[ImagePart, ...] = ()) -> tuple[Message, ...]:
         """The history of the first request; `images` ride on its last user message.
         Each follow-up is then sent after the model's answer, as a plain user message."""
         if self.prompt is not None:
             return (Message(role="user", content=self.prompt, images=images),)
-        msgs = [Message(role=m.role, content=m.content) for m in self.messages or ()]  # type: ignore[arg-type]
+        msgs = [Message(role=m.role, content=m.content) for m in self.messages or ()]
         msgs[-1] = Message(role="user", content=msgs[-1].content, images=images)
         return tuple(msgs)
 
@@ -260,9 +313,38 @@ def _validation_problems(where: str, exc: ValidationError) -> list[str]:
         msg = err["msg"]
         if msg.startswith("Value error, "):
             msg = msg[len("Value error, "):]
-        msg = msg[0].lower() + msg[1:] if msg else msg
-        out.append(f"{where}: {field}: {msg}" if field else f"{where}: {msg}")
+        for line in msg.split("\n"):   # a validator that found several problems: one line each
+            line = line[0].lower() + line[1:] if line else line
+            out.append(f"{where}: {field}: {line}" if field else f"{where}: {line}")
     return out
+
+
+def load_tool_script(path: str | Path) -> ToolScript:
+    """A chat's tools file (`lineup chat --tools FILE`): one JSON object with
+    a case's tool fields (`tools`, `tool_results`, `tool_default`,
+    `max_steps`), checked as a case's are; `SampleSetError` lists every
+    problem as `FILE: FIELD: message`."""
+    path = Path(path)
+    shown = shown_name(path)
+    try:
+        data = loads(decode(read_input(path), shown), shown)
+    except InputError as exc:
+        raise SampleSetError([str(exc)]) from None
+    if not isinstance(data, dict):
+        raise SampleSetError([f"{shown}: a tools file must be a JSON object, not {type(data).__name__}"])
+    unknown = sorted(set(data) - {"tools", "tool_results", "tool_default", "max_steps"})
+    if unknown:
+        raise SampleSetError([f"{shown}: {name}: not a field of a tools file (tools, tool_results, "
+                              "tool_default, max_steps)" for name in unknown])
+    if not data.get("tools"):
+        raise SampleSetError([f"{shown}: tools: declare at least one tool"])
+    try:
+        case = Case.model_validate({"id": "tools", "category": "tools", "prompt": "-", **data})
+    except ValidationError as exc:
+        raise SampleSetError(_validation_problems(shown, exc)) from None
+    script = case.tool_script()
+    assert script is not None
+    return script
 
 
 def load_sample_set(path: str | Path) -> SampleSet:

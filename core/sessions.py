@@ -13,6 +13,7 @@ import secrets
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import anyio
 
@@ -20,15 +21,18 @@ from core import votes as votes_core
 from core.config import Config
 from core.errors import store_error_in
 from core.identity import prompt_texts, tag_self_identification
+from core.tools import AnswerLoop, StructuredOutput, ToolScript, answer_messages, build_trace, scrubbed_trace
 from providers import make_provider
 from providers.base import ChatStream, Provider
 from providers.events import (
     ChatRequest,
     ErrorKind,
+    Finish,
     ImagePart,
     Message,
     Queued,
     ReasoningDelta,
+    Retrying,
     SamplingParams,
     StreamError,
     StreamEvent,
@@ -52,6 +56,8 @@ from store.records import (
 LABELS = "ABCDEFGH"
 MAX_CONTESTANTS = len(LABELS)
 CHECKPOINT_EVERY_S = 1.0
+_Text = TypeVar("_Text", str, str | None)   # a text and its scrubbed form have the same type
+
 
 def default_rater() -> str:
     """Who is voting: LINEUP_RATER, else the login name."""
@@ -156,7 +162,7 @@ def output_from_result(base: OutputRecord, result: StreamResult, cfg: ModelConfi
         ttft_ms=result.ttft_ms, duration_ms=result.duration_ms,
         chunk_ms=list(result.chunk_ms), chunk_chars=list(result.chunk_chars),
         input_tokens=result.input_tokens, output_tokens=tokens, tokens_estimated=estimated,
-        reasoning_tokens=result.reasoning_tokens, cost=cost,
+        reasoning_tokens=result.reasoning_tokens, cost=cost, streamed=result.streamed,
         served_model=result.served_model, system_fingerprint=result.system_fingerprint,
     ))
 
@@ -169,6 +175,8 @@ async def record_stream(
     *,
     contestants: Sequence[Contestant],
     on_update: Callable[[PaneUpdate], None] | None = None,
+    script: ToolScript | None = None,
+    structured: StructuredOutput | None = None,
 ) -> tuple[OutputRecord, StreamResult]:
     """Stream one answer into the store: started, checkpointed about once a
     second, finished with its final status. Error text is stored and reported
@@ -182,19 +190,30 @@ async def record_stream(
     reaches the store or the screen: text is scrubbed of any run of 8 or more
     characters of any key in the session at each checkpoint and at the end; what
     goes to `on_update` passes through `HeldBack`, which holds back an ending
-    that could still grow into the key. Only models with a key pay for this."""
+    that could still grow into the key. Only models with a key pay for this.
+
+    With a tool `script` or `structured` output the answer runs as a tool
+    loop (`core.tools.AnswerLoop`): one stream, one record, its trace saved
+    with it."""
     await store.start_output(base)
     result = StreamResult()
-    stream = contestant.get_provider().stream(request)
+    provider = contestant.get_provider()
+    loop = None
+    if script is not None or structured is not None:
+        loop = AnswerLoop(provider, contestant.config.provider, request, script=script, structured=structured)
+        stream = ChatStream(loop.events())
+    else:
+        stream = provider.stream(request)
     contestant.stream = stream
     index = contestant.position
-    # Every key of the session: an answer may echo a neighbour's key (a shared proxy) as well as its own.
-    keys = tuple(sorted({k for c in (contestant, *contestants) if (k := _key_of(c.config))}))
+    # Every secret of the session (keys and secret header values): an answer may
+    # echo a neighbour's (a shared proxy) as well as its own.
+    keys = tuple(sorted({k for c in (contestant, *contestants) for k in c.config.secrets()}))
     scrubber = scrubber_for(keys) if keys else None
     held = HeldBack(scrubber) if scrubber is not None and on_update is not None else None
     kept = {"text": GrowingText(scrubber), "reasoning": GrowingText(scrubber)} if scrubber is not None else None
 
-    def secret_free(kind: str, text: str | None) -> str | None:
+    def secret_free(kind: str, text: _Text) -> _Text:
         return kept[kind].of(text) if kept is not None and text else text
 
     def emit(event: StreamEvent) -> None:
@@ -247,6 +266,9 @@ async def record_stream(
     finally:
         contestant.stream = None
         final = output_from_result(base, result, contestant.config)
+        if loop is not None or result.multi_step:
+            trace = loop.trace(result) if loop is not None else build_trace(result)
+            final = final.model_copy(update={"trace": trace if scrubber is None else scrubbed_trace(trace, scrubber.scrub)})
         if scrubber is not None:
             final = final.model_copy(update={
                 "text": secret_free("text", final.text), "reasoning": secret_free("reasoning", final.reasoning),
@@ -256,44 +278,40 @@ async def record_stream(
     return final, result
 
 
-def _key_of(cfg: ModelConfig) -> str | None:
-    """The model's key as set in its variable now (None without one)."""
-    key = os.environ.get(cfg.api_key_env, "").strip() if cfg.api_key_env else ""
-    return key if len(key) >= 4 else None
-
-
 def _shown_events(held: HeldBack, event: StreamEvent) -> list[StreamEvent]:
     """What the screen gets for `event`: deltas without any run of the key
     (an ending that may grow into one waits for the next delta); held text is
     let out before a terminal event; messages scrubbed too."""
-    kind = event.type
-    if kind == "text" or kind == "reasoning":
-        out: list[StreamEvent] = []
-        if kind == "text" and held.pending.get("reasoning"):
-            out.append(ReasoningDelta(text=held.flush("reasoning"), t=event.t))
-        shown = held.feed(kind, event.text)
-        if shown:
-            out.append(event.model_copy(update={"text": shown}))
-        return out
-    if kind in ("finish", "error"):
-        out = [ReasoningDelta(text=held.flush("reasoning"), t=event.t)] if held.pending.get("reasoning") else []
-        rest = held.flush("text")
-        if rest:
-            out.append(TextDelta(text=rest, t=event.t))
-        if kind == "error":
-            event = event.model_copy(update={"message": held.scrubber.scrub(event.message)})
-        return [*out, event]
-    if kind == "retrying":
-        return [event.model_copy(update={"message": held.scrubber.scrub(event.message)})]
+    match event:
+        case TextDelta() | ReasoningDelta():
+            kind = "text" if isinstance(event, TextDelta) else "reasoning"
+            out: list[StreamEvent] = []
+            if kind == "text" and held.pending.get("reasoning"):
+                out.append(ReasoningDelta(text=held.flush("reasoning"), t=event.t))
+            shown = held.feed(kind, event.text)
+            if shown:
+                out.append(event.model_copy(update={"text": shown}))
+            return out
+        case Finish() | StreamError():
+            out = [ReasoningDelta(text=held.flush("reasoning"), t=event.t)] if held.pending.get("reasoning") else []
+            rest = held.flush("text")
+            if rest:
+                out.append(TextDelta(text=rest, t=event.t))
+            if isinstance(event, StreamError):
+                event = event.model_copy(update={"message": held.scrubber.scrub(event.message)})
+            return [*out, event]
+        case Retrying():
+            return [event.model_copy(update={"message": held.scrubber.scrub(event.message)})]
     return [event]
 
 
 def _scrub_secrets(text: str, cfg: ModelConfig) -> str:
-    """`text` without the model's key (as set in its variable), any run of 8 or
-    more of its characters, or anything that looks like a key in a header."""
+    """`text` without the model's secrets (its key and secret header values, as
+    set in their variables now), any run of 8 or more of their characters, or
+    anything that looks like a key in a header."""
     from providers.http import scrub
 
-    return scrub(text, _key_of(cfg))
+    return scrub(text, cfg.secrets())
 
 
 class ChatSession:
@@ -303,6 +321,8 @@ class ChatSession:
         self.store = store
         self.record = record
         self.contestants = contestants
+        #: the tools every answer may call, with their scripted results (`lineup chat --tools`)
+        self.script = ToolScript.model_validate(record.meta["tools"]) if record.meta.get("tools") else None
         self.turns: list[TurnRecord] = []
         self.votes: list[VoteRecord] = []
         self.tags: list[TagRecord] = []     # current ones (not removed), automatic ones included
@@ -324,6 +344,7 @@ class ChatSession:
         kind: str = "chat",
         rerun_of: str | None = None,
         label_seed: int | None = None,
+        script: ToolScript | None = None,
     ) -> "ChatSession":
         if not 1 <= len(models) <= MAX_CONTESTANTS:
             raise ValueError(f"a session takes 1 to {MAX_CONTESTANTS} models, not {len(models)}")
@@ -331,7 +352,7 @@ class ChatSession:
         if len(set(aliases)) != len(aliases):
             raise ValueError(f"the same model twice: {', '.join(aliases)}")
         order = list(models)
-        meta: dict = {}
+        meta: dict = {"tools": script.model_dump(mode="json")} if script is not None else {}
         if blind:
             label_seed = secrets.randbits(32) if label_seed is None else label_seed
             random.Random(label_seed).shuffle(order)
@@ -362,12 +383,12 @@ class ChatSession:
         loaded = await store.load_session(session_id)
         rec = loaded.session
         contestants = []
-        for c in sorted(rec.contestants, key=lambda c: c.position):
-            cfg = config.models.get(c.alias)
-            if cfg is None or cfg.provider != c.provider or cfg.model != c.model:
-                cfg = _config_from_record(c, config)
-            contestants.append(Contestant(config=cfg, label=c.label, position=c.position,
-                                          params=SamplingParams(**c.params)))
+        for saved in sorted(rec.contestants, key=lambda c: c.position):
+            cfg = config.models.get(saved.alias)
+            if cfg is None or cfg.provider != saved.provider or cfg.model != saved.model:
+                cfg = _config_from_record(saved, config)
+            contestants.append(Contestant(config=cfg, label=saved.label, position=saved.position,
+                                          params=SamplingParams(**saved.params)))
         session = cls(store, rec, contestants)
         session.turns = list(loaded.turns)
         session.votes = list(loaded.votes)
@@ -384,8 +405,7 @@ class ChatSession:
                         answers[out.contestant] = out
             for alias, out in answers.items():
                 by_alias[alias].last_output = out
-                if out.text:
-                    by_alias[alias].history.append(Message(role="assistant", content=out.text))
+                by_alias[alias].history.extend(answer_messages(out))
         return session
 
     # ----- properties -----------------------------------------------------
@@ -450,7 +470,7 @@ class ChatSession:
         c = self.contestants[index]
         self.cancel(index)
         turn = self.turns[-1]
-        if c.history and c.history[-1].role == "assistant":
+        while c.history and c.history[-1].role != "user":   # the last answer, its tool exchanges too
             c.history.pop()
         attempt = (c.last_output.attempt + 1) if c.last_output and c.last_output.turn_id == turn.id else 1
         await self._answer(c, turn, attempt, on_update)
@@ -471,13 +491,12 @@ class ChatSession:
             return
         try:
             final, _ = await record_stream(self.store, c, request, base, contestants=self.contestants,
-                                           on_update=on_update)
+                                           on_update=on_update, script=self.script)
         finally:
             if limiter is not None:
                 limiter.release()
         c.last_output = final
-        if final.text:
-            c.history.append(Message(role="assistant", content=final.text))
+        c.history.extend(answer_messages(final))
         # blind or not: the tag describes the answer, and any session may be judged blind later (vote queue)
         auto = await tag_self_identification(self.store, final, c.config, prompt_texts(c.history, self.system))
         if auto is not None:
@@ -534,11 +553,6 @@ class ChatSession:
         turn_id = self.turns[-1].id if self.turns else None
         return {c.label: c.last_output if c.last_output is not None and c.last_output.turn_id == turn_id
                 else None for c in self.contestants}
-
-    def vote_warnings(self, choice: str) -> list[votes_core.VoteWarning]:
-        """What to confirm before `choice` is saved (its answer failed, was
-        cancelled or is missing): blind-safe messages, labels only."""
-        return votes_core.answer_warnings(choice, self.answers())
 
     def current_vote(self, rater: str | None = None) -> VoteRecord | None:
         """This rater's vote on the last turn that counts (not replaced, not withdrawn)."""
@@ -652,10 +666,13 @@ def _user_message(turn: TurnRecord) -> Message:
 
 
 def _config_from_record(c: ContestantRecord, config: Config) -> ModelConfig:
-    """A model as it was frozen in a session, reachable again with today's key variable."""
+    """A model as it was frozen in a session, reachable again with today's key
+    variable, auth and headers (none of them is recorded: they may hold or name secrets)."""
     same = next((m for m in config.models.values() if m.provider == c.provider and m.model == c.model), None)
     return ModelConfig(
         alias=c.alias, provider=c.provider, model=c.model, base_url=c.base_url,
         api_key_env=same.api_key_env if same else None,
+        auth=same.auth if same else None, headers=dict(same.headers) if same else {},
+        query=dict(same.query) if same else {},
         params=SamplingParams(**c.params), price=c.price,
     )

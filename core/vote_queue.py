@@ -15,7 +15,7 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from core.votes import (
     LABELS,
@@ -27,6 +27,9 @@ from core.votes import (
 )
 from store.ids import new_ulid
 from store.records import LoadedSession, OutputRecord, RevealRecord, TagRecord, TurnRecord, VoteRecord
+
+if TYPE_CHECKING:
+    from store.writer import AsyncStore
 
 Reveal = Literal["each", "end"]
 Repeats = Literal["separate", "together"]
@@ -74,8 +77,8 @@ def build_items(loaded: LoadedSession, *, rater: str, repeats: str = "separate")
         checks.setdefault(c.output_id, []).append(c)
     references = s.meta.get("references") or {}
     tags: dict[str, list] = {}
-    for t in loaded.tags:
-        tags.setdefault(t.output_id, []).append(t)
+    for tag in loaded.tags:
+        tags.setdefault(tag.output_id, []).append(tag)
     voted = {v.turn_id for v in loaded.current_votes() if v.rater == rater}
     seen = {r.turn_id for r in loaded.reveals if r.rater == rater}   # revealed to them without a vote
     aliases = [c.alias for c in sorted(s.contestants, key=lambda c: c.position)]
@@ -83,7 +86,7 @@ def build_items(loaded: LoadedSession, *, rater: str, repeats: str = "separate")
     groups: dict[tuple, list[TurnRecord]] = {}
     order: list[tuple] = []
     for t in loaded.turns:
-        key = ("case", t.case_id, t.repeat_index) if t.case_id else ("turn", t.id)
+        key: tuple = ("case", t.case_id, t.repeat_index) if t.case_id else ("turn", t.id)
         if key not in groups:
             groups[key] = []
             order.append(key)
@@ -152,7 +155,7 @@ class VoteQueue:
     """State and writes of one pass through the queue. `store` is an
     AsyncStore; `rng` fixes the shuffles (tests), else each is fresh."""
 
-    def __init__(self, store, *, rater: str, session_id: str | None = None, reveal: Reveal = "each",
+    def __init__(self, store: AsyncStore, *, rater: str, session_id: str | None = None, reveal: Reveal = "each",
                  repeats: Repeats = "separate", rng: random.Random | None = None) -> None:
         if reveal not in ("each", "end"):
             raise ValueError(f"reveal is 'each' or 'end', not {reveal!r}")
@@ -212,17 +215,18 @@ class VoteQueue:
     def mapping(self) -> dict[str, str]:
         return dict(zip(self.labels, self.order))
 
-    def answers(self, target: TurnRecord) -> dict[str, OutputRecord | None]:
-        item = self.current
+    def answers(self, item: QueueItem, target: TurnRecord) -> dict[str, OutputRecord | None]:
+        """label -> the answer on screen under it for one turn of `item`."""
         return {label: item.outputs.get((target.id, alias)) for label, alias in self.mapping.items()}
 
     def warnings(self, choice: str) -> list[VoteWarning]:
         """Problems with the answer(s) `choice` picks, over every repeat judged."""
-        if self.current is None:
+        item = self.current
+        if item is None:
             return []
         seen: dict[str, VoteWarning] = {}
-        for target in self.current.targets:
-            for w in answer_warnings(choice, self.answers(target)):
+        for target in item.targets:
+            for w in answer_warnings(choice, self.answers(item, target)):
                 seen.setdefault(w.message, w)
         return list(seen.values())
 
@@ -286,12 +290,17 @@ class VoteQueue:
     @property
     def waiting(self) -> bool:
         """The case on screen still waits for a vote (neither judged nor revealed)."""
-        return self.current is not None and not self.judged and not self.revealed_current
+        return self._waiting_item() is not None
+
+    def _waiting_item(self) -> QueueItem | None:
+        """The case on screen if it still waits for a vote, else None."""
+        return None if self.judged or self.revealed_current else self.current
 
     def skip(self) -> None:
         """The current case goes to the back of the queue."""
-        if self.waiting:
-            self.items.append(self.current)
+        item = self._waiting_item()
+        if item is not None:
+            self.items.append(item)
             self.current = None
 
     async def undo(self) -> Judged | None:
@@ -303,8 +312,9 @@ class VoteQueue:
         for v in last.votes:
             await self.store.retract_vote(v.id)
         self.history.pop()
-        if self.waiting:
-            self.items.insert(0, self.current)
+        waiting = self._waiting_item()
+        if waiting is not None:
+            self.items.insert(0, waiting)
         self.current = None
         self.done -= 1
         self.items.insert(0, last.item)

@@ -11,7 +11,12 @@ goes through these functions, so a vote is read the same way everywhere:
   check for a stored record, which the store applies on every write (the
   record's own rules live beside the record, in `store.records`);
 - attribution: a label means the model the vote's OWN `mapping` says, never the
-  session's labels (the vote queue shuffles labels per case);
+  session's labels (the vote queue shuffles labels per case); the lookup
+  (`label_of`, `model_of`) and the per-model outcome (`outcome`: win / loss /
+  tie / bad) are the record's own rules (`store.records`), so the columns the
+  store derives from a vote (`winner`, `vote_contestant.outcome`) say the same;
+  `verdict` is what a vote says in those terms, so votes shown in different
+  layouts compare;
 - reveal per judged unit: a case (its follow-ups, one repeat) or a chat turn is
   revealed once a vote on it was revealed, once the rater revealed it without
   a vote, or when the whole session was;
@@ -37,17 +42,20 @@ from store.records import (
     LoadedSession,
     OutputRecord,
     VoteError,
+    VoteOutcome,
     VoteRecord,
     check_choice,
+    model_of,
+    outcome_of,
+    shared_outcome,
     unit_key,
 )
+from store.records import label_of  # noqa: F401  (part of this module's API: the mapping lookup is the record's)
 from store.records import vote_problem as record_problem  # noqa: F401  (part of this module's API)
 
 LABELS = "ABCDEFGH"
 TIE_CHOICES = NON_LABEL_CHOICES
 CHOICE_WORDS = {TIE: "a tie", BOTH_BAD: "both bad", ALL_BAD: "all bad"}
-
-VoteKind = Literal["two_way", "pick", "ranking"]
 
 
 # --------------------------------------------------------------------------- kinds
@@ -61,12 +69,6 @@ def bad_choice(n_labels: int) -> str:
 def valid_choices(labels: Sequence[str]) -> list[str]:
     """What a new vote on these labels may choose: a label, tie, or both/all bad."""
     return list(labels) + [TIE, bad_choice(len(labels))]
-
-
-def vote_kind(n_labels: int, ranking: Sequence[str] | None = None) -> VoteKind:
-    if ranking:
-        return "ranking"
-    return "two_way" if n_labels == 2 else "pick"
 
 
 def ranking_missing(ranking: Sequence[str], labels: Sequence[str]) -> list[str]:
@@ -186,12 +188,16 @@ def make_votes(session_id: str, turn_ids: Sequence[str], choice: str, *, mapping
                positions: Sequence[str], ranking: Sequence[str] | None = None, rater: str,
                note: str | None = None, revealed: bool, answers: Mapping[str, OutputRecord | None] | None = None,
                confirm: bool = False, supersedes: Mapping[str, str] | None = None,
-               now: float | None = None) -> list[VoteRecord]:
+               now: float | None = None, ids: Sequence[str] | None = None) -> list[VoteRecord]:
     """The records of one judgement: one vote per judged turn (repeats judged
     together share it), each carrying the label -> model mapping and the
     screen order it was cast on. Raises VoteError for a malformed vote and
     VoteNeedsConfirmation when `answers` show a problem with the pick and
-    `confirm` is not set. The only place new VoteRecords are built."""
+    `confirm` is not set. `ids`, one per turn, when the records' ids are
+    derived from their source (an import, synthetic data); else new ULIDs.
+    The only place new VoteRecords are built (tests build odd ones by hand)."""
+    if ids is not None and len(ids) != len(turn_ids):
+        raise ValueError(f"{len(ids)} ids for {len(turn_ids)} turns")
     labels = list(mapping)
     check_choice(choice, labels, ranking, complete=True)
     if choice in NON_LABEL_CHOICES and choice != TIE and choice != bad_choice(len(labels)):
@@ -205,35 +211,21 @@ def make_votes(session_id: str, turn_ids: Sequence[str], choice: str, *, mapping
     now = time.time() if now is None else now
     supersedes = supersedes or {}
     return [
-        VoteRecord(id=new_ulid(), session_id=session_id, turn_id=turn_id, rater=rater, choice=choice,
-                   ranking=list(ranking) if ranking else None, mapping=dict(mapping), positions=list(positions),
-                   created=now, revealed_at=now if revealed else None, note=note,
+        VoteRecord(id=new_ulid() if ids is None else ids[i], session_id=session_id, turn_id=turn_id, rater=rater,
+                   choice=choice, ranking=list(ranking) if ranking else None, mapping=dict(mapping),
+                   positions=list(positions), created=now, revealed_at=now if revealed else None, note=note,
                    supersedes=supersedes.get(turn_id))
-        for turn_id in turn_ids
+        for i, turn_id in enumerate(turn_ids)
     ]
 
 
 # --------------------------------------------------------------------------- attribution
 
 
-def label_of(mapping: Mapping[str, str], label: str) -> str | None:
-    """The mapping's key for `label` (exact, else the one key equal ignoring
-    case: imported records may differ in case), or None."""
-    if label in mapping:
-        return label
-    folded = [k for k in mapping if k.casefold() == label.casefold()]
-    return folded[0] if len(folded) == 1 else None
-
-
-def model_of(mapping: Mapping[str, str], label: str) -> str | None:
-    """The model a label stood for in this mapping."""
-    key = label_of(mapping, label)
-    return None if key is None else mapping[key]
-
-
 def winner(v: VoteRecord) -> str | None:
-    """The model chosen as best, through the vote's own mapping (None: tie / bad)."""
-    return None if v.choice in NON_LABEL_CHOICES else model_of(v.mapping, v.choice)
+    """The model chosen as best, through the vote's own mapping (None: tie /
+    bad): the record's `winner`, which the store keeps in its `winner` column."""
+    return v.winner
 
 
 def ranking_models(v: VoteRecord) -> list[str] | None:
@@ -279,15 +271,22 @@ def describe(v: VoteRecord, *, revealed: bool, label_by_model: Mapping[str, str]
     return f"{choice} best" + (f" ({model})" if revealed and model is not None else "")
 
 
-def outcome(v: VoteRecord, model: str) -> str | None:
-    """win / loss / tie / bad for one model judged by this vote (None: not judged)."""
-    if model not in v.mapping.values():
-        return None
-    if v.choice == TIE:
-        return "tie"
-    if v.choice in (BOTH_BAD, ALL_BAD):
-        return "bad"
-    return "win" if winner(v) == model else "loss"
+def verdict(choice: str, mapping: Mapping[str, str]) -> str:
+    """What a vote says, wherever its answers were shown: "tie", "bad" (both
+    or all bad) or "win:<model>", the model at the chosen label in the vote's
+    own mapping ("win:None" when the label is not in it). Two votes on the
+    same answers agree when their verdicts are equal (rater consistency).
+    Built on the record's own rules (`store.records.shared_outcome`, `model_of`)."""
+    shared = shared_outcome(choice)
+    return shared if shared is not None else f"win:{model_of(mapping, choice)}"
+
+
+def outcome(v: VoteRecord, model: str) -> VoteOutcome | None:
+    """win / loss / tie / bad for one model judged by this vote (None: not
+    judged): `store.records.outcome_of`, the rule the store's per-contestant
+    rows (`vote_contestant.outcome`) are written with."""
+    label = next((lab for lab, m in v.mapping.items() if m == model), None)
+    return None if label is None else outcome_of(v.choice, v.mapping, label)
 
 
 # --------------------------------------------------------------------------- ratings
@@ -362,9 +361,10 @@ def battles_of(choice: str, ranking: Sequence[str] | None, mapping: Mapping[str,
     if choice in TIE_CHOICES:
         pick = choice
     else:
-        pick = model_of(mapping, choice)
-        if pick is None:
+        model = model_of(mapping, choice)
+        if model is None:
             raise ValueError(f"vote {vote_id}: choice {choice!r} is not one of the labels {sorted(mapping)}")
+        pick = model
     models = None
     if ranking:
         models = []
@@ -374,10 +374,6 @@ def battles_of(choice: str, ranking: Sequence[str] | None, mapping: Mapping[str,
                 raise ValueError(f"vote {vote_id}: ranking label {lab!r} is not in the mapping")
             models.append(model)
     return decompose_vote(models_shown(mapping, positions), pick, models)
-
-
-def vote_battles(v: VoteRecord) -> list[Battle]:
-    return battles_of(v.choice, v.ranking, v.mapping, v.positions, v.id)
 
 
 # --------------------------------------------------------------------------- reveal per judged unit

@@ -93,8 +93,8 @@ def _reliable_stdout() -> None:
     filled, the reader left half way) as done and drops the rest without a
     word. Put a buffered layer between them, flushed at each line: it writes
     everything or raises."""
-    out = sys.stdout
-    if out is not sys.__stdout__ or not isinstance(getattr(out, "buffer", None), io.FileIO):
+    out = sys.__stdout__
+    if out is None or sys.stdout is not out or not isinstance(getattr(out, "buffer", None), io.FileIO):
         return
     try:
         sys.stdout = io.TextIOWrapper(io.BufferedWriter(out.buffer), encoding=out.encoding, errors=out.errors,

@@ -18,12 +18,13 @@ def run_app(db, config, **options) -> int:
             from core.errors import UsageError
 
             raise UsageError(str(exc)) from None
-        if store.store.readonly and "replay" not in options:
+        opened = store.store   # set by `open`
+        if opened is not None and opened.readonly and "replay" not in options:
             # chat and vote record as they go: refuse now, not at the first vote
             await store.aclose()
             from core.errors import UsageError
 
-            raise UsageError(f"{store.store.path} is read-only: nothing could be recorded there "
+            raise UsageError(f"{opened.path} is read-only: nothing could be recorded there "
                              "(lineup replay, report, sessions and export still work)")
         try:
             app = LineupApp(store, config, **options)

@@ -10,9 +10,10 @@ from collections.abc import AsyncIterator
 
 import anyio
 
-from providers.events import ChatRequest, ErrorKind, StreamError, StreamEvent
+from providers.events import ChatRequest, ErrorKind, Finish, StreamError, StreamEvent
 
-TERMINAL = ("finish", "error")
+#: The event classes that end a stream (exactly one per stream).
+TERMINAL = (Finish, StreamError)
 
 
 class ChatStream:
@@ -52,7 +53,7 @@ class ChatStream:
             return await self._finish_cancelled()
         task = _current_asyncio_task()
         event = await (self._step_asyncio(task) if task is not None else self._step_anyio())
-        if self._cancel_requested and (event is None or event.type not in TERMINAL):
+        if self._cancel_requested and (event is None or not isinstance(event, TERMINAL)):
             return await self._finish_cancelled()
         if event is None:
             # A provider generator that ended without a terminal event is a bug
@@ -60,7 +61,7 @@ class ChatStream:
             self._done = True
             return StreamError(kind=ErrorKind.truncated, message="stream ended without a terminal event",
                                t=time.perf_counter())
-        if event.type in TERMINAL:
+        if isinstance(event, TERMINAL):
             self._done = True
             await self.aclose()
         return event
@@ -119,8 +120,6 @@ class Provider(ABC):
     #: True when the provider's answers are synthetic (demo): they are marked
     #: in every record and left out of ratings unless asked for.
     is_demo: bool = False
-    #: Whether user messages may carry images for this provider.
-    accepts_images: bool = True
 
     def stream(self, request: ChatRequest) -> ChatStream:
         return ChatStream(self.events(request))

@@ -44,17 +44,11 @@ from providers import make_provider
 from providers.events import (
     ChatRequest,
     ErrorKind,
-    Finish,
-    ReasoningDelta,
     StreamError,
     StreamEvent,
-    TextDelta,
-    ToolCall,
-    UsageReport,
 )
 from providers.http import HttpProvider, error_message_from_body, kind_for_status, scrub, short
 from providers.model_config import ModelConfig
-from providers.sse import DecodeError
 
 #: The providers whose batch API lineup speaks.
 BATCH_PROVIDERS = ("openai", "anthropic")
@@ -132,8 +126,9 @@ class BatchClient(ABC):
             raise BatchAPIError(ErrorKind.config, problem, maybe_sent=False)
         return key
 
-    @abstractmethod
-    def auth_headers(self, key: str | None) -> dict[str, str]: ...
+    def protocol_headers(self) -> dict[str, str]:
+        """Headers the batch API wants besides the credentials."""
+        return {}
 
     def body(self, request: ChatRequest, key: str | None) -> dict[str, Any]:
         """The protocol's request body for `request`, not streamed."""
@@ -145,8 +140,12 @@ class BatchClient(ABC):
     async def call(self, method: str, url: str, *, json_body: Any = None, files: Any = None,
                    data: Any = None, limit: int = 64 * 1024 * 1024) -> bytes:
         """One API call; the body (at most `limit` bytes) or `BatchAPIError`."""
-        key = self.key()
-        headers = {**self.auth_headers(key), "user-agent": "lineup"}
+        # the model's own auth and headers (`auth`, `headers` in the config), as its streamed requests send them
+        cred, secrets, problem = self.provider.credentials(self.key())
+        if problem:
+            raise BatchAPIError(ErrorKind.config, problem, maybe_sent=False)
+        key = secrets
+        headers = {**cred, **self.protocol_headers(), "user-agent": "lineup"}
         content = None
         if json_body is not None:
             content = json.dumps(json_body, ensure_ascii=False, allow_nan=False).encode()
@@ -242,9 +241,6 @@ _OPENAI_STATES: dict[str, BatchState] = {"completed": "ended", "failed": "failed
 class OpenAIBatch(BatchClient):
     ENDPOINT = "/v1/chat/completions"
 
-    def auth_headers(self, key: str | None) -> dict[str, str]:
-        return {"authorization": f"Bearer {key}"} if key else {}
-
     def jsonl(self, items: Sequence[tuple[str, ChatRequest]], key: str | None) -> bytes:
         return b"".join(json.dumps({"custom_id": cid, "method": "POST", "url": self.ENDPOINT,
                                     "body": self.body(req, key)}, ensure_ascii=False,
@@ -318,27 +314,21 @@ class OpenAIBatch(BatchClient):
             return [_error(kind_for_status(http, text), f"HTTP {http}: {error_message_from_body(text)}", http)]
         from providers.openai import OpenAIParser
 
-        parser = OpenAIParser()
-        parser.start("application/json")     # one whole chat.completion, as a non-streaming server sends it
-        t = time.perf_counter()
+        # one whole chat.completion, read as a gateway's whole reply to a stream request is
         try:
-            events = parser.feed(json.dumps(body).encode(), t) + parser.end(t)
-        except (DecodeError, ValueError, TypeError, AttributeError, KeyError) as exc:
+            return OpenAIParser().whole_events(body, time.perf_counter())
+        except (ValueError, TypeError, AttributeError, KeyError) as exc:
             return [_error(ErrorKind.bad_response, f"an unreadable chat.completion ({short(str(exc), 120)})")]
-        return events
 
 
 # --------------------------------------------------------------------------- Anthropic
 
 
 class AnthropicBatch(BatchClient):
-    def auth_headers(self, key: str | None) -> dict[str, str]:
+    def protocol_headers(self) -> dict[str, str]:
         from providers.anthropic import ANTHROPIC_VERSION
 
-        headers = {"anthropic-version": ANTHROPIC_VERSION}
-        if key:
-            headers["x-api-key"] = key
-        return headers
+        return {"anthropic-version": ANTHROPIC_VERSION}
 
     async def submit(self, items: Sequence[tuple[str, ChatRequest]], tag: str,
                      input_file_id: str | None = None) -> tuple[str, str | None]:
@@ -370,7 +360,12 @@ class AnthropicBatch(BatchClient):
             return [_error(ErrorKind.bad_response, "a result line without a result")]
         rtype = result.get("type")
         if rtype == "succeeded" and isinstance(result.get("message"), dict):
-            return message_events(result["message"], time.perf_counter())
+            from providers.anthropic import AnthropicParser
+
+            try:
+                return AnthropicParser().whole_events(result["message"], time.perf_counter())
+            except (ValueError, TypeError, AttributeError, KeyError) as exc:
+                return [_error(ErrorKind.bad_response, f"an unreadable message ({short(str(exc), 120)})")]
         if rtype == "errored":
             err = _dict(_dict(result.get("error")).get("error"))
             etype = str(err.get("type") or "api_error")
@@ -383,37 +378,6 @@ class AnthropicBatch(BatchClient):
         if rtype == "canceled":
             return [_error(ErrorKind.cancelled, "the batch was cancelled before this request ran")]
         return [_error(ErrorKind.bad_response, f"an unknown result type {short(str(rtype), 40)!r}")]
-
-
-def message_events(msg: dict[str, Any], t: float) -> list[StreamEvent]:
-    """A complete (non-streamed) Anthropic `message` as one answer's events.
-    (Issue 19 gives the Anthropic parser a `whole` reader of the same body;
-    once it is in, this is that.)"""
-    from providers.anthropic import AnthropicParser
-
-    out: list[StreamEvent] = []
-    AnthropicParser().served(out, msg.get("model"))
-    for block in msg.get("content") or ():
-        if not isinstance(block, dict):
-            continue
-        btype = block.get("type")
-        if btype == "text" and block.get("text"):
-            out.append(TextDelta(text=str(block["text"]), t=t))
-        elif btype == "thinking" and block.get("thinking"):
-            out.append(ReasoningDelta(text=str(block["thinking"]), t=t))
-        elif btype == "tool_use":
-            out.append(ToolCall(id=block.get("id"), name=str(block.get("name") or ""),
-                                arguments=block.get("input") or {}))
-    usage = _dict(msg.get("usage"))
-    if usage:
-        out.append(UsageReport(input_tokens=_count(usage.get("input_tokens")) if "input_tokens" in usage else None,
-                               output_tokens=_count(usage.get("output_tokens")) if "output_tokens" in usage else None))
-    reason = msg.get("stop_reason")
-    if not reason:
-        out.append(StreamError(kind=ErrorKind.truncated, message="the message has no stop_reason: it was cut", t=t))
-    else:
-        out.append(Finish(reason=str(reason), t=t))
-    return out
 
 
 def batch_client(cfg: ModelConfig, **options: Any) -> BatchClient:

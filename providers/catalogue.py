@@ -22,18 +22,20 @@ class ProviderEntry:
     default_base_url: str | None   # where the API lives when a model gives no base_url (None: no server)
     default_key_env: str | None    # the key variable when a model names none (None: sends no key)
     protocol: str                  # in words, for `lineup models` and the docs
+    auth_header: str = "Authorization"   # where the key goes when a model's `auth` says nothing
+    auth_scheme: str | None = "Bearer"   # and the word before it ("Authorization: Bearer KEY")
 
 
 CATALOGUE: dict[str, ProviderEntry] = {e.name: e for e in (
     ProviderEntry("openai", "providers.openai", "OpenAIProvider", "https://api.openai.com/v1",
                   "OPENAI_API_KEY", "OpenAI-compatible chat completions (also vLLM, llama.cpp, LM Studio, gateways)"),
     ProviderEntry("anthropic", "providers.anthropic", "AnthropicProvider", "https://api.anthropic.com",
-                  "ANTHROPIC_API_KEY", "Anthropic Messages"),
+                  "ANTHROPIC_API_KEY", "Anthropic Messages", "x-api-key", None),
     ProviderEntry("ollama", "providers.ollama", "OllamaProvider", "http://localhost:11434", None,
                   "Ollama /api/chat"),
     ProviderEntry("gemini", "providers.gemini", "GeminiProvider",
                   "https://generativelanguage.googleapis.com/v1beta", "GEMINI_API_KEY",
-                  "Gemini streamGenerateContent"),
+                  "Gemini streamGenerateContent", "x-goog-api-key", None),
     ProviderEntry("demo", "providers.demo", "DemoProvider", None, None, "offline demo models (no network)"),
 )}
 assert tuple(CATALOGUE) == get_args(ProviderName), "ProviderName and CATALOGUE list the same providers"
@@ -41,10 +43,22 @@ assert tuple(CATALOGUE) == get_args(ProviderName), "ProviderName and CATALOGUE l
 PROVIDERS: tuple[str, ...] = tuple(CATALOGUE)
 #: Where each protocol lives when a model gives no `base_url` (None: the demo).
 PROVIDER_DEFAULT_BASE_URL: dict[str, str | None] = {n: e.default_base_url for n, e in CATALOGUE.items()}
+def default_base_url(provider: str) -> str:
+    """Where a provider that has a server (all but the demo) lives by default."""
+    url = PROVIDER_DEFAULT_BASE_URL[provider]
+    if url is None:
+        raise ValueError(f"provider {provider!r} has no server")
+    return url
+
+
 #: The key variable a model uses when its table names none (see core.config).
 PROVIDER_DEFAULT_KEY_ENV: dict[str, str | None] = {n: e.default_key_env for n, e in CATALOGUE.items()}
 
 OPENROUTER_BASE_URL = "https://openrouter.ai/api/v1"
+
+#: The offline demo's models, one per answering style (`providers.demo.DEMO_STYLES`
+#: says how each answers, and checks it has exactly these).
+DEMO_MODEL_NAMES: tuple[str, ...] = ("concise", "thorough", "quirky", "thinker")
 
 
 @dataclass(frozen=True, slots=True)

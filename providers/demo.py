@@ -16,6 +16,21 @@ Styles (``model`` of a ``provider = "demo"`` alias):
   server error* when the prompt contains "fail" (and at a 5% seeded rate); a *slow start* (+3 s, 10%).
 - ``thinker``  streams reasoning deltas before its answer after a *slow start* (2.5 s, ~35 tokens/s).
 
+Tools (a request with `tools`): each style decides whether a tool fits the
+prompt (words of its name and description in the prompt), fills the
+arguments from its parameters' schema (values named in the prompt, numbers,
+capitalised names, enum values, and fields of earlier results, so a second
+tool can take what the first returned) and answers from the results fed
+back. ``concise`` makes one call and answers from it; ``thorough`` calls
+every fitting tool at once, one call per name the prompt gives (parallel
+calls), and follows up with a tool that needs what a result returned;
+``thinker`` calls one tool per step (multi-step); ``quirky`` calls a tool
+even when none fits and sends its first number as a string (a wrong type).
+Structured output (`response_format`, or a schema on a line of the system
+prompt): an instance of the schema from the prompt (``quirky`` leaves out a
+required field and gets a type wrong, and ignores a schema given in words;
+``thorough`` fences one given in words).
+
 Follow-ups (more than one user message) reference the turn number and the
 previous answer. ``max_tokens`` cuts the answer (finish reason ``length``),
 ``stop`` sequences end it (``stop``). Token counts in the `UsageReport` are
@@ -38,24 +53,26 @@ import random
 import re
 import time
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import anyio
 
 from providers.base import Provider
+from providers.demo_tools import schema_in, structured_answer, tool_step
 from providers.events import (
     ChatRequest,
     ErrorKind,
     Finish,
-    Message,
     ReasoningDelta,
     RequestSent,
     StreamError,
     StreamEvent,
     TextDelta,
+    ToolCall,
     UsageReport,
 )
-from providers.model_config import ModelConfig
+from providers.catalogue import DEMO_MODEL_NAMES
+from providers.model_config import DEMO_MODELS, ModelConfig  # noqa: F401  (DEMO_MODELS: re-exported)
 
 FAULT_WORD = "fail"
 
@@ -85,9 +102,7 @@ DEMO_STYLES: dict[str, DemoStyle] = {
     )
 }
 
-DEMO_MODELS: list[ModelConfig] = [
-    ModelConfig(alias=f"demo/{name}", provider="demo", model=name) for name in DEMO_STYLES
-]
+assert tuple(DEMO_STYLES) == DEMO_MODEL_NAMES, "DEMO_STYLES and the catalogue's DEMO_MODEL_NAMES list the same models"
 
 _TOKEN = re.compile(r"\s*\S{1,5}|\s+")
 
@@ -118,7 +133,6 @@ class DemoProvider(Provider):
     """One demo alias; offline, no key, no network."""
 
     is_demo = True
-    accepts_images = True
 
     def __init__(self, cfg: ModelConfig, *, speed: float | None = None,
                  env: Mapping[str, str] = os.environ) -> None:
@@ -183,8 +197,12 @@ class DemoProvider(Provider):
             if kind == "reasoning" and plan.reasoning:
                 await self._pause(0.3 * timing.uniform(0.8, 1.25))   # the pause between thinking and answering
 
+        for n, (name, arguments) in enumerate(plan.calls):
+            await self._pause(len(demo_tokens(json.dumps(arguments))) / style.tokens_per_s)
+            yield ToolCall(id=f"call_{_digest(seed, name, n, len(request.messages)) % 10**8:08d}", name=name,
+                           arguments=arguments)
         yield _usage(request, emitted_text, emitted_reasoning)
-        yield Finish(reason=plan.finish_reason, t=time.perf_counter())
+        yield Finish(reason="tool_calls" if plan.calls else plan.finish_reason, t=time.perf_counter())
 
 
 def _usage(request: ChatRequest, text_tokens: int, reasoning_tokens: int) -> UsageReport:
@@ -210,6 +228,7 @@ class Plan:
     error_after: int | None = None     # text tokens before a simulated mid-stream error
     error_reason: str = ""
     extra_delay: float = 0.0
+    calls: list[tuple[str, dict]] = field(default_factory=list)   # tool calls after the text
 
 
 _STOP_WORDS = frozenset("""
@@ -267,6 +286,13 @@ def compose(style: DemoStyle, request: ChatRequest, seed: int) -> Plan:
                    images=len(users[-1].images) if users else 0, rng=rng)
 
     plan = Plan(prompt=prompt, text=_WRITERS[style.name](ctx))
+    asked = schema_in(request.system) if style.name != "quirky" else None
+    if request.response_format is not None:
+        plan.text = structured_answer(style.name, ctx, request.response_format.schema_)
+    elif asked is not None:
+        plan.text = structured_answer(style.name, ctx, asked, fenced=True)
+    elif request.tools:
+        plan.text, plan.calls = tool_step(style.name, ctx, request, lambda: _WRITERS[style.name](ctx))
     if style.reasoning:
         plan.reasoning = _reasoning(ctx)
     if style.fails_on_word and FAULT_WORD in prompt.lower():
@@ -437,11 +463,3 @@ def _reasoning(ctx: _Context) -> str:
 
 
 _WRITERS = {"concise": _concise, "thorough": _thorough, "quirky": _quirky, "thinker": _thinker}
-
-
-def demo_request(prompt: str, **params) -> ChatRequest:
-    """A one-message request (handy for checks and tests)."""
-    from providers.events import SamplingParams
-
-    return ChatRequest(model="demo", messages=(Message(role="user", content=prompt),),
-                       params=SamplingParams(**params))

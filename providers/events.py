@@ -4,13 +4,23 @@ A provider turns a `ChatRequest` into an async stream of `StreamEvent`s.
 Every stream starts with `RequestSent` and ends with exactly one terminal
 event: `Finish` (the model stopped) or `StreamError` (it did not). In between
 come `TextDelta`, `ReasoningDelta`, `ToolCall`, `UsageReport`, `Retrying` and
-`ServedBy` (which model the server says answered: the drift watch's evidence).
+`ServedBy` (which model the server says answered: the drift watch's evidence),
+and, from the core's tool loop, `ToolResult`: the scripted result it fed
+back before the next request of the same answer.
 Timestamps (`t`) are `time.perf_counter()` seconds taken where the bytes
-arrived; `StreamResult` turns them into the figures the store keeps.
+arrived; `StreamResult` turns them into the figures the store keeps. A
+server that answers with one whole response body instead of a stream (some
+gateways do) gives the same events, all at once, and `Finish(streamed=False)`:
+such an answer keeps its duration but has no time to first token or speed.
+
+Consumers tell events apart by their class (`match event: case TextDelta():`
+or `isinstance`), which a type checker narrows; each event's `type` string is
+its tag in JSON (`model_dump_json`), not the way to switch on it.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from enum import StrEnum
 from typing import Any, Literal
@@ -57,10 +67,30 @@ class ReasoningDelta(_Event):
 
 
 class ToolCall(_Event):
+    """A function call the model made (complete: its argument fragments are
+    joined and parsed; `arguments` is the raw text when it is not JSON).
+    `signature` is an opaque token some protocols need sent back with the
+    call (Gemini's `thoughtSignature`)."""
+
     type: Literal["tool_call"] = "tool_call"
     id: str | None
     name: str
     arguments: Any
+    signature: str | None = None
+
+
+class ToolResult(_Event):
+    """The result fed back for a call (the core's tool loop: a sample set's
+    scripted result); `rule` says which script entry answered it
+    ("tool_results.N" or "default"). The next request of the same answer
+    follows."""
+
+    type: Literal["tool_result"] = "tool_result"
+    id: str | None
+    name: str
+    content: Any
+    rule: str | None = None
+    t: float
 
 
 class UsageReport(_Event):
@@ -113,6 +143,9 @@ class Finish(_Event):
     type: Literal["finish"] = "finish"
     reason: str | None = Field(description="the provider's raw finish reason")
     t: float
+    streamed: bool = Field(default=True, description=(
+        "False when the server answered a stream request with one complete response body (a gateway "
+        "that does not stream): the answer came all at once, so it has no time to first token"))
 
 
 class StreamError(_Event):
@@ -126,10 +159,11 @@ class StreamError(_Event):
     t: float
     status: int | None = None
     retry_after: float | None = None
+    streamed: bool = Field(default=True, description="False when the text before the error came as one whole body")
 
 
-StreamEvent = (RequestSent | TextDelta | ReasoningDelta | ToolCall | UsageReport | Retrying | Queued | Finish
-               | StreamError | ServedBy)
+StreamEvent = (RequestSent | TextDelta | ReasoningDelta | ToolCall | ToolResult | UsageReport | Retrying | Queued
+               | Finish | StreamError | ServedBy)
 
 
 class ImagePart(BaseModel):
@@ -142,11 +176,78 @@ class ImagePart(BaseModel):
     sha256: str | None = None
 
 
-class Message(BaseModel):
+#: Tool names every protocol accepts (OpenAI: 1-64 of these characters).
+TOOL_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$"
+
+
+class ToolSpec(BaseModel):
+    """A function the model may call: each protocol sends it in its own form
+    (OpenAI-compatible and Ollama `tools`, Anthropic `tools` with
+    `input_schema`, Gemini `functionDeclarations`). `parameters` is a JSON
+    schema for the arguments object."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    name: str = Field(pattern=TOOL_NAME_PATTERN)
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+
+
+#: The forced tool that carries an Anthropic structured answer (its input is
+#: the answer): defined here, with the request contract, so that a module that
+#: only needs the name (core.tools, and through it exports and the report)
+#: does not load the HTTP client with `providers.anthropic`.
+ANSWER_TOOL = "structured_answer"
+
+
+class ResponseFormat(BaseModel):
+    """Native structured output: the answer must be JSON valid against
+    `schema` (OpenAI-compatible `response_format: json_schema`, Gemini
+    `responseSchema`, Ollama `format`, Anthropic a forced tool named
+    `ANSWER_TOOL`, see `providers.anthropic`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    name: str = Field(default="response", pattern=TOOL_NAME_PATTERN)
+    schema_: dict[str, Any] = Field(alias="schema")
+    strict: bool | None = None
+
+
+class ToolResultPart(BaseModel):
+    """One result in a `tool` message: what answered call `id` (`name`)."""
+
     model_config = ConfigDict(frozen=True)
-    role: Literal["user", "assistant"]
+    id: str | None
+    name: str
+    content: Any
+
+
+class Message(BaseModel):
+    """One message of a thread. An assistant message may carry the calls it
+    made (`tool_calls`); a `tool` message carries their results, in order."""
+
+    model_config = ConfigDict(frozen=True)
+    role: Literal["user", "assistant", "tool"]
     content: str
     images: tuple[ImagePart, ...] = ()
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_results: tuple[ToolResultPart, ...] = ()
+
+
+def result_text(content: Any) -> str:
+    """A tool result as the text the protocols that take a string get."""
+    return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+
+
+def arguments_text(arguments: Any) -> str:
+    """A call's arguments as the JSON text OpenAI-compatible servers take back
+    (raw text that was not JSON is sent as it came)."""
+    return arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+
+
+def arguments_object(arguments: Any) -> dict[str, Any]:
+    """A call's arguments as the object Anthropic, Gemini and Ollama take back
+    (arguments that were not an object are wrapped as {"value": ...})."""
+    return arguments if isinstance(arguments, dict) else {"value": arguments}
+
 
 
 #: The ranges accepted for sampling parameters wherever they are set (config
@@ -232,6 +333,8 @@ class ChatRequest(BaseModel):
     messages: tuple[Message, ...]
     system: str | None = None
     params: SamplingParams = SamplingParams()
+    tools: tuple[ToolSpec, ...] = ()
+    response_format: ResponseFormat | None = None
 
 
 class StreamResult:
@@ -240,12 +343,18 @@ class StreamResult:
     Feed every event to `add`; read the fields at any time (a checkpoint) or
     after the terminal event. Chunk timings are kept compactly: milliseconds
     since the request went out and the number of characters, per delta.
+
+    An answer of several requests (a tool loop: calls, `ToolResult`s, the
+    next request) is cut into steps: the first result after a step's calls
+    closes it (its text and calls go to `steps`), so `text` is always the
+    text of the current step, the final answer once the stream is over.
+    `tool_calls` keeps every call of every step.
     """
 
     __slots__ = (
         "text_parts", "reasoning_parts", "tool_calls", "finish_reason", "error",
         "input_tokens", "output_tokens", "reasoning_tokens", "sent_t", "sent_wall",
-        "first_token_t", "end_t", "chunk_ms", "chunk_chars", "attempts",
+        "first_token_t", "end_t", "chunk_ms", "chunk_chars", "attempts", "steps", "step_calls", "streamed",
         "served_model", "system_fingerprint",
     )
 
@@ -265,45 +374,65 @@ class StreamResult:
         self.chunk_ms: list[int] = []
         self.chunk_chars: list[int] = []
         self.attempts = 0
+        #: closed steps: (text, calls, results fed back), in order
+        self.steps: list[tuple[str, list[ToolCall], list[ToolResult]]] = []
+        self.step_calls: list[ToolCall] = []   # calls of the current step
+        self.streamed = True   # False once a Finish (or StreamError) says the answer came as one whole body
         self.served_model: str | None = None          # the last `ServedBy` values
         self.system_fingerprint: str | None = None
 
     def add(self, event: StreamEvent) -> None:
-        kind = event.type
-        if kind == "text" or kind == "reasoning":
-            if not event.text:
-                return
-            (self.text_parts if kind == "text" else self.reasoning_parts).append(event.text)
-            if self.first_token_t is None:
-                self.first_token_t = event.t
-            base = self.sent_t if self.sent_t is not None else event.t
-            self.chunk_ms.append(round((event.t - base) * 1000))
-            self.chunk_chars.append(len(event.text))
-        elif kind == "sent":
-            self.sent_t, self.sent_wall, self.attempts = event.t, event.wall, event.attempt
-            self.served_model = self.system_fingerprint = None   # a new attempt says it again
-        elif kind == "usage":
-            if event.input_tokens is not None:
-                self.input_tokens = event.input_tokens
-            if event.output_tokens is not None:
-                self.output_tokens = event.output_tokens
-            if event.reasoning_tokens is not None:
-                self.reasoning_tokens = event.reasoning_tokens
-        elif kind == "tool_call":
-            self.tool_calls.append(event)
-        elif kind == "finish":
-            self.finish_reason, self.end_t = event.reason, event.t
-        elif kind == "error":
-            self.error, self.end_t = event, event.t
-        elif isinstance(event, ServedBy):
-            if event.model is not None:
-                self.served_model = event.model
-            if event.system_fingerprint is not None:
-                self.system_fingerprint = event.system_fingerprint
+        match event:
+            case TextDelta() | ReasoningDelta():
+                text = event.text
+                if not text:
+                    return
+                (self.text_parts if isinstance(event, TextDelta) else self.reasoning_parts).append(text)
+                if self.first_token_t is None:
+                    self.first_token_t = event.t
+                base = self.sent_t if self.sent_t is not None else event.t
+                self.chunk_ms.append(round((event.t - base) * 1000))
+                self.chunk_chars.append(len(text))
+            case RequestSent():
+                self.sent_t, self.sent_wall, self.attempts = event.t, event.wall, event.attempt
+                self.served_model = self.system_fingerprint = None   # a new attempt says it again
+            case UsageReport():
+                if event.input_tokens is not None:
+                    self.input_tokens = event.input_tokens
+                if event.output_tokens is not None:
+                    self.output_tokens = event.output_tokens
+                if event.reasoning_tokens is not None:
+                    self.reasoning_tokens = event.reasoning_tokens
+            case ToolCall():
+                self.tool_calls.append(event)
+                self.step_calls.append(event)
+            case ToolResult():
+                if self.step_calls or not self.steps:
+                    self.steps.append(("".join(self.text_parts), self.step_calls, []))
+                    self.text_parts, self.step_calls = [], []
+                self.steps[-1][2].append(event)
+            case Finish():
+                self.finish_reason, self.end_t = event.reason, event.t
+                if not event.streamed:
+                    self.streamed = False
+            case StreamError():
+                self.error, self.end_t = event, event.t
+                if not event.streamed:
+                    self.streamed = False
+            case ServedBy():
+                if event.model is not None:
+                    self.served_model = event.model
+                if event.system_fingerprint is not None:
+                    self.system_fingerprint = event.system_fingerprint
 
     @property
     def text(self) -> str:
         return "".join(self.text_parts)
+
+    @property
+    def multi_step(self) -> bool:
+        """Whether this answer made tool calls (a trace is worth recording)."""
+        return bool(self.steps or self.step_calls)
 
     @property
     def reasoning(self) -> str | None:
@@ -311,7 +440,8 @@ class StreamResult:
 
     @property
     def ttft_ms(self) -> float | None:
-        if self.first_token_t is None or self.sent_t is None:
+        """Time to first token; None when no token came or the answer was not streamed."""
+        if self.first_token_t is None or self.sent_t is None or not self.streamed:
             return None
         return (self.first_token_t - self.sent_t) * 1000
 
@@ -329,8 +459,9 @@ class StreamResult:
         return (max(1, round(chars / 4)) if chars else 0), True
 
     def tokens_per_s(self) -> float | None:
-        """Output tokens per second from first token to end (the decode speed)."""
-        if self.first_token_t is None or self.end_t is None:
+        """Output tokens per second from first token to end (the decode speed);
+        None for an answer that was not streamed (it has no first-token time)."""
+        if self.first_token_t is None or self.end_t is None or not self.streamed:
             return None
         span = self.end_t - self.first_token_t
         tokens, _ = self.output_tokens_or_estimate()

@@ -3,7 +3,9 @@
 complete when a finish reason arrived) or the default streamed JSON array
 (pretty-printed elements separated by `,`; complete at the closing `]`).
 The form is chosen per provider (`stream_form`, default "sse"); the response
-is read by its content type, so either body works with either request.
+is read by its first byte (`[`: the array, else SSE), so either body works
+with either request. A whole `GenerateContentResponse` object (`{...}`: a
+gateway that does not stream) is read as one message.
 Parts marked `thought: true` are reasoning; `usageMetadata` is cumulative
 (the last one wins); `functionCall` parts are tool calls (`id` usually absent).
 The key goes in the `x-goog-api-key` header, never in the URL."""
@@ -14,7 +16,16 @@ from typing import Any, Literal
 
 import httpx
 
-from providers.events import ChatRequest, ErrorKind, ReasoningDelta, StreamEvent, TextDelta, ToolCall
+from providers.events import (
+    ChatRequest,
+    ErrorKind,
+    Message,
+    ReasoningDelta,
+    StreamEvent,
+    TextDelta,
+    ToolCall,
+    arguments_object,
+)
 from providers.http import (
     Accumulated,
     HttpProvider,
@@ -24,7 +35,7 @@ from providers.http import (
     short,
 )
 from providers.model_config import ModelConfig
-from providers.sse import DecodeError, JSONArrayDecoder, SSEDecoder
+from providers.sse import DecodeError, JSONArrayDecoder, SSEDecoder, malformed_json
 from providers.sse import loads as fast_loads
 
 _loads = fast_loads
@@ -54,14 +65,27 @@ class GeminiProvider(HttpProvider):
     def build(self, request: ChatRequest, key: str | None) -> tuple[str, dict[str, str], dict[str, Any]]:
         contents: list[dict[str, Any]] = []
         for m in request.messages:
-            parts: list[dict[str, Any]] = [{"text": m.content}] if m.content or not m.images else []
-            parts += [{"inlineData": {"mimeType": i.mime, "data": i.data}} for i in m.images]
-            contents.append({"role": "model" if m.role == "assistant" else "user", "parts": parts})
+            if m.tool_calls or m.tool_results:
+                parts = _tool_parts(m)
+            else:
+                parts = [{"text": m.content}] if m.content or not m.images else []
+                parts += [{"inlineData": {"mimeType": i.mime, "data": i.data}} for i in m.images]
+            role = "model" if m.role == "assistant" else "user"
+            if contents and contents[-1]["role"] == role:   # results, then the user's next message: one turn
+                contents[-1]["parts"] += parts
+            else:
+                contents.append({"role": role, "parts": parts})
         body: dict[str, Any] = {"contents": contents}
         if request.system:
             body["systemInstruction"] = {"parts": [{"text": request.system}]}
+        if request.tools:
+            body["tools"] = [{"functionDeclarations": [
+                {"name": t.name, "description": t.description, "parameters": t.parameters} for t in request.tools]}]
         p = self.params(request)
         gen: dict[str, Any] = {}
+        if request.response_format is not None:
+            gen["responseMimeType"] = "application/json"
+            gen["responseSchema"] = request.response_format.schema_
         if p.temperature is not None:
             gen["temperature"] = p.temperature
         if p.top_p is not None:
@@ -87,16 +111,40 @@ class GeminiProvider(HttpProvider):
             headers["accept"] = "text/event-stream"
         else:
             headers["accept"] = "application/json"
-        if key:
-            headers["x-goog-api-key"] = key
         return url, headers, body
 
     def parser(self) -> StreamParser:
         return GeminiParser()
 
 
+def _tool_parts(m: Message) -> list[dict[str, Any]]:
+    """A model turn's text and `functionCall` parts (each with the
+    `thoughtSignature` it came with), or the `functionResponse` parts that
+    answer them. An id goes back only where the server gave one."""
+    if m.role == "tool":
+        out = []
+        for r in m.tool_results:
+            response: dict[str, Any] = {"name": r.name, "response": (
+                r.content if isinstance(r.content, dict) else {"output": r.content})}
+            if r.id:
+                response["id"] = r.id
+            out.append({"functionResponse": response})
+        return out
+    parts: list[dict[str, Any]] = [{"text": m.content}] if m.content else []
+    for c in m.tool_calls:
+        call: dict[str, Any] = {"name": c.name, "args": arguments_object(c.arguments)}
+        if c.id:
+            call["id"] = c.id
+        part: dict[str, Any] = {"functionCall": call}
+        if c.signature:
+            part["thoughtSignature"] = c.signature
+        parts.append(part)
+    return parts
+
+
 class GeminiParser(StreamParser):
     protocol = "Gemini streamGenerateContent"
+    whole_starts = b"{"       # "[" starts the JSON-array stream
 
     def __init__(self) -> None:
         super().__init__()
@@ -105,16 +153,10 @@ class GeminiParser(StreamParser):
         self.array: JSONArrayDecoder | None = None
         self.finished = False     # a finish reason (or a prompt block) arrived
 
-    def start(self, content_type: str) -> None:
-        if "event-stream" in content_type:
-            self.sse = SSEDecoder()
-        elif "json" in content_type:
-            self.array = JSONArrayDecoder()
-
     def feed(self, chunk: bytes, t: float) -> list[StreamEvent]:
         if self.sse is None and self.array is None:
-            # No usable content type: sniff the first byte.
-            head = chunk.lstrip()
+            # The first byte tells the form, whatever the content type says.
+            head = chunk.lstrip().removeprefix(b"\xef\xbb\xbf").lstrip()
             if not head:
                 return []
             if head[:1] == b"[":
@@ -127,7 +169,7 @@ class GeminiParser(StreamParser):
                 try:
                     obj = _loads(data)
                 except ValueError as exc:
-                    raise DecodeError(f"malformed JSON in an SSE event: {exc.msg} (near {data[:60]!r})") from None
+                    raise malformed_json("an SSE event", exc, data) from None
                 if self._element(obj, t, out):
                     return out
             return out
@@ -165,7 +207,9 @@ class GeminiParser(StreamParser):
                     self.shown = True
                 call = part.get("functionCall")
                 if call:
-                    out.append(ToolCall(id=call.get("id"), name=call.get("name") or "", arguments=call.get("args") or {}))
+                    signature = part.get("thoughtSignature")
+                    out.append(ToolCall(id=call.get("id"), name=call.get("name") or "", arguments=call.get("args") or {},
+                                        signature=signature if isinstance(signature, str) else None))
                     self.shown = True
             reason = cand.get("finishReason")
             if reason:
@@ -198,6 +242,16 @@ class GeminiParser(StreamParser):
     def _closing(self, t: float) -> list[StreamEvent]:
         self.done = True
         return self.acc.closing(t)
+
+    def whole(self, obj: dict[str, Any], t: float) -> list[StreamEvent] | None:
+        """A non-streamed `GenerateContentResponse` (`generateContent`'s reply,
+        one element of the stream), or `{"error": ...}`."""
+        if not any(k in obj for k in ("candidates", "promptFeedback", "usageMetadata", "error")):
+            return None
+        out: list[StreamEvent] = []
+        if self._element(obj, t, out):
+            return out
+        return out + self._closing(t)
 
     def end(self, t: float) -> list[StreamEvent]:
         if self.sse is not None:

@@ -1,15 +1,38 @@
 """The HTTP machinery shared by the four wire protocols.
 
 `HttpProvider` owns one `httpx.AsyncClient` per configured model and runs the
-request loop: key lookup (the environment, at request time), sending, status
--> `ErrorKind`, retries *only before the first token* with bounded backoff that
-honours `retry-after` / `retry-after-ms`, timing where the bytes arrive, and a
-terminal event on every path. A protocol module supplies two things: how to
-build the request (`build`) and a `StreamParser` that turns body bytes into
-events.
+request loop: key and header secrets (the environment, at request time), the
+auth header, extra headers and query parameters (`ModelConfig.auth`,
+`headers`, `query`: gateways, Azure), sending, status -> `ErrorKind`, retries
+*only before the first token* with bounded backoff that honours `retry-after`
+/ `retry-after-ms`, timing where the bytes arrive, and a terminal event on
+every path. A protocol module supplies three things: how to build the request
+(`build`), a `StreamParser` that turns body bytes into events, and the
+parser's `whole` for a complete non-streamed response.
 
-Messages never carry the API key or an auth header: every message built here
-goes through `scrub`.
+A body is read in one of two forms, decided by its content type or else its
+first non-space byte (`StreamParser.opening`): the protocol's stream, fed as
+it arrives, or one whole JSON response (a gateway that ignores `stream: true`),
+collected and read at the end, its answer marked not streamed. A body that is
+neither is reported as `bad_response` saying what it was: status, content
+type and its first bytes, quoted with Python's escapes so nothing in them acts
+on a terminal (the screens neutralise it again through `core.text`).
+
+The request loop (`HttpProvider._events`) runs in named steps: `_prepare`
+(key, auth and configured headers, URL and query, body, limits; once), then
+per attempt `_open` (send, check the status), `_parse` (each body chunk into
+events, or kept for a whole body, within the deadline and size limits) and
+the parser's `close` (`end` for a stream, `whole` for a body); `_retry_delay`
+decides whether a failure is tried again (only before the first token), else
+it ends the stream as its one `StreamError`.
+
+Messages never carry the API key, a secret header's value or an auth header:
+every message built here goes through `scrub`.
+
+Why one file past 600 lines: the loop, the failures it maps to `ErrorKind`,
+the body forms and the helpers every protocol module shares (parsing errors,
+retry-after, scrub) are one contract, a terminal event on every path, best
+read in one place.
 """
 
 from __future__ import annotations
@@ -22,15 +45,17 @@ import random
 import re
 import time
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, ClassVar
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 import anyio
 import httpx
 
 from providers.base import Provider
-from providers.catalogue import PROVIDER_DEFAULT_BASE_URL
+from providers.catalogue import CATALOGUE, default_base_url
 from providers.events import (
     ChatRequest,
     ErrorKind,
@@ -47,8 +72,8 @@ from providers.events import (
     ToolCall,
     UsageReport,
 )
-from providers.model_config import ModelConfig, server_concurrency
-from providers.secrets import key_scrubber
+from providers.model_config import Auth, EnvValue, ModelConfig, server_concurrency
+from providers.secrets import scrubber_for
 from providers.sse import DecodeError
 
 perf_counter = time.perf_counter
@@ -62,6 +87,10 @@ _ERROR_BODY_LIMIT = 64 * 1024
 #: the protocol's framing around small deltas, a bound on a decompression bomb.
 _BODY_FACTOR = 16
 _MESSAGE_LIMIT = 300
+#: Bytes of a body quoted when it is not the protocol's (`StreamParser.not_the_protocol`).
+_HEAD_BYTES = 120
+_SPACE = b" \t\r\n"
+_BOM = b"\xef\xbb\xbf"
 
 
 @dataclass(frozen=True)
@@ -93,21 +122,51 @@ def shared_ssl_context():
     """One TLS context for every client: loading the CA bundle costs ~20 ms each time."""
     return httpx.create_ssl_context()
 
-_AUTH_RE = re.compile(r"(?i)\b(authorization|x-api-key|x-goog-api-key|api[-_]?key|bearer)(\s*[:=]\s*|\s+)(\S+)")
+# A credential after a header name and ":" or "=" (with its scheme word, if any), or
+# after an auth scheme: the value is replaced, the words around it are kept, so a
+# server's "provide your key in an Authorization header using Bearer auth" still
+# reads as it was written.
+_AUTH_VALUE_RE = re.compile(
+    r"(?i)\b(authorization|proxy-authorization|x-api-key|x-goog-api-key|api[-_]?key)([\"']?\s*[:=]\s*[\"']?)"
+    r"((?:bearer|basic|token)\s+)?([^\s,;)\]'\"]+)")
+_SCHEME_RE = re.compile(r"(?i)\b(bearer|basic)(\s+)([^\s,;)\]'\"]{8,})")
 
 
-def scrub(text: str, key: str | None) -> str:
-    """`text` without the key, any run of 8 or more of its characters (a cut or
+def _scheme_value(m: re.Match[str]) -> str:
+    value = m.group(3)
+    # a credential has digits or is long; "Bearer authentication" is prose
+    if value.startswith("[redacted") or not (any(c.isdigit() for c in value) or len(value) >= 20):
+        return m.group(0)
+    return m.group(1) + m.group(2) + "[redacted]"
+
+
+def scrub(text: str, key: str | tuple[str, ...] | None) -> str:
+    """`text` without the key (or each of several secrets: the key and secret
+    header values), any run of 8 or more of its characters (a cut or
     line-wrapped echo too, see `providers.secrets`), or anything that
     looks like an auth header value."""
-    if key and len(key.strip()) >= 4:
-        text = key_scrubber(key).scrub(text)
-    return _AUTH_RE.sub(lambda m: m.group(1) + m.group(2) + "[redacted]", text)
+    keys = (key,) if isinstance(key, str) else (key or ())
+    keys = tuple(k for k in keys if len(k.strip()) >= 4)
+    if keys:
+        text = scrubber_for(keys).scrub(text)
+    text = _AUTH_VALUE_RE.sub(lambda m: m.group(1) + m.group(2) + (m.group(3) or "") + "[redacted]", text)
+    return _SCHEME_RE.sub(_scheme_value, text)
 
 
 def short(text: str, limit: int = _MESSAGE_LIMIT) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def quoted(text: str, limit: int = 80) -> str:
+    """Untrusted text (a body, a content type) quoted inside one of our
+    messages: on one line, cut, and with Python's escapes for every control,
+    bidi or other non-printable character, so it is inert however it is shown."""
+    return repr(short(text, limit))
+
+
+def _a(words: str) -> str:
+    return ("an " if words[:1].lower() in "aeiou" else "a ") + words
 
 
 def parse_retry_after(headers: httpx.Headers, now: float | None = None) -> float | None:
@@ -161,7 +220,7 @@ def error_message_from_body(text: str, content_type: str = "") -> str:
             for field in ("message", "detail", "error"):
                 value = err.get(field)
                 if isinstance(value, str) and value:
-                    kind = err.get("type") or err.get("status")
+                    kind = err.get("type") or err.get("status") or err.get("code")   # code: Azure
                     return short(f"{value} ({kind})" if isinstance(kind, str) and kind not in value else value)
         for field in ("message", "detail"):
             value = obj.get(field)
@@ -205,24 +264,91 @@ def parse_json_args(raw: str) -> Any:
 class StreamParser(ABC):
     """One response's protocol state: body bytes in, events out.
 
-    `feed` returns the events completed by a chunk, all stamped `t` (when the
-    chunk arrived). A parser emits exactly one terminal event (`Finish` at the
-    protocol's terminator, or `StreamError` for an in-stream error) as the
-    last item of a batch and then sets `done`. `end` is called at end of body
-    when `done` is still False: it returns the last events, ending with
+    `begin` gets the status and content type; `opening` sees the first
+    chunks until the body's form is known (`form`: "stream" or "whole").
+    A stream: `feed` returns the events completed by a chunk, all stamped `t`
+    (when the chunk arrived). A whole body: `collect` keeps the chunks and
+    `whole` reads the complete response at the end. A parser emits exactly one
+    terminal event (`Finish` at the protocol's terminator, or `StreamError`
+    for an in-stream error) as the last item of a batch and then sets `done`.
+    `close` is called at end of body when `done` is still False: it returns
+    the last events (`end` for a stream, `whole` for a body), ending with
     `Finish` or `StreamError(truncated | bad_response)`. `shown` turns True
     once any content (text, reasoning, tool call) was emitted.
     """
 
     protocol: ClassVar[str] = "?"
+    #: First non-space bytes that start a whole JSON response rather than this
+    #: protocol's stream (an SSE stream never starts with "{" or "[").
+    whole_starts: ClassVar[bytes] = b"{["
 
     def __init__(self) -> None:
         self.done = False
         self.shown = False
         self.seen_any = False        # any protocol message at all (vs. a body that is not the protocol)
+        self.streamed = True         # False once the body turned out to be one whole response
+        self.form: str | None = None   # "stream" | "whole"; None until known
+        self.status = 200
+        self.content_type = ""
+        self.head = b""              # the body's first bytes, for a message when it is not the protocol
+        self._parts: list[bytes] = []  # a whole body, collected
+
+    def begin(self, status: int, content_type: str) -> None:
+        """Called once with the response's status and content type, before the first chunk."""
+        self.status, self.content_type = status, content_type
+        self.form = self.form_for(content_type)
+        self.start(content_type)
+
+    def form_for(self, content_type: str) -> str | None:
+        """"stream" or "whole" when the content type settles the body's form;
+        None (the default): its first non-space byte does (`whole_starts`)."""
+        return None
 
     def start(self, content_type: str) -> None:
         """Called once with the response's content type, before the first chunk."""
+
+    def opening(self, chunk: bytes) -> bytes:
+        """A chunk that came while `head` or `form` was still open: keeps the
+        first bytes, decides the form on the first non-space byte. Returns the
+        bytes to hand on: b"" while only white space (and a byte-order mark)
+        came, which no form needs; from the first other byte once it is here."""
+        if len(self.head) < _HEAD_BYTES:
+            self.head += chunk[: _HEAD_BYTES - len(self.head)]
+        if self.form is not None:
+            return chunk
+        first = chunk.lstrip(_SPACE)
+        if first.startswith(_BOM):
+            first = first[len(_BOM):].lstrip(_SPACE)
+        if first:
+            self.form = "whole" if first[:1] in self.whole_starts else "stream"
+        return first
+
+    def take(self, chunk: bytes, t: float) -> list[StreamEvent]:
+        """Any chunk of the body, in either form (what the request loop does
+        until the first bytes are seen; then it calls `feed` or `collect`)."""
+        if self.form is None or len(self.head) < _HEAD_BYTES:
+            chunk = self.opening(chunk)
+            if not chunk:
+                return []
+        return self.collect(chunk, t) if self.form == "whole" else self.feed(chunk, t)
+
+    @property
+    def opened(self) -> bool:
+        """The form is known and the first bytes are kept: `take` is `feed` or `collect` from now on."""
+        return self.form is not None and len(self.head) >= _HEAD_BYTES
+
+    def collect(self, chunk: bytes, t: float) -> list[StreamEvent]:
+        """`feed` for a whole body: kept until the end of the body."""
+        self._parts.append(chunk)
+        return []
+
+    def close(self, t: float) -> list[StreamEvent]:
+        """The last events at the end of the body (see the class doc)."""
+        if self.form == "whole":
+            return self._whole_body(t)
+        if self.form is None:          # nothing but white space
+            return [self.not_the_protocol(t)]
+        return self.end(t)
 
     @abstractmethod
     def feed(self, chunk: bytes, t: float) -> list[StreamEvent]: ...
@@ -230,12 +356,51 @@ class StreamParser(ABC):
     @abstractmethod
     def end(self, t: float) -> list[StreamEvent]: ...
 
+    def whole(self, obj: dict[str, Any], t: float) -> list[StreamEvent] | None:
+        """The events of one complete (non-streamed) response of this protocol,
+        ending with a terminal event; None when `obj` is not such a response."""
+        return None
+
+    def _whole_body(self, t: float) -> list[StreamEvent]:
+        body = b"".join(self._parts)
+        self._parts = []
+        try:
+            obj = json.loads(body)
+        except (ValueError, RecursionError):   # not JSON, not UTF-8, or nested past what Python parses
+            return [self.not_the_protocol(t, "a body that is not JSON")]
+        return self.whole_events(obj, t)
+
+    def whole_events(self, obj: Any, t: float) -> list[StreamEvent]:
+        """The events of a parsed whole response (a body sent to a stream
+        request, or a batch API's result), `streamed=False` on the terminal
+        event; `bad_response` when `obj` is not a response of this protocol."""
+        events = self.whole(obj, t) if isinstance(obj, dict) else None
+        if not events:
+            return [self.not_the_protocol(t, "JSON that is not a response of this protocol")]
+        self.seen_any = True
+        self.streamed = False
+        self.done = True
+        return [ev.model_copy(update={"streamed": False}) if ev.type == "finish" or ev.type == "error" else ev
+                for ev in events]
+
     # Helpers for subclasses.
+    def not_the_protocol(self, t: float, what: str | None = None) -> StreamError:
+        """`bad_response` for a body that is neither this protocol's stream nor
+        its whole response, saying what it was (never interpreting it)."""
+        self.done = True
+        head = self.head.decode("utf-8", "replace")
+        start = f"starts {quoted(head)}" if head.strip() else ("is empty" if not head else "is only white space")
+        detail = f"{what}; " if what else ""
+        return StreamError(kind=ErrorKind.bad_response, t=t, status=self.status, message=(
+            f"the response is neither {_a(self.protocol)} stream nor a whole {self.protocol} response "
+            f"({detail}HTTP {self.status}, "
+            f"{'content-type ' + quoted(self.content_type, 60) if self.content_type else 'no content-type'}, "
+            f"the body {start})"))
+
     def truncated(self, t: float, what: str) -> StreamError:
         self.done = True
         if not self.seen_any:
-            return StreamError(kind=ErrorKind.bad_response, t=t,
-                               message=f"the response is not a {self.protocol} stream")
+            return self.not_the_protocol(t)
         return StreamError(kind=ErrorKind.truncated, t=t, message=f"the stream ended without {what}")
 
     def cut(self, t: float, terminator: str) -> StreamError:
@@ -298,6 +463,57 @@ class _Failure:
     status: int | None = None
     retry_after: float | None = None
     retryable: bool = False
+    streamed: bool = True
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where a model's requests go and how they authenticate, in words that
+    hold no secret (`lineup models --check` prints it): the URL (keys travel
+    in headers, never in it), how the key is sent, the extra headers by name
+    (a secret one with the variable it comes from)."""
+
+    url: str
+    auth: str
+    headers: tuple[str, ...] = ()
+
+
+@dataclass(slots=True)
+class _Prepared:
+    """One answer's request as every attempt sends it, and its limits."""
+
+    secrets: tuple[str, ...]  # the key and secret header values: scrubbed from every message
+    client: httpx.AsyncClient
+    url: str
+    headers: dict[str, str]
+    content: bytes
+    deadline: float           # perf_counter() by which the whole answer must be in
+    max_text: int             # answer bytes (text and reasoning, UTF-8)
+    max_body: int             # response bytes read
+    text_bytes: int = 0       # answer bytes shown so far
+
+
+@dataclass(slots=True)
+class _AttemptState:
+    """What one attempt left behind: its failure (None: it ended the stream)."""
+
+    failure: _Failure | None = None
+    parser: StreamParser | None = None
+    body_bytes: int = 0
+    #: what a chunk goes to once the body's form and first bytes are known
+    #: (`StreamParser.opened`): the parser's `feed` or `collect`; None: its `take`
+    feed: Callable[[bytes, float], list[StreamEvent]] | None = None
+
+    @property
+    def shown(self) -> bool:
+        """Whether any content reached the consumer (then no retry)."""
+        return self.parser is not None and self.parser.shown
+
+
+#: What reading a body may raise: the connection's failures, and a body that is
+#: not the protocol (invalid JSON or UTF-8, valid JSON in a shape it does not have).
+_READ_ERRORS = (httpx.TimeoutException, httpx.TransportError, DecodeError, ValueError, TypeError, AttributeError,
+                KeyError, IndexError)
 
 
 # --- the provider side ---------------------------------------------------------
@@ -313,7 +529,16 @@ class HttpProvider(Provider):
     def __init__(self, cfg: ModelConfig, *, retry: RetryPolicy | None = None,
                  transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.cfg = cfg
-        self.base_url = (cfg.base_url or PROVIDER_DEFAULT_BASE_URL[self.name]).rstrip("/")
+        base = (cfg.base_url or default_base_url(self.name)).rstrip("/")
+        # A query in base_url (`...?api-version=...`) is kept and sent on every request.
+        parts = urlsplit(base)
+        self._query: dict[str, str] = dict(parse_qsl(parts.query, keep_blank_values=True))
+        if parts.query or parts.fragment:
+            base = urlunsplit(parts._replace(query="", fragment="")).rstrip("/")
+        self._query.update(cfg.query)
+        self.base_url = base
+        entry = CATALOGUE[self.name]   # how this protocol sends its key when the model's `auth` does not say
+        self.auth = cfg.auth or Auth(header=entry.auth_header, scheme=entry.auth_scheme)
         self.retry = retry or RetryPolicy()
         self._transport = transport
         self._client: httpx.AsyncClient | None = None
@@ -321,7 +546,9 @@ class HttpProvider(Provider):
     # -- what a protocol module provides
     @abstractmethod
     def build(self, request: ChatRequest, key: str | None) -> tuple[str, dict[str, str], dict[str, Any]]:
-        """(url, headers, JSON body) for one request; `key` is None when no key is used."""
+        """(url, headers, JSON body) for one request; `key` is None when no key is used.
+        The auth header, the configured headers and query parameters are added
+        by `HttpProvider` (`credentials`, `url_for`), not here."""
 
     @abstractmethod
     def parser(self) -> StreamParser:
@@ -366,168 +593,267 @@ class HttpProvider(Provider):
                           "cannot have (non-ASCII or control characters)")
         return value, None
 
+    def credentials(self, key: str | None) -> tuple[dict[str, str], tuple[str, ...], str | None]:
+        """(headers, secrets, problem): the auth header with `key` (from `key()`)
+        and the configured headers, values from the environment now; the secret
+        values among them (for scrubbing); or why they cannot be sent."""
+        headers: dict[str, str] = {}
+        secrets: list[str] = []
+        auth = self.auth
+        if key and auth.header:
+            headers[auth.header.lower()] = f"{auth.scheme} {key}" if auth.scheme else key
+            secrets.append(key)
+        for name, value in self.cfg.headers.items():
+            if isinstance(value, EnvValue):
+                v = os.environ.get(value.env, "").strip()
+                if not v:
+                    return {}, (), (f"model {self.cfg.alias!r}: environment variable {value.env} is not set "
+                                    f"(it should hold the value of header {name})")
+                if not v.isascii() or not v.isprintable():
+                    return {}, (), (f"model {self.cfg.alias!r}: environment variable {value.env} (header {name}) "
+                                    "holds characters a header cannot have (non-ASCII or control characters)")
+                headers[name.lower()] = v
+                secrets.append(v)
+            else:
+                headers[name.lower()] = value
+        return headers, tuple(secrets), None
+
+    def url_for(self, url: str) -> str:
+        """`url` (from `build`) with the base URL's and the config's query parameters."""
+        if not self._query:
+            return url
+        return str(httpx.URL(url).copy_merge_params(self._query))
+
+    def route(self, request: ChatRequest) -> Route:
+        """Where `request` would go and how it would authenticate (`Route`); sends nothing."""
+        url, _, _ = self.build(request, None)
+        names = tuple(f"{name} (from {v.env})" if isinstance(v, EnvValue) else name
+                      for name, v in self.cfg.headers.items())
+        return Route(url=self.url_for(url), auth=self.auth.describe(self.cfg.api_key_env), headers=names)
+
     def events(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
         return self._events(request)
 
+    # -- the request loop, in named steps: prepare once; per attempt open (send,
+    # check the response), read (body bytes -> `_parse` -> events) and end; then
+    # retry (only before the first token) or end the stream with its error.
+
     async def _events(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
-        key, problem = self.key()
-        if problem:
-            yield StreamError(kind=ErrorKind.config, message=problem, t=perf_counter())
+        prepared = self._prepare(request)
+        if isinstance(prepared, StreamError):
+            yield prepared
             return
+        attempt = 0
+        while True:
+            attempt += 1
+            yield RequestSent(t=perf_counter(), wall=time.time(), attempt=attempt)
+            state = _AttemptState()
+            async with aclosing(self._attempt(prepared, state)) as events:
+                async for ev in events:
+                    yield ev
+            failure = state.failure
+            if failure is None:          # the attempt ended the stream with its terminal event
+                return
+            failure.message = scrub(failure.message, prepared.secrets)
+            delay = self._retry_delay(failure, state.shown, attempt, prepared.deadline)
+            if delay is None:
+                yield StreamError(kind=failure.kind, message=failure.message, t=failure.t, status=failure.status,
+                                  retry_after=failure.retry_after, streamed=failure.streamed)
+                return
+            yield Retrying(attempt=attempt, delay=delay, kind=failure.kind, message=failure.message)
+            await anyio.sleep(delay)
+
+    def _prepare(self, request: ChatRequest) -> _Prepared | StreamError:
+        """The request as it goes out on every attempt (key and configured
+        headers read from the environment now, URL with its query parameters,
+        headers, body bytes) and the answer's limits; or the error that stops
+        it before any request (no key or secret header value, a body that
+        cannot be built)."""
+        key, problem = self.key()
+        sent_headers, secrets, problem = self.credentials(key) if not problem else ({}, (), problem)
+        if problem:
+            return StreamError(kind=ErrorKind.config, message=problem, t=perf_counter())
         try:
-            url, headers, body = self.build(request, key)
+            url, protocol_headers, body = self.build(request, key)
+            url = self.url_for(url)
+            headers = {name.lower(): value for name, value in protocol_headers.items()}
+            headers.update(sent_headers)
             # allow_nan=False: NaN or Infinity (which JSON does not have) in a
             # parameter fails this answer here rather than reach the server as
             # invalid JSON; SamplingParams refuses them earlier, this is the last line.
             content = json.dumps(body, ensure_ascii=False, allow_nan=False).encode()
         except (ValueError, TypeError) as exc:
-            yield StreamError(kind=ErrorKind.bad_request, message=scrub(short(f"cannot build the request: {exc}"), key),
-                              t=perf_counter())
-            return
-        headers.setdefault("content-type", "application/json")
-        client = self.client
-        max_attempts = 1 + self.cfg.max_retries
-        attempt = 0
+            return StreamError(kind=ErrorKind.bad_request, t=perf_counter(),
+                               message=scrub(short(f"cannot build the request: {exc}"), secrets))
+        headers.setdefault("content-type", "application/json")   # a configured header cannot replace it (core.config)
+        max_text = self.cfg.max_answer_bytes
         # The whole answer has a deadline: keep-alive comments (or a trickle of
         # bytes) reset the read timeout but not this.
-        deadline = perf_counter() + self.cfg.answer_deadline
-        max_text = self.cfg.max_answer_bytes
-        max_body = _BODY_FACTOR * max_text   # decompressed body bytes read, framing and all
-        text_bytes = 0
-        while True:
-            attempt += 1
-            failure: _Failure | None = None
-            shown = False
-            resp: httpx.Response | None = None
-            yield RequestSent(t=perf_counter(), wall=time.time(), attempt=attempt)
-            try:
-                try:
-                    with anyio.move_on_after(max(0.0, deadline - perf_counter())) as waited:
-                        resp = await client.send(client.build_request("POST", url, headers=headers,
-                                                                      content=content), stream=True)
-                    if waited.cancelled_caught:
-                        failure = self._deadline_failure(None)
-                except httpx.TimeoutException as exc:
-                    connect = isinstance(exc, (httpx.ConnectTimeout, httpx.PoolTimeout))
-                    failure = _Failure(ErrorKind.timeout, (
-                        f"no connection to {self._host()} within {self.cfg.connect_timeout:g} s" if connect else
-                        f"no response from {self._host()} within {self.cfg.read_timeout:g} s"),
-                        perf_counter(), retryable=connect)
-                except httpx.TransportError as exc:
-                    failure = _Failure(ErrorKind.connection, f"cannot reach {self._host()}: {_exc_text(exc)}",
-                                       perf_counter(), retryable=True)
-                if resp is not None:
-                    status = resp.status_code
-                    if not 200 <= status < 300:
-                        failure = await self._status_failure(resp)
-                    else:
-                        ctype = resp.headers.get("content-type", "").lower()
-                        if "text/html" in ctype:
-                            failure = _Failure(ErrorKind.bad_response, f"HTTP {status} with an HTML page instead of "
-                                               f"a {self.protocol} response", perf_counter(), status=status)
-                        else:
-                            parser = self.parser()
-                            parser.start(ctype)
-                            feed = parser.feed
-                            try:
-                                # Raw bytes (no decoder layer) unless the body is compressed.
-                                body = resp.aiter_bytes() if resp.headers.get("content-encoding", "identity") \
-                                    not in ("identity", "") else resp.aiter_raw()
-                                body_bytes = 0
-                                async for chunk in body:
-                                    now = perf_counter()
-                                    body_bytes += len(chunk)
-                                    if now > deadline:
-                                        failure = self._deadline_failure(status)
-                                        break
-                                    if body_bytes > max_body:
-                                        failure = _Failure(ErrorKind.truncated, (
-                                            f"the response passed {_size(max_body)} without finishing the answer "
-                                            f"({_BODY_FACTOR} x max_answer_bytes); the rest was not read"),
-                                            now, status=status)
-                                        break
-                                    evs = feed(chunk, now)
-                                    if evs:
-                                        if parser.done:
-                                            last = evs[-1]
-                                            if last.type == "error":
-                                                failure = self._in_stream_failure(parser, last, status)
-                                                if failure.retryable:
-                                                    break
-                                                failure = None
-                                                evs[-1] = last.model_copy(update={"message": scrub(last.message, key)})
-                                        for ev in evs:
-                                            kind = ev.type
-                                            if kind == "text" or kind == "reasoning":
-                                                piece = ev.text
-                                                text_bytes += len(piece) if piece.isascii() else len(piece.encode("utf-8", "surrogatepass"))
-                                                if text_bytes > max_text:
-                                                    keep = _fit(piece, text_bytes - max_text)
-                                                    if keep:
-                                                        yield ev.model_copy(update={"text": keep})
-                                                    failure = _Failure(ErrorKind.truncated, (
-                                                        f"the answer passed the size limit of {_size(max_text)} "
-                                                        "(max_answer_bytes): cut there, the rest was not read"),
-                                                        ev.t, status=status)
-                                                    break
-                                            yield ev
-                                        if failure is not None:
-                                            break
-                                        if parser.done:
-                                            return
-                                        shown = parser.shown
-                                if failure is None:
-                                    evs = parser.end(perf_counter())
-                            except httpx.TimeoutException:
-                                failure = _Failure(ErrorKind.timeout, f"the stream stalled: no data for "
-                                                   f"{self.cfg.read_timeout:g} s", perf_counter(), status=status)
-                            except httpx.TransportError as exc:
-                                shown = parser.shown
-                                if parser.seen_any or shown:
-                                    failure = _Failure(ErrorKind.truncated, "the connection closed mid-stream "
-                                                       f"({_exc_text(exc)})", perf_counter(), status=status,
-                                                       retryable=not shown)
-                                else:
-                                    failure = _Failure(ErrorKind.connection, f"the connection closed before any "
-                                                       f"data ({_exc_text(exc)})", perf_counter(), status=status,
-                                                       retryable=True)
-                            except DecodeError as exc:
-                                failure = _Failure(ErrorKind.bad_response, str(exc), perf_counter(), status=status)
-                            except (ValueError, TypeError, AttributeError, KeyError, IndexError) as exc:
-                                # Valid JSON in a shape the protocol does not have (a list where an
-                                # object belongs...): the server's fault, never a crash of the app.
-                                failure = _Failure(ErrorKind.bad_response, f"unexpected {self.protocol} message "
-                                                   f"({type(exc).__name__}: {short(str(exc), 120)})",
-                                                   perf_counter(), status=status)
-                            else:
-                                if failure is None:
-                                    last = evs[-1]
-                                    if last.type == "error":
-                                        evs[-1] = last.model_copy(update={"message": scrub(last.message, key)})
-                                    for ev in evs:
-                                        yield ev
-                                    return
-            finally:
-                if resp is not None:
-                    await resp.aclose()
-            assert failure is not None
-            failure.message = scrub(failure.message, key)
-            if failure.retryable and not shown and attempt < max_attempts:
-                delay = self.retry.delay(attempt, failure.retry_after)
-                if delay is not None and perf_counter() + delay < deadline:
-                    yield Retrying(attempt=attempt, delay=delay, kind=failure.kind, message=failure.message)
-                    await anyio.sleep(delay)
-                    continue
-            yield StreamError(kind=failure.kind, message=failure.message, t=failure.t, status=failure.status,
-                              retry_after=failure.retry_after)
+        return _Prepared(secrets=secrets, client=self.client, url=url, headers=headers, content=content,
+                         deadline=perf_counter() + self.cfg.answer_deadline, max_text=max_text,
+                         max_body=_BODY_FACTOR * max_text)   # decompressed body bytes read, framing and all
+
+    async def _attempt(self, p: _Prepared, state: _AttemptState) -> AsyncGenerator[StreamEvent, None]:
+        """One request: opened (`_open`), its body read chunk by chunk into
+        events (`_parse`; a whole body is kept), ended by the parser (`close`)
+        at the end of the body: a whole body's events all come then, held to
+        the size limit there. The response is closed on every path. On a
+        failure the events stop and `state.failure` says why; without one, the
+        last event was terminal."""
+        parser = state.parser = self.parser()
+        resp, state.failure = await self._open(p)
+        if resp is None:
             return
+        status = resp.status_code
+        try:
+            parser.begin(status, resp.headers.get("content-type", "").lower())
+            # Raw bytes (no decoder layer) unless the body is compressed.
+            body = resp.aiter_bytes() if resp.headers.get("content-encoding", "identity") \
+                not in ("identity", "") else resp.aiter_raw()
+            async for chunk in body:
+                for ev in self._parse(chunk, parser, p, state, status):
+                    yield ev
+                if state.failure is not None or parser.done:
+                    return
+            evs = parser.close(perf_counter())
+        except _READ_ERRORS as exc:
+            state.failure = self._read_failure(exc, parser, status)
+            return
+        finally:
+            await resp.aclose()
+        # A whole body's text comes here, at the end: the size limit holds for it too.
+        evs, failure = _within(evs, p.max_text, p.text_bytes, status)
+        if failure is not None:
+            failure.streamed = parser.streamed
+            parser.shown = parser.shown or bool(evs)   # what fitted is shown: no retry after it
+            state.failure = failure
+        else:
+            last = evs[-1]
+            if isinstance(last, StreamError):
+                evs[-1] = last.model_copy(update={"message": scrub(last.message, p.secrets)})
+        for ev in evs:
+            yield ev
+
+    async def _open(self, p: _Prepared) -> tuple[httpx.Response | None, _Failure | None]:
+        """Send the request within the answer's deadline and check the
+        response: (it, None) when its body is the stream to read, else (None,
+        why not) with the response closed (a status other than 2xx, an HTML
+        page, no connection, a timeout)."""
+        client = p.client
+        resp: httpx.Response | None = None
+        try:
+            with anyio.move_on_after(max(0.0, p.deadline - perf_counter())):
+                resp = await client.send(client.build_request("POST", p.url, headers=p.headers, content=p.content),
+                                         stream=True)
+        except httpx.TimeoutException as exc:
+            connect = isinstance(exc, (httpx.ConnectTimeout, httpx.PoolTimeout))
+            return None, _Failure(ErrorKind.timeout, (
+                f"no connection to {self._host()} within {self.cfg.connect_timeout:g} s" if connect else
+                f"no response from {self._host()} within {self.cfg.read_timeout:g} s"),
+                perf_counter(), retryable=connect)
+        except httpx.TransportError as exc:
+            return None, _Failure(ErrorKind.connection, f"cannot reach {self._host()}: {_exc_text(exc)}",
+                                  perf_counter(), retryable=True)
+        if resp is None:    # the deadline passed first
+            return None, self._deadline_failure(None)
+        try:
+            failure = await self._refusal(resp)
+        except BaseException:
+            await resp.aclose()
+            raise
+        if failure is not None:
+            await resp.aclose()
+            return None, failure
+        return resp, None
+
+    async def _refusal(self, resp: httpx.Response) -> _Failure | None:
+        """Why a response is no stream to read (its status, an HTML page), or None."""
+        status = resp.status_code
+        if not 200 <= status < 300:
+            return await self._status_failure(resp)
+        if "text/html" in resp.headers.get("content-type", "").lower():
+            return _Failure(ErrorKind.bad_response, f"HTTP {status} with an HTML page instead of "
+                            f"a {self.protocol} response", perf_counter(), status=status)
+        return None
+
+    def _parse(self, chunk: bytes, parser: StreamParser, p: _Prepared, state: _AttemptState,
+               status: int) -> list[StreamEvent]:
+        """One chunk of the body: the events it completes, within the answer's
+        deadline and size limits. Sets `state.failure` where the attempt fails
+        (the events before that point still count): past a limit, or an error
+        in the stream worth another attempt. Error messages are scrubbed."""
+        now = perf_counter()
+        state.body_bytes += len(chunk)
+        if now > p.deadline:
+            state.failure = self._deadline_failure(status)
+            return []
+        if state.body_bytes > p.max_body:
+            state.failure = _Failure(ErrorKind.truncated, (
+                f"the response passed {_size(p.max_body)} without finishing the answer "
+                f"({_BODY_FACTOR} x max_answer_bytes); the rest was not read"), now, status=status)
+            return []
+        evs = (state.feed or parser.take)(chunk, now)
+        if state.feed is None and parser.opened:   # the form and the first bytes are known
+            state.feed = parser.collect if parser.form == "whole" else parser.feed
+        if not evs:
+            return evs
+        if parser.done:
+            last = evs[-1]
+            if isinstance(last, StreamError):
+                failure = self._in_stream_failure(parser, last, status)
+                if failure.retryable:
+                    state.failure = failure
+                    return []
+                evs[-1] = last.model_copy(update={"message": scrub(last.message, p.secrets)})
+        for i, ev in enumerate(evs):
+            if isinstance(ev, (TextDelta, ReasoningDelta)):
+                piece = ev.text
+                p.text_bytes += len(piece) if piece.isascii() else len(piece.encode("utf-8", "surrogatepass"))
+                if p.text_bytes > p.max_text:
+                    keep = _fit(piece, p.text_bytes - p.max_text)
+                    state.failure = _Failure(ErrorKind.truncated, (
+                        f"the answer passed the size limit of {_size(p.max_text)} "
+                        "(max_answer_bytes): cut there, the rest was not read"), ev.t, status=status)
+                    return [*evs[:i], ev.model_copy(update={"text": keep})] if keep else evs[:i]
+        return evs
+
+    def _read_failure(self, exc: Exception, parser: StreamParser, status: int) -> _Failure:
+        """What an exception while reading the body means for the answer."""
+        if isinstance(exc, httpx.TimeoutException):
+            return _Failure(ErrorKind.timeout, f"the stream stalled: no data for {self.cfg.read_timeout:g} s",
+                            perf_counter(), status=status)
+        if isinstance(exc, httpx.TransportError):
+            if parser.seen_any or parser.shown:
+                return _Failure(ErrorKind.truncated, f"the connection closed mid-stream ({_exc_text(exc)})",
+                                perf_counter(), status=status, retryable=not parser.shown)
+            return _Failure(ErrorKind.connection, f"the connection closed before any data ({_exc_text(exc)})",
+                            perf_counter(), status=status, retryable=True)
+        if isinstance(exc, DecodeError):
+            message = str(exc)
+            if not parser.seen_any:   # not one message of the protocol: say what came
+                message = parser.not_the_protocol(0.0, message.split(" (near ")[0]).message
+            return _Failure(ErrorKind.bad_response, message, perf_counter(), status=status)
+        # Valid JSON in a shape the protocol does not have (a list where an
+        # object belongs...): the server's fault, never a crash of the app.
+        return _Failure(ErrorKind.bad_response, f"unexpected {self.protocol} message "
+                        f"({type(exc).__name__}: {short(str(exc), 120)})", perf_counter(), status=status)
+
+    def _retry_delay(self, failure: _Failure, shown: bool, attempt: int, deadline: float) -> float | None:
+        """Seconds to wait before the next attempt, or None for no retry: the
+        failure is not worth one, something was shown, the attempts are used
+        up, or the wait would pass the answer's deadline."""
+        if not failure.retryable or shown or attempt >= 1 + self.cfg.max_retries:
+            return None
+        delay = self.retry.delay(attempt, failure.retry_after)
+        if delay is None or perf_counter() + delay >= deadline:
+            return None
+        return delay
 
     def _deadline_failure(self, status: int | None) -> _Failure:
         return _Failure(ErrorKind.timeout, f"no complete answer within {self.cfg.answer_deadline:g} s "
                         "(answer_deadline): stopped there, the text so far is kept", perf_counter(), status=status)
 
-    def _in_stream_failure(self, parser: StreamParser, ev: StreamEvent, status: int) -> _Failure:
-        assert isinstance(ev, StreamError)
+    def _in_stream_failure(self, parser: StreamParser, ev: StreamError, status: int) -> _Failure:
         retryable = not parser.shown and ev.kind in RETRYABLE_KINDS
         return _Failure(ev.kind, ev.message, ev.t, status=status, retry_after=ev.retry_after, retryable=retryable)
 
@@ -565,6 +891,25 @@ class HttpProvider(Provider):
             return "the server"
 
 
+def _within(evs: list[StreamEvent], limit: int, used: int, status: int) -> tuple[list[StreamEvent], _Failure | None]:
+    """The last events of a body, held to `limit` UTF-8 bytes of text and
+    reasoning in all (`used` already came): (all of them, None), or (those
+    that fit, the failure)."""
+    out: list[StreamEvent] = []
+    for ev in evs:
+        if isinstance(ev, (TextDelta, ReasoningDelta)):
+            used += len(ev.text.encode("utf-8", "surrogatepass"))
+            if used > limit:
+                keep = _fit(ev.text, used - limit)
+                if keep:
+                    out.append(ev.model_copy(update={"text": keep}))
+                return out, _Failure(ErrorKind.truncated, (
+                    f"the answer passed the size limit of {_size(limit)} (max_answer_bytes): cut there, "
+                    "the rest was not kept"), ev.t, status=status)
+        out.append(ev)
+    return out, None
+
+
 def _fit(text: str, over: int) -> str:
     """`text` without its last `over` UTF-8 bytes (never splitting a character)."""
     raw = text.encode("utf-8", "surrogatepass")
@@ -586,7 +931,8 @@ def image_data_url(mime: str, data: str) -> str:
 
 # Re-exported for protocol modules.
 __all__ = [
-    "Accumulated", "HttpProvider", "RetryPolicy", "StreamParser", "RETRYABLE_STATUS", "scrub", "short",
+    "Accumulated", "HttpProvider", "RetryPolicy", "Route", "StreamParser", "RETRYABLE_STATUS", "scrub", "short",
+    "quoted",
     "parse_retry_after", "error_message_from_body", "kind_for_status", "parse_json_args", "image_data_url",
     "TextDelta", "ReasoningDelta", "ToolCall", "UsageReport", "Finish", "StreamError", "ErrorKind", "perf_counter",
 ]

@@ -1,15 +1,20 @@
 """What one model alias is, as the providers read it: protocol, model, server,
-key variable, sampling parameters, price, timeouts, limits, and the server it
-shares with other aliases. `core.config` loads these from TOML (and
-autodetects them); the providers and the sessions only read them."""
+key variable, how the key is sent (`auth`), extra headers and query
+parameters (gateways, Azure), sampling parameters, price, timeouts, limits,
+and the server it shares with other aliases. `core.config` loads these from
+TOML (and autodetects them); the providers and the sessions only read them."""
 
 from __future__ import annotations
 
+import os
+import re
+from collections.abc import Mapping
+from typing import Any
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from providers.catalogue import ProviderName
+from providers.catalogue import DEMO_MODEL_NAMES, ProviderName
 from providers.events import SamplingParams
 
 
@@ -20,6 +25,46 @@ class Price(BaseModel):
 
     def cost(self, input_tokens: int | None, output_tokens: int | None) -> float:
         return ((input_tokens or 0) * self.input_per_mtok + (output_tokens or 0) * self.output_per_mtok) / 1e6
+
+
+class EnvValue(BaseModel):
+    """A header value read from an environment variable when the request is
+    built (`{ env = "AZURE_OPENAI_KEY" }`): a secret, never stored anywhere,
+    scrubbed from every message and answer like the API key."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    env: str
+
+
+class Auth(BaseModel):
+    """How the key from `api_key_env` is sent: in the header `header`, as
+    `"{scheme} {key}"` when `scheme` is set (`Authorization: Bearer KEY`), else
+    the key alone (`api-key: KEY`). `header = None`: the key is never sent."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    header: str | None
+    scheme: str | None = None
+
+    def describe(self, key_env: str | None) -> str:
+        """In words, never the value: 'api-key header (key from AZURE_KEY)'."""
+        if self.header is None or not key_env:
+            return "none"
+        how = f"{self.header}: {self.scheme} …" if self.scheme else f"{self.header} header"
+        return f"{how} (key from {key_env})"
+
+
+#: The names `auth = "..."` accepts in the config, besides a table {header, scheme}.
+AUTH_PRESETS: dict[str, Auth] = {
+    "bearer": Auth(header="Authorization", scheme="Bearer"),
+    "x-api-key": Auth(header="x-api-key"),
+    "api-key": Auth(header="api-key"),
+    "x-goog-api-key": Auth(header="x-goog-api-key"),
+    "none": Auth(header=None),
+}
+
+#: An HTTP header name (RFC 9110 token) and a value that cannot break out of its line.
+HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_HEADER_VALUE_BAD = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
 
 class ModelConfig(BaseModel):
@@ -45,10 +90,70 @@ class ModelConfig(BaseModel):
     max_answer_bytes: int = Field(default=8 * 1024 * 1024, ge=1024, description=(
         "UTF-8 bytes of text and reasoning kept per answer; past it the answer is cut"))
     extra_body: dict = Field(default_factory=dict, description="provider-specific request fields, sent as is")
+    auth: Auth | None = Field(default=None, description=(
+        "how the key is sent; None: the protocol's own (Authorization: Bearer, x-api-key, x-goog-api-key)"))
+    headers: dict[str, str | EnvValue] = Field(default_factory=dict, description=(
+        "extra request headers: a literal value (not a secret) or {env = NAME} (a secret, read at request time)"))
+    query: dict[str, str] = Field(default_factory=dict, description=(
+        "extra query parameters on every request (api-version for Azure OpenAI)"))
+
+    @field_validator("auth", mode="before")
+    @classmethod
+    def _auth_preset(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            preset = AUTH_PRESETS.get(value.lower())
+            if preset is None:
+                raise ValueError(f"must be one of {', '.join(AUTH_PRESETS)} or a table {{ header = \"...\", "
+                                 "scheme = \"...\" }")
+            return preset
+        return value
+
+    @field_validator("headers")
+    @classmethod
+    def _headers_are_safe(cls, value: dict[str, str | EnvValue]) -> dict[str, str | EnvValue]:
+        # The last line (core.config checks first, naming the key path): nothing
+        # that could end a header line or start another one.
+        for name, v in value.items():
+            if not HEADER_NAME.fullmatch(name):
+                raise ValueError("a header name may hold only letters, digits and !#$%&'*+-.^_`|~")
+            if isinstance(v, str) and (_HEADER_VALUE_BAD.search(v) or not v.isascii()):
+                raise ValueError(f"the value of header {name} holds a control or non-ASCII character")
+        return value
+
+    @field_validator("auth")
+    @classmethod
+    def _auth_header_is_safe(cls, value: Auth | None) -> Auth | None:
+        if value is not None and value.header is not None and not HEADER_NAME.fullmatch(value.header):
+            raise ValueError("auth.header must be an HTTP header name (letters, digits and !#$%&'*+-.^_`|~)")
+        if value is not None and value.scheme is not None and not re.fullmatch(r"[!-~]+", value.scheme):
+            raise ValueError("auth.scheme must be one word of printable ASCII (Bearer, Token...)")
+        return value
 
     @property
     def is_demo(self) -> bool:
         return self.provider == "demo"
+
+    @property
+    def secret_envs(self) -> tuple[str, ...]:
+        """Every environment variable this model reads a secret from: the key
+        variable, then the variables of `{env = ...}` headers."""
+        names = [self.api_key_env] if self.api_key_env else []
+        names += [v.env for v in self.headers.values() if isinstance(v, EnvValue)]
+        return tuple(dict.fromkeys(names))
+
+    def secrets(self, env: Mapping[str, str] = os.environ) -> tuple[str, ...]:
+        """The values of `secret_envs` set now (4 characters or more: shorter
+        ones are not looked for in text), for scrubbing."""
+        values = (env.get(name, "").strip() for name in self.secret_envs)
+        return tuple(dict.fromkeys(v for v in values if len(v) >= 4))
+
+
+#: `demo/concise`, `demo/thorough`...: offered with no config, and always by
+#: their alias. Defined beside the model type, so that the config and
+#: autodetection need not load the demo's streaming code (asyncio, anyio).
+DEMO_MODELS: list[ModelConfig] = [
+    ModelConfig(alias=f"demo/{name}", provider="demo", model=name) for name in DEMO_MODEL_NAMES
+]
 
 
 #: Requests in flight at once per server when the config says nothing. A local

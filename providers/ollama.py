@@ -2,13 +2,23 @@
 `message.thinking` and `message.tool_calls`; the last line has `done: true`,
 `done_reason` and the counts (`prompt_eval_count`, `eval_count`) with
 nanosecond durations; an `{"error": ...}` line is a server error even under
-HTTP 200."""
+HTTP 200. A whole `application/json` reply (`stream: false`, or a gateway
+that does not stream) is read as one message."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from providers.events import ChatRequest, ErrorKind, ReasoningDelta, StreamEvent, TextDelta, ToolCall
+from providers.events import (
+    ChatRequest,
+    ErrorKind,
+    ReasoningDelta,
+    StreamEvent,
+    TextDelta,
+    ToolCall,
+    arguments_object,
+    result_text,
+)
 from providers.http import Accumulated, HttpProvider, StreamParser, parse_json_args, short
 from providers.sse import DecodeError, NDJSONDecoder
 
@@ -22,11 +32,23 @@ class OllamaProvider(HttpProvider):
         if request.system:
             messages.append({"role": "system", "content": request.system})
         for m in request.messages:
+            if m.role == "tool":   # one message per result, named by its tool
+                messages += [{"role": "tool", "content": result_text(r.content), "tool_name": r.name}
+                             for r in m.tool_results]
+                continue
             msg: dict[str, Any] = {"role": m.role, "content": m.content}
             if m.images:
                 msg["images"] = [i.data for i in m.images]
+            if m.tool_calls:
+                msg["tool_calls"] = [{"function": {"name": c.name, "arguments": arguments_object(c.arguments)}}
+                                     for c in m.tool_calls]
             messages.append(msg)
         body: dict[str, Any] = {"model": self.cfg.model, "messages": messages, "stream": True}
+        if request.tools:
+            body["tools"] = [{"type": "function", "function": {
+                "name": t.name, "description": t.description, "parameters": t.parameters}} for t in request.tools]
+        if request.response_format is not None:
+            body["format"] = request.response_format.schema_
         p = self.params(request)
         options: dict[str, Any] = {}
         if p.temperature is not None:
@@ -42,9 +64,7 @@ class OllamaProvider(HttpProvider):
         if options:
             body["options"] = options
         body.update(self.cfg.extra_body)
-        headers = {"accept": "application/x-ndjson"}
-        if key:   # a proxy or hosted Ollama that wants a key
-            headers["authorization"] = f"Bearer {key}"
+        headers = {"accept": "application/x-ndjson"}   # a key, for a proxy or hosted Ollama: HttpProvider adds it
         return f"{self.base_url}/api/chat", headers, body
 
     def parser(self) -> StreamParser:
@@ -53,13 +73,19 @@ class OllamaProvider(HttpProvider):
 
 class OllamaParser(StreamParser):
     protocol = "Ollama NDJSON"
+    whole_starts = b""        # NDJSON starts with "{" too: only the content type tells a whole body
+
+    def form_for(self, content_type: str) -> str | None:
+        """`application/json` is one whole response (`stream: false`, or a
+        gateway's); NDJSON, and anything else, is read as the stream."""
+        if "json" in content_type and "ndjson" not in content_type:
+            return "whole"
+        return "stream"
 
     def __init__(self) -> None:
         super().__init__()
         self.lines = NDJSONDecoder()
         self.acc = Accumulated()
-        #: (prompt_eval_duration, eval_duration) in seconds from the last line, when sent
-        self.durations: tuple[float | None, float | None] = (None, None)
 
     def feed(self, chunk: bytes, t: float) -> list[StreamEvent]:
         out: list[StreamEvent] = []
@@ -105,12 +131,19 @@ class OllamaParser(StreamParser):
             acc.finish_reason = obj.get("done_reason") or "stop"
             acc.input_tokens = obj.get("prompt_eval_count")
             acc.output_tokens = obj.get("eval_count")
-            ns = obj.get("prompt_eval_duration"), obj.get("eval_duration")
-            self.durations = tuple(v / 1e9 if isinstance(v, (int, float)) else None for v in ns)  # type: ignore[assignment]
             out += acc.closing(t)
             self.done = True
             return True
         return False
+
+    def whole(self, obj: dict[str, Any], t: float) -> list[StreamEvent] | None:
+        """A non-streamed `/api/chat` reply: the stream's last line with the whole message."""
+        if not any(k in obj for k in ("message", "done", "error")):
+            return None
+        out: list[StreamEvent] = []
+        if not self._line(obj, t, out):
+            out.append(self.cut(t, "a whole response without done: true"))
+        return out
 
     def end(self, t: float) -> list[StreamEvent]:
         out: list[StreamEvent] = []

@@ -10,7 +10,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from providers.events import ChatRequest, ErrorKind, ReasoningDelta, StreamEvent, TextDelta, ToolCall
+from providers.events import (
+    ChatRequest,
+    ErrorKind,
+    Message,
+    ReasoningDelta,
+    StreamEvent,
+    TextDelta,
+    ToolCall,
+    arguments_text,
+    result_text,
+)
 from providers.http import (
     Accumulated,
     HttpProvider,
@@ -20,7 +30,7 @@ from providers.http import (
     parse_json_args,
     short,
 )
-from providers.sse import DecodeError, SSEDecoder
+from providers.sse import DecodeError, SSEDecoder, malformed_json
 from providers.sse import loads as fast_loads
 
 _loads = fast_loads
@@ -35,7 +45,9 @@ class OpenAIProvider(HttpProvider):
         if request.system:
             messages.append({"role": "system", "content": request.system})
         for m in request.messages:
-            if m.images:
+            if m.tool_calls or m.tool_results:
+                messages += _tool_messages(m)
+            elif m.images:
                 parts: list[dict[str, Any]] = [{"type": "text", "text": m.content}] if m.content else []
                 parts += [{"type": "image_url", "image_url": {"url": image_data_url(i.mime, i.data)}} for i in m.images]
                 messages.append({"role": m.role, "content": parts})
@@ -43,6 +55,15 @@ class OpenAIProvider(HttpProvider):
                 messages.append({"role": m.role, "content": m.content})
         body: dict[str, Any] = {"model": self.cfg.model, "messages": messages, "stream": True,
                                 "stream_options": {"include_usage": True}}
+        if request.tools:
+            body["tools"] = [{"type": "function", "function": {
+                "name": t.name, "description": t.description, "parameters": t.parameters}} for t in request.tools]
+        fmt = request.response_format
+        if fmt is not None:
+            schema: dict[str, Any] = {"name": fmt.name, "schema": fmt.schema_}
+            if fmt.strict is not None:
+                schema["strict"] = fmt.strict
+            body["response_format"] = {"type": "json_schema", "json_schema": schema}
         p = self.params(request)
         if p.temperature is not None:
             body["temperature"] = p.temperature
@@ -56,12 +77,19 @@ class OpenAIProvider(HttpProvider):
             body["stop"] = list(p.stop)
         body.update(self.cfg.extra_body)
         headers = {"accept": "text/event-stream"}
-        if key:
-            headers["authorization"] = f"Bearer {key}"
         return f"{self.base_url}/chat/completions", headers, body
 
     def parser(self) -> StreamParser:
         return OpenAIParser()
+
+
+def _tool_messages(m: Message) -> list[dict[str, Any]]:
+    """An assistant message with its calls, or one `tool` message per result."""
+    if m.role == "tool":
+        return [{"role": "tool", "tool_call_id": r.id, "content": result_text(r.content)} for r in m.tool_results]
+    return [{"role": "assistant", "content": m.content or None, "tool_calls": [
+        {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": arguments_text(c.arguments)}}
+        for c in m.tool_calls]}]
 
 
 class OpenAIParser(StreamParser):
@@ -72,17 +100,9 @@ class OpenAIParser(StreamParser):
         self.sse = SSEDecoder()
         self.acc = Accumulated()
         self.tools: dict[int, list[Any]] = {}      # index -> [id, name, argument fragments]
-        self.whole: list[bytes] | None = None      # a non-streamed JSON body, collected
         self.usage_seen = False                    # a chunk with usage arrived (sent at the end)
 
-    def start(self, content_type: str) -> None:
-        if "json" in content_type and "event-stream" not in content_type:
-            self.whole = []
-
     def feed(self, chunk: bytes, t: float) -> list[StreamEvent]:
-        if self.whole is not None:
-            self.whole.append(chunk)
-            return []
         out: list[StreamEvent] = []
         for _event, data in self.sse.feed(chunk):
             if data == "[DONE]":
@@ -98,7 +118,7 @@ class OpenAIParser(StreamParser):
             try:
                 obj = _loads(data)
             except ValueError as exc:
-                raise DecodeError(f"malformed JSON in an SSE event: {exc.msg} (near {data[:60]!r})") from None
+                raise malformed_json("an SSE event", exc, data) from None
             self.seen_any = True
             if self._chunk(obj, t, out):
                 return out
@@ -190,18 +210,10 @@ class OpenAIParser(StreamParser):
         return out
 
     def end(self, t: float) -> list[StreamEvent]:
-        if self.whole is not None:
-            return self._whole_body(b"".join(self.whole), t)
         return [self.truncated(t, "data: [DONE]")]
 
-    def _whole_body(self, body: bytes, t: float) -> list[StreamEvent]:
-        try:
-            obj = json.loads(body)
-        except ValueError as exc:
-            raise DecodeError(f"malformed JSON response: {getattr(exc, 'msg', exc)}") from None
-        if not isinstance(obj, dict):
-            raise DecodeError("the JSON response is not an object")
-        self.seen_any = True
+    def whole(self, obj: dict[str, Any], t: float) -> list[StreamEvent] | None:
+        """A non-streamed `chat.completion` (`choices[].message`), or `{"error": ...}`."""
         out: list[StreamEvent] = []
         self.served(out, obj.get("model"), obj.get("system_fingerprint"))
         if obj.get("error"):
@@ -209,7 +221,7 @@ class OpenAIParser(StreamParser):
             return out
         choices = obj.get("choices")
         if not isinstance(choices, list):
-            raise DecodeError("the JSON response has no choices")
+            return None
         if choices:
             choice = choices[0]
             message = choice.get("message") or choice.get("delta") or {}

@@ -23,10 +23,10 @@ import json
 import re
 from typing import Any
 
-__all__ = ["DecodeError", "SSEDecoder", "NDJSONDecoder", "JSONArrayDecoder", "loads"]
+__all__ = ["DecodeError", "SSEDecoder", "NDJSONDecoder", "JSONArrayDecoder", "loads", "malformed_json"]
 
 _json_loads = json.loads
-_scan = json.JSONDecoder().scan_once
+_scan = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # set by JSONDecoder.__init__; typeshed lacks it
 
 
 def loads(text: str) -> Any:
@@ -47,6 +47,12 @@ _loads = loads
 
 class DecodeError(ValueError):
     """The body is not the format it claims to be (short, safe message)."""
+
+
+def malformed_json(what: str, exc: ValueError, text: str) -> DecodeError:
+    """The error for `text` (the JSON of `what`) that `json.loads` refused."""
+    why = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)   # e.g. an integer of 5,000 digits
+    return DecodeError(f"malformed JSON in {what}: {why} (near {text[:60]!r})")
 
 
 def _decode(raw: bytes) -> str:
@@ -191,7 +197,7 @@ def _parse(text: str) -> Any:
     try:
         return _loads(text)
     except ValueError as exc:
-        raise DecodeError(f"malformed JSON in response: {exc.msg} (near {text[:60]!r})") from None
+        raise malformed_json("response", exc, text) from None
 
 
 _STRUCT = re.compile(r'[{}\[\]"]')

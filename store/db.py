@@ -43,7 +43,13 @@ from store.records import (
     VoteRecord,
     vote_problem,
 )
-from store.schema import APPLICATION_ID, MIGRATION_NAMES, SCHEMA_VERSION, VOTE_CONTESTANT_COLS, migrations
+from store.schema import (
+    APPLICATION_ID,
+    MIGRATION_NAMES,
+    MIGRATION_SET,
+    SCHEMA_VERSION,
+    build_migrations,
+)
 
 T = TypeVar("T")
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -232,7 +238,7 @@ class Store:
             return []
         return [r[0] for r in self.conn.execute(
             "SELECT name FROM _sqlite_migrations WHERE migration_set = ? ORDER BY rowid",
-            [migrations.name])]
+            [MIGRATION_SET])]
 
     def _check_is_lineup(self) -> None:
         """Refuse foreign SQLite files and files from a newer lineup, before any write."""
@@ -251,12 +257,12 @@ class Store:
                              f"upgrade lineup to open it")
 
     def _migrate(self) -> None:
-        from sqlite_utils import Database
-
         def step(conn: sqlite3.Connection) -> None:
             self._check_is_lineup()  # re-check under the lock: another process may have migrated
             if [n for n in MIGRATION_NAMES if n not in self._applied()]:
-                migrations.apply(Database(conn, execute_plugins=False))
+                from sqlite_utils import Database   # only here: an up-to-date file never loads it
+
+                build_migrations().apply(Database(conn, execute_plugins=False))
             conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
@@ -719,7 +725,8 @@ class Store:
     def list_sessions(self, limit: int | None = None, kind: str | None = None,
                       search: str | None = None) -> list[SessionSummary]:
         """Newest first. `search` matches titles, prompts and outputs."""
-        where, params = [], []
+        where: list[str] = []
+        params: list[Any] = []
         if kind:
             where.append("s.kind = ?")
             params.append(kind)
@@ -811,23 +818,6 @@ class Store:
         except sqlite3.DatabaseError as exc:
             raise self._translate(exc, "count votes") from None
 
-    def iter_votes(self, session_ids: list[str] | None = None, current_only: bool = True,
-                   exclude_demo: bool = False) -> Iterator[VoteRecord]:
-        """Votes in creation order (the ratings read these)."""
-        where, params = [], []
-        if current_only:
-            where.append("current = 1")
-        if session_ids is not None:
-            ids = [self._resolve_session(s) for s in session_ids]
-            where.append(f"session_id IN ({','.join('?' * len(ids))})")
-            params.extend(ids)
-        if exclude_demo:
-            where.append("session_id NOT IN (SELECT id FROM session WHERE is_demo = 1)")
-        sql = f"SELECT {R.cols(R.READ['vote'])} FROM vote" + (" WHERE " + " AND ".join(where) if where else "") \
-            + " ORDER BY created, id"
-        for row in self.conn.execute(sql, params):
-            yield R.vote_from(row)
-
     def query(self, sql: str, params: list[Any] | tuple = ()) -> list[dict[str, Any]]:
         """Rows of a read query as dicts (for reports that want plain SQL)."""
         try:
@@ -846,7 +836,8 @@ class Store:
 
         where = {"session": "s.id", "turn": "s.session_id", "output": "s.session_id", "vote": "s.session_id",
                  "tag": "(SELECT o.session_id FROM output o WHERE o.id = s.output_id)"}
-        total, named = 0, []
+        total = 0
+        named: list[str] = []
         try:
             for table in tables:
                 sid_col = where[table]
@@ -923,7 +914,7 @@ def insert_vote(conn: sqlite3.Connection, rec: VoteRecord, verb: str = "INSERT")
     cur = conn.execute(R.insert_sql("vote", R.VOTE_COLS, verb), R.vote_row(rec, current))
     if not cur.rowcount:
         return False
-    conn.executemany(R.insert_sql("vote_contestant", VOTE_CONTESTANT_COLS, verb), R.vote_contestants(rec, current))
+    conn.executemany(R.insert_sql("vote_contestant", R.VOTE_CONTESTANT_COLS, verb), R.vote_contestants(rec, current))
     if rec.supersedes:
         conn.execute("UPDATE vote SET current = 0 WHERE id = ?", [rec.supersedes])
         conn.execute("UPDATE vote_contestant SET current = 0 WHERE vote_id = ?", [rec.supersedes])

@@ -27,7 +27,6 @@ from store.records import (
     TurnRecord,
     VoteRecord,
 )
-from store.schema import VOTE_CONTESTANT_COLS
 
 TABLES = ("session", "contestant", "turn", "output", "vote", "vote_contestant", "tag", "check_result", "reveal")
 
@@ -41,10 +40,6 @@ class ImportSummary(BaseModel):
     format: Literal["lineup-jsonl", "arena", "lineup-db", "mixed", "empty"]
     records: int = 0                     # lines / battles / sessions read
     added: dict[str, int] = Field(default_factory=dict)
-
-    @property
-    def total_added(self) -> int:
-        return sum(self.added.values())
 
 
 def write_imported(store: Store, sessions: Iterable[SessionRecord], records: Iterable[Any],
@@ -94,7 +89,7 @@ def _counts(conn: sqlite3.Connection, schema: str = "main") -> dict[str, int]:
 
 _MERGE_COLS = {
     "session": R.SESSION_COLS, "contestant": R.CONTESTANT_COLS, "turn": R.TURN_COLS,
-    "output": R.OUTPUT_COLS, "vote": R.VOTE_COLS, "vote_contestant": VOTE_CONTESTANT_COLS,
+    "output": R.OUTPUT_COLS, "vote": R.VOTE_COLS, "vote_contestant": R.VOTE_CONTESTANT_COLS,
     "tag": R.TAG_COLS, "check_result": R.CHECK_COLS, "reveal": R.REVEAL_COLS,
 }
 

@@ -7,8 +7,8 @@ databases merge without collisions; all times are float epoch seconds."""
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from typing import Literal
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
@@ -18,14 +18,13 @@ SessionKind = Literal["chat", "run", "rerun", "import"]
 OutputStatus = Literal["streaming", "complete", "error", "cancelled", "interrupted"]
 #: How an answer came: streamed from the provider, reused from the cache, or through a batch API.
 OutputOrigin = Literal["stream", "cache", "batch"]
-FINAL_STATUSES: frozenset[str] = frozenset({"complete", "error", "cancelled"})
 # vote choices that are not a label
 TIE, BOTH_BAD, ALL_BAD = "tie", "both_bad", "all_bad"
 NON_LABEL_CHOICES: frozenset[str] = frozenset({TIE, BOTH_BAD, ALL_BAD})
 
 
 class _Record(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class ContestantRecord(_Record):
@@ -82,6 +81,53 @@ class TurnRecord(_Record):
     created: float = Field(default_factory=time.time)
 
 
+class TraceCall(_Record):
+    """One tool call of an answer: what the model asked for and what was fed
+    back. `rule` names the scripted result that answered it
+    ("tool_results.N" or "default"); None when it was not run (the step
+    limit came first). `signature` is the protocol's opaque token for the
+    call (Gemini), kept so the thread can be sent again."""
+
+    id: str | None = None
+    name: str
+    arguments: Any = None
+    result: Any = None
+    rule: str | None = None
+    signature: str | None = None
+
+
+class TraceStep(_Record):
+    """One request of an answer: the text it streamed and the calls it made."""
+
+    text: str = ""
+    calls: list[TraceCall] = Field(default_factory=list)
+
+
+class AnswerTrace(_Record):
+    """How an answer came about when it was more than one stream of text:
+    the steps of a tool loop (the last step's text is the answer, also in
+    `OutputRecord.text`), why it stopped, and how structured output was
+    asked for. Stored as JSON in `output.trace`; the shape is a contract
+    (exports, sample_sets/README.md)."""
+
+    steps: list[TraceStep] = Field(default_factory=list)
+    stopped: Literal["answered", "step_limit", "error", "cancelled"] | None = None
+    max_steps: int | None = None
+    structured: Literal["native", "fallback", "instructions"] | None = Field(
+        default=None, description="native: the server's own structured output; fallback: it refused, "
+        "so the schema went in the instructions; instructions: asked that way from the start")
+
+    @property
+    def calls(self) -> list[TraceCall]:
+        return [c for step in self.steps for c in step.calls]
+
+    @property
+    def more_than_text(self) -> bool:
+        """Whether the answer is more than its text: it made calls, fell back
+        from native structured output, or stopped at the step limit."""
+        return bool(self.calls) or self.structured == "fallback" or self.stopped == "step_limit"
+
+
 class OutputRecord(_Record):
     id: str = Field(default_factory=new_ulid)
     session_id: str
@@ -107,6 +153,8 @@ class OutputRecord(_Record):
     cost: float | None = None
     is_demo: bool = False
     created: float = Field(default_factory=time.time)
+    trace: AnswerTrace | None = None
+    streamed: bool = True       # False: the server sent the whole answer in one body (no ttft_ms)
     served_model: str | None = None          # the model id the provider said answered
     system_fingerprint: str | None = None    # OpenAI-compatible servers' backend configuration
     origin: OutputOrigin = "stream"
@@ -131,8 +179,9 @@ class VoteRecord(_Record):
 
     @property
     def winner(self) -> str | None:
-        """The alias chosen, or None for tie / both_bad / all_bad."""
-        return self.mapping.get(self.choice) if self.choice not in NON_LABEL_CHOICES else None
+        """The alias chosen, through the vote's own mapping (`model_of`), or
+        None for tie / both_bad / all_bad. Fills the stored `winner` column."""
+        return None if self.choice in NON_LABEL_CHOICES else model_of(self.mapping, self.choice)
 
 
 class RevealRecord(_Record):
@@ -271,8 +320,50 @@ class LoadedSession(_Record):
 
 
 # ---------------------------------------------------------------------- vote integrity
-# The shape of a vote record, checked wherever one is written (core.votes
-# builds votes and says what they mean; these are the record's own rules).
+# The shape of a vote record, checked wherever one is written, and what the
+# store derives from it for its own columns (`vote.winner`, the per-contestant
+# `vote_contestant.outcome`). core.votes builds votes and says what they mean,
+# on top of these functions (it re-exports `label_of` and `model_of`); the
+# store cannot import the core, so the record's own rules live here, once.
+
+VoteOutcome = Literal["win", "loss", "tie", "bad"]
+
+
+def label_of(mapping: Mapping[str, str], label: str) -> str | None:
+    """The mapping's key for `label` (exact, else the one key equal ignoring
+    case: imported records may differ in case), or None."""
+    if label in mapping:
+        return label
+    folded = [k for k in mapping if k.casefold() == label.casefold()]
+    return folded[0] if len(folded) == 1 else None
+
+
+def model_of(mapping: Mapping[str, str], label: str) -> str | None:
+    """The model a label stood for in this mapping."""
+    key = label_of(mapping, label)
+    return None if key is None else mapping[key]
+
+
+def shared_outcome(choice: str) -> Literal["tie", "bad"] | None:
+    """What a vote says of every contestant alike: "tie", "bad" (both / all
+    bad), or None when it picks a label (a win for one, a loss for the rest)."""
+    if choice == TIE:
+        return "tie"
+    if choice in (BOTH_BAD, ALL_BAD):
+        return "bad"
+    return None
+
+
+def outcome_of(choice: str, mapping: Mapping[str, str], label: str) -> VoteOutcome:
+    """What a vote (`choice` on `mapping`) says of the contestant shown as
+    `label`: "tie", "bad" (both / all bad), else "win" for the pick and
+    "loss" for the others. A ranking adds no per-contestant outcome here:
+    its pairwise outcomes are `core.votes.decompose_vote`'s."""
+    shared = shared_outcome(choice)
+    if shared is not None:
+        return shared
+    return "win" if label_of(mapping, choice) == label else "loss"
+
 
 class VoteError(ValueError):
     """A vote that cannot be recorded as given (the message says why)."""

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from store.records import (
+    AnswerTrace,
     CheckResultRecord,
     ContestantRecord,
     OutputRecord,
@@ -20,8 +21,8 @@ from store.records import (
     TagRecord,
     TurnRecord,
     VoteRecord,
+    outcome_of,
 )
-from store.schema import vote_contestant_rows
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -102,13 +103,14 @@ TURN_COLS = ("id", "session_id", "position", "case_id", "category", "user_messag
 OUTPUT_COLS = ("id", "session_id", "turn_id", "contestant", "label", "attempt", "status", "text",
                "reasoning", "error_kind", "error_message", "finish_reason", "sent_at", "ttft_ms",
                "duration_ms", "chunk_ms", "chunk_chars", "input_tokens", "output_tokens",
-               "tokens_estimated", "reasoning_tokens", "cost", "is_demo", "created",
+               "tokens_estimated", "reasoning_tokens", "cost", "is_demo", "created", "trace", "streamed",
                "served_model", "system_fingerprint", "origin", "cached_from", "request_key", "updated", "writer")
 VOTE_COLS = ("id", "session_id", "turn_id", "rater", "choice", "winner", "ranking", "mapping",
              "positions", "created", "revealed_at", "note", "supersedes", "current", "retracted_at")
 TAG_COLS = ("id", "output_id", "tag", "rater", "note", "auto", "created", "removed_at")
 CHECK_COLS = ("id", "output_id", "check_name", "spec", "passed", "detail")
 REVEAL_COLS = ("id", "session_id", "turn_id", "rater", "created")
+VOTE_CONTESTANT_COLS = ("vote_id", "label", "alias", "position", "outcome", "current")
 
 
 def insert_sql(table: str, cols: tuple[str, ...], verb: str = "INSERT") -> str:
@@ -136,7 +138,8 @@ def output_row(r: OutputRecord, updated: float | None = None, writer: str | None
                   r.reasoning, r.error_kind, r.error_message, r.finish_reason, r.sent_at, r.ttft_ms,
                   r.duration_ms, pack_ints(r.chunk_ms), pack_ints(r.chunk_chars), r.input_tokens,
                   r.output_tokens, int(r.tokens_estimated), r.reasoning_tokens, r.cost, int(r.is_demo),
-                  r.created, r.served_model, r.system_fingerprint, r.origin, r.cached_from, r.request_key,
+                  r.created, None if r.trace is None else dumps(r.trace.model_dump(mode="json")), int(r.streamed),
+                  r.served_model, r.system_fingerprint, r.origin, r.cached_from, r.request_key,
                   updated, writer))
 
 
@@ -144,6 +147,18 @@ def vote_row(r: VoteRecord, current: int = 1) -> tuple:
     return _safe((r.id, r.session_id, r.turn_id, r.rater, r.choice, r.winner,
                   None if r.ranking is None else dumps(r.ranking), dumps(r.mapping), dumps(r.positions),
                   r.created, r.revealed_at, r.note, r.supersedes, current, r.retracted_at))
+
+
+def vote_contestant_rows(vote_id: str, choice: str, mapping: dict[str, str], positions: list[str] | tuple[str, ...],
+                         current: int) -> list[tuple]:
+    """A vote's rows of `vote_contestant` (VOTE_CONTESTANT_COLS): one per
+    label, with its screen position and what the vote says of it (`outcome_of`)."""
+    return [
+        (vote_id, label, alias,
+         positions.index(label) if label in positions else None,
+         outcome_of(choice, mapping, label), int(current))
+        for label, alias in mapping.items()
+    ]
 
 
 def vote_contestants(r: VoteRecord, current: int = 1) -> list[tuple]:
@@ -202,8 +217,8 @@ _OUTPUT_READ = OUTPUT_COLS[:-2]
 def output_from(row: tuple) -> OutputRecord:
     (id_, session_id, turn_id, contestant, label, attempt, status, text, reasoning, error_kind, error_message,
      finish_reason, sent_at, ttft_ms, duration_ms, chunk_ms, chunk_chars, input_tokens, output_tokens,
-     tokens_estimated, reasoning_tokens, cost, is_demo, created, served_model, system_fingerprint, origin,
-     cached_from, request_key) = row
+     tokens_estimated, reasoning_tokens, cost, is_demo, created, trace, streamed, served_model, system_fingerprint,
+     origin, cached_from, request_key) = row
     return trusted(OutputRecord, {
         "id": id_, "session_id": session_id, "turn_id": turn_id, "contestant": contestant, "label": label,
         "attempt": attempt, "status": status, "text": text, "reasoning": reasoning, "error_kind": error_kind,
@@ -211,9 +226,10 @@ def output_from(row: tuple) -> OutputRecord:
         "duration_ms": duration_ms, "chunk_ms": unpack_ints(chunk_ms),
         "chunk_chars": unpack_ints(chunk_chars), "input_tokens": input_tokens, "output_tokens": output_tokens,
         "tokens_estimated": bool(tokens_estimated), "reasoning_tokens": reasoning_tokens, "cost": cost,
-        "is_demo": bool(is_demo), "created": created, "served_model": served_model,
-        "system_fingerprint": system_fingerprint, "origin": origin, "cached_from": cached_from,
-        "request_key": request_key})
+        "is_demo": bool(is_demo), "created": created,
+        "trace": None if trace is None else AnswerTrace.model_validate_json(trace), "streamed": bool(streamed),
+        "served_model": served_model, "system_fingerprint": system_fingerprint, "origin": origin,
+        "cached_from": cached_from, "request_key": request_key})
 
 
 _VOTE_READ = tuple(c for c in VOTE_COLS if c not in ("winner", "current"))

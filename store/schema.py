@@ -8,19 +8,47 @@ Never edit a migration that has shipped: add a new one."""
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from sqlite_utils import Database
-from sqlite_utils.migrations import Migrations
+if TYPE_CHECKING:
+    from sqlite_utils import Database
+    from sqlite_utils.migrations import Migrations
 
 # "LNUP": marks the file as a lineup database (PRAGMA application_id).
 APPLICATION_ID = 0x4C4E5550
 MIGRATION_SET = "lineup"
 
-migrations = Migrations(MIGRATION_SET)
+# The migrations in order, registered by `_migration`. Kept as plain functions
+# so that importing the store does not import sqlite-utils (and numpy, which
+# sqlite-utils imports whenever it is installed): only a database that needs
+# migrating loads it, through `build_migrations`.
+_STEPS: list[tuple[str, Callable[[Database], None]]] = []
 
 
-@migrations(name="m001_core")
+def _migration(*, name: str) -> Callable[[Callable[[Database], None]], Callable[[Database], None]]:
+    def register(fn: Callable[[Database], None]) -> Callable[[Database], None]:
+        if any(n == name for n, _ in _STEPS):
+            raise ValueError(f"migration {name!r} is registered twice")
+        _STEPS.append((name, fn))
+        return fn
+    return register
+
+
+@functools.cache
+def build_migrations() -> Migrations:
+    """The sqlite-utils `Migrations` of set "lineup", in order."""
+    from sqlite_utils.migrations import Migrations
+
+    migrations = Migrations(MIGRATION_SET)
+    for name, fn in _STEPS:
+        migrations(name=name)(fn)
+    return migrations
+
+
+@_migration(name="m001_core")
 def m001_core(db: Database) -> None:
     """Sessions, contestants, turns, outputs, votes, tags, check results."""
     for sql in (
@@ -141,17 +169,26 @@ def m001_core(db: Database) -> None:
         db.execute(sql)
 
 
-@migrations(name="m002_search")
+@_migration(name="m002_search")
 def m002_search(db: Database) -> None:
     """Full-text search over prompts and outputs (FTS5, kept up to date by triggers)."""
-    db["turn"].enable_fts(["user_message"], create_triggers=True)
-    db["output"].enable_fts(["text"], create_triggers=True)
+    db.table("turn").enable_fts(["user_message"], create_triggers=True)
+    db.table("output").enable_fts(["text"], create_triggers=True)
 
 
-@migrations(name="m003_vote_contestant")
+@_migration(name="m003_vote_contestant")
 def m003_vote_contestant(db: Database) -> None:
     """One row per (vote, contestant) so "votes per model" is an index scan,
-    not a JSON parse of every vote. Backfilled from `vote.mapping`."""
+    not a JSON parse of every vote. Backfilled from `vote.mapping` with the
+    rows `Store.add_vote` writes (`rows.vote_contestant_rows`, whose outcome is
+    the record's own rule, `records.outcome_of`): not a frozen copy, so a
+    change to that rule that could change a stored row needs a migration that
+    recomputes the table. (Matching the choice to its label ignoring case,
+    as every view reads a vote, can only change a row written by hand:
+    lineup writes a choice exactly as one of the vote's labels, and the store
+    refuses any other, `records.vote_problem`.)"""
+    from store.rows import VOTE_CONTESTANT_COLS, vote_contestant_rows
+
     db.execute("""CREATE TABLE vote_contestant (
         vote_id TEXT NOT NULL REFERENCES vote(id) ON DELETE CASCADE,
         label TEXT NOT NULL,
@@ -172,14 +209,14 @@ def m003_vote_contestant(db: Database) -> None:
                        "VALUES (?,?,?,?,?,?)", row)
 
 
-@migrations(name="m004_vote_retraction")
+@_migration(name="m004_vote_retraction")
 def m004_vote_retraction(db: Database) -> None:
     """A vote can be withdrawn (undo in the vote queue): it stays in the
     record with `retracted_at` and stops counting (`current = 0`)."""
     db.execute("ALTER TABLE vote ADD COLUMN retracted_at REAL")
 
 
-@migrations(name="m005_runner_claims")
+@_migration(name="m005_runner_claims")
 def m005_runner_claims(db: Database) -> None:
     """Which process runs which unit of a `lineup run` (one contestant through
     one case and repeat), so that two processes on the same database and set
@@ -196,7 +233,7 @@ def m005_runner_claims(db: Database) -> None:
     ) WITHOUT ROWID""")
 
 
-@migrations(name="m006_reveal")
+@_migration(name="m006_reveal")
 def m006_reveal(db: Database) -> None:
     """A judged unit (a case, a chat turn) revealed by the rater without a
     vote: one row per turn whose models were shown, by whom and when. A
@@ -212,8 +249,25 @@ def m006_reveal(db: Database) -> None:
     db.execute("CREATE INDEX reveal_session ON reveal(session_id)")
 
 
-@migrations(name="m008_served_cache_batch")
-def m008_served_cache_batch(db: Database) -> None:
+@_migration(name="m007_output_trace")
+def m007_output_trace(db: Database) -> None:
+    """How an answer of several requests came about (a tool loop: each step's
+    text, its calls with their arguments and the scripted results fed back,
+    why it stopped) and how structured output was asked for: JSON
+    (`store.records.AnswerTrace`), NULL for a plain answer."""
+    db.execute("ALTER TABLE output ADD COLUMN trace TEXT")
+
+
+@_migration(name="m008_output_streamed")
+def m008_output_streamed(db: Database) -> None:
+    """Whether an answer came as a stream (1, every answer before this) or as
+    one whole response body to a stream request (0: a gateway that does not
+    stream; such an answer has a duration but no time to first token)."""
+    db.execute("ALTER TABLE output ADD COLUMN streamed INTEGER NOT NULL DEFAULT 1")
+
+
+@_migration(name="m009_served_cache_batch")
+def m009_served_cache_batch(db: Database) -> None:
     """What the provider said served each answer, how each answer came, and
     the provider batches of `lineup run --batch`.
 
@@ -271,26 +325,5 @@ def m008_served_cache_batch(db: Database) -> None:
         db.execute(sql)
 
 
-def outcome_for(label: str, choice: str) -> str:
-    if choice == "tie":
-        return "tie"
-    if choice in ("both_bad", "all_bad"):
-        return "bad"
-    return "win" if label == choice else "loss"
-
-
-VOTE_CONTESTANT_COLS = ("vote_id", "label", "alias", "position", "outcome", "current")
-
-
-def vote_contestant_rows(vote_id: str, choice: str, mapping: dict, positions: list | tuple,
-                         current: int) -> list[tuple]:
-    return [
-        (vote_id, label, alias,
-         positions.index(label) if label in positions else None,
-         outcome_for(label, choice), int(current))
-        for label, alias in mapping.items()
-    ]
-
-
-MIGRATION_NAMES: tuple[str, ...] = tuple(m.name for m in migrations._migrations)
+MIGRATION_NAMES: tuple[str, ...] = tuple(name for name, _ in _STEPS)
 SCHEMA_VERSION = len(MIGRATION_NAMES)

@@ -1,12 +1,14 @@
 """`AsyncStore`: the Store on its own writer thread, so a slow disk never
 freezes the event loop (the TUI's or the runner's).
 
-Every Store method is an `async` method of the same name; calls run in the
-order they were made, one at a time, on the one thread that owns the
-connection. `checkpoint_output` is coalesced: while a checkpoint for an output
-waits in the queue, newer ones replace its arguments (latest wins). A caller
-that is cancelled while waiting does not cancel the write: what was handed
-over is still saved."""
+The Store methods the app calls from the event loop are `async` methods of
+the same name, declared below (each a one-line hand-off to the writer thread;
+anything else goes through `call`). Calls run in the order they were made,
+one at a time, on the one thread that owns the connection.
+`checkpoint_output` is coalesced: while a checkpoint for an output waits in
+the queue, newer ones replace its arguments (latest wins). A caller that is
+cancelled while waiting does not cancel the write: what was handed over is
+still saved."""
 
 from __future__ import annotations
 
@@ -19,16 +21,19 @@ import anyio
 import anyio.lowlevel
 
 from store.db import Store, StoreError
+from store.records import (
+    CheckResultRecord,
+    LoadedSession,
+    OutputRecord,
+    RevealRecord,
+    SessionRecord,
+    SessionSummary,
+    TagRecord,
+    TurnRecord,
+    VoteRecord,
+)
 
 T = TypeVar("T")
-
-# Store methods exposed as `await astore.<name>(...)`.
-_METHODS = (
-    "create_session", "update_session", "reveal_session", "add_turn", "start_output", "finish_output",
-    "add_vote", "retract_vote", "reveal_votes", "add_reveal", "add_tag", "remove_tag", "add_check_result", "list_sessions", "load_session", "get_session",
-    "resolve_session", "latest_session_id", "search", "votes_per_model", "query", "counts",
-    "open_run_session", "claim_unit", "finish_claim", "release_claims", "run_unit", "ensure_turn",
-)
 
 
 class _Waiter:
@@ -135,6 +140,28 @@ class AsyncStore:
         """Run `fn(store)` on the writer thread (e.g. several writes in `store.batch()`)."""
         return await self._submit(lambda: fn(self._require()))
 
+    async def read(self, fn: Callable[[Store], T]) -> T:
+        """Run `fn(store)` off the writer thread: in a worker thread, on a
+        read-only connection of its own (WAL: it reads the last committed
+        state and never waits for the writer), so a long read (the report's
+        bootstrap) does not hold up the writes queued behind it. `fn` must only
+        read. An in-memory database has no second connection: there, and if
+        the file cannot be opened again, on the writer thread (`call`)."""
+        path = self._require().path
+        if str(path) == ":memory:":
+            return await self.call(fn)
+
+        def job() -> tuple[bool, Any]:
+            try:
+                reader = Store.open(path, readonly=True)
+            except StoreError:
+                return False, None
+            with reader:
+                return True, fn(reader)
+
+        opened, result = await anyio.to_thread.run_sync(job)
+        return result if opened else await self.call(fn)
+
     async def checkpoint_output(self, output_id: str, text: str, reasoning: str | None = None,
                                 chunk_ms: list[int] | None = None, chunk_chars: list[int] | None = None) -> None:
         if self._closed:
@@ -152,6 +179,75 @@ class AsyncStore:
                 self._queue.put(output_id)
         return await waiter.wait()
 
+    # ------------------------------------------------------------------ the Store's methods, on the writer thread
+    # Each is `Store.<name>` (see its docstring there), awaited here.
+
+    async def create_session(self, rec: SessionRecord) -> None:
+        return await self.call(lambda s: s.create_session(rec))
+
+    async def reveal_session(self, session_id: str, at: float | None = None) -> None:
+        return await self.call(lambda s: s.reveal_session(session_id, at))
+
+    async def add_turn(self, rec: TurnRecord) -> None:
+        return await self.call(lambda s: s.add_turn(rec))
+
+    async def start_output(self, rec: OutputRecord) -> None:
+        return await self.call(lambda s: s.start_output(rec))
+
+    async def finish_output(self, rec: OutputRecord) -> None:
+        return await self.call(lambda s: s.finish_output(rec))
+
+    async def add_vote(self, rec: VoteRecord) -> None:
+        return await self.call(lambda s: s.add_vote(rec))
+
+    async def retract_vote(self, vote_id: str, at: float | None = None) -> bool:
+        return await self.call(lambda s: s.retract_vote(vote_id, at))
+
+    async def reveal_votes(self, vote_ids: list[str], at: float | None = None) -> int:
+        return await self.call(lambda s: s.reveal_votes(vote_ids, at))
+
+    async def add_reveal(self, rec: RevealRecord) -> None:
+        return await self.call(lambda s: s.add_reveal(rec))
+
+    async def add_tag(self, rec: TagRecord) -> None:
+        return await self.call(lambda s: s.add_tag(rec))
+
+    async def remove_tag(self, tag_id: str, at: float | None = None) -> bool:
+        return await self.call(lambda s: s.remove_tag(tag_id, at))
+
+    async def add_check_result(self, rec: CheckResultRecord) -> None:
+        return await self.call(lambda s: s.add_check_result(rec))
+
+    async def list_sessions(self, limit: int | None = None, kind: str | None = None,
+                            search: str | None = None) -> list[SessionSummary]:
+        return await self.call(lambda s: s.list_sessions(limit, kind, search))
+
+    async def load_session(self, session_id: str) -> LoadedSession:
+        return await self.call(lambda s: s.load_session(session_id))
+
+    async def open_run_session(self, rec: SessionRecord, key: str,
+                               differences: Callable[[SessionRecord], list[str]]
+                               ) -> tuple[SessionRecord, bool, tuple[str, list[str]] | None]:
+        return await self.call(lambda s: s.open_run_session(rec, key, differences))
+
+    async def claim_unit(self, session_id: str, unit: str, owner: str) -> str:
+        return await self.call(lambda s: s.claim_unit(session_id, unit, owner))
+
+    async def finish_claim(self, session_id: str, unit: str, owner: str, done: bool) -> None:
+        return await self.call(lambda s: s.finish_claim(session_id, unit, owner, done))
+
+    async def release_claims(self, session_id: str, owner: str) -> None:
+        return await self.call(lambda s: s.release_claims(session_id, owner))
+
+    async def run_unit(self, session_id: str, case_id: str, repeat_index: int, contestant: str
+                       ) -> tuple[list[TurnRecord], list[OutputRecord], list[CheckResultRecord]]:
+        return await self.call(lambda s: s.run_unit(session_id, case_id, repeat_index, contestant))
+
+    async def ensure_turn(self, rec: TurnRecord) -> TurnRecord:
+        return await self.call(lambda s: s.ensure_turn(rec))
+
+    # ------------------------------------------------------------------ closing
+
     async def aclose(self) -> None:
         """Finish every queued write, close the database, stop the thread."""
         if self._closed:
@@ -162,18 +258,3 @@ class AsyncStore:
             self._closed = True
             self._queue.put(None)
             await anyio.to_thread.run_sync(self._thread.join)
-
-
-def _make(name: str) -> Callable[..., Any]:
-    async def method(self: AsyncStore, *args: Any, **kwargs: Any) -> Any:
-        return await self._submit(lambda: getattr(self._require(), name)(*args, **kwargs))
-
-    method.__name__ = name
-    method.__qualname__ = f"AsyncStore.{name}"
-    method.__doc__ = getattr(Store, name).__doc__
-    return method
-
-
-for _name in _METHODS:
-    setattr(AsyncStore, _name, _make(_name))
-del _name

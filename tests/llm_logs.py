@@ -18,7 +18,6 @@ from pathlib import Path
 from tests.server import Reply, TestServer
 
 
-
 def png(rgb: tuple[int, int, int], size: int = 2) -> bytes:
     """A real PNG of one colour (image_mime and every provider accept it)."""
     def chunk(kind: bytes, data: bytes) -> bytes:

@@ -59,12 +59,47 @@ after `fault_after` deltas:
 default "test-model") and `system_fingerprint` the one OpenAI-compatible
 chunks carry when set.
 
+`tool_calls` (a list of `{"name", "arguments", "id"?}`) are streamed after
+the text in each protocol's own form, their arguments split across chunks:
+OpenAI `delta.tool_calls` fragments per index, Anthropic `tool_use` blocks
+with `input_json_delta` fragments, and for Ollama (`message.tool_calls`) and
+Gemini (`functionCall` parts), which send a call whole, its message cut into
+flushed pieces of `chunk_chars` bytes. The finish reason defaults to the
+protocol's own for calls (`tool_calls`, `tool_use`). An Anthropic request
+that forces a tool (`tool_choice: {"type": "tool"}`, how structured output is
+asked there) gets the reply's `text` as that tool's input, in fragments.
+`refuse_fields` names request fields (top level, or in Gemini's
+`generationConfig`) this server does not support: a request carrying one gets
+HTTP 400 naming it, as servers without structured output answer.
+
+`srv.respond(fn)` answers every request with `fn(received)` (a `Reply` or
+`RawReply`) instead of the script: a tool loop that depends on what was sent.
+
+`whole=True` answers with the protocol's complete non-streamed response in one
+body (OpenAI `chat.completion`, Anthropic `message`, Ollama's last line with
+the whole message, Gemini one `GenerateContentResponse` object), as gateways
+do for a stream request (the LiteLLM proxy's `/v1/messages`), with
+`whole_content_type` (default `application/json`).
+
+Azure mode (`srv.azure(deployment, api_version, key)`): requests must come to
+`/openai/deployments/{deployment}/chat/completions?api-version={api_version}`
+with the key in an `api-key` header, as Azure OpenAI wants them; anything else
+gets Azure's own error (404 `DeploymentNotFound` for another deployment, 404
+"Resource not found" without `api-version`, 401 for a missing or wrong key, an
+`Authorization` header included). Its streams start, as Azure's do, with a
+chunk of `prompt_filter_results` and no choices. `srv.reset()` ends it.
+
 `stamp=True` replaces each text delta by the server's `time.perf_counter()`
 at the moment it is written ("%.6f " seconds), for latency benchmarks (same
 clock as the client when both run in one process).
 
 `srv.batches` speaks the OpenAI Batch API (files, batches) and Anthropic
 Message Batches with partial failures and expiry (`tests/batch_api.py`).
+
+Why this file is past 600 lines: one server speaks the four protocols,
+their faults, tool calls and structured output, so that every client test
+and benchmark drives the same real HTTP; an encoder per protocol keeps the
+wire forms side by side.
 
 `RawReply(status, headers, body, cuts=[...])` serves exact bytes, flushed
 separately at the given byte offsets; `RawReply.from_case(case, cuts)` serves
@@ -78,10 +113,10 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 FAULTS = ("disconnect", "stall", "stall_headers", "malformed_json", "html", "no_terminator",
           "invalid_utf8", "error_event", "no_finish", "role_only", "keepalive_stall")
@@ -113,6 +148,10 @@ class Reply:
     stamp: bool = False
     served_model: str = "test-model"          # the model id the stream names (drift tests change it)
     system_fingerprint: str | None = None     # OpenAI-compatible chunks carry it when set
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    refuse_fields: tuple[str, ...] = ()
+    whole: bool = False
+    whole_content_type: str = "application/json"
 
     def __post_init__(self) -> None:
         if self.fault is not None and self.fault not in FAULTS:
@@ -185,8 +224,10 @@ class TestServer:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._azure: tuple[str, str, str] | None = None
         self._script: list[Reply | RawReply] = []
         self._last: Reply | RawReply = Reply()
+        self._respond: Callable[[Received], Reply | RawReply] | None = None
         self.requests: list[Received] = []
         self.models: list[str] = ["test-model"]
         from tests.batch_api import BatchService
@@ -263,15 +304,52 @@ class TestServer:
             if replies:
                 self._last = replies[-1]
 
+    def respond(self, fn: Callable[[Received], Reply | RawReply] | None) -> None:
+        """Answer every request with `fn(request)` (None: back to the script)."""
+        with self._lock:
+            self._respond = fn
+
     def reset(self) -> None:
         with self._lock:
             self._script = []
             self._last = Reply()
+            self._respond = None
             self.requests = []
+            self._azure = None
 
-    def _next_reply(self) -> Reply | RawReply:
+    def azure(self, deployment: str, api_version: str, key: str) -> str:
+        """Azure OpenAI mode (see the module doc); returns the base URL a model
+        should use (`.../openai/deployments/{deployment}`)."""
         with self._lock:
-            return self._script.pop(0) if self._script else self._last
+            self._azure = (deployment, api_version, key)
+        return f"{self.url}/openai/deployments/{deployment}"
+
+    def _azure_refusal(self, rec: "Received") -> tuple[int, dict[str, Any]] | None:
+        """Azure's error for a request that does not follow its conventions, or None."""
+        if self._azure is None:
+            return None
+        deployment, api_version, key = self._azure
+        prefix = "/openai/deployments/"
+        if not rec.path.startswith(prefix) or not rec.path.endswith("/chat/completions"):
+            return 404, {"error": {"code": "404", "message": "Resource not found"}}
+        if rec.path[len(prefix):-len("/chat/completions")] != deployment:
+            return 404, {"error": {"code": "DeploymentNotFound", "message": (
+                "The API deployment for this resource does not exist. If you created the deployment within "
+                "the last 5 minutes, please wait a moment and try again.")}}
+        if dict(parse_qsl(rec.query)).get("api-version") != api_version:
+            return 404, {"error": {"code": "404", "message": "Resource not found"}}
+        if rec.headers.get("api-key") != key or "authorization" in rec.headers:
+            return 401, {"error": {"code": "401", "message": (
+                "Access denied due to invalid subscription key or wrong API endpoint. Make sure to provide a "
+                "valid key for an active subscription and use a correct regional API endpoint for your resource.")}}
+        return None
+
+    def _next_reply(self, rec: Received) -> Reply | RawReply:
+        with self._lock:
+            fn = self._respond
+            if fn is None:
+                return self._script.pop(0) if self._script else self._last
+        return fn(rec)
 
     # -- HTTP
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -392,7 +470,7 @@ class _Responder:
             return await self.server.batches.respond(self, rec)
         if rec.method == "GET":
             return await self.listing()
-        reply = self.server._next_reply()
+        reply = self.server._next_reply(rec)
         rec.reply = reply
         if isinstance(reply, RawReply):
             await self.head(reply.status, reply.headers)
@@ -400,6 +478,11 @@ class _Responder:
                 if i and reply.delay:
                     await self.wait(reply.delay)
                 await self.piece(p)
+            return await self.finish()
+        refused = self.server._azure_refusal(rec)
+        if refused is not None:
+            await self.head(refused[0], {"content-type": "application/json"})
+            await self.piece(json.dumps(refused[1]).encode())
             return await self.finish()
         proto = _protocol(rec)
         if proto is None:
@@ -420,9 +503,17 @@ class _Responder:
             await self.piece(b"<!DOCTYPE html><html><head><title>502 Bad Gateway</title></head>"
                              b"<body><h1>Bad Gateway</h1><p>nginx</p></body></html>")
             return await self.finish()
+        refused = _refused_field(proto, rec, reply)
+        if refused:
+            reply = replace(reply, status=400, message=f"{refused} is not supported by this server")
         if reply.status != 200:
             await self.head(reply.status, {"content-type": "application/json", **extra})
             await self.piece(json.dumps(_error_body(proto, reply)).encode())
+            return await self.finish()
+        if reply.whole:
+            await self.head(200, {"content-type": reply.whole_content_type, **extra})
+            await self.wait(reply.first_delay)
+            await self.piece(json.dumps(_whole_body(proto, reply), indent=2).encode())
             return await self.finish()
         ctype = {"openai": "text/event-stream", "anthropic": "text/event-stream; charset=utf-8",
                  "ollama": "application/x-ndjson", "gemini-sse": "text/event-stream",
@@ -430,6 +521,11 @@ class _Responder:
         await self.head(200, {"content-type": ctype, **extra})
         await self.wait(reply.first_delay)
         enc = _ENCODERS[proto](reply)
+        enc.request = rec.json if isinstance(rec.json, dict) else {}
+        if self.server._azure is not None:
+            await self.piece(b"data: " + _j({"choices": [], "created": 0, "id": "", "model": "", "object": "",
+                                             "prompt_filter_results": [{"prompt_index": 0, "content_filter_results": {
+                                                 "hate": {"filtered": False, "severity": "safe"}}}]}) + b"\n\n")
         sent = 0
         pending = reply.fault is not None and reply.fault != "no_terminator"
         if reply.fault == "role_only":
@@ -445,6 +541,13 @@ class _Responder:
                 break
             if sent:
                 await self.wait(reply.delay)
+            if kind == "tool":
+                for i, piece in enumerate(enc.tool_call(int(payload), reply.tool_calls[int(payload)])):
+                    if i:
+                        await self.wait(reply.delay)
+                    await self.piece(piece)
+                sent += 1
+                continue
             if reply.stamp and kind == "text":
                 payload = f"{time.perf_counter():.6f} "
             await self.piece(enc.delta(kind, payload))
@@ -514,7 +617,36 @@ def _plan(reply: Reply) -> Iterator[tuple[str, str]]:
         yield "reasoning", d
     for d in reply.deltas("text"):
         yield "text", d
+    for i in range(len(reply.tool_calls)):
+        yield "tool", str(i)
     yield "end", ""
+
+
+def _refused_field(proto: str, rec: Received, reply: Reply) -> str | None:
+    """The first request field the reply says this server does not support."""
+    if not reply.refuse_fields:
+        return None
+    try:
+        body = rec.json
+    except ValueError:
+        return None
+    if not isinstance(body, dict):
+        return None
+    nested = body.get("generationConfig") if proto.startswith("gemini") else None
+    for name in reply.refuse_fields:
+        if name in body or (isinstance(nested, dict) and name in nested):
+            return name
+    return None
+
+
+def _pieces(data: bytes, size: int) -> list[bytes]:
+    """`data` cut every `size` bytes (each piece is flushed as its own chunk)."""
+    n = max(1, size)
+    return [data[i:i + n] for i in range(0, len(data), n)]
+
+
+def _call_id(call: dict[str, Any], index: int) -> str:
+    return str(call.get("id") or f"call_{index}")
 
 
 def _usage(reply: Reply) -> tuple[int, int, int | None]:
@@ -543,13 +675,52 @@ def _fingerprint(reply: Reply) -> dict[str, str]:
     return {"system_fingerprint": reply.system_fingerprint} if reply.system_fingerprint else {}
 
 
+def _whole_body(proto: str, reply: Reply) -> Any:
+    """The protocol's complete non-streamed response for `reply`."""
+    i, o, r = _usage(reply)
+    if proto == "openai":
+        message: dict[str, Any] = {"role": "assistant", "content": reply.text}
+        if reply.reasoning:
+            message["reasoning_content"] = reply.reasoning
+        return {"id": "chatcmpl-test", "object": "chat.completion", "model": reply.served_model,
+                **_fingerprint(reply),
+                "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason or "stop"}],
+                "usage": {"prompt_tokens": i, "completion_tokens": o, "total_tokens": i + o}}
+    if proto == "anthropic":
+        content: list[dict[str, Any]] = []
+        if reply.reasoning:
+            content.append({"type": "thinking", "thinking": reply.reasoning, "signature": "sig"})
+        content.append({"type": "text", "text": reply.text})
+        return {"id": "msg_test", "type": "message", "role": "assistant", "model": reply.served_model,
+                "content": content,
+                "stop_reason": reply.finish_reason or "end_turn", "stop_sequence": None,
+                "usage": {"input_tokens": i, "output_tokens": o}}
+    if proto == "ollama":
+        msg: dict[str, Any] = {"role": "assistant", "content": reply.text}
+        if reply.reasoning:
+            msg["thinking"] = reply.reasoning
+        return {"model": reply.served_model, "message": msg, "done": True,
+                "done_reason": reply.finish_reason or "stop",
+                "prompt_eval_count": i, "eval_count": o, "prompt_eval_duration": 1_000_000,
+                "eval_duration": 50_000_000}
+    parts: list[dict[str, Any]] = [{"text": reply.reasoning, "thought": True}] if reply.reasoning else []
+    parts.append({"text": reply.text})
+    usage: dict[str, Any] = {"promptTokenCount": i, "candidatesTokenCount": o, "totalTokenCount": i + o + (r or 0)}
+    return {"candidates": [{"content": {"parts": parts, "role": "model"}, "finishReason": reply.finish_reason or "STOP",
+                            "index": 0}], "usageMetadata": usage, "modelVersion": reply.served_model}
+
+
 def _j(obj: Any) -> bytes:
     return json.dumps(obj, ensure_ascii=False).encode("utf-8")
 
 
 class _Encoder:
+    request: dict[str, Any] = {}
+
     def __init__(self, reply: Reply) -> None:
         self.reply = reply
+
+    def tool_call(self, index: int, call: dict[str, Any]) -> list[bytes]: ...
 
     def delta(self, kind: str, text: str) -> bytes: ...
     def end(self, reply: Reply, with_terminator: bool) -> bytes: ...
@@ -566,20 +737,32 @@ class _OpenAI(_Encoder):
     first = True
 
     def delta(self, kind: str, text: str) -> bytes:
-        d = {"content": text} if kind == "text" else {"content": None, "reasoning_content": text}
+        return self._chunk({"content": text} if kind == "text" else {"content": None, "reasoning_content": text})
+
+    def _chunk(self, delta: dict[str, Any]) -> bytes:
         if self.first:
             self.first = False
-            d["role"] = "assistant"
+            delta["role"] = "assistant"
         return b"data: " + _j({"id": "chatcmpl-test", "object": "chat.completion.chunk",
                                "model": self.reply.served_model, **_fingerprint(self.reply),
-                               "choices": [{"index": 0, "delta": d, "finish_reason": None}]}) + b"\n\n"
+                               "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}) + b"\n\n"
+
+    def tool_call(self, index: int, call: dict[str, Any]) -> list[bytes]:
+        args = json.dumps(call.get("arguments", {}), ensure_ascii=False)
+        out = [self._chunk({"tool_calls": [{"index": index, "id": _call_id(call, index), "type": "function",
+                                            "function": {"name": call["name"], "arguments": ""}}]})]
+        n = max(1, self.reply.chunk_chars)
+        out += [self._chunk({"tool_calls": [{"index": index, "function": {"arguments": args[i:i + n]}}]})
+                for i in range(0, len(args), n)]
+        return out
 
     def end(self, reply: Reply, with_terminator: bool) -> bytes:
         i, o, r = _usage(reply)
         usage: dict[str, Any] = {"prompt_tokens": i, "completion_tokens": o, "total_tokens": i + o}
         if r is not None:
             usage["completion_tokens_details"] = {"reasoning_tokens": r}
-        out = (b"data: " + _j({"choices": [{"index": 0, "delta": {}, "finish_reason": reply.finish_reason or "stop"}]})
+        reason = reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop")
+        out = (b"data: " + _j({"choices": [{"index": 0, "delta": {}, "finish_reason": reason}]})
                + b"\n\ndata: " + _j({"choices": [], "usage": usage}) + b"\n\n")
         return out + (b"data: [DONE]\n\n" if with_terminator else b"")
 
@@ -635,15 +818,43 @@ class _Anthropic(_Encoder):
         self.block = None
         return self._ev("content_block_stop", {"type": "content_block_stop", "index": self.index})
 
+    def _forced_tool(self) -> str | None:
+        choice = self.request.get("tool_choice")
+        return choice.get("name") if isinstance(choice, dict) and choice.get("type") == "tool" else None
+
+    def _tool_start(self, call_id: str, name: str) -> bytes:
+        out = self._stop()
+        self.block, self.index = "tool_use", self.index + 1
+        return out + self._ev("content_block_start", {"type": "content_block_start", "index": self.index,
+                                                      "content_block": {"type": "tool_use", "id": call_id,
+                                                                        "name": name, "input": {}}})
+
+    def _json_delta(self, fragment: str) -> bytes:
+        return self._ev("content_block_delta", {"type": "content_block_delta", "index": self.index,
+                                                "delta": {"type": "input_json_delta", "partial_json": fragment}})
+
     def delta(self, kind: str, text: str) -> bytes:
+        forced = self._forced_tool() if kind == "text" else None
+        if forced is not None:   # structured output through a forced tool: the text is its input
+            head = self._start() + (b"" if self.block == "tool_use" else self._tool_start("toolu_answer", forced))
+            return head + self._json_delta(text)
         d = {"type": "text_delta", "text": text} if kind == "text" else {"type": "thinking_delta", "thinking": text}
         return self._start() + self._switch(kind) + self._ev(
             "content_block_delta", {"type": "content_block_delta", "index": self.index, "delta": d})
 
+    def tool_call(self, index: int, call: dict[str, Any]) -> list[bytes]:
+        args = json.dumps(call.get("arguments", {}), ensure_ascii=False)
+        n = max(1, self.reply.chunk_chars)
+        out = [self._start() + self._tool_start(_call_id(call, index), call["name"])]
+        out += [self._json_delta(args[i:i + n]) for i in range(0, len(args), n)]
+        out.append(self._stop())
+        return out
+
     def end(self, reply: Reply, with_terminator: bool) -> bytes:
         _, o, _ = _usage(reply)
+        reason = reply.finish_reason or ("tool_use" if reply.tool_calls or self._forced_tool() else "end_turn")
         out = self._start() + self._stop() + self._ev("message_delta", {
-            "type": "message_delta", "delta": {"stop_reason": reply.finish_reason or "end_turn", "stop_sequence": None},
+            "type": "message_delta", "delta": {"stop_reason": reason, "stop_sequence": None},
             "usage": {"output_tokens": o}})
         return out + (self._ev("message_stop", {"type": "message_stop"}) if with_terminator else b"")
 
@@ -666,6 +877,15 @@ class _Ollama(_Encoder):
         msg = {"role": "assistant", "content": text} if kind == "text" else \
             {"role": "assistant", "content": "", "thinking": text}
         return _j({"model": self.reply.served_model, "message": msg, "done": False}) + b"\n"
+
+    def tool_call(self, index: int, call: dict[str, Any]) -> list[bytes]:
+        fn: dict[str, Any] = {"name": call["name"], "arguments": call.get("arguments", {})}
+        entry: dict[str, Any] = {"function": fn}
+        if call.get("id"):
+            entry["id"] = call["id"]
+        line = _j({"model": self.reply.served_model,
+                   "message": {"role": "assistant", "content": "", "tool_calls": [entry]}, "done": False}) + b"\n"
+        return _pieces(line, self.reply.chunk_chars)
 
     def end(self, reply: Reply, with_terminator: bool) -> bytes:
         if not with_terminator:
@@ -713,6 +933,17 @@ class _Gemini(_Encoder):
             part["thought"] = True
         return self._frame({"candidates": [{"content": {"parts": [part], "role": "model"}, "index": 0}],
                             "modelVersion": self.reply.served_model})
+
+    def tool_call(self, index: int, call: dict[str, Any]) -> list[bytes]:
+        fn: dict[str, Any] = {"name": call["name"], "args": call.get("arguments", {})}
+        if call.get("id"):
+            fn["id"] = call["id"]
+        part: dict[str, Any] = {"functionCall": fn}
+        if call.get("signature"):
+            part["thoughtSignature"] = call["signature"]
+        frame = self._frame({"candidates": [{"content": {"parts": [part], "role": "model"}, "index": 0}],
+                             "modelVersion": self.reply.served_model})
+        return _pieces(frame, self.reply.chunk_chars)
 
     def end(self, reply: Reply, with_terminator: bool) -> bytes:
         i, o, r = _usage(reply)

@@ -276,3 +276,27 @@ def test_batch_needs_a_provider_with_a_batch_api(tmp_path: Path, capsys: pytest.
         assert main(["run", str(sample), "-m", "m0", "--batch", "--db", str(tmp_path / "b.db"), "--config",
                      str(config)]) == 2
     assert "'m0' is ollama" in capsys.readouterr().err
+
+
+def test_batch_calls_send_the_models_own_auth_and_headers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a gateway-style model (key in `api-key`, a secret team header): its batch calls authenticate as its
+    # streamed requests do, never with a Bearer header the config did not ask for
+    monkeypatch.setenv("GATEWAY_KEY", "gw-key-0123456789")
+    monkeypatch.setenv("TEAM_TOKEN", "team-token-9876543210")
+    db = tmp_path / "b.db"
+    sample = _set(tmp_path / "set.jsonl", 2)
+    with TestServer() as srv:
+        config = tmp_path / "config.toml"
+        config.write_text(
+            "[models.gw]\n"
+            f'provider = "openai"\nmodel = "gw-model"\nbase_url = "{srv.base_url("openai")}"\n'
+            'api_key_env = "GATEWAY_KEY"\nauth = "api-key"\nmax_retries = 0\nread_timeout = 10\n'
+            'headers = { "x-team" = { env = "TEAM_TOKEN" }, "x-title" = "lineup" }\n')
+        assert main(["run", str(sample), "-m", "gw", "--batch", "--poll", "0.01",
+                     "--db", str(db), "--config", str(config), "--quiet"]) == 0
+        calls = [r for r in srv.requests if "/files" in r.path or "/batches" in r.path]
+    assert calls and all(r.headers.get("api-key") == "gw-key-0123456789" for r in calls)
+    assert all(r.headers.get("x-team") == "team-token-9876543210" and r.headers.get("x-title") == "lineup"
+               for r in calls)
+    assert not any("authorization" in {k.lower() for k in r.headers} for r in calls)
+    assert all(r["status"] == "complete" for r in _outputs(db))

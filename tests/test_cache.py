@@ -171,3 +171,28 @@ def test_the_run_table_is_checked() -> None:
         parse_config({"run": {"cache": "yes"}}, source="config.toml")
     with pytest.raises(ConfigError, match=r"run\.refresh: unknown key"):
         parse_config({"run": {"refresh": True}})
+
+
+def test_a_tool_loop_is_reused_only_with_the_same_tools_and_results_and_keeps_its_trace(tmp_path: Path) -> None:
+    # the first request of a tool loop is the same whatever the scripted results say; the answer is not
+    from tests.test_tools_run import weather_case, weather_server, write_set
+
+    db = tmp_path / "c.db"
+    same = write_set(tmp_path / "a.jsonl", weather_case())
+    other = write_set(tmp_path / "b.jsonl", weather_case(
+        tool_results=[{"name": "get_weather", "arguments": {"city": "Paris"}, "result": {"temp_c": 31}}]))
+    with TestServer() as srv:
+        srv.respond(weather_server)
+        config = _config(tmp_path / "config.toml", srv, {"m0": {}})
+        common = ["--db", str(db), "--config", str(config), "-m", "m0", "--quiet", "--new", "--cache"]
+        assert main(["run", str(same), *common]) == 0
+        first = len(srv.requests)
+        assert first == 2                                   # the call, then the answer with its result
+        assert main(["run", str(same), *common]) == 0
+        assert len(srv.requests) == first                   # the whole loop reused
+        assert main(["run", str(other), *common]) == 0
+        assert len(srv.requests) == 2 * first               # other scripted results: asked again
+    with Store.open(db) as store:
+        rows = store.query("SELECT origin, trace FROM output ORDER BY created, id")
+    assert [r["origin"] for r in rows] == ["stream", "cache", "stream"]
+    assert rows[1]["trace"] is not None and rows[1]["trace"] == rows[0]["trace"]

@@ -282,9 +282,20 @@ def test_every_type_has_a_runner_and_outcome_fields():
         "contains": {"values": ["x"]}, "not_contains": {"values": ["y"]}, "max_words": {"limit": 3},
         "min_words": {"limit": 1}, "max_chars": {"limit": 10}, "min_chars": {"limit": 1},
         "required_fields": {"fields": ["x"]},
+        "tool_called": {"tool": "t"}, "tool_not_called": {"tool": "u"}, "max_steps": {"limit": 2},
+        "tool_args_valid": {}, "structured_output": {},
     }
     assert set(specs) == set(CHECK_TYPES)
-    outcomes = run_checks([check(type=t, name=f"my {t}", **s) for t, s in specs.items()], '{"x": 1}')
+    from core.checks import AnswerFacts
+    from core.tools import StructuredOutput, ToolScript
+    from store.records import AnswerTrace, TraceCall, TraceStep
+
+    facts = AnswerFacts(
+        trace=AnswerTrace(steps=[TraceStep(calls=[TraceCall(name="t", arguments={"x": 1}, result=1, rule="default")]),
+                                 TraceStep(text='{"x": 1}')]),
+        script=ToolScript(tools=[{"name": "t", "parameters": {"type": "object"}}]),
+        structured=StructuredOutput(schema={"type": "object"}))
+    outcomes = run_checks([check(type=t, name=f"my {t}", **s) for t, s in specs.items()], '{"x": 1}', facts)
     assert [o.type for o in outcomes] == list(specs)
     assert all(o.name == f"my {o.type}" for o in outcomes)
     assert all(o.passed and o.score == 1.0 for o in outcomes)

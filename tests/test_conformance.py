@@ -75,6 +75,10 @@ def check(case: dict[str, Any], result: StreamResult, events: list, srv: TestSer
     assert events[0].type == "sent" and events[-1].type in ("finish", "error"), name
     assert sum(e.type in ("finish", "error") for e in events) == 1, name
     assert result.text == exp["text"], name
+    # a non-streamed recording (a whole JSON body) is recorded as such: no time to first token
+    assert result.streamed is case["streaming"], name
+    if not case["streaming"]:
+        assert result.ttft_ms is None and result.duration_ms is not None, name
     assert result.reasoning == exp["reasoning"], name
     assert result.finish_reason == exp["finish_reason"], name
     assert result.input_tokens == exp["input_tokens"], name

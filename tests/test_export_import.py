@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from core.synthetic import synthetic_session, write_synthetic
 from lineup.cli import main
 from store import (
     SCHEMA_VERSION,
@@ -29,7 +30,6 @@ from store import (
     TurnRecord,
     VoteRecord,
 )
-from store.synthetic import synthetic_session, write_synthetic
 
 
 def sha(path: Path) -> str:

@@ -36,8 +36,8 @@ from pathlib import Path
 
 import pytest
 
+from core.synthetic import synthetic_session, write_synthetic
 from store import Store, TagRecord
-from store.synthetic import synthetic_session, write_synthetic
 
 REPO = Path(__file__).resolve().parents[1]
 TIMEOUT = 120

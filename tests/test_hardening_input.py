@@ -30,8 +30,8 @@ from pathlib import Path
 
 import pytest
 
+from core.synthetic import synthetic_session, write_synthetic
 from store import Store
-from store.synthetic import synthetic_session, write_synthetic
 from tests.server import Reply, TestServer
 
 REPO = Path(__file__).resolve().parents[1]

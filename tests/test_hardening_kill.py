@@ -241,7 +241,7 @@ def test_sigkill_during_an_import_is_all_or_nothing(tmp_path):
     for fraction in (0.5, 0.9, "wal"):
         db = tmp_path / f"kill-{fraction}.db"
         with Store.open(db) as store:   # something recorded before, which must survive
-            from store.synthetic import synthetic_session, write_synthetic
+            from core.synthetic import synthetic_session, write_synthetic
 
             write_synthetic(store, *synthetic_session(turns=2, seed=3))
         base = _counts(db)

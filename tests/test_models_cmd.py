@@ -174,8 +174,12 @@ def test_check_reports_errors_without_leaking_key(clean_env, capsys, config_file
     assert handler.seen_auth == [f"Bearer {SECRET}"]          # the request really went out with the key
     rows = {r["alias"]: r for r in json.loads(out)["models"]}
     assert rows["local"]["check"]["ok"] is False and rows["local"]["check"]["error_kind"] == "auth"
-    assert rows["claude"]["check"] == {"ok": False, "ttft_ms": None, "total_ms": None, "error_kind": "config",
-                                       "error": "ANTHROPIC_API_KEY is not set"}
+    assert rows["claude"]["check"] == {
+        "ok": False, "ttft_ms": None, "total_ms": None, "streamed": None, "error_kind": "config",
+        "error": "ANTHROPIC_API_KEY is not set", "problem": "auth",
+        "hint": "a key or secret header variable is not set: export it",
+        "route": {"method": "POST", "url": "https://api.anthropic.com/v1/messages",
+                  "auth": "x-api-key header (key from ANTHROPIC_API_KEY)", "headers": []}}
     assert rows["gpt4o"]["check"]["error_kind"] == "connection"
     assert rows["quick"]["check"]["ok"] is True
 
@@ -224,3 +228,96 @@ def test_scrub_and_escape_sequences(clean_env, capsys, tmp_path):
                     'base_url = "http://127.0.0.1:9/v1"\n', encoding="utf-8")
     code, out, err = run_cli(capsys, "--config", str(path))
     assert code == 0 and "\x1b" not in out and "\x07" not in out and "evil" in out
+
+
+# --- issue 19: which route and auth a check used, and which part was wrong --------------------
+
+
+GATEWAY_KEY = "gw-Key-0123456789abcdefABCDEF99"
+
+
+def _gateway_config(tmp_path, base_url: str, extra: str = "") -> str:
+    path = tmp_path / "gw.toml"
+    path.write_text(f'[models.gw]\nprovider = "openai"\nmodel = "gpt-4o"\nbase_url = "{base_url}"\n'
+                    'api_key_env = "GW_KEY"\nauth = "api-key"\nmax_retries = 0\n'
+                    'query = { "api-version" = "2024-10-21" }\n'
+                    'headers = { "X-Org" = "research", "X-Gateway-Secret" = { env = "GW_SECRET" } }\n' + extra,
+                    encoding="utf-8")
+    return str(path)
+
+
+@pytest.fixture
+def loopback():
+    from tests.server import TestServer
+
+    with TestServer() as srv:
+        yield srv
+
+
+@pytest.mark.parametrize(("reply", "problem", "kind"), [
+    ("ok", None, None),
+    ("404", "url", "not_found"),
+    ("401", "auth", "auth"),
+    ("plain", "format", "bad_response"),
+    ("refused", "url", "connection"),
+    ("429", "server", "rate_limited"),
+])
+def test_check_says_route_auth_and_what_was_wrong(clean_env, capsys, tmp_path, loopback, reply, problem, kind):
+    from tests.server import RawReply, Reply
+
+    clean_env.setenv("GW_KEY", GATEWAY_KEY)
+    clean_env.setenv("GW_SECRET", SECRET)
+    loopback.script({"ok": Reply(text="ok"), "404": Reply(status=404, message="DeploymentNotFound"),
+                     "401": Reply(status=401, message=f"bad key {GATEWAY_KEY}"),
+                     "plain": RawReply(200, {"content-type": "text/plain"}, b"Welcome to the proxy"),
+                     "refused": Reply(), "429": Reply(status=429, message="slow down")}[reply])
+    base = (f"http://127.0.0.1:{_closed_port()}/v1" if reply == "refused" else loopback.url + "/v1")
+    path = _gateway_config(tmp_path, base)
+    code, out, err = run_cli(capsys, "--config", path, "--check", "--json")
+    assert SECRET not in out + err and GATEWAY_KEY not in out + err
+    check = json.loads(out)["models"][0]["check"]
+    assert code == (0 if reply == "ok" else 1)
+    assert check["ok"] is (reply == "ok") and check["problem"] == problem and check["error_kind"] == kind
+    assert check["route"] == {"method": "POST", "url": f"{base}/chat/completions?api-version=2024-10-21",
+                              "auth": "api-key header (key from GW_KEY)",
+                              "headers": ["X-Org", "X-Gateway-Secret (from GW_SECRET)"]}
+    if reply != "refused":
+        sent = loopback.requests[0].headers
+        assert sent["api-key"] == GATEWAY_KEY and sent["x-gateway-secret"] == SECRET and "authorization" not in sent
+
+    code, out, err = run_cli(capsys, "--config", path, "--check")          # the table form
+    assert SECRET not in out + err and GATEWAY_KEY not in out + err
+    assert f"POST {base}/chat/completions?api-version=2024-10-21" in out
+    assert "auth: api-key header (key from GW_KEY); headers: X-Org, X-Gateway-Secret (from GW_SECRET)" in out
+    if problem:
+        assert f"wrong: {problem}: " in out
+    else:
+        assert "wrong:" not in out
+
+
+def test_check_of_a_whole_body_gateway_says_not_streamed(clean_env, capsys, tmp_path, loopback):
+    from tests.server import Reply
+
+    clean_env.setenv("GW_KEY", GATEWAY_KEY)
+    clean_env.setenv("GW_SECRET", SECRET)
+    loopback.script(Reply(text="ok", whole=True))
+    path = _gateway_config(tmp_path, loopback.url + "/v1")
+    code, out, err = run_cli(capsys, "--config", path, "--check", "--json")
+    check = json.loads(out)["models"][0]["check"]
+    assert code == 0 and check["ok"] and check["streamed"] is False and check["ttft_ms"] is None
+    assert check["total_ms"] is not None
+    code, out, err = run_cli(capsys, "--config", path, "--check")
+    assert "ok  not streamed" in out
+
+
+def test_listing_names_secret_header_variables_never_values(clean_env, capsys, tmp_path):
+    clean_env.setenv("GW_KEY", GATEWAY_KEY)
+    path = _gateway_config(tmp_path, "https://gw.example/v1")
+    code, out, err = run_cli(capsys, "--config", path)
+    assert code == 0 and GATEWAY_KEY not in out
+    assert "GW_KEY (present), GW_SECRET (missing, header X-Gateway-Secret)" in out
+    code, out, err = run_cli(capsys, "--config", path, "--json")
+    row = json.loads(out)["models"][0]
+    assert row["headers"] == [{"name": "X-Org", "env": None, "set": None},
+                              {"name": "X-Gateway-Secret", "env": "GW_SECRET", "set": "missing"}]
+    assert "research" not in out                     # literal header values are not listed either

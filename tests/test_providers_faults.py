@@ -165,6 +165,24 @@ def test_malformed_json_is_bad_response(srv, proto, opts):
     assert result.text == "abcd"
 
 
+HUGE = b"7" * 5000   # valid JSON that Python refuses to read: past its limit on an integer's digits
+
+
+@pytest.mark.parametrize(("proto", "opts", "ctype", "body"), [
+    ("openai", {}, "text/event-stream", b'data: {"n": ' + HUGE + b"}\n\n"),
+    ("anthropic", {}, "text/event-stream", b'event: message_start\ndata: {"n": ' + HUGE + b"}\n\n"),
+    ("gemini", {"stream_form": "sse"}, "text/event-stream", b'data: {"n": ' + HUGE + b"}\n\n"),
+    ("ollama", {}, "application/x-ndjson", b'{"n": ' + HUGE + b"}\n"),
+], ids=["openai", "anthropic", "gemini-sse", "ollama"])
+def test_json_python_cannot_read_is_bad_response_saying_why(srv, proto, opts, ctype, body):
+    from tests.server import RawReply
+
+    result, events = run(srv, proto, opts, RawReply(200, {"content-type": ctype}, body), max_retries=0)
+    err = terminal(events)
+    assert err.kind == ErrorKind.bad_response
+    assert "malformed JSON" in err.message and "digits" in err.message, err.message
+
+
 @params
 def test_html_page_with_200_is_bad_response(srv, proto, opts):
     result, events = run(srv, proto, opts, Reply(fault="html"), max_retries=2)

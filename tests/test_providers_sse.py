@@ -163,16 +163,16 @@ _PARSERS = {"anthropic": AnthropicParser, "openai-compatible": OpenAIParser, "ol
 
 def parse(case: dict, step: int) -> StreamResult:
     parser = _PARSERS[case["provider"]]()
-    parser.start(case["response"]["headers"].get("content-type", ""))
+    parser.begin(case["response"]["status"], case["response"]["headers"].get("content-type", ""))
     body = case["response"]["body"].encode()
     result = StreamResult()
     for i in range(0, len(body), step):
-        for ev in parser.feed(body[i:i + step], float(i)):
+        for ev in parser.take(body[i:i + step], float(i)):
             result.add(ev)
         if parser.done:
             break
     if not parser.done:
-        for ev in parser.end(float(len(body))):
+        for ev in parser.close(float(len(body))):
             result.add(ev)
     return result
 

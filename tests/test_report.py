@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from core.report import ReportFilters, build_report
+from core.report import ReportFilters, build_report, render_html, render_markdown
 from lineup.cli import main
 from store import (
     CheckResultRecord,
@@ -303,13 +303,13 @@ def test_markdown_html_and_terminal_escape_recorded_text(db, tmp_path, capsys):
     db.add_tag(TagRecord(output_id=o.id, tag="<img src=x onerror=alert(1)>", rater="ann"))
     report = build_report(db, rounds=20)
 
-    page = report.to_html()
+    page = render_html(report)
     assert page.startswith("<!DOCTYPE html>") and "<svg" in page
     assert "<script" not in page and "<img" not in page and "<b>cat" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "\x1b" not in page
     assert not re.search(r"<(link|script)\b|src=\"http", page)        # self-contained
 
-    text = report.to_markdown()
+    text = render_markdown(report)
     assert "\x1b" not in text and "<script>" not in text
     table = [ln for ln in text.splitlines() if ln.startswith("| ") and "script" in ln][0]
     assert table.count(" | ") == 9      # the pipe in the name did not add a column
@@ -319,7 +319,7 @@ def test_markdown_html_and_terminal_escape_recorded_text(db, tmp_path, capsys):
                  "--html", str(html_file)]) == 0
     out = capsys.readouterr().out
     assert "\x1b" not in out and "alert(1)" in out and "plain" in out
-    assert md_file.read_text(encoding="utf-8") == report.to_markdown()
+    assert md_file.read_text(encoding="utf-8") == render_markdown(report)
     assert "<svg" in html_file.read_text(encoding="utf-8")
 
 

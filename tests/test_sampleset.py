@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from core.checks import CHECK_TYPES, run_case_checks
+from core.checks import CHECK_TYPES, AnswerFacts, run_case_checks
 from core.sampleset import MAX_IMAGE_BYTES, Case, SampleSetError, load_image, load_sample_set
+from store.records import AnswerTrace, TraceCall, TraceStep
 
 REPO = Path(__file__).resolve().parent.parent
 SETS = REPO / "sample_sets"
@@ -51,7 +52,7 @@ def test_loads_a_full_case(tmp_path):
     assert s.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
     assert [c.id for c in s.cases] == ["fmt-007", "b"]
     case = s.cases[0]
-    assert case.user_turns() == ["Give JSON", "Shorter", "Now YAML"]
+    assert (case.prompt, case.follow_ups) == ("Give JSON", ("Shorter", "Now YAML"))
     assert case.answer_count == 3
     assert case.params.temperature == 0 and case.params.max_tokens == 64
     assert [c.type for c in case.checks] == ["json_schema", "regex"]
@@ -69,7 +70,7 @@ def test_messages_case_and_leading_system_message(tmp_path):
         {"role": "assistant", "content": "a1"}, {"role": "user", "content": "q2"}], "follow_ups": ["q3"]})
     case = load_sample_set(path).cases[0]
     assert case.system == "sys"
-    assert case.user_turns() == ["q1", "q2", "q3"]
+    assert case.prompt is None and case.follow_ups == ("q3",)
     msgs = case.opening_messages()
     assert [(m.role, m.content) for m in msgs] == [("user", "q1"), ("assistant", "a1"), ("user", "q2")]
 
@@ -301,7 +302,26 @@ GOOD: dict[str, list[str]] = {
                '"subtotal": 17.65, "tax": 1.41, "total": 19.06}'],
     "lc-001": ["The east storage room's door code is 4719 (the keypad was replaced on day 9)."],
     "lc-003": ["Pieter Jansen runs the site at the end of the diary.", "He took over on day 81 from Ruth Okafor."],
+    "tool-weather-single": ["It is 21 °C and sunny in Lisbon right now."],
+    "tool-no-call-arithmetic": ["144"],
+    "struct-invoice": ['{"invoice_number": "INV-2041", "invoice_date": "2025-01-28", "vendor": {"name": "Acme Tooling '
+                       'GmbH", "vat_id": "DE813377541"}, "line_items": [{"description": "torque wrench", "quantity": 3, '
+                       '"unit_price": 42.5}, {"description": "calibration service", "quantity": 1, "unit_price": 95.0}], '
+                       '"total": 222.5, "currency": "EUR"}'],
 }
+# ... and how they came about, where the checks read the tool trace (one per answer).
+GOOD_TRACES: dict[str, list[AnswerTrace]] = {
+    "tool-weather-single": [AnswerTrace(stopped="answered", steps=[
+        TraceStep(calls=[TraceCall(id="c1", name="get_weather", arguments={"city": "Lisbon"},
+                                   result={"city": "Lisbon", "temp_c": 21, "conditions": "sunny"}, rule="tool_results.0")]),
+        TraceStep(text="It is 21 °C and sunny in Lisbon right now.")])],
+    "tool-no-call-arithmetic": [AnswerTrace(stopped="answered", steps=[TraceStep(text="144")])],
+    "struct-invoice": [AnswerTrace(stopped="answered", structured="native", steps=[TraceStep(text="{}")])],
+}
+
+
+def _facts(case: Case, traces: list[AnswerTrace | None]) -> list[AnswerFacts]:
+    return [AnswerFacts(trace=t, script=case.tool_script(), structured=case.response_format) for t in traces]
 
 
 def _all_cases() -> dict[str, Case]:
@@ -313,15 +333,17 @@ def test_good_answers_pass_every_check(case_id):
     case = _all_cases()[case_id]
     answers = GOOD[case_id]
     assert len(answers) == case.answer_count
-    outcomes = run_case_checks(case.checks, answers)
+    traces = GOOD_TRACES.get(case_id, [None] * case.answer_count)
+    outcomes = run_case_checks(case.all_checks, answers, _facts(case, traces))
     failed = [(o.name, o.detail) for o in outcomes if not o.passed]
     assert not failed
     # and a non-answer fails at least one of them
-    assert not all(o.passed for o in run_case_checks(case.checks, [""] * case.answer_count))
+    empty = [AnswerTrace(stopped="answered", steps=[TraceStep()]) for _ in answers]
+    assert not all(o.passed for o in run_case_checks(case.all_checks, [""] * case.answer_count, _facts(case, empty)))
 
 
 def test_good_answers_cover_every_check_type_used():
     cases = _all_cases()
-    used = {c.type for case in cases.values() for c in case.checks}
-    covered = {c.type for cid in GOOD for c in cases[cid].checks}
+    used = {c.type for case in cases.values() for c in case.all_checks}
+    covered = {c.type for cid in GOOD for c in cases[cid].all_checks}
     assert covered == used == set(CHECK_TYPES)

@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.errors import UsageError
-from core.sampleset import load_sample_set
 from core.logs import read_logs
+from core.sampleset import load_sample_set
 from core.sampling import allocate, dedupe, sample_records
 from lineup.commands import sample_cmd
 

@@ -29,6 +29,7 @@ from core.logs import (
     SKIP_TOOLS,
     read_logs,
 )
+from core.runner import case_turn_texts
 from core.sampleset import load_sample_set
 from core.sampling import dedupe, sample_records, template_text, to_cases, write_set
 from lineup.commands import sample_cmd
@@ -107,7 +108,7 @@ def test_llm_images_inline_kept_remote_noted(llm_logs, tmp_path):
     out = tmp_path / "set.jsonl"
     assert run_sample(str(llm_logs.db), "--by", "model", "-n", "50", "-o", str(out)) == 0
     s = load_sample_set(out)
-    cases = {c.user_turns()[-1]: c for c in s.cases}
+    cases = {case_turn_texts(c)[-1]: c for c in s.cases}
     chart_case = cases["Describe this chart in one sentence"]
     assert chart_case.images == (f"set.images/{hashlib.sha256(CHART_PNG).hexdigest()[:20]}.png",)
     assert (tmp_path / chart_case.images[0]).read_bytes() == CHART_PNG

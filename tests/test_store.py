@@ -14,6 +14,7 @@ import pytest
 from sqlite_utils import Database
 
 from lineup.cli import main
+from core.synthetic import synthetic_session, write_synthetic
 from store import (
     SCHEMA_VERSION,
     AsyncStore,
@@ -28,8 +29,7 @@ from store import (
     VoteRecord,
     default_db_path,
 )
-from store.schema import APPLICATION_ID, MIGRATION_NAMES, migrations
-from store.synthetic import synthetic_session, write_synthetic
+from store.schema import APPLICATION_ID, MIGRATION_NAMES, build_migrations
 
 
 @pytest.fixture
@@ -87,6 +87,26 @@ def test_round_trip_of_every_record_type(db):
     assert [o.label for o in loaded.outputs_for(turn.id)] == ["A", "B"]
 
 
+def test_ids_made_in_one_millisecond_sort_in_the_order_they_were_made(db):
+    # ids are ULIDs ordered by time; rows read back ORDER BY id (a case's checks, a rerun's
+    # rebuilt check order) were shuffled when several were made in the same millisecond
+    from store.ids import new_ulid
+
+    ids = [new_ulid() for _ in range(20_000)]
+    assert ids == sorted(ids) and len(set(ids)) == len(ids)
+    s = full_session()
+    turn = TurnRecord(session_id=s.id, position=0, user_message="x")
+    out = OutputRecord(session_id=s.id, turn_id=turn.id, contestant="gpt", label="A")
+    checks = [CheckResultRecord(output_id=out.id, check=f"c{i}", spec={}, passed=True) for i in range(50)]
+    with Store.open(db) as store:
+        store.create_session(s)
+        store.add_turn(turn)
+        store.start_output(out)
+        for check in checks:
+            store.add_check_result(check)
+        assert [c.check for c in store.load_session(s.id).checks] == [f"c{i}" for i in range(50)]
+
+
 def test_update_and_reveal_session(db):
     s, turns, outs, votes = synthetic_session(turns=2, blind=True)
     with Store.open(db) as store:
@@ -126,7 +146,7 @@ def test_migrations_from_an_empty_file(db):
 def test_migrations_from_the_first_schema_version(db):
     """Data written with schema version 1 is readable, searchable and counted after the upgrade."""
     raw = Database(str(db))
-    migrations.apply(raw, stop_before=MIGRATION_NAMES[1])
+    build_migrations().apply(raw, stop_before=MIGRATION_NAMES[1])
     raw.execute("PRAGMA user_version = 1")
     c = raw.conn
     c.execute("INSERT INTO session (id, created, kind, params, meta) VALUES ('S1', 1.0, 'chat', '{}', '{}')")
@@ -409,7 +429,7 @@ def test_a_withdrawn_vote_is_kept_but_no_longer_counts(tmp_path):
     """Undo in the vote queue: the vote stays in the record with `retracted_at`,
     drops out of current votes and counts, and a merge carries the withdrawal."""
     from store.imports import merge_database
-    from store.synthetic import synthetic_session, write_synthetic
+    from core.synthetic import synthetic_session, write_synthetic
 
     made = synthetic_session(turns=2, contestants=2, seed=3)
     rec, votes = made[0], made[3]

@@ -7,14 +7,17 @@ show)."""
 
 from __future__ import annotations
 
+import asyncio
 import re
+import threading
 
 import pytest
 from report_tui_data import MODELS, ODD, make_report_db
 from rich.cells import cell_len
 from tui_support import open_store, run, screen_text, wait_for
 
-from core.report import ModelRow, ReportFilters, build_report
+from core.ratings import ModelRating
+from core.report import ReportFilters, build_report
 from lineup.cli import main
 from providers.demo import DEMO_MODELS
 from store import Store
@@ -104,6 +107,33 @@ def test_whiskers_failures_latency_and_checks(tmp_path):
     run(scenario())
 
 
+def test_the_report_is_built_off_the_writer_thread(tmp_path):
+    """The bootstrap must not hold up the writes of a stream still in flight,
+    nor wait for them: with the store's writer thread busy, the report still
+    computes and shows, the same report as ever."""
+    db = tmp_path / "r.db"
+    make_report_db(db)
+    want = expected(db)
+    release = threading.Event()
+
+    async def scenario():
+        store = await open_store(db)
+        app = report_app(store)
+        async with app.run_test(size=(100, 40)) as pilot:
+            await opened(pilot)
+            held = asyncio.ensure_future(store.call(lambda s: release.wait(30)))   # the writer thread, busy
+            await pilot.pause()
+            await pilot.press("r")
+            screen = await opened(pilot, loads=2)
+            assert not release.is_set() and not held.done()
+            assert screen.report.model_dump(exclude={"generated_at"}) == want.model_dump(exclude={"generated_at"})
+            release.set()
+            await held
+        await store.aclose()
+
+    run(scenario())
+
+
 def test_charts_fit_80_columns_and_scale_wider(tmp_path):
     db = tmp_path / "r.db"
     make_report_db(db)
@@ -126,12 +156,12 @@ def test_charts_fit_80_columns_and_scale_wider(tmp_path):
 
 def test_open_below_no_interval_and_separate_graphs():
     rows = [
-        ModelRow(name="top", rating=1100, ci_low=1050, ci_high=1150, rank_low=1, rank_high=1, votes=30,
-                 wins=20, ties=0, losses=10, group=0),
-        ModelRow(name="never-won", rating=900, ci_low=None, ci_high=980, rank_low=2, rank_high=2, votes=5,
-                 wins=0, ties=0, losses=5, group=1, open_low=True),
-        ModelRow(name="island", rating=1000, ci_low=None, ci_high=None, rank_low=1, rank_high=1, votes=3,
-                 wins=1, ties=0, losses=2, component=1, group=2),
+        ModelRating(name="top", rating=1100, ci_low=1050, ci_high=1150, rank_low=1, rank_high=1, votes=30,
+                    wins=20, ties=0, losses=10, group=0),
+        ModelRating(name="never-won", rating=900, ci_low=None, ci_high=980, rank_low=2, rank_high=2, votes=5,
+                    wins=0, ties=0, losses=5, group=1, open_low=True),
+        ModelRating(name="island", rating=1000, ci_low=None, ci_high=None, rank_low=1, rank_high=1, votes=3,
+                    wins=1, ties=0, losses=2, component=1, group=2),
     ]
     lines = [t.plain for t in charts.ratings_chart(rows, 80)]
     low = next(x for x in lines if "never-won" in x)

@@ -80,6 +80,22 @@ def test_chat_with_answers(snap_compare, store):
     assert snap_compare(chat_app(store), run_before=chat_answered, terminal_size=SIZE)
 
 
+def test_chat_with_tool_calls(snap_compare, store):
+    from core.tools import ToolScript
+
+    script = ToolScript(tools=[{"name": "get_weather", "description": "Current weather for a city.",
+                                "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                                               "required": ["city"]}}],
+                        tool_results=[{"name": "get_weather", "arguments": {"city": "Lisbon"},
+                                       "result": {"temp_c": 21, "conditions": "sunny"}}])
+    opts = ChatOptions(models=DEMO_MODELS[:2], seed=1, hint=HINT, label_seed=11, script=script)
+
+    async def before(pilot):
+        await chat_answered(pilot, "What is the weather in Lisbon?")
+
+    assert snap_compare(LineupApp(store, chat=opts, rater="tester"), run_before=before, terminal_size=SIZE)
+
+
 def test_blind_vote_bar(snap_compare, store):
     async def before(pilot):
         await chat_answered(pilot, "Compare bubble sort and merge sort")

@@ -5,6 +5,7 @@ unit, undo as a kept withdrawal, reveal at the end."""
 
 from __future__ import annotations
 
+import json
 import random
 
 import anyio
@@ -12,10 +13,10 @@ import pytest
 from test_tui_vote_queue import ALIASES, CASES, make_run
 
 from core import votes as V
+from core.synthetic import synthetic_session, write_synthetic
 from core.vote_queue import VoteQueue, build_items, shuffled_positions
 from store import AsyncStore, Store, StoreError
 from store.records import UNIT_KEY_SQL, LoadedSession, OutputRecord, VoteRecord
-from store.synthetic import synthetic_session, write_synthetic
 
 
 def _load(path, sid) -> LoadedSession:
@@ -25,10 +26,14 @@ def _load(path, sid) -> LoadedSession:
 
 # ---------------------------------------------------------------------- kinds and validation
 
-def test_choices_and_kinds():
+def battles(v: VoteRecord) -> list[V.Battle]:
+    """A stored vote's pairwise outcomes, read as the report reads them."""
+    return V.battles_of(v.choice, v.ranking, v.mapping, v.positions, v.id)
+
+
+def test_valid_choices():
     assert V.valid_choices(["A", "B"]) == ["A", "B", "tie", "both_bad"]
     assert V.valid_choices(["A", "B", "C"]) == ["A", "B", "C", "tie", "all_bad"]
-    assert V.vote_kind(2) == "two_way" and V.vote_kind(3) == "pick" and V.vote_kind(3, ["A", "B", "C"]) == "ranking"
 
 
 @pytest.mark.parametrize("choice, ranking, message", [
@@ -62,7 +67,7 @@ def test_a_complete_ranking_and_older_partial_ones():
     # a record from before (last place implied) is still readable, and counts the same
     old = v.model_copy(update={"ranking": ["B", "C"]})
     assert V.record_problem(old) is None
-    assert V.vote_battles(old) == V.vote_battles(v)
+    assert battles(old) == battles(v)
 
 
 def test_the_store_and_the_importer_use_the_same_check(tmp_path):
@@ -148,7 +153,19 @@ def test_labels_are_read_through_the_votes_own_mapping():
     assert V.describe(pick, revealed=True, label_by_model=session_labels) == "A best (kestrel)"
     assert V.describe(pick, revealed=False) == "C best"
     assert [V.outcome(pick, m) for m in ("kestrel", "heron", "nobody")] == ["win", "loss", None]
-    assert V.vote_battles(pick) == [V.Battle("kestrel", "heron", "a"), V.Battle("kestrel", "plover", "a")]
+    assert battles(pick) == [V.Battle("kestrel", "heron", "a"), V.Battle("kestrel", "plover", "a")]
+
+
+def test_a_verdict_names_the_model_whatever_the_layout():
+    """Two votes on the same answers shown under different labels say the
+    same when they pick the same model (rater consistency compares these)."""
+    one = {"A": "heron", "B": "plover"}
+    other = {"a": "plover", "b": "heron"}          # another layout, labels in another case
+    assert V.verdict("A", one) == V.verdict("b", other) == V.verdict("B", other) == "win:heron"
+    assert V.verdict("B", one) != V.verdict("A", one)
+    assert V.verdict("tie", one) == "tie"
+    assert V.verdict("both_bad", one) == V.verdict("all_bad", other) == "bad"
+    assert V.verdict("Z", one) == "win:None"        # a label the mapping does not have
 
 
 def test_ratings_decompose_through_the_same_function():
@@ -419,3 +436,134 @@ def test_chat_vote_checks_rankings_and_a_mistaken_vote_can_be_withdrawn(tmp_path
     kept = next(v for v in loaded.votes if v.id == first.id)
     assert kept.retracted_at is not None
     assert loaded.session.revealed_at is not None                    # names seen stay revealed
+
+
+# ---------------------------------------------------------------------- one owner: what the store and exports derive
+
+_VOTES = [   # (choice, ranking, mapping): every kind of vote
+    ("B", None, {"A": "heron", "B": "wren"}),
+    ("tie", None, {"A": "heron", "B": "wren"}),
+    ("both_bad", None, {"A": "heron", "B": "wren"}),
+    ("C", None, {"A": "heron", "B": "wren", "C": "lark"}),
+    ("all_bad", None, {"A": "heron", "B": "wren", "C": "lark"}),
+    ("A", ["A", "C", "B"], {"A": "heron", "B": "wren", "C": "lark"}),
+    ("all_bad", ["B", "A", "C"], {"A": "heron", "B": "wren", "C": "lark"}),
+]
+
+
+@pytest.mark.parametrize("choice, ranking, mapping", _VOTES)
+def test_the_store_s_vote_columns_say_what_core_votes_says(tmp_path, choice, ranking, mapping):
+    """The stored `winner` and each `vote_contestant.outcome` are what
+    core.votes reads from the same vote: written by the store, and backfilled
+    by the migration that created the table, with one rule."""
+    from store.schema import MIGRATION_NAMES, build_migrations
+    from sqlite_utils import Database
+
+    s, turns, outs, _ = synthetic_session(turns=1, contestants=len(mapping), votes=False, aliases=list(mapping.values()))
+    s = s.model_copy(update={"contestants": [c.model_copy(update={"label": lab})
+                                             for c, lab in zip(s.contestants, mapping)]})
+    (v,) = V.make_votes(s.id, [turns[0].id], choice, mapping=mapping, positions=list(mapping)[::-1],
+                        ranking=ranking, rater="r", revealed=True)
+    with Store.open(tmp_path / "live.db") as store:
+        write_synthetic(store, s, turns, [], [v])
+        live_winner = store.conn.execute("SELECT winner FROM vote").fetchone()[0]
+        live = dict(store.conn.execute("SELECT alias, outcome FROM vote_contestant").fetchall())
+    assert live_winner == V.winner(v)
+    assert live == {model: V.outcome(v, model) for model in mapping.values()}
+
+    # a file from before the table existed, upgraded: the same rows
+    raw = Database(str(tmp_path / "old.db"))
+    build_migrations().apply(raw, stop_before="m003_vote_contestant")
+    c = raw.conn
+    c.execute("INSERT INTO session (id, created, kind, params, meta) VALUES (?, 1.0, 'chat', '{}', '{}')", [s.id])
+    c.execute("INSERT INTO turn (id, session_id, position, user_message, created) VALUES (?, ?, 0, 'q', 1.0)",
+              [turns[0].id, s.id])
+    c.execute("INSERT INTO vote (id, session_id, turn_id, rater, choice, winner, ranking, mapping, positions, "
+              "created) VALUES (?, ?, ?, 'r', ?, ?, ?, ?, ?, 2.0)",
+              [v.id, s.id, turns[0].id, choice, V.winner(v), json.dumps(ranking) if ranking else None,
+               json.dumps(mapping), json.dumps(v.positions)])
+    c.commit()
+    raw.close()
+    with Store.open(tmp_path / "old.db") as store:
+        assert store.schema_version == len(MIGRATION_NAMES)
+        backfilled = dict(store.conn.execute("SELECT alias, outcome FROM vote_contestant").fetchall())
+        positions = dict(store.conn.execute("SELECT label, position FROM vote_contestant").fetchall())
+    assert backfilled == live
+    assert positions == {lab: v.positions.index(lab) for lab in mapping}
+
+
+def test_a_choice_differing_in_case_is_read_the_same_by_the_record_and_every_view():
+    """Imported records may write a label in another case: the record's
+    `winner` (which fills the stored column), its per-contestant outcomes and
+    core.votes resolve it through the one lookup."""
+    from store.rows import vote_contestant_rows
+
+    v = VoteRecord(session_id="S", turn_id="T", choice="b", mapping={"A": "heron", "B": "wren"}, positions=["A", "B"])
+    assert v.winner == V.winner(v) == V.model_of(v.mapping, "b") == "wren"
+    rows = vote_contestant_rows(v.id, v.choice, v.mapping, v.positions, 1)
+    assert {alias: outcome for _, _, alias, _, outcome, _ in rows} == {"heron": "loss", "wren": "win"}
+    assert [V.outcome(v, m) for m in ("heron", "wren")] == ["loss", "win"]
+    assert V.label_of is __import__("store.records", fromlist=["label_of"]).label_of
+
+
+def test_new_votes_are_built_only_by_make_votes():
+    """Outside core/votes.py no module of the application calls VoteRecord(...)
+    (the store reads its rows back without building new votes; tests may)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    found = []
+    for pkg in ("core", "store", "providers", "tui", "lineup"):
+        for path in sorted((root / pkg).rglob("*.py")):
+            if path.relative_to(root).as_posix() == "core/votes.py":
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "VoteRecord":
+                    found.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert found == []
+
+
+def test_make_votes_takes_ids_derived_from_the_source():
+    votes = V.make_votes("S", ["T1", "T2"], "tie", mapping={"A": "x", "B": "y"}, positions=["B", "A"], rater="r",
+                         revealed=True, now=5.0, ids=["V1", "V2"])
+    assert [(v.id, v.turn_id, v.created, v.revealed_at) for v in votes] == [("V1", "T1", 5.0, 5.0),
+                                                                           ("V2", "T2", 5.0, 5.0)]
+    with pytest.raises(ValueError, match="1 ids for 2 turns"):
+        V.make_votes("S", ["T1", "T2"], "tie", mapping={"A": "x", "B": "y"}, positions=["A", "B"], rater="r",
+                     revealed=True, ids=["V1"])
+
+
+def test_synthetic_votes_are_votes_lineup_could_have_written():
+    for contestants in (2, 3):
+        _, _, _, votes = synthetic_session(turns=40, contestants=contestants, seed=contestants)
+        assert {v.choice for v in votes} >= {"tie", V.bad_choice(contestants)}
+        assert all(V.record_problem(v) is None and V.battles_of(v.choice, v.ranking, v.mapping, v.positions, v.id)
+                   for v in votes)
+        assert not {v.choice for v in votes} & ({"both_bad", "all_bad"} - {V.bad_choice(contestants)})
+
+
+def test_exports_word_a_vote_as_core_votes_does(tmp_path):
+    """The Markdown transcript words tie / bad votes with core.votes' words,
+    and the CSV's `current` is the record's own rule: a withdrawn vote is not
+    current (neither is a superseded one)."""
+    import csv
+    import io
+
+    from core.export import export_csv, export_markdown
+
+    s, turns, outs, _ = synthetic_session(turns=3, votes=False)
+    mapping = {c.label: c.alias for c in s.contestants}
+    made = [V.make_votes(s.id, [t.id], choice, mapping=mapping, positions=list(mapping), rater="r", revealed=True)[0]
+            for t, choice in zip(turns, ("tie", "both_bad", "model-0"))]
+    again = V.make_votes(s.id, [turns[2].id], "model-1", mapping=mapping, positions=list(mapping), rater="r",
+                         revealed=True, supersedes={turns[2].id: made[2].id})[0]
+    with Store.open(tmp_path / "x.db") as store:
+        write_synthetic(store, s, turns, outs, [*made, again])
+        assert store.retract_vote(made[1].id)
+        loaded = store.load_session(s.id)
+    md = export_markdown(loaded)
+    assert f": {V.CHOICE_WORDS['tie']}\n" in md and V.CHOICE_WORDS["tie"] == "a tie"
+    rows = {r["vote_id"]: r for r in csv.DictReader(io.StringIO(export_csv(loaded)))}
+    assert {vid: rows[vid]["current"] for vid in rows} == {made[0].id: "1", made[1].id: "0", made[2].id: "0",
+                                                           again.id: "1"}

@@ -18,6 +18,7 @@ from textual.notifications import SeverityLevel
 
 from core.config import DEFAULT_TAGS, Config
 from core.sessions import ChatSession, default_rater
+from core.tools import ToolScript
 from providers.events import SamplingParams
 from providers.model_config import ModelConfig
 from tui.commands import LineupCommands, PaletteCommand
@@ -44,6 +45,7 @@ class ChatOptions:
     hint: str | None = None
     rerun_of: str | None = None
     label_seed: int | None = None
+    script: ToolScript | None = None   # `--tools FILE`: tools every answer may call, their scripted results
 
 
 @dataclass
@@ -161,14 +163,18 @@ class LineupApp(App[int]):
                 loaded = await self.store.load_session(session.id)
             else:
                 kind, rerun_of = "chat", None
+                script = opts.script if opts is not None else None
                 if opts.rerun_of and self.session is None:
                     original = await self.store.load_session(opts.rerun_of)
                     kind, rerun_of = "rerun", original.session.id
                     autoplay = [t.user_message for t in original.turns]
+                    if script is None and original.session.meta.get("tools"):   # the same tools, re-run
+                        script = ToolScript.model_validate(original.session.meta["tools"])
                 session = await ChatSession.create(
                     self.store, opts.models, blind=self.blind_next if blind is None else blind,
                     system=opts.system, params=opts.params, defaults=self.config.defaults, seed=opts.seed,
-                    kind=kind, rerun_of=rerun_of, label_seed=opts.label_seed if self.session is None else None)
+                    kind=kind, rerun_of=rerun_of, label_seed=opts.label_seed if self.session is None else None,
+                    script=script)
         except Exception as exc:
             if self.session is None:
                 self.exit(2, message=f"lineup: {exc}")

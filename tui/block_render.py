@@ -93,6 +93,8 @@ _REASONING_HEAD = Text("reasoning", style="dim italic")
 _USER_STYLE = Style(bold=True)
 _REASONING_STYLE = Style(dim=True, italic=True)
 _NOTE_STYLE = Style(italic=True, color="yellow")
+_TOOL_BAR = Segment("\u2699 ", Style(color="magenta", bold=True))
+_TOOL_STYLE = Style(color="magenta")
 _CODE_THEME = Syntax.get_theme(CODE_THEME)
 _CODE_BG = _CODE_THEME.get_background_style()
 _CODE_BASE = Syntax("", "text", theme=CODE_THEME)._get_base_style()
@@ -253,6 +255,9 @@ def render_piece(console: Console, piece: Piece, width: int, gap: bool,
                               width - 2)
     elif kind == "note":
         lines = _lines(console, Text(piece.text, style=_NOTE_STYLE, overflow="fold"), width)
+    elif kind == "tool":   # a tool call or its result: plain text behind its own bar
+        prefix = _TOOL_BAR
+        lines = _lines(console, Text(piece.text, style=_TOOL_STYLE, overflow="fold"), width - 2)
     else:  # plain
         lines = _lines(console, Text(piece.text, overflow="fold"), width)
     style = style or None  # a null style changes nothing

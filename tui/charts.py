@@ -4,9 +4,10 @@ box plots, speed/error bars and check pass rates.
 
 Why plain functions of (data, width) and no widgets: the report screen redraws
 them on every resize, the tests read them without a terminal, and they mirror
-the choices of `Report.to_html()` (shared scale padded 5%, open sides drawn to
-the edge, one colour per group of models that cannot be told apart, tag
-colours shared across models, latency p5-p95 whisker, p25-p75 box, median).
+the choices of the HTML report, `core.report.html` (shared scale padded 5%,
+open sides drawn to the edge, one colour per group of models that cannot be
+told apart, tag colours shared across models, latency p5-p95 whisker, p25-p75
+box, median).
 Every recorded string (model, tag, check names) goes through `one_line()` into a
 `Text`: never markup, control characters made visible."""
 
@@ -19,8 +20,9 @@ from dataclasses import dataclass
 from rich.cells import cell_len, set_cell_size
 from rich.text import Text
 
-from core.report import CheckRate, Engineering, FailureModes, ModelRow, Quantiles, fmt_ci, fmt_rank
-from core.report import _nice_step as nice_step
+from core.ratings import ModelRating
+from core.report.format import fmt_ci, fmt_rank, nice_step
+from core.report.model import CheckRate, Engineering, FailureModes, Quantiles
 from core.text import one_line
 
 GROUP_COLOURS = ("#4a78c2", "#c2574a", "#4aa36b", "#8a5ac2", "#c29a4a", "#4ab0c2")
@@ -134,7 +136,7 @@ def axis(scale: Scale, indent: int, label=lambda v: f"{v:g}") -> list[Text]:
 # --------------------------------------------------------------------------- ratings
 
 
-def rating_scale(models: Sequence[ModelRow], width: int) -> Scale:
+def rating_scale(models: Sequence[ModelRating], width: int) -> Scale:
     """Shared over every finite bound and rating, padded 5% (at least 10 points)."""
     values = [m.rating for m in models]
     values += [v for m in models for v in (m.ci_low, m.ci_high) if v is not None]
@@ -143,7 +145,7 @@ def rating_scale(models: Sequence[ModelRow], width: int) -> Scale:
     return Scale(lo - pad, hi + pad, width)
 
 
-def _group_marks(models: Sequence[ModelRow]) -> list[str]:
+def _group_marks(models: Sequence[ModelRating]) -> list[str]:
     """A bracket beside each run of adjacent rows from the same group of two or more."""
     size: dict[tuple[int, int], int] = {}
     for m in models:
@@ -160,13 +162,13 @@ def _group_marks(models: Sequence[ModelRow]) -> list[str]:
     return marks
 
 
-def _rating_text(m: ModelRow) -> str:
+def _rating_text(m: ModelRating) -> str:
     """The rating; an open side says it is a bound (">" at least, "<" at most)."""
     prefix = ">" if m.open_high and not m.open_low else "<" if m.open_low and not m.open_high else ""
     return prefix + f"{m.rating:.0f}"
 
 
-def whisker(m: ModelRow, scale: Scale, colour: str) -> Row:
+def whisker(m: ModelRating, scale: Scale, colour: str) -> Row:
     row = Row(scale.width, scale)
     open_ = m.open_low or m.open_high
     a = scale.col(m.ci_low) if m.ci_low is not None else (0 if m.open_low else None)
@@ -182,7 +184,7 @@ def whisker(m: ModelRow, scale: Scale, colour: str) -> Row:
     return row
 
 
-def ratings_chart(models: Sequence[ModelRow], width: int) -> list[Text]:
+def ratings_chart(models: Sequence[ModelRating], width: int) -> list[Text]:
     """One row per model: group bracket, rank range, name, rating, whisker on a
     shared scale, interval; an axis under it. Models of a separate comparison
     graph (no votes linking them to the rest) come under a divider."""
@@ -199,7 +201,7 @@ def ratings_chart(models: Sequence[ModelRow], width: int) -> list[Text]:
         if k and m.component != models[k - 1].component:
             out.append(line(("╌╌ not compared with the models above (no votes link them) ╌╌", "dim")))
         colour = GROUP_COLOURS[m.group % len(GROUP_COLOURS)]
-        parts = [(marks[k], colour), cell(fmt_rank(m), 5, right=True), " ", (cell(m.name, nw), "bold"), " ",
+        parts: list[tuple[str, str] | str | Text] = [(marks[k], colour), cell(fmt_rank(m), 5, right=True), " ", (cell(m.name, nw), "bold"), " ",
                  (cell(_rating_text(m), 5, right=True), colour), " ", whisker(m, scale, colour).text()]
         if show_ci:
             parts += [" ", (cell(fmt_ci(m), 12, right=True), "dim")]

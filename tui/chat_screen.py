@@ -191,7 +191,8 @@ class ChatScreen(Screen):
                 mine = [o for o in loaded.outputs_for(turn.id) if o.contestant == alias]
                 if mine:
                     last = max(mine, key=lambda o: o.attempt)
-                    entries += answer_entries(last, status_note(last, hidden=not self.session.revealed))
+                    entries += answer_entries(last, status_note(last, hidden=not self.session.revealed),
+                                              hidden=not self.session.revealed)
                     pane.masked_errors |= last.status == "error" and not self.session.revealed
             pane.body.set_conversation(entries)
             if last is not None:

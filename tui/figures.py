@@ -14,9 +14,11 @@ if TYPE_CHECKING:
 
 
 def format_figures(ttft_ms: float | None, tokens: int | None, estimated: bool,
-                   tokens_per_s: float | None, cost: float | None = None) -> str:
-    """'ttft 412 ms · 38 tok/s · 512 tok' with the parts that are known."""
-    parts: list[str] = []
+                   tokens_per_s: float | None, cost: float | None = None, *, streamed: bool = True) -> str:
+    """'ttft 412 ms · 38 tok/s · 512 tok' with the parts that are known; an
+    answer that came as one whole body (a gateway that does not stream) says
+    'not streamed' where its time to first token would be."""
+    parts: list[str] = [] if streamed else ["not streamed"]
     if ttft_ms is not None:
         parts.append(f"ttft {ttft_ms:,.0f} ms")
     if tokens_per_s is not None:
@@ -35,7 +37,7 @@ def live_figures(result: StreamResult, *, now: float | None = None) -> str:
     if rate is None and result.first_token_t is not None and result.end_t is None:
         span = (time.perf_counter() if now is None else now) - result.first_token_t
         rate = tokens / span if span > 0.05 and tokens > 1 else None
-    return format_figures(result.ttft_ms, tokens, estimated, rate)
+    return format_figures(result.ttft_ms, tokens, estimated, rate, streamed=result.streamed)
 
 
 def record_figures(out: OutputRecord) -> str:
@@ -44,4 +46,5 @@ def record_figures(out: OutputRecord) -> str:
     if out.duration_ms and out.ttft_ms is not None and out.output_tokens:
         span = (out.duration_ms - out.ttft_ms) / 1000
         rate = out.output_tokens / span if span > 0 and out.output_tokens > 1 else None
-    return format_figures(out.ttft_ms, out.output_tokens, bool(out.tokens_estimated), rate, out.cost)
+    return format_figures(out.ttft_ms, out.output_tokens, bool(out.tokens_estimated), rate, out.cost,
+                          streamed=out.streamed)

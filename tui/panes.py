@@ -15,6 +15,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Static
 
+from core.tools import call_line, result_line
 from core.votes import error_line
 from providers.events import (
     Finish,
@@ -26,6 +27,8 @@ from providers.events import (
     StreamEvent,
     StreamResult,
     TextDelta,
+    ToolCall,
+    ToolResult,
 )
 from tui.figures import live_figures
 from tui.stream_view import StreamView
@@ -187,6 +190,12 @@ class Pane(Vertical):
                 if self.status != "streaming":
                     self.status = "streaming"
                 self.body.append_reasoning(event.text)
+            case ToolCall():
+                if self.status != "streaming":
+                    self.status = "streaming"
+                self.body.add_tool(call_line(event))
+            case ToolResult():
+                self.body.add_tool(result_line(event))
             case Retrying():
                 self.status = "retrying"
                 self.detail = f"{event.kind.value}, attempt {event.attempt + 1}"

@@ -5,20 +5,30 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from core.tools import trace_lines
 from core.votes import output_note
 
 if TYPE_CHECKING:
     from core.votes import OutputRecord
 
 Entry = tuple[str, str]
+_ROLE = {"text": "assistant", "call": "tool", "result": "tool", "notice": "note", "stop": "note"}
 
 
-def answer_entries(out: OutputRecord, note: str | None = None) -> list[Entry]:
-    """One saved answer: its reasoning, its text, then a note line if any."""
+def answer_entries(out: OutputRecord, note: str | None = None, *, hidden: bool = False) -> list[Entry]:
+    """One saved answer: its reasoning, its text (for a traced answer: each
+    step's text, calls and results in order, `core.tools.trace_lines`), then
+    a note line if any. While `hidden` (blind, before the reveal) the notice
+    that a server refused native structured output is left out: which
+    servers do could tell which model this is."""
     entries: list[Entry] = []
     if out.reasoning:
         entries.append(("reasoning", out.reasoning))
-    entries.append(("assistant", out.text or ""))
+    trace = out.trace
+    if trace is not None and trace.more_than_text:
+        entries += [(_ROLE[kind], text) for kind, text in trace_lines(trace) if not (hidden and kind == "notice")]
+    else:
+        entries.append(("assistant", out.text or ""))
     if note:
         entries.append(("note", note))
     return entries

@@ -147,7 +147,8 @@ class ReplayScreen(Screen):
                 continue
             outs = self._outputs(turn.id, i)
             for k, out in enumerate(outs):
-                entries += answer_entries(out, self._note(out, last=k == len(outs) - 1))
+                entries += answer_entries(out, self._note(out, last=k == len(outs) - 1),
+                                          hidden=not self.reveal.turn(out.turn_id))
                 last_out = out
         return entries, last_out
 
@@ -215,7 +216,8 @@ class ReplayScreen(Screen):
             for k, out in enumerate(outs):
                 last = k == len(outs) - 1
                 if not last:
-                    for role, text in answer_entries(out, self._note(out, last=False)):
+                    for role, text in answer_entries(out, self._note(out, last=False),
+                                                     hidden=not self.reveal.turn(out.turn_id)):
                         if role == "reasoning":
                             pane.body.append_reasoning(text)
                         elif role == "assistant":

@@ -4,13 +4,17 @@ open sides drawn to the edge), the votes that would separate close
 neighbours, failure-mode bars, latency box plots, speed/errors/cost and check
 pass rates. Filters: demo models in or out, one category.
 
-The report is computed on the store's thread (`AsyncStore.call`), so the
-bootstrap never blocks the event loop; the charts are `tui.charts`
-functions redrawn for the width at hand."""
+The report is computed off the event loop and off the store's writer thread
+(`AsyncStore.read`: a read-only connection in a worker thread), so neither
+the screen nor the writes of a stream still in flight wait for the
+bootstrap; the charts are `tui.charts` functions redrawn for the width at
+hand."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
+from typing import TYPE_CHECKING, cast
 
 from rich.text import Text
 from textual import work
@@ -21,10 +25,16 @@ from textual.widget import Widget
 from textual.widgets import Checkbox, Footer, Header, Select, Static
 
 from core.ratings import DEFAULT_ROUNDS
-from core.report import NO_CATEGORY, Report, ReportFilters, build_report
-from core.report import gap_hint as report_gap_hint
+from core.report.build import build_report
+from core.report.format import gap_hint as report_gap_hint
+from core.report.model import NO_CATEGORY, Report, ReportFilters
+from core.structured import HEADER as STRUCTURED_HEADER
+from core.structured import table_rows as structured_table
 from core.text import one_line
 from tui import charts
+
+if TYPE_CHECKING:
+    from tui.app import LineupApp
 
 
 class Chart(Widget):
@@ -94,7 +104,7 @@ def report_widgets(report: Report) -> list[Widget]:
     if report.models:
         out.append(prose(Text(f"Ratings · {report.votes_used:,} votes · {report.rounds} bootstrap rounds · "
                               f"seed {report.seed}"), "report-section"))
-        out.append(Chart(lambda w, m=report.models: charts.ratings_chart(m, w), id="chart-ratings"))
+        out.append(Chart(partial(charts.ratings_chart, report.models), id="chart-ratings"))
         out.append(prose(Text(charts.RATINGS_LEGEND)))
         notes = [Text(one_line(f"{m.name}: " + "; ".join(m.notes))) for m in report.models if m.notes]
         hints = [Text(one_line(gap_hint(g))) for g in report.gaps if not g.separated]
@@ -105,7 +115,7 @@ def report_widgets(report: Report) -> list[Widget]:
             out.append(prose(Text("\n").join(notes)))
     if any(f.tags for f in report.failure_modes):
         out.append(prose(Text("Failure modes · share of each model's answers with the tag"), "report-section"))
-        out.append(Chart(lambda w, f=report.failure_modes: charts.failure_chart(f, w), id="chart-failures"))
+        out.append(Chart(partial(charts.failure_chart, report.failure_modes), id="chart-failures"))
     eng = report.engineering
     if any(e.ttft_ms for e in eng):
         out.append(prose(Text("Time to first token · ├─┤ p5–p95, █ p25–p75, ┃ median; right: p50 / p95"),
@@ -120,7 +130,13 @@ def report_widgets(report: Report) -> list[Widget]:
         out.append(Chart(lambda w: charts.speed_chart(eng, w), id="chart-speed"))
     if report.checks:
         out.append(prose(Text("Automated checks · pass rate"), "report-section"))
-        out.append(Chart(lambda w, c=report.checks: charts.checks_chart(c, w), id="chart-checks"))
+        out.append(Chart(partial(charts.checks_chart, report.checks), id="chart-checks"))
+    if report.structured:
+        out.append(prose(Text("Structured output · schema-valid, completeness, failure modes (Wilson 95% intervals)"),
+                         "report-section"))
+        lines = [Text(one_line(" · ".join(f"{h} {c}" if i else c for i, (h, c) in enumerate(zip(STRUCTURED_HEADER, row)))))
+                 for row in structured_table(report.structured)]
+        out.append(prose(Text("\n").join(lines), "report-structured"))
     return out
 
 
@@ -215,6 +231,11 @@ class ReportScreen(Screen):
     def _options(self) -> list[tuple[Text, str]]:
         return [(Text(one_line(c)), c) for c in self.categories]
 
+    @property
+    def lineup(self) -> LineupApp:
+        """The app, as the lineup app it is (its store, its notices)."""
+        return cast("LineupApp", self.app)
+
     # ----- computing ----------------------------------------------------------
     def filters(self) -> ReportFilters:
         return ReportFilters(sessions=self.sessions, category=self.category, rater=self.rater, since=self.since,
@@ -227,12 +248,12 @@ class ReportScreen(Screen):
 
     @work(exclusive=True, group="report", exit_on_error=False)
     async def recompute(self) -> None:
-        """Build the report on the store's thread and show it."""
+        """Build the report off the writer thread and show it."""
         filters, rounds, seed, prices = self.filters(), self.rounds, self.seed, self._prices()
         self.computing = True
         self._status(f"computing ({rounds} bootstrap rounds)…")
         try:
-            report = await self.app.store.call(
+            report = await self.lineup.store.read(
                 lambda store: build_report(store, filters, rounds=rounds, seed=seed, prices=prices))
         except Exception as exc:
             self.computing = False
@@ -240,7 +261,7 @@ class ReportScreen(Screen):
             if self.standalone and self.report is None:
                 self.app.exit(2, message=f"lineup report: {exc}")
             else:
-                self.app.say(f"Report failed: {exc}", severity="error")
+                self.lineup.say(f"Report failed: {exc}", severity="error")
             return
         await self.show(report)
         self.computing = False
@@ -304,7 +325,7 @@ class ReportScreen(Screen):
     def action_focus_category(self) -> None:
         select = self.query_one("#report-category", Select)
         if not select.display:
-            self.app.say("Only one category in this report.")
+            self.lineup.say("Only one category in this report.")
             return
         select.focus()
         select.expanded = True

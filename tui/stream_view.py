@@ -181,6 +181,18 @@ class StreamView(LineScrollView, can_focus=True):
         self._ops.append(("reasoning", text))
         self._flush_soon()
 
+    def add_tool(self, line: str) -> None:
+        """A tool call or result line inside the open answer (plain text, its
+        own bar: an answer's Markdown cannot produce it). Text after it starts
+        a new block."""
+        if self._open is None:
+            self.start_answer()
+        answer = self._open
+        if answer is not None and answer.text and answer.text[-1] != "\n\n":
+            answer.text.append("\n\n")   # a copied answer keeps its steps' texts apart
+        self._ops.append(("tool", line))
+        self._flush_soon()
+
     def end_answer(self, note: str | None = None) -> None:
         """Finish the answer (flush the tail); ``note`` is a plain status line."""
         self._open = None
@@ -188,22 +200,28 @@ class StreamView(LineScrollView, can_focus=True):
         self._flush_soon(now=True)
 
     def set_conversation(self, entries: list[tuple[str, str]]) -> None:
-        """Bulk load (replay): ("user"|"assistant"|"reasoning"|"note", text) entries.
+        """Bulk load (replay): ("user"|"assistant"|"reasoning"|"tool"|"note", text) entries.
 
         Reasoning and text that follow each other form one answer; a second
-        "assistant" entry starts a new answer; a "note" ends the open answer.
+        "assistant" entry starts a new answer, unless a "tool" line (a call or
+        a result, inside the answer) came between; a "note" ends the open answer.
         Only what is visible is rendered now; the rest in the background.
         """
         self.clear()
+        tool_since = False   # a tool line since the open answer's text: more text continues it
         for role, text in entries:
             if role == "user":
                 self.add_user(text)
             elif role == "assistant":
-                if self._open is None or self._open.text:
+                if self._open is None or (self._open.text and not tool_since):
                     self.start_answer()
+                tool_since = False
                 self.append(text)
+            elif role == "tool":
+                self.add_tool(text)
+                tool_since = True
             elif role == "reasoning":
-                if self._open is None or self._open.text:
+                if self._open is None or (self._open.text and not tool_since):
                     self.start_answer()
                 self.append_reasoning(text)
             elif role == "note":
@@ -396,6 +414,9 @@ class StreamView(LineScrollView, can_focus=True):
                 self._new_entry = True
                 self._add_pieces([Piece("note", neutralise(text or ""))], width)
                 self._new_entry = True
+            elif op == "tool":
+                self._end_part()
+                self._add_pieces([Piece("tool", neutralise(text or ""), gap=False)], width)
             if self._splitter is not None:
                 self._add_pieces(self._splitter.take(), width)
 

@@ -11,7 +11,7 @@ from textual.containers import Horizontal
 from textual.message import Message
 from textual.widgets import Button, Static
 
-from core.votes import ranking_missing, ranking_with_last_implied
+from core.votes import bad_choice, ranking_missing, ranking_with_last_implied
 
 LETTERS = "abcdefgh"
 
@@ -70,7 +70,7 @@ class VoteBar(Horizontal, can_focus=True):
 
     @property
     def bad_choice(self) -> str:
-        return "both_bad" if len(self.labels) == 2 else "all_bad"
+        return bad_choice(len(self.labels))
 
     @property
     def implied_last(self) -> str | None:

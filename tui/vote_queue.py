@@ -166,7 +166,7 @@ class VoteQueueScreen(Screen):
             nonlocal last
             out = item.outputs.get((turn.id, alias))
             if out is not None:
-                entries.extend(answer_entries(out, status_note(out, hidden=hidden)))
+                entries.extend(answer_entries(out, status_note(out, hidden=hidden), hidden=hidden))
                 last = out
 
         for t in item.context:
@@ -257,8 +257,9 @@ class VoteQueueScreen(Screen):
             self.panes[i].name_shown = f"{LABELS[i]} · {alias}"
             self.panes[i].show_figures = True
             self.panes[i].detail = check_summary(item, alias) or ""
-            if any(o.status == "error" for o in self._answers_of(item, alias)):
-                self._fill(self.panes[i], item, alias, hidden=False)   # the errors, whole
+            if any(o.status == "error" or (o.trace is not None and o.trace.structured == "fallback")
+                   for o in self._answers_of(item, alias)):
+                self._fill(self.panes[i], item, alias, hidden=False)   # the errors whole, a structured fallback
         self.vote_bar.remove_class("-visible")
         reference = f" · reference: {item.reference}" if item.reference else ""
         self._show_info(f"{what}{reference} · Enter/space: next case")

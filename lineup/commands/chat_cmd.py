@@ -1,5 +1,5 @@
 """`lineup chat [-m ALIAS]... [--blind] [--system TEXT] [--temperature X]
-[--max-tokens N] [--seed N] [--resume SESSION]` (also plain `lineup`)."""
+[--max-tokens N] [--seed N] [--resume SESSION] [--tools FILE]` (also plain `lineup`)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,9 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-tokens", type=int)
     p.add_argument("--seed", type=int, help="sampling seed sent to every model (where supported)")
     p.add_argument("--resume", metavar="SESSION", help="continue a saved session (id or unique prefix)")
+    p.add_argument("--tools", metavar="FILE",
+                   help="a JSON file of tools every answer may call, with their scripted results (the tool "
+                        "fields of a sample-set case: tools, tool_results, tool_default, max_steps)")
     p.add_argument("--show-figures", action="store_true",
                    help="show time-to-first-token and speed in blind mode before the vote (they can give a model away)")
 
@@ -45,11 +48,21 @@ def prepare(args: argparse.Namespace):
         if len(models) > MAX_CONTESTANTS:
             raise UsageError(f"at most {MAX_CONTESTANTS} models side by side, not {len(models)}")
     params = checked_params({"temperature": args.temperature, "max_tokens": args.max_tokens})
+    script = None
+    if getattr(args, "tools", None):
+        if args.resume:
+            raise UsageError("--tools starts a new chat: a resumed one keeps the tools it was started with")
+        from core.sampleset import SampleSetError, load_tool_script
+
+        try:
+            script = load_tool_script(args.tools)
+        except SampleSetError as exc:
+            raise UsageError(str(exc)) from None
     hint = None
     if models and all(m.is_demo for m in models) and not args.models:
         hint = DEMO_HINT.format(path=config_path(args.config)[0])
     opts = ChatOptions(models=models, blind=args.blind, system=args.system, params=params, seed=args.seed,
-                       resume=args.resume, hint=hint)
+                       resume=args.resume, hint=hint, script=script)
     return args.db or default_db_path(), config, opts
 
 

@@ -1,6 +1,16 @@
 """`lineup models [--check] [--json]`: what aliases exist and whether they
-can be reached. Shows the *name* of each key variable and whether it is set,
-never its value; `--check` sends one tiny request per model, concurrently."""
+can be reached. Shows the *name* of each key variable (and of each secret
+header's variable) and whether it is set, never its value; `--check` sends
+one tiny request per model, concurrently, and says which route and auth it
+used and, on failure, which part was wrong (URL, auth, format...).
+
+`--json` shape, per model: `alias`, `provider`, `model`, `base_url`
+(credentials removed), `api_key_env`, `key` ("present" | "missing" | null),
+`headers` ([{`name`, `env` (null for a literal), `set`}]; values never),
+`demo`; with `--check`, `check`: {`ok`, `ttft_ms`, `total_ms`, `streamed`,
+`error_kind`, `error`, `problem` (null | "url" | "auth" | "format" |
+"request" | "server" | "timeout" | "config"), `hint`, `route` (null for the
+demo, else {`method`, `url`, `auth`, `headers`})}."""
 
 from __future__ import annotations
 
@@ -9,8 +19,7 @@ import json
 import os
 import sys
 import time
-
-from core.text import one_line
+from typing import Any
 
 EXAMPLE = ('[models.gpt4o] provider = "openai", model = "gpt-4o", api_key_env = "OPENAI_API_KEY" '
            "(or just export OPENAI_API_KEY / ANTHROPIC_API_KEY / GEMINI_API_KEY)")
@@ -26,18 +35,23 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from core.config import ConfigError, config_path, load_config, missing_key, redact_url
+    from core.config import ConfigError, config_path, load_config, redact_url
+    from core.text import one_line
+    from providers.model_config import EnvValue
 
     try:
         config = load_config(args.config, probe_ollama=True)
     except ConfigError as exc:
         print(f"lineup models: bad config:\n{exc}", file=sys.stderr)
         return 2
-    rows = [{
+    rows: list[dict[str, Any]] = [{
         "alias": m.alias, "provider": m.provider, "model": m.model,
         "base_url": redact_url(m.base_url) if m.base_url else None,
         "api_key_env": m.api_key_env,
-        "key": None if not m.api_key_env else ("missing" if missing_key(m) else "present"),
+        "key": None if not m.api_key_env else ("missing" if _unset(m.api_key_env) else "present"),
+        "headers": [{"name": name, "env": v.env, "set": "missing" if _unset(v.env) else "present"}
+                    if isinstance(v, EnvValue) else {"name": name, "env": None, "set": None}
+                    for name, v in m.headers.items()],
         "demo": m.is_demo,
     } for m in config.models.values()]
 
@@ -68,24 +82,77 @@ def run(args: argparse.Namespace) -> int:
         print(f"No config file ({one_line(str(path))}): models autodetected from the environment.")
     print()
     _print_table(rows, args.check)
+    if args.check:
+        _print_routes(rows)
     return 1 if failed else 0
 
 
+def _unset(name: str) -> bool:
+    return not os.environ.get(name, "").strip()
+
+
 def _print_table(rows: list[dict], with_check: bool) -> None:
+    from core.text import one_line
+
     headers = ["ALIAS", "PROVIDER", "MODEL", "BASE URL", "KEY"] + (["CHECK"] if with_check else [])
     table = []
     for r in rows:
-        key = "-" if not r["api_key_env"] else f"{r['api_key_env']} ({r['key']})"
+        keys = [f"{r['api_key_env']} ({r['key']})"] if r["api_key_env"] else []
+        keys += [f"{h['env']} ({h['set']}, header {h['name']})" for h in r["headers"] if h["env"]]
+        key = ", ".join(keys) or "-"
         cells = [r["alias"], r["provider"], r["model"], r["base_url"] or "-", key]
         if with_check:
             c = r["check"]
-            cells.append(f"ok  ttft {c['ttft_ms']:.0f} ms" if c["ok"] and c["ttft_ms"] is not None
-                         else "ok" if c["ok"] else f"FAILED {c['error_kind']}: {c['error']}")
+            if c["ok"] and c["ttft_ms"] is not None:
+                cells.append(f"ok  ttft {c['ttft_ms']:.0f} ms")
+            elif c["ok"] and not c["streamed"]:
+                cells.append(f"ok  not streamed, {c['total_ms']:.0f} ms")
+            else:
+                cells.append("ok" if c["ok"] else f"FAILED {c['error_kind']}: {c['error']}")
         table.append([one_line(x) for x in cells])
     widths = [max(len(h), *(len(row[i]) for row in table)) if table else len(h) for i, h in enumerate(headers)]
     print("  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip())
     for row in table:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+
+
+def _print_routes(rows: list[dict]) -> None:
+    """Per checked model: the route and auth used, and on failure which part was wrong."""
+    from core.text import one_line
+
+    shown = [r for r in rows if r["check"].get("route")]
+    if not shown:
+        return
+    print()
+    width = max(len(one_line(r["alias"])) for r in shown)
+    for r in shown:
+        c, route = r["check"], r["check"]["route"]
+        pad = " " * (width + 2)
+        print(f"{one_line(r['alias']).ljust(width)}  {route['method']} {one_line(route['url'])}")
+        extra = f"; headers: {one_line(', '.join(route['headers']))}" if route["headers"] else ""
+        print(f"{pad}auth: {one_line(route['auth'])}{extra}")
+        if not c["ok"] and c["problem"]:
+            print(f"{pad}wrong: {c['problem']}: {one_line(c['hint'])}")
+
+
+#: Which part of a model's set-up an error kind points at, and what to look at.
+PROBLEMS: dict[str, tuple[str, str]] = {
+    "not_found": ("url", "the server has no such route or model (HTTP 404): check base_url, the path or "
+                         "deployment in it, and the model name"),
+    "connection": ("url", "nothing answered at that address: check the host and port in base_url"),
+    "auth": ("auth", "the server refused the credentials (HTTP 401/403): check the key variable and auth "
+                     "(which header carries the key)"),
+    "config": ("auth", "a key or secret header variable is not set: export it"),
+    "bad_response": ("format", "the reply is not this protocol's stream or response: check provider (the "
+                               "wire format) and base_url"),
+    "truncated": ("format", "the reply ended before the answer did"),
+    "bad_request": ("request", "the server refused the request itself (the model name, a parameter, a "
+                               "required header or query parameter such as api-version)"),
+    "rate_limited": ("server", "the route and auth worked; the server asks to slow down"),
+    "overloaded": ("server", "the route and auth worked; the server is overloaded"),
+    "server": ("server", "the route and auth worked; the server failed"),
+    "timeout": ("timeout", "no complete answer in time (a host that does not answer, or a slow model)"),
+}
 
 
 async def _check_all(models: list, config, timeout: float) -> list[dict]:
@@ -102,40 +169,37 @@ async def _check_all(models: list, config, timeout: float) -> list[dict]:
     return results
 
 
-def _provider_for(model):
-    """The provider for `model` (the registry in providers; demo built in)."""
-    try:
-        from providers import make_provider
-    except ImportError:
-        make_provider = None
-    if make_provider is not None:
-        return make_provider(model)
-    if model.is_demo:
-        from providers.demo import DemoProvider
-
-        return DemoProvider(model)
-    raise RuntimeError(f"no client available for provider {model.provider!r} in this build")
-
-
 async def _check(model, config, timeout: float) -> dict:
     import anyio
 
-    from core.config import missing_key
+    from core.config import missing_key, redact_url
+    from providers import make_provider
     from providers.events import ChatRequest, Message, SamplingParams, StreamResult
 
-    def failure(kind: str, message: str, result: StreamResult | None = None) -> dict:
-        return {"ok": False, "ttft_ms": result.ttft_ms if result else None, "total_ms": None,
-                "error_kind": kind, "error": _scrub(message, model)}
-
-    var = missing_key(model)
-    if var:
-        return failure("config", f"{var} is not set")
-    try:
-        provider = _provider_for(model)
-    except Exception as exc:  # a bad provider set-up is this model's failure, not the command's
-        return failure("config", str(exc) or type(exc).__name__)
     params = config.params_for(model, SamplingParams(max_tokens=CHECK_MAX_TOKENS))
     request = ChatRequest(model=model.model, messages=(Message(role="user", content=CHECK_PROMPT),), params=params)
+    route: dict | None = None
+
+    def failure(kind: str, message: str, result: StreamResult | None = None, *,
+                problem: tuple[str, str] | None = None) -> dict:
+        part, hint = problem or PROBLEMS.get(kind, ("config", "see the error"))
+        return {"ok": False, "ttft_ms": result.ttft_ms if result else None, "total_ms": None,
+                "streamed": result.streamed if result else None, "error_kind": kind,
+                "error": _scrub(message, model), "problem": part, "hint": hint, "route": route}
+
+    try:
+        provider = make_provider(model)
+        describe = getattr(provider, "route", None)
+        if describe is not None:
+            r = describe(request)
+            route = {"method": "POST", "url": redact_url(r.url), "auth": r.auth, "headers": list(r.headers)}
+    except Exception as exc:  # a bad provider set-up is this model's failure, not the command's
+        return failure("config", str(exc) or type(exc).__name__,
+                       problem=("config", "this model's set-up cannot be used (see the error)"))
+    var = missing_key(model)
+    if var:
+        await provider.aclose()
+        return failure("config", f"{var} is not set")
     result = StreamResult()
     started = time.perf_counter()
     try:
@@ -154,7 +218,8 @@ async def _check(model, config, timeout: float) -> dict:
         return failure(str(result.error.kind), result.error.message, result)
     return {"ok": True, "ttft_ms": result.ttft_ms,
             "total_ms": result.duration_ms if result.duration_ms is not None else (time.perf_counter() - started) * 1000,
-            "error_kind": None, "error": None}
+            "streamed": result.streamed, "error_kind": None, "error": None, "problem": None, "hint": None,
+            "route": route}
 
 
 def _scrub(message: str, model) -> str:
@@ -163,5 +228,5 @@ def _scrub(message: str, model) -> str:
     from providers.catalogue import KEY_ENV_VARS
     from providers.secrets import scrubber_for
 
-    keys = tuple(v for v in (os.environ.get(n or "", "") for n in {model.api_key_env, *KEY_ENV_VARS}) if len(v) >= 4)
+    keys = tuple(v for v in (os.environ.get(n or "", "") for n in {*model.secret_envs, *KEY_ENV_VARS}) if len(v) >= 4)
     return (scrubber_for(keys).scrub(message) if keys else message)[:300]

@@ -1,6 +1,8 @@
 """`lineup report`: ratings with intervals, failure modes, speed, cost and
 checks, from the record. Tables in the terminal; `--json`, `--md FILE` and
-`--html FILE` to share. Heavy imports (numpy, rich) happen inside `run`."""
+`--html FILE` to share. The report itself is `core.report` (built by
+`build_report`, drawn by its renderers); heavy imports (numpy, rich) happen
+inside `run`, Rich only when tables are printed."""
 
 from __future__ import annotations
 
@@ -84,16 +86,20 @@ def run(args: argparse.Namespace) -> int:
     if args.tui:
         return _run_tui(args, path, filters)
 
-    for target, text in ((args.md, report.to_markdown), (args.html, report.to_html)):
+    from core.report import render_html, render_markdown
+
+    for target, render in ((args.md, render_markdown), (args.html, render_html)):
         if target:
             try:
-                Path(target).expanduser().write_text(text(), encoding="utf-8")
+                Path(target).expanduser().write_text(render(report), encoding="utf-8")
             except OSError as exc:
                 print(f"lineup report: cannot write {target}: {exc.strerror or exc}", file=sys.stderr)
                 return 1
     if args.json:
         print(report.to_json())
         return 0
+    from core.report.terminal import print_report
+
     print_report(report)
     for target in (args.md, args.html):
         if target:
@@ -129,113 +135,3 @@ def _config_prices(args: argparse.Namespace) -> dict:
         print(f"lineup report: config not used for prices ({exc})", file=sys.stderr)
         return {}
     return {alias: m.price for alias, m in config.models.items() if m.price is not None}
-
-
-def print_report(report) -> None:
-    """Rich tables; every recorded string goes in as `Text` (never markup),
-    with control characters made visible."""
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
-    from core.report import fmt, fmt_ci, fmt_rank, gap_hint, pct
-    from core.text import one_line
-
-    console = Console(highlight=False, soft_wrap=False)
-    if not console.is_terminal:   # piped into a file: room for every column, names never cut
-        console = Console(highlight=False, soft_wrap=False, width=160)
-
-    def t(value) -> Text:
-        return Text(one_line(value))
-
-    if report.message:
-        console.print(Text(report.message))
-    for warning in report.warnings:
-        console.print(Text("warning: " + one_line(warning), style="yellow"))
-
-    def ratings_table(title: str, models, gaps) -> None:
-        table = Table(title=Text(one_line(title)), title_justify="left")
-        for col, just in (("rank", "right"), ("model", "left"), ("rating", "right"), ("95% CI", "right"),
-                          ("votes", "right"), ("W", "right"), ("T", "right"), ("L", "right"),
-                          ("group", "right")):
-            table.add_column(col, justify=just, no_wrap=col != "model", overflow="fold")
-        for m in models:
-            table.add_row(t(fmt_rank(m)), t(m.name), t(fmt(m.rating)), t(fmt_ci(m)), t(m.votes),
-                          t(m.wins), t(m.ties), t(m.losses), t(m.group + 1))
-        console.print(table)
-        for m in models:   # notes under the table: a column of prose squeezes the figures
-            if m.notes:
-                console.print(t(f"  {m.name}: " + "; ".join(m.notes)))
-        for g in gaps:
-            if not g.separated:
-                console.print(t("  " + gap_hint(g)))
-
-    if report.models:
-        ratings_table(f"Ratings ({report.votes_used} votes, {report.rounds} bootstrap rounds, seed {report.seed})",
-                      report.models, report.gaps)
-    for label, tables in (("category", report.by_category), ("rater", report.by_rater)):
-        if len(tables) > 1:
-            for name, tab in tables.items():
-                ratings_table(f"Ratings, {label} {name}", tab.models, tab.gaps)
-    if report.position_bias.rows:
-        table = Table(title="Position bias (single-winner votes)", title_justify="left")
-        for col in ("position", "votes", "wins", "win rate", "95% interval", "expected"):
-            table.add_column(col, justify="right")
-        for p in report.position_bias.rows:
-            table.add_row(t(p.position + 1), t(p.votes), t(p.wins), t(pct(p.win_rate)),
-                          t(f"{pct(p.ci_low)} .. {pct(p.ci_high)}"), t(pct(p.expected)))
-        console.print(table)
-    c = report.consistency
-    if c.raters or c.inter_rater_pairs:
-        table = Table(title="Rater consistency (same prompt and models judged twice)", title_justify="left")
-        for col in ("rater", "judged twice", "same verdict", "rate"):
-            table.add_column(col, justify="left" if col == "rater" else "right")
-        for x in c.raters:
-            table.add_row(t(x.rater), t(x.repeated), t(x.agreed), t(pct(x.rate)))
-        if c.inter_rater_pairs:
-            table.add_row(t("(between raters)"), t(c.inter_rater_pairs), t(c.inter_rater_agreed),
-                          t(pct(c.inter_rater_rate)))
-        console.print(table)
-    if any(f.tags for f in report.failure_modes):
-        table = Table(title="Failure modes (share of answers)", title_justify="left")
-        table.add_column("model")
-        table.add_column("answers", justify="right")
-        table.add_column("tagged", justify="right")
-        table.add_column("tags")
-        for f in report.failure_modes:
-            table.add_row(t(f.model), t(f.answers), t(pct(f.tagged / f.answers if f.answers else None)),
-                          t(", ".join(f"{k} {s.count} ({100 * s.rate:.0f}%)" for k, s in f.tags.items())))
-        console.print(table)
-    if report.engineering:
-        table = Table(title="Speed, errors and cost", title_justify="left")
-        for col in ("model", "requests", "errors", "TTFT p50/p95 ms", "tok/s p50", "duration p50 ms",
-                    "tokens out", "cost"):
-            table.add_column(col, justify="left" if col == "model" else "right")
-        for e in report.engineering:
-            kinds = ", ".join(f"{k} {v}" for k, v in e.errors_by_kind.items())
-            ttft = (f"{fmt(e.ttft_ms.p50)}/{fmt(e.ttft_ms.p95)}" if e.ttft_ms else "-")
-            table.add_row(t(e.model), t(e.requests), t(pct(e.error_rate) + (f" ({kinds})" if kinds else "")),
-                          t(ttft), t(fmt(e.output_tokens_per_s_p50, 1)),
-                          t(fmt(e.duration_ms.p50 if e.duration_ms else None)), t(f"{e.output_tokens:,}"),
-                          t("-" if e.cost is None else f"${e.cost:.4f}"))
-        console.print(table)
-    if report.checks:
-        table = Table(title="Automated checks", title_justify="left")
-        for col in ("model", "check", "passed", "rate"):
-            table.add_column(col, justify="right" if col in ("passed", "rate") else "left")
-        for x in report.checks:
-            table.add_row(t(x.model), t(x.check or "all"), t(f"{x.passed}/{x.total}"), t(pct(x.rate)))
-        for x in report.checks_by_category:
-            table.add_row(t(x.model), t(f"category {x.category}"), t(f"{x.passed}/{x.total}"), t(pct(x.rate)))
-        console.print(table)
-    if report.stability:
-        table = Table(title="Stability over repeats", title_justify="left")
-        for col in ("model", "cases", "runs", "identical", "similarity mean/min", "flaky checks",
-                    "pass-rate sd mean/max"):
-            table.add_column(col, justify="left" if col == "model" else "right")
-        for s in report.stability:
-            table.add_row(t(s.model), t(s.cases), t(s.runs), t(pct(s.exact_match_rate)),
-                          t(f"{fmt(s.mean_similarity, 2)} / {fmt(s.min_similarity, 2)}"),
-                          t(f"{s.flaky_checks}/{s.checks}"),
-                          t(f"{fmt(s.pass_rate_sd_mean, 2)} / {fmt(s.pass_rate_sd_max, 2)}"))
-        console.print(table)

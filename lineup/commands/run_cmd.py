@@ -3,6 +3,15 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from signal import Handlers
+    from types import FrameType
+
+    # what `signal.signal` takes and gives back
+    SignalHandler = Callable[[int, FrameType | None], Any] | int | Handlers | None
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -233,8 +242,8 @@ class StopSignals:
     def __init__(self, err) -> None:
         self.err = err
         self.signals: list[int] = []
-        self._cancel = None
-        self._previous: dict[int, object] = {}
+        self._cancel: Callable[[], None] | None = None
+        self._previous: dict[int, SignalHandler] = {}
 
     @property
     def requested(self) -> bool:

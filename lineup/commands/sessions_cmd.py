@@ -50,13 +50,15 @@ def run(args: argparse.Namespace) -> int:
     if not sessions:
         print("No sessions match." if (args.kind or args.search) else "No sessions yet.")
         return 0
-    from rich.console import Console
+    from rich.console import Console, JustifyMethod
     from rich.table import Table
     from rich.text import Text
 
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-    for name, justify in (("id", "left"), ("date", "left"), ("kind", "left"), ("contestants", "left"),
-                          ("turns", "right"), ("votes", "right")):
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
+        ("id", "left"), ("date", "left"), ("kind", "left"), ("contestants", "left"), ("turns", "right"),
+        ("votes", "right"))
+    for name, justify in columns:
         table.add_column(name, justify=justify, no_wrap=name in ("id", "date"))
     show_titles = any(s.title for s in sessions)
     if show_titles:

@@ -1,11 +1,15 @@
 """Synthetic but realistic sessions (contestants, turns, outputs with chunk
-timings, votes), shared by the store's tests and its benchmark."""
+timings, votes), shared by the tests and the benchmarks. In the core, not the
+store, because its votes are made as every vote is (`core.votes.make_votes`):
+the data the store, export and report benchmarks measure is data lineup
+could have written."""
 
 from __future__ import annotations
 
 import random
 import string
 
+from core.votes import bad_choice, make_votes
 from store.ids import new_ulid
 from store.records import (
     ContestantRecord,
@@ -60,10 +64,10 @@ def synthetic_session(*, turns: int = 3, contestants: int = 2, blind: bool = Fal
             labels = [c.label for c in cs]
             positions = labels[:]
             rng.shuffle(positions)
-            choice = rng.choice(labels + ["tie", "both_bad" if len(cs) == 2 else "all_bad"])
-            vs.append(VoteRecord(id=new_ulid(ms + p * 1000 + 2), session_id=session.id, turn_id=turn.id,
-                                 rater="tester", choice=choice, mapping={c.label: c.alias for c in cs},
-                                 positions=positions, created=at + 0.5))
+            choice = rng.choice(labels + ["tie", bad_choice(len(cs))])
+            vs += make_votes(session.id, [turn.id], choice, mapping={c.label: c.alias for c in cs},
+                             positions=positions, rater="tester", revealed=False, now=at + 0.5,
+                             ids=[new_ulid(ms + p * 1000 + 2)])
     return session, ts, outs, vs
 
 

@@ -1,0 +1,47 @@
+"""The report: everything the record says about the models (ratings with
+their intervals, position bias, rater consistency, failure modes, speed,
+errors, cost, checks, stability), as one data model with renderings.
+
+The package, one concern per module:
+- `model`: the pydantic data model; its JSON is the stable shape;
+- `build`: `build_report(store, filters)` fills it from the store's reads
+  (`store.report_queries`: the SQL lives with the schema, none here);
+- `patterns`: the votes as distinct patterns, decomposed once (`core.votes`
+  decides what a vote means);
+- `figures`: the derived numbers (quantiles, rates, intervals, groups);
+- `format`: how numbers, intervals, ranks and hints are written;
+- renderers, plain functions of the model: `markdown.render_markdown`,
+  `html.render_html` (with SVG charts), `terminal.print_report` (Rich tables,
+  imported on its own so that `--json` never loads Rich). The TUI's report
+  screen and charts draw the same model.
+
+All text that came from a model, a config or a rater is untrusted: every
+renderer routes it through `core.text`.
+"""
+
+from core.ratings import Gap, ModelRating
+from core.report.build import build_report
+from core.report.html import render_html
+from core.report.markdown import render_markdown
+from core.report.model import (
+    NO_CATEGORY,
+    CheckRate,
+    Consistency,
+    Engineering,
+    FailureModes,
+    PositionBias,
+    PositionRow,
+    Quantiles,
+    RaterAgreement,
+    RatingTable,
+    Report,
+    ReportFilters,
+    StabilityRow,
+    TagStat,
+)
+
+__all__ = [
+    "NO_CATEGORY", "CheckRate", "Consistency", "Engineering", "FailureModes", "Gap", "ModelRating", "PositionBias",
+    "PositionRow", "Quantiles", "RaterAgreement", "RatingTable", "Report", "ReportFilters", "StabilityRow", "TagStat",
+    "build_report", "render_html", "render_markdown",
+]

@@ -1,0 +1,153 @@
+"""Building the report from the store: `build_report(store, filters)`.
+
+Why a module of its own: this is where the reads (`store.report_queries`),
+the vote patterns (`core.report.patterns`), the ratings (`core.ratings`) and
+the figures (`core.report.figures`) meet to fill the model
+(`core.report.model`); nothing here reads SQL or draws anything.
+
+What counts:
+- votes: current ones only (superseded votes dropped); votes involving a demo
+  contestant are left out unless `include_demo`;
+- filters: sessions (ids or unique prefixes), turn category, rater (votes and
+  tags), since (a vote's or an output's creation time);
+- answers: the latest attempt per (turn, contestant); requests: every attempt
+  that finished (complete, error, cancelled, interrupted).
+
+Speed (100k votes, 20 models, 200k answers): the ratings of the whole, of
+each category and of each rater are independent (each draws its own seeded
+bootstrap), so they run in two threads, started as soon as the votes are
+read; meanwhile this thread reads the answers' side and scans for values
+out of range. The ratings are numpy work that mostly runs without the GIL,
+the reading mostly holds it, so the two overlap instead of contending (two
+reading threads would: their per-row hand-offs of the GIL cost more than
+they save). Every figure is computed exactly as by one thread.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from core import ratings as R
+from core.report import figures
+from core.report.model import NO_CATEGORY, RatingTable, Report, ReportFilters
+from core.report.patterns import Votes, battle_set, read_votes
+from store import report_queries as Q
+from store.db import Store
+
+#: Ratings computed at the same time (each is numpy work that mostly releases the GIL).
+RATING_THREADS = min(2, os.cpu_count() or 1)
+
+
+def scope_of(filters: ReportFilters) -> Q.Scope:
+    return Q.Scope(sessions=tuple(filters.sessions), category=filters.category, rater=filters.rater,
+                   since=filters.since, include_demo=filters.include_demo)
+
+
+def rating_table(result: R.RatingResult) -> RatingTable:
+    return RatingTable(models=result.models, groups=result.groups, gaps=result.gaps,
+                       components=result.components, n_votes=result.n_votes, n_battles=result.n_battles,
+                       warnings=result.warnings)
+
+
+def build_report(store: Store, filters: ReportFilters | None = None, *, rounds: int = R.DEFAULT_ROUNDS,
+                 seed: int | None = 0, prices: Mapping[str, Any] | None = None,
+                 breakdowns: bool = True) -> Report:
+    """Read the store and compute everything. `prices`: alias -> `Price` from
+    the config, used when an answer has no recorded cost and its session
+    recorded no price. `breakdowns=False` skips per-category / per-rater ratings."""
+    filters = filters or ReportFilters()
+    scope = scope_of(filters)
+    with ThreadPoolExecutor(RATING_THREADS, "lineup-report-ratings") as pool:
+        votes, demo_skipped, problems = read_votes(store, scope)
+        report = Report(generated_at=time.time(), database=str(getattr(store, "path", "") or "") or None,
+                        filters=filters, rounds=rounds, seed=seed, votes_demo_excluded=demo_skipped)
+        bs, used, bad = battle_set(votes)
+        problems += bad
+        overall, breakdown = _start_ratings(pool, bs, votes, used, rounds, seed, breakdowns)
+        # While the ratings compute (numpy, mostly without the GIL), this thread
+        # reads: the answers' side, then one scan for values out of range.
+        (report.failure_modes, report.engineering, report.checks, report.checks_by_category,
+         report.stability, report.structured) = _answer_figures(store, scope, prices if prices is not None else {})
+        n_bad, named = store.out_of_range(filters.sessions or None, tables=("output",))
+        report.position_bias = figures.position_bias(votes)
+        report.consistency = figures.consistency(votes)
+        table = rating_table(overall.result())
+        for attr, found in breakdown.items():
+            setattr(report, attr, {name: table if fut is None else rating_table(fut.result())
+                                   for name, fut in found.items()})
+    report.models, report.groups, report.gaps = table.models, table.groups, table.gaps
+    report.components = table.components
+    report.votes_used = bs.n_votes
+    report.warnings = table.warnings[:] if bs.n_votes else []
+    report.warnings += problems
+    if n_bad:
+        report.warnings.append(f"{n_bad} answer{'s' if n_bad != 1 else ''} with a time, duration or cost out of "
+                               f"range (left out of the figures): {', '.join(named)}"
+                               f"{' ...' if n_bad > len(named) else ''}")
+    report.message = _message(store, report, filters)
+    return report
+
+
+Rated = Future[R.RatingResult]
+
+
+def _start_ratings(pool: ThreadPoolExecutor, bs: R.BattleSet, votes: Votes, used: np.ndarray, rounds: int,
+                   seed: int | None, breakdowns: bool) -> tuple[Rated, dict[str, dict[str, Rated | None]]]:
+    """The ratings of the whole and, with `breakdowns`, of each category and
+    each rater, started in `pool`: (the whole, {"by_category" | "by_rater":
+    {name: its ratings, or None when its votes are all the votes}})."""
+    def rated(sub: R.BattleSet) -> Rated:
+        return pool.submit(R.rate, sub, rounds=rounds, seed=seed)
+
+    overall = rated(bs)
+    breakdown: dict[str, dict[str, Rated | None]] = {}
+    if breakdowns and bs.n_votes:
+        meta_used = votes.meta[used]
+        for attr, key in (("by_category", lambda m: m[0] or NO_CATEGORY), ("by_rater", lambda m: m[1])):
+            name_of_meta = [key(m) for m in votes.metas]
+            index = {name: k for k, name in enumerate(sorted(set(name_of_meta)))}
+            code = np.array([index[n] for n in name_of_meta], dtype=np.int64)[meta_used]
+            present = np.bincount(code, minlength=len(index))
+            found: dict[str, Rated | None] = {}
+            for name, k in index.items():
+                if present[k]:
+                    # None: the same votes as the whole, so the same table
+                    found[name] = None if present[k] == used.size else rated(bs.subset(np.flatnonzero(code == k)))
+            breakdown[attr] = found
+    return overall, breakdown
+
+
+def _answer_figures(store: Store, scope: Q.Scope, prices: Mapping[str, Any]) -> tuple[Any, ...]:
+    """Failure modes, engineering, checks (overall, by category), stability and structured output."""
+    outputs = Q.read_outputs(store, scope)
+    failure_modes = figures.failure_modes(outputs, Q.tag_rows(store, scope))
+    engineering = figures.engineering(outputs, lambda: Q.recorded_prices(store), prices)
+    checks, by_category, per_output, structured = figures.checks(outputs, Q.check_rows(store, scope))
+    stability = figures.stability(Q.repeated_answers(store, scope), per_output,
+                                  lambda ids: Q.answer_texts(store, ids))
+    return failure_modes, engineering, checks, by_category, stability, structured
+
+
+def _message(store: Store, report: Report, filters: ReportFilters) -> str | None:
+    if report.models:
+        return None
+    if Q.session_count(store) == 0:
+        return ("The database has no sessions yet: nothing to report. Compare models with "
+                "`lineup chat` or `lineup run`, then vote.")
+    if report.votes_demo_excluded and not filters.include_demo:
+        return (f"Only demo-model votes match ({report.votes_demo_excluded}): demo models are left out "
+                "of reports. Add --include-demo to see them anyway.")
+    if Q.real_contestant_count(store) == 0 and not filters.include_demo:
+        return ("Only demo models in this database: demo outputs are left out of reports. "
+                "Add --include-demo to see them anyway.")
+    filtered = any(v is not None and v != [] for v in (filters.sessions, filters.category, filters.rater,
+                                                         filters.since))
+    if filtered:
+        return "No votes match these filters: no ratings."
+    return "No votes yet: no ratings. Vote with `lineup vote` or in `lineup chat`."

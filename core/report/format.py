@@ -1,0 +1,66 @@
+"""How the report's figures are written, the same in every rendering (the
+terminal, Markdown, HTML and the TUI's charts): numbers, percentages,
+intervals with their open sides, rank ranges, the "votes to separate" hint,
+and the step between axis ticks.
+
+Why a module of its own: each renderer and the charts import these and
+nothing else of each other. The results are plain strings of our own words
+and numbers; the recorded names inside `gap_hint` stay untrusted, and each
+renderer escapes them its own way (`core.text`)."""
+
+from __future__ import annotations
+
+import math
+
+from core.ratings import Gap, ModelRating
+
+
+def fmt(x: float | None, digits: int = 0) -> str:
+    if x is None:
+        return "-"
+    return f"{x:.{digits}f}"
+
+
+def pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def fmt_ci(row: ModelRating) -> str:
+    """Bounds; an open side shows as infinite, a bound never computed (no
+    bootstrap) as "n/a"."""
+    lo = ("-inf" if row.open_low else "n/a") if row.ci_low is None else f"{row.ci_low:.0f}"
+    hi = ("+inf" if row.open_high else "n/a") if row.ci_high is None else f"{row.ci_high:.0f}"
+    return f"{lo} .. {hi}"
+
+
+def fmt_rank(row: ModelRating) -> str:
+    """The rank range; "-" for a model with too few votes to rank."""
+    if row.rank_low is None or row.rank_high is None:
+        return "-"
+    return str(row.rank_low) if row.rank_low == row.rank_high else f"{row.rank_low}-{row.rank_high}"
+
+
+NOT_ENOUGH_VOTES = "not enough votes to estimate how many more would separate them"
+
+
+def more_votes_text(g: Gap) -> str:
+    """What the estimate says, in words: a number only where it means something."""
+    if g.more_votes is None:
+        return NOT_ENOUGH_VOTES
+    return f"~{g.more_votes:,} more votes (same mix) would separate them at this gap"
+
+
+def gap_hint(g: Gap) -> str:
+    """One not-yet-separated pair, as every rendering of the report says it."""
+    return f"{g.upper} vs {g.lower}: gap {g.gap:.0f}, not yet separated; {more_votes_text(g)}"
+
+
+def nice_step(raw: float) -> float:
+    """A round step (1, 2 or 5 times a power of ten) of at least `raw`, for axis ticks."""
+    if raw <= 0:
+        return 1.0
+    mag = 10 ** math.floor(math.log10(raw))
+    for m in (1, 2, 5, 10):
+        if raw <= m * mag:
+            return m * mag
+    return 10 * mag

@@ -1,0 +1,181 @@
+"""The report's data model: one pydantic structure, whose JSON
+(`lineup report --json`, `Report.to_json`) is a stable shape.
+
+Why a module of its own: everything else in the package either fills it
+(`build`) or draws it (`markdown`, `html`, `terminal`, and the TUI's report
+screen and charts); none of them needs the others. A rating line and a gap
+between neighbours are `core.ratings`' own `ModelRating` and `Gap`, carried
+as they are.
+
+The shape, top level: `generated_at` (epoch seconds), `database`, `filters`,
+`message` (why there are no ratings), `rounds`, `seed`, `votes_used`,
+`votes_demo_excluded`; the ratings (`models`, `groups`, `gaps`,
+`components`, `warnings`) and the same per category and per rater
+(`by_category`, `by_rater`: name -> `RatingTable`); `position_bias`,
+`consistency`, `failure_modes`, `engineering`, `checks`,
+`checks_by_category`, `structured` (structured output per model), `stability`.
+Fields are only ever added.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from core.ratings import Gap, ModelRating
+from core.structured import StructuredRow
+
+#: The category of turns that have none, in the per-category tables.
+NO_CATEGORY = "(none)"
+
+
+class ReportFilters(BaseModel):
+    sessions: list[str] = Field(default_factory=list, description="session ids (resolved)")
+    category: str | None = None
+    rater: str | None = None
+    since: float | None = Field(default=None, description="epoch seconds")
+    include_demo: bool = False
+
+
+class RatingTable(BaseModel):
+    models: list[ModelRating] = Field(default_factory=list)
+    groups: list[list[str]] = Field(default_factory=list)
+    gaps: list[Gap] = Field(default_factory=list)
+    components: list[list[str]] = Field(default_factory=list)
+    n_votes: int = 0
+    n_battles: int = 0
+    warnings: list[str] = Field(default_factory=list)
+
+
+class PositionRow(BaseModel):
+    position: int = Field(description="0 = leftmost on screen")
+    votes: int = Field(description="votes with a single winner where this position was shown")
+    wins: int
+    win_rate: float
+    ci_low: float = Field(description="Wilson 95% interval")
+    ci_high: float
+    expected: float = Field(description="win rate without position bias (mean of 1/contestants)")
+
+
+class PositionBias(BaseModel):
+    rows: list[PositionRow] = Field(default_factory=list)
+    decisive_votes: int = 0
+    no_winner_votes: int = 0
+
+
+class RaterAgreement(BaseModel):
+    rater: str
+    repeated: int = Field(description="pairs of this rater's votes on the same prompt and models")
+    agreed: int
+    rate: float | None
+
+
+class Consistency(BaseModel):
+    """Votes on the same prompt (case id, else prompt text) and the same set of
+    models: does the same rater give the same answer twice, and do raters agree?"""
+
+    raters: list[RaterAgreement] = Field(default_factory=list)
+    inter_rater_pairs: int = 0
+    inter_rater_agreed: int = 0
+    inter_rater_rate: float | None = None
+
+
+class TagStat(BaseModel):
+    count: int
+    rate: float = Field(description="share of the model's answers with this tag")
+
+
+class FailureModes(BaseModel):
+    model: str
+    answers: int
+    tagged: int = Field(description="answers with at least one tag")
+    tags: dict[str, TagStat] = Field(default_factory=dict)
+
+
+class Quantiles(BaseModel):
+    n: int
+    p5: float
+    p25: float
+    p50: float
+    p75: float
+    p95: float
+
+
+class Engineering(BaseModel):
+    model: str
+    requests: int
+    completed: int
+    errors: int
+    error_rate: float | None
+    errors_by_kind: dict[str, int] = Field(default_factory=dict)
+    cancelled: int = 0
+    interrupted: int = 0
+    ttft_ms: Quantiles | None = None
+    duration_ms: Quantiles | None = None
+    output_tokens_per_s_p50: float | None = Field(
+        default=None, description="output tokens / (duration - time to first token), median")
+    input_tokens: int = 0
+    output_tokens: int = 0
+    mean_output_tokens: float | None = None
+    tokens_estimated: int = Field(default=0, description="answers whose token counts are estimates")
+    cost: float | None = Field(default=None, description="recorded cost, else from prices; None if unknown")
+    cost_known: int = Field(default=0, description="answers with a known cost")
+
+
+class CheckRate(BaseModel):
+    model: str
+    category: str | None = None
+    check: str | None = None
+    passed: int
+    total: int
+    rate: float
+
+
+class StabilityRow(BaseModel):
+    """Spread over repeats (`lineup run --repeat N`) of the same case."""
+
+    model: str
+    cases: int = Field(description="cases answered at least twice")
+    runs: int
+    exact_match_rate: float | None = Field(default=None, description="mean over cases")
+    mean_similarity: float | None = None
+    min_similarity: float | None = Field(default=None, description="worst pair over all cases")
+    flaky_checks: int = Field(default=0, description="checks that passed in some repeats and failed in others")
+    checks: int = 0
+    pass_rate_sd_mean: float | None = Field(
+        default=None, description="per case: sd over repeats of the share of checks passed; mean over cases")
+    pass_rate_sd_max: float | None = None
+
+
+class Report(BaseModel):
+    generated_at: float
+    database: str | None = None
+    filters: ReportFilters
+    message: str | None = Field(default=None, description="why there are no ratings, when there are none")
+    rounds: int
+    seed: int | None
+    votes_used: int = 0
+    votes_demo_excluded: int = 0
+    models: list[ModelRating] = Field(default_factory=list)
+    groups: list[list[str]] = Field(default_factory=list)
+    gaps: list[Gap] = Field(default_factory=list)
+    components: list[list[str]] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    by_category: dict[str, RatingTable] = Field(default_factory=dict)
+    by_rater: dict[str, RatingTable] = Field(default_factory=dict)
+    position_bias: PositionBias = Field(default_factory=PositionBias)
+    consistency: Consistency = Field(default_factory=Consistency)
+    failure_modes: list[FailureModes] = Field(default_factory=list)
+    engineering: list[Engineering] = Field(default_factory=list)
+    checks: list[CheckRate] = Field(default_factory=list)
+    checks_by_category: list[CheckRate] = Field(default_factory=list)
+    structured: list[StructuredRow] = Field(default_factory=list, description="structured output per model")
+    stability: list[StabilityRow] = Field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        """Nothing at all to show (no votes, answers or checks)."""
+        return not (self.models or self.engineering or self.checks or self.structured)
+
+    def to_json(self, indent: int | None = 2) -> str:
+        """The stable JSON shape (what `lineup report --json` prints)."""
+        return self.model_dump_json(indent=indent)

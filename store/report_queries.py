@@ -1,0 +1,409 @@
+"""The reads the report makes, in the store because the store owns the schema.
+
+Why a module of its own: the report (`core.report`) decides what the record
+means; this module knows where it is and how to get it out fast. Each read is
+one pass over a table with narrow columns and no answer text (except the
+answers to repeated prompts, for stability), and hands back what the report
+needs as numpy columns or plain rows, never SQL:
+
+- `read_votes`: the current, not superseded votes, as codes into their
+  distinct (choice, ranking, mapping, positions) texts and their distinct
+  (category, rater, prompt): 100k votes carry a few thousand distinct texts;
+- `read_outputs`: every finished attempt as numpy columns, grouped by model,
+  in creation order, with error kinds, answer counts and the attempts that
+  are not their (turn, model)'s answer (`stale`);
+- tags, check results, repeated answers and their texts, prices, counts.
+
+`Scope` is the report's filter as the store applies it. numpy is imported
+here, not in `store/__init__`, so only the report pays for it. To read off
+the writer thread of a running app, `AsyncStore.read`.
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+import sqlite3
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from store.bounds import COST_MAX, MS_MAX
+from store.db import Store
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Which records count: sessions (ids, resolved), a turn category, a rater
+    (votes and tags), a creation time (votes and answers), demo models or not."""
+
+    sessions: tuple[str, ...] = ()
+    category: str | None = None
+    rater: str | None = None
+    since: float | None = None
+    include_demo: bool = False
+
+
+def _where(scope: Scope, *, time_col: str, rater_col: str | None, session_col: str,
+           category_col: str) -> tuple[str, list[Any]]:
+    clauses: list[str] = []
+    params: list[Any] = []
+    if scope.sessions:
+        clauses.append(f"{session_col} IN ({','.join('?' * len(scope.sessions))})")
+        params.extend(scope.sessions)
+    if scope.category is not None:
+        clauses.append(f"{category_col} = ?")
+        params.append(scope.category)
+    if scope.rater is not None and rater_col:
+        clauses.append(f"{rater_col} = ?")
+        params.append(scope.rater)
+    if scope.since is not None:
+        clauses.append(f"{time_col} >= ?")
+        params.append(scope.since)
+    return (" AND " + " AND ".join(clauses)) if clauses else "", params
+
+
+# The prompt a vote or an answer is about: the case id, else the prompt text
+# (SQL for Python's `case_id if case_id else user_message`).
+_PROMPT_SQL = "CASE WHEN length(t.case_id) THEN t.case_id ELSE t.user_message END"
+
+
+def codes(values: Iterable[Any]) -> tuple[np.ndarray, list[Any]]:
+    """Codes (equal values, equal codes; numbered in order of first
+    appearance) and the distinct values."""
+    values = list(values)
+    index = {v: k for k, v in enumerate(dict.fromkeys(values))}
+    return np.fromiter(map(index.__getitem__, values), dtype=np.int64, count=len(values)), list(index)
+
+
+# --------------------------------------------------------------------------- votes
+
+
+def demo_contestants(store: Store) -> set[tuple[str, str]]:
+    """(session, alias) of every demo contestant."""
+    return {(s, a) for s, a in store.conn.execute("SELECT session_id, alias FROM contestant WHERE is_demo = 1")}
+
+
+@dataclass
+class VoteRows:
+    """The votes that count (current, not superseded), in creation (id) order.
+    `key[k]` indexes `keys`, the distinct (choice, ranking, mapping,
+    positions) texts as stored; `meta[k]` indexes `metas`, the distinct
+    (category, rater, prompt). `demo_session[k]`: the vote's session when that
+    session has a demo contestant (None elsewhere; the list is None when demo
+    votes are not left out or there are none). `ids`: when asked for."""
+
+    keys: list[tuple[Any, ...]]
+    key: np.ndarray
+    metas: list[tuple[Any, ...]]
+    meta: np.ndarray
+    demo_session: list[Any] | None
+    ids: list[Any] | None
+
+    def __len__(self) -> int:
+        return int(self.key.size)
+
+
+def read_votes(store: Store, scope: Scope, *, with_ids: bool = False, demo: bool = False) -> VoteRows:
+    """One narrow row per vote: the four texts that say what it means as one
+    key, (category, rater, prompt) as another, so that 100k votes are a few
+    thousand distinct keys to read. `demo`: also read each vote's session
+    where it has a demo contestant."""
+    conn = store.conn
+    where, params = _where(scope, time_col="v.created", rater_col="v.rater",
+                           session_col="v.session_id", category_col="t.category")
+    extra = ""
+    if demo:   # the session only where it has a demo contestant (NULL, i.e. free, elsewhere)
+        extra += (", CASE WHEN v.session_id IN (SELECT session_id FROM contestant WHERE is_demo = 1) "
+                  "THEN v.session_id END")
+    if with_ids:
+        extra += ", v.id"
+    tail = (" FROM vote v JOIN turn t ON t.id = v.turn_id "
+            # "+": a table scan beats walking the `current` index when most votes are current
+            "WHERE +v.current = 1 AND v.id NOT IN (SELECT supersedes FROM vote WHERE supersedes IS NOT NULL)"
+            + where + " ORDER BY v.id")         # ULIDs: creation order
+    try:   # json_array: an unambiguous single key per tuple of texts
+        rows = conn.execute(f"SELECT json_array(v.choice, v.ranking, v.mapping, v.positions), "
+                            f"json_array(t.category, v.rater, {_PROMPT_SQL}){extra}{tail}", params).fetchall()
+        key, json_keys = codes(map(operator.itemgetter(0), rows))
+        meta, json_metas = codes(map(operator.itemgetter(1), rows))
+        keys = [tuple(json.loads(k)) for k in json_keys]
+        metas = [tuple(json.loads(k)) for k in json_metas]
+        rest = 2
+    except sqlite3.OperationalError:   # no JSON functions, or a BLOB where text belongs: plain columns
+        rows = conn.execute(f"SELECT v.choice, v.ranking, v.mapping, v.positions, t.category, v.rater, "
+                            f"{_PROMPT_SQL}{extra}{tail}", params).fetchall()
+        key, keys = codes(r[:4] for r in rows)
+        meta, metas = codes(r[4:7] for r in rows)
+        rest = 7
+    return VoteRows(keys, key, metas, meta,
+                    [r[rest] for r in rows] if demo else None,
+                    [r[-1] for r in rows] if with_ids else None)
+
+
+# --------------------------------------------------------------------------- answers
+
+#: Status codes of `OutputColumns.status`.
+STATUS_CODES = {"complete": 0, "error": 1, "cancelled": 2, "interrupted": 3}
+OTHER_STATUS = 4
+_STATUS_SQL = ("CASE o.status WHEN 'complete' THEN 0 WHEN 'error' THEN 1 WHEN 'cancelled' THEN 2 "
+               "WHEN 'interrupted' THEN 3 ELSE 4 END")
+
+
+@dataclass
+class OutputColumns:
+    """Every finished attempt (requests) as numpy columns (nan: NULL): what the
+    engineering figures and the answer counts need, and no text. `models`:
+    (name, row indices in creation order), by name; `status`: `STATUS_CODES`;
+    timings and costs outside `store.bounds` read as not recorded; `kinds`:
+    error kinds per model; `answers`: (turn, model) answers per model;
+    `stale`: ids of attempts that are not their (turn, model)'s answer;
+    `raw`: the recorded (input tokens, output tokens, cost, session) per row,
+    from the plain read (the one taken whenever some cost was not recorded);
+    `cached`: answers reused from the response cache (`core.cache`), which
+    made no request, so the engineering figures leave them out."""
+
+    models: list[tuple[str, np.ndarray]]
+    status: np.ndarray
+    estimated: np.ndarray
+    input_tokens: np.ndarray
+    output_tokens: np.ndarray
+    ttft: np.ndarray
+    duration: np.ndarray
+    cost: np.ndarray
+    kinds: defaultdict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
+    answers: dict[str, int] = field(default_factory=dict)
+    stale: set[str] = field(default_factory=set)
+    raw: list[list[Any]] | None = None
+    cached: np.ndarray | None = None
+
+
+def _output_filter(scope: Scope, *, turn: bool = True) -> tuple[str, str, list[Any]]:
+    """(join, condition, params) for the attempts the report counts; the join
+    with `turn` (always there: foreign keys) only when asked or filtering on it."""
+    where, params = _where(scope, time_col="o.created", rater_col=None,
+                           session_col="o.session_id", category_col="t.category")
+    demo = "" if scope.include_demo else " AND o.is_demo = 0"
+    join = " JOIN turn t ON t.id = o.turn_id" if turn or scope.category is not None else ""
+    return join, "o.status != 'streaming'" + demo + where, params
+
+
+_TIMING_SQL = ", ".join(f"CASE WHEN o.{c} BETWEEN 0 AND {MS_MAX!r} THEN o.{c} END"
+                        for c in ("ttft_ms", "duration_ms"))
+_COST_SQL = f"CASE WHEN o.cost BETWEEN 0 AND {COST_MAX!r} THEN o.cost END"
+# The largest token counts the quick read takes (what the packed form of
+# earlier versions held); larger ones, and anything but whole numbers, go
+# through the plain read.
+_MAX_INPUT_TOKENS = 2 ** 30 - 2
+_MAX_OUTPUT_TOKENS = 2 ** 29 - 2
+
+
+def _columns(rows: list[tuple[Any, ...]], n: int) -> list[list[Any]]:
+    """Rows -> columns (an itemgetter per column is far quicker than zip(*rows))."""
+    width = len(rows[0]) if rows else n
+    return [list(map(operator.itemgetter(k), rows)) for k in range(width)]
+
+
+class _NotQuick(Exception):
+    """A value the quick read does not take (text where a number belongs, a
+    token count that is not a whole number in range, a cost not recorded,
+    two attempts of a model created at the same time): the plain read."""
+
+
+def _floats(values: list[Any]) -> np.ndarray:
+    try:
+        return np.array(values, dtype=float)        # None -> nan
+    except (TypeError, ValueError, OverflowError):
+        raise _NotQuick from None
+
+
+def _bounded(values: np.ndarray, high: float) -> np.ndarray:
+    """Values outside [0, high] read as not recorded (nan), as `BETWEEN` does."""
+    with np.errstate(invalid="ignore"):
+        out = np.where((values >= 0) & (values <= high), values, np.nan)
+    return out
+
+
+def _counts(values: list[Any], high: int) -> np.ndarray:
+    """Whole numbers from 0 to `high`, or NULL (nan)."""
+    arr = _floats(values)
+    with np.errstate(invalid="ignore"):
+        ok = np.isnan(arr) | ((arr >= 0) & (arr <= high) & (arr == np.floor(arr)))
+    if not ok.all():
+        raise _NotQuick
+    return arr
+
+
+def read_outputs(store: Store, scope: Scope, *, plain: bool = False) -> OutputColumns:
+    """The attempts the report counts, as columns. The quick read takes the
+    stored values as they come and checks them with numpy; any value it does
+    not take (`_NotQuick`) means the plain read, where SQLite orders the rows
+    and reads every column as it is."""
+    conn = store.conn
+    join, cond, params = _output_filter(scope, turn=False)
+    if plain:
+        rows = conn.execute(
+            f"SELECT o.contestant, {_STATUS_SQL}, {_TIMING_SQL}, {_COST_SQL}, o.turn_id, "
+            "o.input_tokens, o.output_tokens, o.tokens_estimated, "
+            f"CASE WHEN {_COST_SQL} IS NULL THEN o.session_id END, o.origin = 'cache' "
+            f"FROM output o{join} WHERE {cond} ORDER BY o.created, o.id", params).fetchall()
+    else:
+        rows = conn.execute(
+            "SELECT o.contestant, o.status, o.ttft_ms, o.duration_ms, o.cost, o.turn_id, o.created, "
+            f"o.input_tokens, o.output_tokens, o.tokens_estimated, o.origin = 'cache' FROM output o{join} "
+            f"WHERE {cond}", params).fetchall()
+    cols = _columns(rows, 11)
+    del rows
+    names = cols[0]
+    index = {name: k for k, name in enumerate(sorted(set(names)))}
+    code = np.fromiter(map(index.__getitem__, names), dtype=np.int64, count=len(names))
+    raw = None
+    if plain:
+        status = np.array(cols[1], dtype=np.int64)
+        estimated = np.array([bool(x) for x in cols[8]], dtype=bool)
+        input_tokens = np.array(cols[6], dtype=float)
+        output_tokens = np.array(cols[7], dtype=float)
+        ttft, duration, cost = (np.array(cols[k], dtype=float) for k in (2, 3, 4))   # None -> nan
+        raw = [cols[6], cols[7], cols[4], cols[9]]
+        order = np.argsort(code, kind="stable")
+    else:
+        try:
+            cost = _bounded(_floats(cols[4]), COST_MAX)
+            if np.isnan(cost).any():               # not recorded (or out of range): from the prices
+                raise _NotQuick
+            created = _floats(cols[6])
+            order = np.lexsort((created, code))    # creation order within each model
+            if np.any((code[order][1:] == code[order][:-1]) & (created[order][1:] == created[order][:-1])):
+                raise _NotQuick                    # (created, id) ties: SQLite orders
+            input_tokens = _counts(cols[7], _MAX_INPUT_TOKENS)
+            output_tokens = _counts(cols[8], _MAX_OUTPUT_TOKENS)
+            flags = _floats(cols[9])
+            if np.isnan(flags).any() or not (flags == np.floor(flags)).all():
+                raise _NotQuick
+            ttft = _bounded(_floats(cols[2]), MS_MAX)
+            duration = _bounded(_floats(cols[3]), MS_MAX)
+        except _NotQuick:
+            return read_outputs(store, scope, plain=True)
+        lut = {s: STATUS_CODES.get(s, OTHER_STATUS) if isinstance(s, str) else OTHER_STATUS
+               for s in set(cols[1])}
+        status = np.fromiter(map(lut.__getitem__, cols[1]), dtype=np.int64, count=len(cols[1]))
+        estimated = flags != 0
+    bounds = np.searchsorted(code[order], np.arange(len(index) + 1))
+    out = OutputColumns(models=[(name, order[bounds[k]:bounds[k + 1]]) for name, k in index.items()],
+                        status=status, estimated=estimated, input_tokens=input_tokens,
+                        output_tokens=output_tokens, ttft=ttft, duration=duration, cost=cost, raw=raw,
+                        cached=np.array(cols[10], dtype=float) == 1)   # NULL origin: nan, not cached
+    if np.any(status == 1):
+        for model, kind, n in conn.execute(
+                "SELECT o.contestant, ifnull(nullif(o.error_kind, ''), 'unknown'), count(*) "
+                f"FROM output o{join} WHERE {cond} AND o.status = 'error' GROUP BY 1, 2", params):
+            out.kinds[model][kind] += n
+    turns = cols[5]
+    dup_turns: set[Any] = set()
+    for name, idx in out.models:
+        mine = list(map(turns.__getitem__, idx.tolist()))
+        out.answers[name] = len(set(mine))
+        if out.answers[name] != len(mine):      # retries: some (turn, model) has several attempts
+            dup_turns.update(t for t, n in Counter(mine).items() if n > 1)
+    out.stale = _stale_attempts(store, scope, sorted(dup_turns)) if dup_turns else set()
+    return out
+
+
+def latest_attempts(rows: Iterable[Sequence[Any]]) -> dict[tuple[Any, Any], Sequence[Any]]:
+    """rows (id, turn_id, contestant, attempt, ...) in creation order -> the latest
+    attempt per (turn, contestant): the answer people saw."""
+    latest: dict[tuple[Any, Any], Sequence[Any]] = {}
+    for r in rows:
+        key = (r[1], r[2])
+        if key not in latest or r[3] >= latest[key][3]:
+            latest[key] = r
+    return latest
+
+
+def _stale_attempts(store: Store, scope: Scope, turns: list[Any]) -> set[str]:
+    join, cond, params = _output_filter(scope)
+    stale: set[str] = set()
+    for start in range(0, len(turns), 500):
+        chunk = turns[start:start + 500]
+        rows = store.conn.execute(
+            f"SELECT o.id, o.turn_id, o.contestant, o.attempt FROM output o{join} "
+            f"WHERE {cond} AND o.turn_id IN ({','.join('?' * len(chunk))}) ORDER BY o.created, o.id",
+            params + chunk).fetchall()
+        keep = {r[0] for r in latest_attempts(rows).values()}
+        stale.update(r[0] for r in rows if r[0] not in keep)
+    return stale
+
+
+def recorded_prices(store: Store) -> dict[tuple[str, str], Any]:
+    """(session, alias) -> the price its session recorded (JSON as stored,
+    parsed; unreadable ones left out)."""
+    out = {}
+    for sid, alias, price in store.conn.execute(
+            "SELECT session_id, alias, price FROM contestant WHERE price IS NOT NULL"):
+        try:
+            out[(sid, alias)] = json.loads(price)
+        except ValueError:
+            continue
+    return out
+
+
+def tag_rows(store: Store, scope: Scope) -> Iterator[tuple[str, str, str]]:
+    """(output id, tag, model) of every tag not removed, on the attempts in scope."""
+    join, cond, params = _output_filter(scope)
+    sql = ("SELECT g.output_id, g.tag, o.contestant FROM tag g JOIN output o ON o.id = g.output_id "
+           f"{join} WHERE g.removed_at IS NULL AND {cond}")
+    if scope.rater is not None:
+        sql += " AND g.rater = ?"
+        params.append(scope.rater)
+    yield from store.conn.execute(sql, params)
+
+
+def check_rows(store: Store, scope: Scope) -> Iterator[tuple[Any, ...]]:
+    """(output id, check name, spec (JSON text), passed, detail, model,
+    category) of every check result on the attempts in scope, in the order
+    they were saved."""
+    join, cond, params = _output_filter(scope)
+    yield from store.conn.execute(
+        "SELECT c.output_id, c.check_name, c.spec, c.passed, c.detail, o.contestant, t.category "
+        f"FROM check_result c JOIN output o ON o.id = c.output_id{join} "
+        f"WHERE {cond} ORDER BY c.rowid", params)
+
+
+def repeated_answers(store: Store, scope: Scope) -> list[Sequence[Any]]:
+    """The answers (id, turn, contestant, attempt, status, session, prompt,
+    follow-up, repeat) to prompts asked more than once (repeat_index), in the
+    order their (turn, contestant) first appears; none without repeats."""
+    conn = store.conn
+    if not conn.execute("SELECT min(repeat_index) != max(repeat_index) FROM turn").fetchone()[0]:
+        return []
+    join, cond, params = _output_filter(scope)
+    rows = conn.execute(
+        "SELECT o.id, o.turn_id, o.contestant, o.attempt, o.status, o.session_id, "
+        f"{_PROMPT_SQL}, t.follow_up_index, t.repeat_index "
+        f"FROM output o{join} WHERE {cond} "
+        f"AND ({_PROMPT_SQL}, t.follow_up_index) IN (SELECT {_PROMPT_SQL}, t.follow_up_index FROM turn t "
+        "GROUP BY 1, 2 HAVING count(DISTINCT t.repeat_index) > 1) "
+        "ORDER BY o.created, o.id", params).fetchall()
+    return list(latest_attempts(rows).values())
+
+
+def answer_texts(store: Store, ids: Sequence[str]) -> dict[str, str]:
+    """id -> text of these answers."""
+    texts: dict[str, str] = {}
+    for start in range(0, len(ids), 500):
+        chunk = list(ids[start:start + 500])
+        texts.update(store.conn.execute(
+            f"SELECT id, text FROM output WHERE id IN ({','.join('?' * len(chunk))})", chunk).fetchall())
+    return texts
+
+
+def session_count(store: Store) -> int:
+    return int(store.conn.execute("SELECT count(*) FROM session").fetchone()[0])
+
+
+def real_contestant_count(store: Store) -> int:
+    """Contestants that are not demo models."""
+    return int(store.conn.execute("SELECT count(*) FROM contestant WHERE is_demo = 0").fetchone()[0])
