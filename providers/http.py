@@ -72,7 +72,7 @@ from providers.events import (
     ToolCall,
     UsageReport,
 )
-from providers.model_config import Auth, EnvValue, ModelConfig, server_concurrency
+from providers.model_config import Auth, EnvValue, ModelConfig, header_value_ok, server_concurrency
 from providers.secrets import scrubber_for
 from providers.sse import DecodeError
 
@@ -609,7 +609,7 @@ class HttpProvider(Provider):
                 if not v:
                     return {}, (), (f"model {self.cfg.alias!r}: environment variable {value.env} is not set "
                                     f"(it should hold the value of header {name})")
-                if not v.isascii() or not v.isprintable():
+                if not header_value_ok(v):
                     return {}, (), (f"model {self.cfg.alias!r}: environment variable {value.env} (header {name}) "
                                     "holds characters a header cannot have (non-ASCII or control characters)")
                 headers[name.lower()] = v
