@@ -161,8 +161,8 @@ class OutputColumns:
     timings and costs outside `store.bounds` read as not recorded; `kinds`:
     error kinds per model; `answers`: (turn, model) answers per model;
     `stale`: ids of attempts that are not their (turn, model)'s answer;
-    `raw`: the recorded (input tokens, output tokens, cost, session) per row,
-    from the plain read (the one taken whenever some cost was not recorded);
+    `raw`: the recorded (input tokens, output tokens, cost, session) per row
+    when some cost was not recorded (it is then priced from the tokens);
     `cached`: answers reused from the response cache (`core.cache`), which
     made no request, so the engineering figures leave them out."""
 
@@ -237,6 +237,15 @@ def _counts(values: list[Any], high: int) -> np.ndarray:
     return arr
 
 
+def _unpriced(conn: sqlite3.Connection, turns: list[Any], cost: np.ndarray) -> tuple[list[Any], list[Any]]:
+    """(cost, session) per row for the quick read when some cost is not
+    recorded: the cost or None, and the session (through the answer's turn)
+    where it is None, whose recorded prices price it."""
+    costs = [None if c != c else c for c in cost.tolist()]
+    session_of = dict(conn.execute("SELECT id, session_id FROM turn"))
+    return costs, [session_of.get(t) if c is None else None for t, c in zip(turns, costs)]
+
+
 def read_outputs(store: Store, scope: Scope, *, plain: bool = False) -> OutputColumns:
     """The attempts the report counts, as columns. The quick read takes the
     stored values as they come and checks them with numpy; any value it does
@@ -272,8 +281,6 @@ def read_outputs(store: Store, scope: Scope, *, plain: bool = False) -> OutputCo
     else:
         try:
             cost = _bounded(_floats(cols[4]), COST_MAX)
-            if np.isnan(cost).any():               # not recorded (or out of range): from the prices
-                raise _NotQuick
             created = _floats(cols[6])
             order = np.lexsort((created, code))    # creation order within each model
             if np.any((code[order][1:] == code[order][:-1]) & (created[order][1:] == created[order][:-1])):
@@ -291,6 +298,8 @@ def read_outputs(store: Store, scope: Scope, *, plain: bool = False) -> OutputCo
                for s in set(cols[1])}
         status = np.fromiter(map(lut.__getitem__, cols[1]), dtype=np.int64, count=len(cols[1]))
         estimated = flags != 0
+        if np.isnan(cost).any():                   # not recorded (or out of range): from the prices
+            raw = [cols[7], cols[8], *_unpriced(conn, cols[5], cost)]
     bounds = np.searchsorted(code[order], np.arange(len(index) + 1))
     out = OutputColumns(models=[(name, order[bounds[k]:bounds[k + 1]]) for name, k in index.items()],
                         status=status, estimated=estimated, input_tokens=input_tokens,

@@ -91,6 +91,24 @@ def test_a_value_the_quick_read_does_not_take_gives_the_plain_read(tmp_path, col
         _same(_per_model(got), _per_model(plain))
 
 
+def test_answers_without_a_recorded_cost_stay_in_the_quick_read_and_are_priced_as_the_plain_one_does(tmp_path):
+    # an uncosted answer (a local server, an old record) used to send the whole read to the plain
+    # one: the 200k answers were read twice
+    from core.report.figures import engineering
+
+    with _store_with_answers(tmp_path / "a.db", 5) as store:
+        store.conn.execute("UPDATE output SET cost = NULL WHERE rowid % 3 = 0")
+        store.conn.execute("UPDATE output SET cost = 7.5e12 WHERE rowid % 7 = 0")   # out of range: priced too
+        quick, plain = Q.read_outputs(store, Q.Scope()), Q.read_outputs(store, Q.Scope(), plain=True)
+        assert quick.raw is not None
+        _same(_per_model(quick), _per_model(plain))
+        prices = {"m-a": {"input_per_mtok": 1.0, "output_per_mtok": 2.0}, "m-b": {"input_per_mtok": 3.0}}
+        by_quick, by_plain = (engineering(cols, dict, prices) for cols in (quick, plain))
+        assert by_quick == by_plain
+        known = {e.model: e.cost_known for e in by_quick}
+        assert known["m-a"] > known["m-c"] and known["m-b"] > known["m-c"]    # priced from the config
+
+
 def test_out_of_range_counts_every_kind_of_bad_number(tmp_path):
     """Text, a blob, an infinity, a negative and a too-large number all count;
     NULLs and numbers in range do not."""
