@@ -22,15 +22,17 @@ class ProviderEntry:
     default_base_url: str | None   # where the API lives when a model gives no base_url (None: no server)
     default_key_env: str | None    # the key variable when a model names none (None: sends no key)
     protocol: str                  # in words, for `lineup models` and the docs
+    reasoning_effort: bool = False  # the protocol takes a reasoning effort (`SamplingParams.reasoning_effort`)
 
 
 CATALOGUE: dict[str, ProviderEntry] = {e.name: e for e in (
     ProviderEntry("openai", "providers.openai", "OpenAIProvider", "https://api.openai.com/v1",
-                  "OPENAI_API_KEY", "OpenAI-compatible chat completions (also vLLM, llama.cpp, LM Studio, gateways)"),
+                  "OPENAI_API_KEY", "OpenAI-compatible chat completions (also vLLM, llama.cpp, LM Studio, gateways)",
+                  reasoning_effort=True),
     ProviderEntry("anthropic", "providers.anthropic", "AnthropicProvider", "https://api.anthropic.com",
                   "ANTHROPIC_API_KEY", "Anthropic Messages"),
     ProviderEntry("ollama", "providers.ollama", "OllamaProvider", "http://localhost:11434", None,
-                  "Ollama /api/chat"),
+                  "Ollama /api/chat", reasoning_effort=True),
     ProviderEntry("gemini", "providers.gemini", "GeminiProvider",
                   "https://generativelanguage.googleapis.com/v1beta", "GEMINI_API_KEY",
                   "Gemini streamGenerateContent"),
@@ -41,6 +43,8 @@ assert tuple(CATALOGUE) == get_args(ProviderName), "ProviderName and CATALOGUE l
 PROVIDERS: tuple[str, ...] = tuple(CATALOGUE)
 #: Where each protocol lives when a model gives no `base_url` (None: the demo).
 PROVIDER_DEFAULT_BASE_URL: dict[str, str | None] = {n: e.default_base_url for n, e in CATALOGUE.items()}
+#: The providers whose protocol takes a reasoning effort (OpenAI `reasoning_effort`, Ollama `think`).
+REASONING_EFFORT_PROVIDERS: frozenset[str] = frozenset(n for n, e in CATALOGUE.items() if e.reasoning_effort)
 #: The key variable a model uses when its table names none (see core.config).
 PROVIDER_DEFAULT_KEY_ENV: dict[str, str | None] = {n: e.default_key_env for n, e in CATALOGUE.items()}
 
