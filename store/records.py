@@ -105,6 +105,9 @@ class OutputRecord(_Record):
     cost: float | None = None
     is_demo: bool = False
     created: float = Field(default_factory=time.time)
+    # The user message this attempt answered when it was edited after the turn
+    # was first sent (the chat's "edit and re-send"); None: the turn's own.
+    prompt: str | None = None
 
 
 class VoteRecord(_Record):

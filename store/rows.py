@@ -102,7 +102,7 @@ TURN_COLS = ("id", "session_id", "position", "case_id", "category", "user_messag
 OUTPUT_COLS = ("id", "session_id", "turn_id", "contestant", "label", "attempt", "status", "text",
                "reasoning", "error_kind", "error_message", "finish_reason", "sent_at", "ttft_ms",
                "duration_ms", "chunk_ms", "chunk_chars", "input_tokens", "output_tokens",
-               "tokens_estimated", "reasoning_tokens", "cost", "is_demo", "created", "updated", "writer")
+               "tokens_estimated", "reasoning_tokens", "cost", "is_demo", "created", "prompt", "updated", "writer")
 VOTE_COLS = ("id", "session_id", "turn_id", "rater", "choice", "winner", "ranking", "mapping",
              "positions", "created", "revealed_at", "note", "supersedes", "current", "retracted_at")
 TAG_COLS = ("id", "output_id", "tag", "rater", "note", "auto", "created", "removed_at")
@@ -135,7 +135,7 @@ def output_row(r: OutputRecord, updated: float | None = None, writer: str | None
                   r.reasoning, r.error_kind, r.error_message, r.finish_reason, r.sent_at, r.ttft_ms,
                   r.duration_ms, pack_ints(r.chunk_ms), pack_ints(r.chunk_chars), r.input_tokens,
                   r.output_tokens, int(r.tokens_estimated), r.reasoning_tokens, r.cost, int(r.is_demo),
-                  r.created, updated, writer))
+                  r.created, r.prompt, updated, writer))
 
 
 def vote_row(r: VoteRecord, current: int = 1) -> tuple:
@@ -200,7 +200,7 @@ _OUTPUT_READ = OUTPUT_COLS[:-2]
 def output_from(row: tuple) -> OutputRecord:
     (id_, session_id, turn_id, contestant, label, attempt, status, text, reasoning, error_kind, error_message,
      finish_reason, sent_at, ttft_ms, duration_ms, chunk_ms, chunk_chars, input_tokens, output_tokens,
-     tokens_estimated, reasoning_tokens, cost, is_demo, created) = row
+     tokens_estimated, reasoning_tokens, cost, is_demo, created, prompt) = row
     return trusted(OutputRecord, {
         "id": id_, "session_id": session_id, "turn_id": turn_id, "contestant": contestant, "label": label,
         "attempt": attempt, "status": status, "text": text, "reasoning": reasoning, "error_kind": error_kind,
@@ -208,7 +208,7 @@ def output_from(row: tuple) -> OutputRecord:
         "duration_ms": duration_ms, "chunk_ms": unpack_ints(chunk_ms),
         "chunk_chars": unpack_ints(chunk_chars), "input_tokens": input_tokens, "output_tokens": output_tokens,
         "tokens_estimated": bool(tokens_estimated), "reasoning_tokens": reasoning_tokens, "cost": cost,
-        "is_demo": bool(is_demo), "created": created})
+        "is_demo": bool(is_demo), "created": created, "prompt": prompt})
 
 
 _VOTE_READ = tuple(c for c in VOTE_COLS if c not in ("winner", "current"))

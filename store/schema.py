@@ -212,6 +212,30 @@ def m006_reveal(db: Database) -> None:
     db.execute("CREATE INDEX reveal_session ON reveal(session_id)")
 
 
+@migrations(name="m007_chat_workbench")
+def m007_chat_workbench(db: Database) -> None:
+    """What the chat workbench keeps:
+
+    - `deleted_session`: a tombstone per deleted session (its rows are gone),
+      so that a merge or an import never brings it back;
+    - `image`: the bytes of each image attached to a chat prompt, once per
+      content hash (`turn.images` names them by `sha256`), so that a resumed
+      session or a re-sent turn sends the same image even if its file moved;
+    - `output.prompt`: the user message an attempt answered when the prompt
+      was edited and re-sent (NULL: the turn's `user_message`)."""
+    db.execute("""CREATE TABLE deleted_session (
+        id TEXT PRIMARY KEY,
+        deleted_at REAL NOT NULL
+    ) WITHOUT ROWID""")
+    db.execute("""CREATE TABLE image (
+        sha256 TEXT PRIMARY KEY,
+        mime TEXT NOT NULL,
+        size INTEGER NOT NULL,
+        data BLOB NOT NULL
+    )""")
+    db.execute("ALTER TABLE output ADD COLUMN prompt TEXT")
+
+
 def outcome_for(label: str, choice: str) -> str:
     if choice == "tie":
         return "tie"

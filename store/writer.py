@@ -28,6 +28,7 @@ _METHODS = (
     "add_vote", "retract_vote", "reveal_votes", "add_reveal", "add_tag", "remove_tag", "add_check_result", "list_sessions", "load_session", "get_session",
     "resolve_session", "latest_session_id", "search", "votes_per_model", "query", "counts",
     "open_run_session", "claim_unit", "finish_claim", "release_claims", "run_unit", "ensure_turn",
+    "images", "rename_session", "delete_session", "deleted_sessions", "prompt_history",
 )
 
 
