@@ -44,6 +44,8 @@ class ChatOptions:
     hint: str | None = None
     rerun_of: str | None = None
     label_seed: int | None = None
+    pick: bool = False          # open on the model picker (many models configured, none named)
+    contestant_params: dict[str, SamplingParams] = field(default_factory=dict)   # alias -> its own params
 
 
 @dataclass
