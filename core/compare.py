@@ -207,6 +207,7 @@ def _row(texts: list[str | None], code: list[bool]) -> Row:
         if text is None:
             cells.append(Cell(None, (), False))
             continue
+        spans: tuple[tuple[int, int], ...]
         if whole or not text.strip():
             spans = ((0, len(text.rstrip())),) if text.strip() else ()
             numbers = any(_NUMBER.match(t) for t in tokens(text))
