@@ -122,7 +122,7 @@ class CompareScreen(Screen[None]):
         c = self.comparison
         rows = c.view(differences_only=self.differences_only)
         summary = Text()
-        summary.append(one_line(" · ".join(c.labels)), style="bold")
+        summary.append(one_line(", ".join(c.labels)), style="bold")
         summary.append(f"  {c.summary()}")
         summary.append("  (differences only)" if self.differences_only else "  (all lines)", style="dim")
         self.query_one("#compare-summary", Static).update(summary)

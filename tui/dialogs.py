@@ -10,6 +10,7 @@ import os
 from collections.abc import Callable
 
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -18,6 +19,26 @@ from textual.suggester import Suggester
 from textual.widgets import Input, Label, Static
 
 from core.text import one_line
+
+
+class KeyedInput(Input):
+    """An input that handles some keys itself (`keys`: key -> callback), in
+    turn with the characters typed before them. (A screen's priority
+    binding runs as the key arrives, before the characters still queued for
+    the input: a fast typist's Tab would complete what was typed so far.)"""
+
+    def __init__(self, *args, keys: dict[str, Callable[[], object]] | None = None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.keys = dict(keys or {})
+
+    async def _on_key(self, event: events.Key) -> None:
+        handler = self.keys.get(event.key)
+        if handler is not None:
+            event.stop()
+            event.prevent_default()
+            handler()
+            return
+        await super()._on_key(event)
 
 
 class _CompletionSuggester(Suggester):
@@ -40,7 +61,7 @@ class TextPrompt(ModalScreen[str | None]):
 
     BINDINGS = [
         Binding("escape", "cancel", "Cancel", id="prompt_dialog.cancel"),
-        Binding("tab", "complete", "Complete", id="prompt_dialog.complete", priority=True,
+        Binding("tab", "complete", "Complete", id="prompt_dialog.complete",
                 tooltip="Complete the path as far as the choices agree"),
     ]
 
@@ -63,8 +84,9 @@ class TextPrompt(ModalScreen[str | None]):
             yield Label(Text(self.title_text, style="bold"), classes="dialog-title")
             if self.note:
                 yield Static(Text(self.note), classes="dialog-note")
-            yield Input(value=self.initial, placeholder=self.placeholder, id="dialog-input",
-                        suggester=_CompletionSuggester(self.complete) if self.complete else None)
+            yield KeyedInput(value=self.initial, placeholder=self.placeholder, id="dialog-input",
+                             suggester=_CompletionSuggester(self.complete) if self.complete else None,
+                             keys={"tab": self.action_complete} if self.complete else None)
             yield Static("", id="dialog-choices", classes="dialog-note")
             yield Static("", id="dialog-problem", classes="dialog-problem")
             yield Label(Text(self.help_text or "enter: OK · esc: cancel"), classes="dialog-help")

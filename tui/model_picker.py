@@ -25,6 +25,7 @@ from core.model_status import model_notes, probe_servers
 from core.sessions import MAX_CONTESTANTS
 from core.text import one_line
 from providers.model_config import ModelConfig
+from tui.dialogs import KeyedInput
 
 if TYPE_CHECKING:
     from textual import getters
@@ -67,8 +68,11 @@ class ModelPicker(ModalScreen[PickerChoice | None]):
         Binding("enter", "start", "Start", id="picker.start", priority=True,
                 tooltip="Start a session with the models chosen"),
         Binding("ctrl+b", "toggle_blind", "Blind", id="picker.blind", tooltip="Blind labels on / off"),
-        Binding("ctrl+a", "choose_shown", "Choose shown", id="picker.choose_shown", priority=True,
+        Binding("ctrl+a", "choose_shown", "Choose shown", id="picker.choose_shown",
                 tooltip="Choose every model the search shows (up to 8)"),
+        # priority: the focus moves as Down arrives, so a Space typed right after goes to the list
+        Binding("down", "to_list", "To the list", id="picker.to_list", priority=True, show=False,
+                tooltip="From the search to the list"),
     ]
 
     def __init__(self, models: list[ModelConfig], *, chosen: list[str] | None = None, blind: bool = False,
@@ -87,7 +91,9 @@ class ModelPicker(ModalScreen[PickerChoice | None]):
                         classes="dialog-title")
             if self.why:
                 yield Static(Text(self.why), classes="dialog-note")
-            yield Input(placeholder="search: alias, provider or model", id="picker-search")
+            # Ctrl+A (choose what the search shows) is taken in turn with what is typed before it
+            yield KeyedInput(placeholder="search: alias, provider or model", id="picker-search",
+                             keys={"ctrl+a": self.action_choose_shown})
             yield SelectionList[str](id="picker-list")
             yield Checkbox("Blind: hide which model wrote which answer until the vote", self.blind,
                            id="picker-blind")
@@ -158,10 +164,13 @@ class ModelPicker(ModalScreen[PickerChoice | None]):
     def on_checkbox_changed(self, event: Checkbox.Changed) -> None:
         self.blind = event.value
 
-    def on_key(self, event) -> None:
-        if event.key == "down" and self.focused is self.query_one(Input):
-            event.stop()
-            self.query_one(SelectionList).focus()
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "to_list":      # only from the search; in the list Down moves down
+            return self.focused is self.query_one(Input)
+        return True
+
+    def action_to_list(self) -> None:
+        self.set_focus(self.query_one(SelectionList))
 
     def action_toggle_blind(self) -> None:
         box = self.query_one(Checkbox)
