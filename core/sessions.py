@@ -2,6 +2,13 @@
 own thread, assign blind labels, cancel and retry, and write everything to the
 store as it happens. Shared by the TUI (`ChatSession`) and batch commands
 (`record_stream`). No UI and no SQL here: the store is an `AsyncStore`.
+
+Why this file is past 600 lines: `ChatSession` is one object whose state
+(contestants, labels, turns, attempts, settings, reveal) every method reads
+and changes together; sending, retrying, editing the last prompt, changing
+settings before the first turn, voting and resuming must agree on it, and
+split across modules they would each need the whole of it. The stream
+recording (`record_stream`) is its one other part, shared with the runner.
 """
 
 from __future__ import annotations

@@ -10,7 +10,12 @@ Why it looks like this:
 - streaming outputs are checkpointed (`checkpoint_output`), and an output left
   "streaming" by a process that no longer exists becomes "interrupted";
 - a file that is not a lineup database is never written to.
-Use a Store from one thread at a time; `AsyncStore` puts it on a writer thread."""
+Use a Store from one thread at a time; `AsyncStore` puts it on a writer thread.
+
+Why this file is past 600 lines: `Store` is the one connection every write
+goes through (the retry on a busy lock, the transaction, the file identity
+check all wrap each method), so its methods stay on one class; merges and imports are apart, in
+`store/imports.py`."""
 
 from __future__ import annotations
 
