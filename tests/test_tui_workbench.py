@@ -191,6 +191,36 @@ def test_escape_on_the_first_picker_leaves_without_a_session(tmp_path):
         assert s.list_sessions() == []
 
 
+def test_the_palette_opens_the_picker_and_the_settings(tmp_path):
+    """The picker and the settings are reached from the command palette as
+    from their keys; leaving either with Escape changes nothing."""
+    from providers.demo import DEMO_MODELS
+
+    async def scenario():
+        store = await open_store(tmp_path / "t.db")
+        models = DEMO_MODELS[:3]
+        app = LineupApp(store, models_config(models), chat=ChatOptions(models=models), rater="t")
+        async with app.run_test(size=(150, 40)) as pilot:
+            await started(pilot)
+            first = app.session
+            for command, screen in (("Choose models", ModelPicker), ("System prompt and parameters", SettingsScreen)):
+                await pilot.press("ctrl+p")
+                await pilot.pause()
+                await pilot.press(*command)
+                await pilot.pause(0.3)
+                await pilot.press("enter")
+                await wait_for(pilot, lambda screen=screen: isinstance(app.screen, screen), command)
+                if screen is ModelPicker:
+                    assert app.screen.chosen == [m.alias for m in models]
+                await pilot.press("escape")
+                await wait_for(pilot, lambda: app.screen is app.chat_screen, "back to the chat")
+                assert app.session is first and not first.turns
+            await pilot.press("ctrl+q")
+        await store.aclose()
+
+    run(scenario())
+
+
 def test_the_picker_never_tells_which_label_a_model_has(tmp_path):
     """The chosen models are listed in the config's order whatever the blind shuffle."""
     shown = []
