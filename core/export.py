@@ -73,7 +73,7 @@ def export_jsonl(loaded: LoadedSession) -> Iterator[str]:
         params = {**s.params, **(contestant.params if contestant else {})}
         line = {
             "format": EXPORT_FORMAT, "version": EXPORT_VERSION,
-            "prompt": turn.user_message, "system": s.system, "params": params,
+            "prompt": o.prompt or turn.user_message, "system": s.system, "params": params,
             "contestant": contestant.model_dump(mode="json") if contestant else None,
             "session": session, "turn": turn.model_dump(mode="json"), "output": o.model_dump(mode="json"),
             "votes": votes_by_turn.get(o.turn_id, []), "tags": tags.get(o.id, []),

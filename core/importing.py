@@ -231,6 +231,8 @@ def import_file(store: Store, path: str | os.PathLike) -> ImportSummary:
         session, recs = _arena_records(arena, source_hash, time.time())
         sessions.append(session)
         rows += recs
+    gone = store.deleted_sessions()
+    summary.deleted_here = sorted({s.id for s in sessions if s.id in gone})
     summary.added = write_imported(store, sessions, rows, str(path))
     return summary
 

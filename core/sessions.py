@@ -2,6 +2,13 @@
 own thread, assign blind labels, cancel and retry, and write everything to the
 store as it happens. Shared by the TUI (`ChatSession`) and batch commands
 (`record_stream`). No UI and no SQL here: the store is an `AsyncStore`.
+
+Why this file is past 600 lines: `ChatSession` is one object whose state
+(contestants, labels, turns, attempts, settings, reveal) every method reads
+and changes together; sending, retrying, editing the last prompt, changing
+settings before the first turn, voting and resuming must agree on it, and
+split across modules they would each need the whole of it. The stream
+recording (`record_stream`) is its one other part, shared with the runner.
 """
 
 from __future__ import annotations
@@ -11,18 +18,19 @@ import os
 import random
 import secrets
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 import anyio
 
 from core import votes as votes_core
+from core.attachments import image_bytes, image_name, image_size
 from core.config import Config
 from core.errors import store_error_in
 from core.identity import prompt_texts, tag_self_identification
 from core.tools import AnswerLoop, StructuredOutput, ToolScript, answer_messages, build_trace, scrubbed_trace
-from providers import make_provider
+from providers import accepts_images, make_provider
 from providers.base import ChatStream, Provider
 from providers.events import (
     ChatRequest,
@@ -75,6 +83,8 @@ class Contestant:
     label: str
     position: int
     params: SamplingParams
+    # this contestant's own settings on top of the session's (the settings panel; recorded in `params`)
+    override: SamplingParams = field(default_factory=SamplingParams)
     history: list[Message] = field(default_factory=list)
     provider: Provider | None = None
     stream: ChatStream | None = None
@@ -89,6 +99,11 @@ class Contestant:
         if self.provider is None:
             self.provider = make_provider(self.config)
         return self.provider
+
+    @property
+    def accepts_images(self) -> bool:
+        """Whether a prompt's images are sent to this model (`providers.accepts_images`)."""
+        return accepts_images(self.config)
 
 
 class ServerLimits:
@@ -317,13 +332,17 @@ def _scrub_secrets(text: str, cfg: ModelConfig) -> str:
 class ChatSession:
     """A live side-by-side session: the TUI's model of what is on screen."""
 
-    def __init__(self, store: AsyncStore, record: SessionRecord, contestants: list[Contestant]) -> None:
+    def __init__(self, store: AsyncStore, record: SessionRecord, contestants: list[Contestant],
+                 defaults: SamplingParams = SamplingParams()) -> None:
         self.store = store
         self.record = record
         self.contestants = contestants
         #: the tools every answer may call, with their scripted results (`lineup chat --tools`)
         self.script = ToolScript.model_validate(record.meta["tools"]) if record.meta.get("tools") else None
+        self.defaults = defaults            # [defaults] of the config, under every contestant's params
         self.turns: list[TurnRecord] = []
+        self.turn_images: dict[str, tuple[ImagePart, ...]] = {}   # turn id -> the images its prompt carried
+        self.edited: dict[str, str] = {}    # turn id -> its prompt as last edited and re-sent
         self.votes: list[VoteRecord] = []
         self.tags: list[TagRecord] = []     # current ones (not removed), automatic ones included
         self.limits = ServerLimits(c.config for c in contestants)
@@ -345,7 +364,15 @@ class ChatSession:
         rerun_of: str | None = None,
         label_seed: int | None = None,
         script: ToolScript | None = None,
+        contestant_params: Mapping[str, SamplingParams] | None = None,
+        linked_from: str | None = None,
+        changed: str | None = None,
     ) -> "ChatSession":
+        """A new session, saved at once. `contestant_params` (alias -> params)
+        go on top of the session's for that contestant. `linked_from`: the
+        session this one continues with other models or settings (`changed`
+        says what, in words); it is recorded as `rerun_of` and
+        `meta.linked_from`, and its prompts are offered again."""
         if not 1 <= len(models) <= MAX_CONTESTANTS:
             raise ValueError(f"a session takes 1 to {MAX_CONTESTANTS} models, not {len(models)}")
         aliases = [m.alias for m in models]
@@ -357,25 +384,30 @@ class ChatSession:
             label_seed = secrets.randbits(32) if label_seed is None else label_seed
             random.Random(label_seed).shuffle(order)
             meta["label_seed"] = label_seed
+        if linked_from is not None:
+            rerun_of = linked_from
+            meta["linked_from"] = {"session": linked_from, "changed": changed or "settings"}
         session_params = params if seed is None else params.model_copy(update={"seed": seed})
+        own = dict(contestant_params or {})
         contestants = [
             Contestant(
                 config=cfg,
                 label=LABELS[i] if blind else cfg.alias,
                 position=i,
-                params=defaults.merged(cfg.params).merged(session_params),
+                params=defaults.merged(cfg.params).merged(session_params).merged(own.get(cfg.alias)),
+                override=own.get(cfg.alias) or SamplingParams(),
             )
             for i, cfg in enumerate(order)
         ]
         record = SessionRecord(
             id=new_ulid(), created=time.time(), kind=kind, title=title,
             contestants=[contestant_record(c) for c in contestants],
-            system=system, params=session_params.model_dump(exclude_none=True), seed=seed,
+            system=system, params=session_params.model_dump(exclude_none=True), seed=session_params.seed,
             blind=blind, revealed_at=None, sample_set_name=None, sample_set_hash=None,
             rerun_of=rerun_of, meta=meta,
         )
         await store.create_session(record)
-        return cls(store, record, contestants)
+        return cls(store, record, contestants, defaults)
 
     @classmethod
     async def resume(cls, store: AsyncStore, session_id: str, config: Config) -> "ChatSession":
@@ -389,20 +421,28 @@ class ChatSession:
                 cfg = _config_from_record(saved, config)
             contestants.append(Contestant(config=cfg, label=saved.label, position=saved.position,
                                           params=SamplingParams(**saved.params)))
-        session = cls(store, rec, contestants)
+        session = cls(store, rec, contestants, config.defaults)
         session.turns = list(loaded.turns)
         session.votes = list(loaded.votes)
         session.tags = list(loaded.tags)
+        hashes = [img["sha256"] for t in loaded.turns for img in t.images if img.get("sha256")]
+        stored = await store.call(lambda s: s.images(hashes)) if hashes else {}
         by_alias = {c.alias: c for c in contestants}
         for turn in loaded.turns:
-            for c in contestants:
-                c.history.append(_user_message(turn))
+            images = session.turn_images[turn.id] = _turn_images(turn, stored)
             answers: dict[str, OutputRecord] = {}
             for out in loaded.outputs_for(turn.id):
                 if out.contestant in by_alias:
                     prev = answers.get(out.contestant)
                     if prev is None or out.attempt >= prev.attempt:
                         answers[out.contestant] = out
+            for c in contestants:
+                answer = answers.get(c.alias)
+                prompt = answer.prompt if answer is not None and answer.prompt else turn.user_message
+                if answer is not None and answer.prompt:
+                    session.edited[turn.id] = answer.prompt
+                refused = c.alias in _not_sent_to(turn)
+                c.history.append(Message(role="user", content=prompt, images=() if refused else images))
             for alias, out in answers.items():
                 by_alias[alias].last_output = out
                 by_alias[alias].history.extend(answer_messages(out))
@@ -425,6 +465,48 @@ class ChatSession:
     def system(self) -> str | None:
         return self.record.system
 
+    @property
+    def params(self) -> SamplingParams:
+        """The session's own parameters (every contestant's, above the config's)."""
+        return SamplingParams.model_validate(self.record.params)
+
+    @property
+    def settings_editable(self) -> bool:
+        """System prompt and parameters can change until the first prompt is sent."""
+        return not self.turns
+
+    @property
+    def linked_from(self) -> str | None:
+        """The session this one continues with other models or settings."""
+        link = self.record.meta.get("linked_from")
+        return link.get("session") if isinstance(link, dict) else None
+
+    def prompt_of(self, turn: TurnRecord) -> str:
+        """A turn's prompt as last sent (edited and re-sent, or as first typed)."""
+        return self.edited.get(turn.id, turn.user_message)
+
+    def user_messages(self) -> list[Message]:
+        """Every turn's prompt as last sent, with its images: what a linked
+        session offers to send again."""
+        return [Message(role="user", content=self.prompt_of(t), images=self.turn_images.get(t.id, ()))
+                for t in self.turns]
+
+    async def update_settings(self, system: str | None, params: SamplingParams,
+                              contestant_params: Mapping[int, SamplingParams] | None = None) -> None:
+        """Change the system prompt and parameters before the first prompt
+        (for the session, and per contestant by index), recorded at once.
+        ValueError once a prompt was sent: then a new linked session is the way."""
+        if self.turns:
+            raise ValueError("the settings are fixed once a prompt was sent: apply them in a new linked session")
+        own = dict(contestant_params or {})
+        for i, c in enumerate(self.contestants):
+            if i in own:
+                c.override = own[i]
+            c.params = self.defaults.merged(c.config.params).merged(params).merged(c.override)
+        fields = dict(system=system or None, params=params.model_dump(exclude_none=True), seed=params.seed,
+                      contestants=[contestant_record(c) for c in self.contestants])
+        self.record = await self.store.call(lambda s: s.update_session(self.id, **fields))
+
     def display_name(self, index: int) -> str:
         c = self.contestants[index]
         if self.revealed:
@@ -446,22 +528,56 @@ class ChatSession:
         images: Sequence[ImagePart] = (),
         on_update: Callable[[PaneUpdate], None] | None = None,
     ) -> str:
-        """Send `prompt` to every contestant at once; return when all are done."""
+        """Send `prompt` to every contestant at once; return when all are done.
+        `images` go to every contestant whose model takes them
+        (`refuses_images`); the turn records them (name, size, hash, and who
+        was not sent them) and the store keeps their bytes."""
+        images = tuple(images)
+        refused = [c.alias for c in self.contestants if images and not c.accepts_images]
         turn = TurnRecord(
             id=new_ulid(), session_id=self.id, position=len(self.turns), case_id=None, category=None,
             user_message=prompt,
-            images=[{"path": i.path, "sha256": i.sha256, "mime": i.mime} for i in images],
+            images=[{"path": i.path, "name": image_name(i), "size": image_size(i), "sha256": i.sha256,
+                     "mime": i.mime, **({"not_sent_to": refused} if refused else {})} for i in images],
             created=time.time(),
         )
-        await self.store.add_turn(turn)
+        blobs = [(i.sha256, i.mime, image_bytes(i)) for i in images if i.sha256]
+        await self.store.add_turn(turn, blobs)
         self.turns.append(turn)
-        message = Message(role="user", content=prompt, images=tuple(images))
+        self.turn_images[turn.id] = images
+        message = Message(role="user", content=prompt, images=images)
         for c in self.contestants:
-            c.history.append(message)
+            c.history.append(message if c.alias not in refused else message.model_copy(update={"images": ()}))
         async with anyio.create_task_group() as tg:
             for c in self.contestants:
                 tg.start_soon(self._answer, c, turn, 1, on_update)
         return turn.id
+
+    def refuses_images(self) -> list[int]:
+        """The contestants (indexes) an image would not be sent to: their model
+        takes text only (its protocol, or `images = false` in its config)."""
+        return [i for i, c in enumerate(self.contestants) if not c.accepts_images]
+
+    async def resend_edited(self, prompt: str, on_update: Callable[[PaneUpdate], None] | None = None) -> None:
+        """The last turn's prompt edited and sent again: a new attempt of that
+        turn for every contestant, recorded with the prompt it answered
+        (`OutputRecord.prompt`); earlier attempts are kept, as a retry keeps them."""
+        if not self.turns:
+            raise ValueError("nothing to edit yet: send a prompt first")
+        turn = self.turns[-1]
+        self.cancel_all()
+        self.edited[turn.id] = prompt
+        attempts = []
+        for c in self.contestants:
+            if c.history and c.history[-1].role == "assistant":
+                c.history.pop()
+            last_user = c.history.pop() if c.history and c.history[-1].role == "user" else None
+            images = last_user.images if last_user is not None else ()
+            c.history.append(Message(role="user", content=prompt, images=images))
+            attempts.append((c.last_output.attempt + 1) if c.last_output and c.last_output.turn_id == turn.id else 1)
+        async with anyio.create_task_group() as tg:
+            for c, attempt in zip(self.contestants, attempts):
+                tg.start_soon(self._answer, c, turn, attempt, on_update)
 
     async def retry(self, index: int, on_update: Callable[[PaneUpdate], None] | None = None) -> None:
         """A new attempt at the last turn for one contestant; the old one is kept."""
@@ -479,12 +595,14 @@ class ChatSession:
                       on_update: Callable[[PaneUpdate], None] | None) -> None:
         request = ChatRequest(model=c.config.model, messages=tuple(c.history), system=self.system,
                               params=c.params)
+        edited = self.edited.get(turn.id)
         base = OutputRecord(
             id=new_ulid(), session_id=self.id, turn_id=turn.id, contestant=c.alias, label=c.label,
             attempt=attempt, status="streaming", text="", reasoning=None, error_kind=None,
             error_message=None, finish_reason=None, sent_at=None, ttft_ms=None, duration_ms=None,
             chunk_ms=[], chunk_chars=[], input_tokens=None, output_tokens=None, tokens_estimated=False,
             reasoning_tokens=None, cost=None, is_demo=c.config.is_demo, created=time.time(),
+            prompt=edited if edited is not None and edited != turn.user_message else None,
         )
         limiter = self.limits.limiter(c.config)
         if limiter is not None and not await self._wait_for_server(c, limiter, base, on_update):
@@ -650,19 +768,33 @@ class ChatSession:
                 await c.provider.aclose()
 
 
-def _user_message(turn: TurnRecord) -> Message:
-    """The user message of a saved turn (images re-read from disk when still there)."""
+def _not_sent_to(turn: TurnRecord) -> set[str]:
+    """The contestants (aliases) a turn's images were not sent to."""
+    out: set[str] = set()
+    for img in turn.images:
+        refused = img.get("not_sent_to")
+        if isinstance(refused, list):
+            out.update(a for a in refused if isinstance(a, str))
+    return out
+
+
+def _turn_images(turn: TurnRecord, stored: Mapping[str, tuple[str, bytes]]) -> tuple[ImagePart, ...]:
+    """The images of a saved turn: the bytes the store kept (by hash), else
+    the file re-read from disk when it is still there."""
+    import base64
+
     images = []
     for img in turn.images:
-        path = img.get("path")
-        if path and os.path.exists(path):
-            import base64
-
+        sha, path = img.get("sha256"), img.get("path")
+        if sha and sha in stored:
+            mime, data = stored[sha]
+        elif path and os.path.exists(path):
             with open(path, "rb") as fh:
-                images.append(ImagePart(mime=img.get("mime") or "image/png",
-                                        data=base64.b64encode(fh.read()).decode(), path=path,
-                                        sha256=img.get("sha256")))
-    return Message(role="user", content=turn.user_message, images=tuple(images))
+                mime, data = img.get("mime") or "image/png", fh.read()
+        else:
+            continue
+        images.append(ImagePart(mime=mime, data=base64.b64encode(data).decode(), path=path, sha256=sha))
+    return tuple(images)
 
 
 def _config_from_record(c: ContestantRecord, config: Config) -> ModelConfig:

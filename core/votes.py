@@ -45,12 +45,12 @@ from store.records import (
     VoteOutcome,
     VoteRecord,
     check_choice,
+    label_of,  # noqa: F401  (part of this module's API: the mapping lookup is the record's)
     model_of,
     outcome_of,
     shared_outcome,
     unit_key,
 )
-from store.records import label_of  # noqa: F401  (part of this module's API: the mapping lookup is the record's)
 from store.records import vote_problem as record_problem  # noqa: F401  (part of this module's API)
 
 LABELS = "ABCDEFGH"

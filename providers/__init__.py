@@ -30,4 +30,16 @@ def make_provider(cfg: "ModelConfig", **options: Any) -> "Provider":
     return cls(cfg, **options)
 
 
-__all__ = ["make_provider"]
+def accepts_images(cfg: "ModelConfig") -> bool:
+    """Whether a prompt's images may be sent to this model: its protocol
+    carries them (`Provider.accepts_images`) and its config does not say it
+    is text-only (`images = false`)."""
+    if not cfg.images:
+        return False
+    entry = CATALOGUE.get(cfg.provider)
+    if entry is None:
+        return False
+    return bool(getattr(getattr(importlib.import_module(entry.module), entry.cls), "accepts_images", False))
+
+
+__all__ = ["accepts_images", "make_provider"]

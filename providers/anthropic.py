@@ -91,8 +91,9 @@ class AnthropicProvider(HttpProvider):
             body["top_p"] = p.top_p
         if p.stop:
             body["stop_sequences"] = list(p.stop)
-        # `seed` has no Anthropic equivalent; it is recorded by the session, not sent.
+        # `seed` and `reasoning_effort` have no Anthropic equivalent; they are recorded by the session, not sent.
         body.update(self.cfg.extra_body)
+        body.update(p.extra_body or {})
         headers = {"accept": "text/event-stream", "anthropic-version": ANTHROPIC_VERSION}
         return f"{self.base_url}/v1/messages", headers, body
 

@@ -120,6 +120,8 @@ class Provider(ABC):
     #: True when the provider's answers are synthetic (demo): they are marked
     #: in every record and left out of ratings unless asked for.
     is_demo: bool = False
+    #: Whether user messages may carry images for this provider (`providers.accepts_images`).
+    accepts_images: bool = True
 
     def stream(self, request: ChatRequest) -> ChatStream:
         return ChatStream(self.events(request))

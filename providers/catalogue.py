@@ -24,15 +24,17 @@ class ProviderEntry:
     protocol: str                  # in words, for `lineup models` and the docs
     auth_header: str = "Authorization"   # where the key goes when a model's `auth` says nothing
     auth_scheme: str | None = "Bearer"   # and the word before it ("Authorization: Bearer KEY")
+    reasoning_effort: bool = False  # the protocol takes a reasoning effort (`SamplingParams.reasoning_effort`)
 
 
 CATALOGUE: dict[str, ProviderEntry] = {e.name: e for e in (
     ProviderEntry("openai", "providers.openai", "OpenAIProvider", "https://api.openai.com/v1",
-                  "OPENAI_API_KEY", "OpenAI-compatible chat completions (also vLLM, llama.cpp, LM Studio, gateways)"),
+                  "OPENAI_API_KEY", "OpenAI-compatible chat completions (also vLLM, llama.cpp, LM Studio, gateways)",
+                  reasoning_effort=True),
     ProviderEntry("anthropic", "providers.anthropic", "AnthropicProvider", "https://api.anthropic.com",
                   "ANTHROPIC_API_KEY", "Anthropic Messages", "x-api-key", None),
     ProviderEntry("ollama", "providers.ollama", "OllamaProvider", "http://localhost:11434", None,
-                  "Ollama /api/chat"),
+                  "Ollama /api/chat", reasoning_effort=True),
     ProviderEntry("gemini", "providers.gemini", "GeminiProvider",
                   "https://generativelanguage.googleapis.com/v1beta", "GEMINI_API_KEY",
                   "Gemini streamGenerateContent", "x-goog-api-key", None),
@@ -49,6 +51,10 @@ def default_base_url(provider: str) -> str:
     if url is None:
         raise ValueError(f"provider {provider!r} has no server")
     return url
+
+
+#: The providers whose protocol takes a reasoning effort (OpenAI `reasoning_effort`, Ollama `think`).
+REASONING_EFFORT_PROVIDERS: frozenset[str] = frozenset(n for n, e in CATALOGUE.items() if e.reasoning_effort)
 
 
 #: The key variable a model uses when its table names none (see core.config).

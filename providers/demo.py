@@ -58,6 +58,7 @@ from dataclasses import dataclass, field
 import anyio
 
 from providers.base import Provider
+from providers.catalogue import DEMO_MODEL_NAMES
 from providers.demo_tools import schema_in, structured_answer, tool_step
 from providers.events import (
     ChatRequest,
@@ -71,7 +72,6 @@ from providers.events import (
     ToolCall,
     UsageReport,
 )
-from providers.catalogue import DEMO_MODEL_NAMES
 from providers.model_config import DEMO_MODELS, ModelConfig  # noqa: F401  (DEMO_MODELS: re-exported)
 
 FAULT_WORD = "fail"

@@ -256,13 +256,22 @@ def arguments_object(arguments: Any) -> dict[str, Any]:
 TEMPERATURE_RANGE = (0.0, 2.0)
 MAX_TOKENS_LIMIT = 1_000_000
 SEED_RANGE = (-(2**63), 2**63 - 1)
+#: How hard a reasoning model thinks, where its protocol takes it (OpenAI's
+#: `reasoning_effort`, Ollama's `think` levels: see the catalogue's
+#: `reasoning_effort` column); other protocols leave it out of the request.
+ReasoningEffort = Literal["minimal", "low", "medium", "high"]
+#: Every parameter a session, a model's `params` or `-p KEY=VALUE` may set.
+PARAM_NAMES = ("temperature", "top_p", "max_tokens", "seed", "stop", "reasoning_effort", "extra_body")
 
 
 class SamplingParams(BaseModel):
     """Fixed for a session unless overridden; `None` means "provider default".
     Every value is checked: finite numbers, in the ranges above (temperature
     0..2, top_p above 0 and at most 1, max_tokens 1..1,000,000, seed a 64-bit
-    integer); a boolean is not a number here."""
+    integer); a boolean is not a number here. `reasoning_effort` is sent
+    only where the protocol has it; `extra_body` is merged into the request
+    body as is, after the model's own `extra_body` (no NaN or infinity:
+    JSON has none)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     temperature: float | None = None
@@ -270,6 +279,8 @@ class SamplingParams(BaseModel):
     max_tokens: int | None = None
     seed: int | None = None
     stop: tuple[str, ...] | None = None
+    reasoning_effort: ReasoningEffort | None = None
+    extra_body: dict[str, Any] | None = None
 
     @field_validator("temperature", "top_p", "max_tokens", "seed", mode="before")
     @classmethod
@@ -309,11 +320,35 @@ class SamplingParams(BaseModel):
             raise ValueError("must be a 64-bit integer (between -2^63 and 2^63-1)")
         return value
 
+    @field_validator("extra_body")
+    @classmethod
+    def _extra_body(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None and not _json_finite(value):
+            raise ValueError("must hold no NaN or infinite number (JSON has none)")
+        return value
+
     def merged(self, override: "SamplingParams | None") -> "SamplingParams":
-        """These params with every field `override` sets replacing ours."""
+        """These params with every field `override` sets replacing ours
+        (`extra_body` key by key: the override's keys win)."""
         if override is None:
             return self
-        return self.model_copy(update=override.model_dump(exclude_none=True))
+        update = override.model_dump(exclude_none=True)
+        if self.extra_body and override.extra_body is not None:
+            update["extra_body"] = {**self.extra_body, **override.extra_body}
+        return self.model_copy(update=update)
+
+
+def _json_finite(value: Any, depth: int = 0) -> bool:
+    """Whether `value` (a JSON-like tree) holds no NaN or infinity, nested at most 100 deep."""
+    if depth > 100:
+        return False
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(_json_finite(v, depth + 1) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return all(_json_finite(v, depth + 1) for v in value)
+    return True
 
 
 def params_problems(exc: ValidationError) -> list[tuple[str, str]]:

@@ -98,7 +98,7 @@ class GeminiProvider(HttpProvider):
             gen["stopSequences"] = list(p.stop)
         if gen:
             body["generationConfig"] = gen
-        for k, v in self.cfg.extra_body.items():
+        for k, v in {**self.cfg.extra_body, **(p.extra_body or {})}.items():
             if k == "generationConfig" and isinstance(v, dict):
                 body["generationConfig"] = {**gen, **v}
             else:

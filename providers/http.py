@@ -57,11 +57,11 @@ import httpx
 from providers.base import Provider
 from providers.catalogue import CATALOGUE, default_base_url
 from providers.events import (
+    SERVED_LIMIT,
     ChatRequest,
     ErrorKind,
     Finish,
     ReasoningDelta,
-    SERVED_LIMIT,
     RequestSent,
     Retrying,
     SamplingParams,

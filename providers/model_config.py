@@ -95,6 +95,9 @@ class ModelConfig(BaseModel):
     max_answer_bytes: int = Field(default=8 * 1024 * 1024, ge=1024, description=(
         "UTF-8 bytes of text and reasoning kept per answer; past it the answer is cut"))
     extra_body: dict = Field(default_factory=dict, description="provider-specific request fields, sent as is")
+    images: bool = Field(default=True, description=(
+        "whether the model takes images in a prompt (false for a text-only model: an image attached in the "
+        "chat is then not sent to it, and its pane says so)"))
     auth: Auth | None = Field(default=None, description=(
         "how the key is sent; None: the protocol's own (Authorization: Bearer, x-api-key, x-goog-api-key)"))
     headers: dict[str, str | EnvValue] = Field(default_factory=dict, description=(

@@ -63,7 +63,11 @@ class OllamaProvider(HttpProvider):
             options["stop"] = list(p.stop)
         if options:
             body["options"] = options
+        if p.reasoning_effort is not None:
+            # Ollama's `think`: a level for the models that take one (gpt-oss), no thinking for "minimal"
+            body["think"] = False if p.reasoning_effort == "minimal" else p.reasoning_effort
         body.update(self.cfg.extra_body)
+        body.update(p.extra_body or {})
         headers = {"accept": "application/x-ndjson"}   # a key, for a proxy or hosted Ollama: HttpProvider adds it
         return f"{self.base_url}/api/chat", headers, body
 

@@ -75,7 +75,10 @@ class OpenAIProvider(HttpProvider):
             body["seed"] = p.seed
         if p.stop:
             body["stop"] = list(p.stop)
+        if p.reasoning_effort is not None:
+            body["reasoning_effort"] = p.reasoning_effort
         body.update(self.cfg.extra_body)
+        body.update(p.extra_body or {})
         headers = {"accept": "text/event-stream"}
         return f"{self.base_url}/chat/completions", headers, body
 

@@ -10,7 +10,12 @@ Why it looks like this:
 - streaming outputs are checkpointed (`checkpoint_output`), and an output left
   "streaming" by a process that no longer exists becomes "interrupted";
 - a file that is not a lineup database is never written to.
-Use a Store from one thread at a time; `AsyncStore` puts it on a writer thread."""
+Use a Store from one thread at a time; `AsyncStore` puts it on a writer thread.
+
+Why this file is past 600 lines: `Store` is the one connection every write
+goes through (the retry on a busy lock, the transaction, the file identity
+check all wrap each method), so its methods stay on one class; merges and imports are apart, in
+`store/imports.py`."""
 
 from __future__ import annotations
 
@@ -22,7 +27,7 @@ import re
 import socket
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -260,7 +265,7 @@ class Store:
         def step(conn: sqlite3.Connection) -> None:
             self._check_is_lineup()  # re-check under the lock: another process may have migrated
             if [n for n in MIGRATION_NAMES if n not in self._applied()]:
-                from sqlite_utils import Database   # only here: an up-to-date file never loads it
+                from sqlite_utils import Database  # only here: an up-to-date file never loads it
 
                 build_migrations().apply(Database(conn, execute_plugins=False))
             conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
@@ -461,6 +466,38 @@ class Store:
             return new
         return self._write(f"update session {session_id}", step)
 
+    def rename_session(self, session_id: str, title: str | None) -> SessionRecord:
+        """Give a session a title (None or blank: no title)."""
+        title = title.strip() if title else None
+        return self.update_session(session_id, title=title or None)
+
+    def delete_session(self, session_id: str, at: float | None = None) -> SessionRecord:
+        """Delete a session and everything recorded in it (turns, answers,
+        votes, tags, checks, reveals, claims, and the images no other turn
+        names), leaving a tombstone (`deleted_session`) so that a merge or an
+        import never brings it back. Returns the record as it was."""
+        at = time.time() if at is None else at
+
+        def step(conn: sqlite3.Connection) -> SessionRecord:
+            sid = self._resolve_session(session_id)
+            rec = self._session_record(sid)
+            conn.execute("INSERT OR REPLACE INTO deleted_session (id, deleted_at) VALUES (?, ?)", [sid, at])
+            hashes = [r[0] for r in conn.execute(
+                "SELECT DISTINCT json_extract(j.value, '$.sha256') FROM turn, json_each(turn.images) j "
+                "WHERE turn.session_id = ? AND json_valid(turn.images)", [sid]) if r[0]]
+            conn.execute("DELETE FROM session WHERE id = ?", [sid])   # the rest goes by ON DELETE CASCADE
+            if hashes:
+                conn.execute(
+                    f"DELETE FROM image WHERE sha256 IN ({','.join('?' * len(hashes))}) AND sha256 NOT IN "
+                    "(SELECT json_extract(j.value, '$.sha256') FROM turn, json_each(turn.images) j "
+                    " WHERE json_valid(turn.images))", hashes)
+            return rec
+        return self._write(f"delete session {session_id}", step)
+
+    def deleted_sessions(self) -> dict[str, float]:
+        """The tombstones: deleted session id -> when it was deleted."""
+        return dict(self.conn.execute("SELECT id, deleted_at FROM deleted_session").fetchall())
+
     def reveal_session(self, session_id: str, at: float | None = None) -> None:
         """Identities become visible: the session and every vote not yet revealed."""
         at = time.time() if at is None else at
@@ -473,9 +510,25 @@ class Store:
 
     # ------------------------------------------------------------------ turns and outputs
 
-    def add_turn(self, rec: TurnRecord) -> None:
-        self._write(f"save turn {rec.id}", lambda conn: conn.execute(R.insert_sql("turn", R.TURN_COLS),
-                                                                   R.turn_row(rec)))
+    def add_turn(self, rec: TurnRecord, images: Sequence[tuple[str, str, bytes]] = ()) -> None:
+        """Save a turn; `images` (sha256, mime, bytes) are the bytes of the
+        images it names, kept once per hash, in the same transaction."""
+        def step(conn: sqlite3.Connection) -> None:
+            conn.executemany("INSERT OR IGNORE INTO image (sha256, mime, size, data) VALUES (?, ?, ?, ?)",
+                             [(sha, mime, len(data), data) for sha, mime, data in images])
+            conn.execute(R.insert_sql("turn", R.TURN_COLS), R.turn_row(rec))
+        self._write(f"save turn {rec.id}", step)
+
+    def images(self, hashes: Sequence[str]) -> dict[str, tuple[str, bytes]]:
+        """sha256 -> (mime, bytes) of the stored images among `hashes`."""
+        if not hashes:
+            return {}
+        wanted = sorted(set(hashes))
+        try:
+            return {sha: (mime, bytes(data)) for sha, mime, data in self.conn.execute(
+                f"SELECT sha256, mime, data FROM image WHERE sha256 IN ({','.join('?' * len(wanted))})", wanted)}
+        except sqlite3.DatabaseError as exc:
+            raise self._translate(exc, "read images") from None
 
     def start_output(self, rec: OutputRecord) -> None:
         """Record an output that has begun streaming (status "streaming")."""
@@ -666,6 +719,10 @@ class Store:
             if found:
                 raise StoreError(f"session id {session_id!r} is ambiguous in {self.path}: "
                                  f"{', '.join(found[:5])}{' ...' if len(found) > 5 else ''}")
+        gone = self.conn.execute("SELECT deleted_at FROM deleted_session WHERE id = ?", [sid]).fetchone()
+        if gone is not None:
+            raise StoreError(f"session {session_id!r} was deleted from {self.path} "
+                             f"({time.strftime('%Y-%m-%d %H:%M', time.localtime(gone[0]))})")
         raise StoreError(f"no session {session_id!r} in {self.path}")
 
     def resolve_session(self, session_id: str) -> str:
@@ -772,6 +829,20 @@ class Store:
             return out
         except sqlite3.DatabaseError as exc:
             raise self._translate(exc, "list sessions") from None
+
+    def prompt_history(self, limit: int = 500, session_id: str | None = None) -> list[str]:
+        """Prompts typed in chats (chat and rerun sessions, not runs or imports),
+        newest first, each once; only those of `session_id` when given."""
+        where = "s.kind IN ('chat', 'rerun')" if session_id is None else "t.session_id = ?"
+        params: list[Any] = [] if session_id is None else [self._resolve_session(session_id)]
+        try:
+            rows = self.conn.execute(
+                "SELECT t.user_message, max(t.created) AS last FROM turn t JOIN session s ON s.id = t.session_id "
+                f"WHERE {where} AND t.user_message != '' GROUP BY t.user_message ORDER BY last DESC LIMIT ?",
+                [*params, int(limit)]).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise self._translate(exc, "read the prompt history") from None
+        return [r[0] for r in rows]
 
     def search(self, text: str, limit: int | None = 100) -> list[SearchHit]:
         """Full-text search over prompts and outputs (words matched as typed, all required)."""

@@ -28,7 +28,8 @@ from store.records import (
     VoteRecord,
 )
 
-TABLES = ("session", "contestant", "turn", "output", "vote", "vote_contestant", "tag", "check_result", "reveal")
+TABLES = ("session", "contestant", "turn", "output", "vote", "vote_contestant", "tag", "check_result", "reveal",
+          "image", "deleted_session")
 
 
 class ImportFileError(StoreError):
@@ -40,25 +41,45 @@ class ImportSummary(BaseModel):
     format: Literal["lineup-jsonl", "arena", "lineup-db", "mixed", "empty"]
     records: int = 0                     # lines / battles / sessions read
     added: dict[str, int] = Field(default_factory=dict)
+    # sessions the source holds that were deleted here (their tombstones keep them out)
+    deleted_here: list[str] = Field(default_factory=list)
 
 
 def write_imported(store: Store, sessions: Iterable[SessionRecord], records: Iterable[Any],
                    source: str) -> dict[str, int]:
     """Write sessions, then their turns, outputs, votes, tags, checks and
     reveals, in one transaction; rows already there are kept (a finished
-    output replaces one we only have half of). Returns the rows added per table."""
+    output replaces one we only have half of); a session deleted here (its
+    tombstone) and everything in it are left out. Returns the rows added per table."""
     before = _counts(store.conn)
     with store.batch():
         conn = store.conn
         try:
+            deleted = {r[0] for r in conn.execute("SELECT id FROM deleted_session")}
+            skipped_outputs: set[str] = set()
             for session in sessions:
-                insert_session(conn, session, "INSERT OR IGNORE")
+                if session.id not in deleted:
+                    insert_session(conn, session, "INSERT OR IGNORE")
             for rec in records:
+                if deleted and _in_deleted(rec, deleted, skipped_outputs):
+                    continue
                 _write_record(conn, rec)
         except sqlite3.Error as exc:
             raise store._translate(exc, f"import {source}") from None
     after = _counts(store.conn)
     return {t: after[t] - before[t] for t in TABLES if t != "vote_contestant"}
+
+
+def _in_deleted(rec: Any, deleted: set[str], skipped_outputs: set[str]) -> bool:
+    """Whether `rec` belongs to a deleted session (an output's id is noted,
+    so that its tags and checks are left out with it)."""
+    if isinstance(rec, (TagRecord, CheckResultRecord)):
+        return rec.output_id in skipped_outputs
+    if getattr(rec, "session_id", None) in deleted:
+        if isinstance(rec, OutputRecord):
+            skipped_outputs.add(rec.id)
+        return True
+    return False
 
 
 def _write_record(conn: sqlite3.Connection, rec: Any) -> None:
@@ -91,6 +112,28 @@ _MERGE_COLS = {
     "session": R.SESSION_COLS, "contestant": R.CONTESTANT_COLS, "turn": R.TURN_COLS,
     "output": R.OUTPUT_COLS, "vote": R.VOTE_COLS, "vote_contestant": R.VOTE_CONTESTANT_COLS,
     "tag": R.TAG_COLS, "check_result": R.CHECK_COLS, "reveal": R.REVEAL_COLS,
+    "image": ("sha256", "mime", "size", "data"), "deleted_session": ("id", "deleted_at"),
+}
+
+# Which rows of the other database belong to a session deleted here: none of
+# them is merged (a deleted session stays deleted). Its tombstones for
+# sessions we do not hold are merged too, so that a later merge from a third
+# database does not bring those back either; a session we still hold is
+# never deleted by a merge (it says which, `ImportSummary.deleted_here`).
+_DELETED = "(SELECT id FROM main.deleted_session)"
+_KEEP = {
+    "session": f"id NOT IN {_DELETED}",
+    "contestant": f"session_id NOT IN {_DELETED}",
+    "turn": f"session_id NOT IN {_DELETED}",
+    "output": f"session_id NOT IN {_DELETED}",
+    "vote": f"session_id NOT IN {_DELETED}",
+    "reveal": f"session_id NOT IN {_DELETED}",
+    "vote_contestant": f"vote_id NOT IN (SELECT id FROM other.vote WHERE session_id IN {_DELETED})",
+    "tag": f"output_id NOT IN (SELECT id FROM other.output WHERE session_id IN {_DELETED})",
+    "check_result": f"output_id NOT IN (SELECT id FROM other.output WHERE session_id IN {_DELETED})",
+    "image": ("sha256 IN (SELECT json_extract(j.value, '$.sha256') FROM other.turn t, json_each(t.images) j "
+              f"WHERE json_valid(t.images) AND t.session_id NOT IN {_DELETED})"),
+    "deleted_session": "id NOT IN (SELECT id FROM main.session)",
 }
 
 
@@ -118,6 +161,8 @@ def merge_database(store: Store, other: str | os.PathLike) -> ImportSummary:
                                       f"or cost out of range ({', '.join(named)}{' ...' if bad > len(named) else ''}); "
                                       "it was left untouched")
             summary.records = src.conn.execute("SELECT count(*) FROM session").fetchone()[0]
+            gone = set(store.deleted_sessions())
+            summary.deleted_here = sorted(r[0] for r in src.conn.execute("SELECT id FROM session") if r[0] in gone)
         except sqlite3.DatabaseError as exc:
             raise ImportFileError(f"{other} is corrupt ({exc}); it was left untouched") from None
         finally:
@@ -193,7 +238,8 @@ def _merge_attached(store: Store, copy: Path, other: Path) -> dict[str, int]:
             try:
                 for table in TABLES:
                     c = ", ".join(cols[table])
-                    conn.execute(f"INSERT OR IGNORE INTO main.{table} ({c}) SELECT {c} FROM other.{table}")
+                    conn.execute(f"INSERT OR IGNORE INTO main.{table} ({c}) SELECT {c} FROM other.{table} "
+                                 f"WHERE {_KEEP[table]}")
                 finished = ", ".join(f"{c} = o.{c}" for c in R.OUTPUT_COLS[1:])
                 conn.execute(f"UPDATE main.output SET {finished} FROM other.output AS o WHERE output.id = o.id "
                              "AND output.status IN ('streaming', 'interrupted') "

@@ -160,6 +160,9 @@ class OutputRecord(_Record):
     origin: OutputOrigin = "stream"
     cached_from: str | None = None           # origin "cache": the output whose answer this reuses
     request_key: str | None = None           # `core.cache.request_key` of the request
+    # The user message this attempt answered when it was edited after the turn
+    # was first sent (the chat's "edit and re-send"); None: the turn's own.
+    prompt: str | None = None
 
 
 class VoteRecord(_Record):

@@ -104,7 +104,7 @@ OUTPUT_COLS = ("id", "session_id", "turn_id", "contestant", "label", "attempt", 
                "reasoning", "error_kind", "error_message", "finish_reason", "sent_at", "ttft_ms",
                "duration_ms", "chunk_ms", "chunk_chars", "input_tokens", "output_tokens",
                "tokens_estimated", "reasoning_tokens", "cost", "is_demo", "created", "trace", "streamed",
-               "served_model", "system_fingerprint", "origin", "cached_from", "request_key", "updated", "writer")
+               "served_model", "system_fingerprint", "origin", "cached_from", "request_key", "prompt", "updated", "writer")
 VOTE_COLS = ("id", "session_id", "turn_id", "rater", "choice", "winner", "ranking", "mapping",
              "positions", "created", "revealed_at", "note", "supersedes", "current", "retracted_at")
 TAG_COLS = ("id", "output_id", "tag", "rater", "note", "auto", "created", "removed_at")
@@ -139,7 +139,7 @@ def output_row(r: OutputRecord, updated: float | None = None, writer: str | None
                   r.duration_ms, pack_ints(r.chunk_ms), pack_ints(r.chunk_chars), r.input_tokens,
                   r.output_tokens, int(r.tokens_estimated), r.reasoning_tokens, r.cost, int(r.is_demo),
                   r.created, None if r.trace is None else dumps(r.trace.model_dump(mode="json")), int(r.streamed),
-                  r.served_model, r.system_fingerprint, r.origin, r.cached_from, r.request_key,
+                  r.served_model, r.system_fingerprint, r.origin, r.cached_from, r.request_key, r.prompt,
                   updated, writer))
 
 
@@ -218,7 +218,7 @@ def output_from(row: tuple) -> OutputRecord:
     (id_, session_id, turn_id, contestant, label, attempt, status, text, reasoning, error_kind, error_message,
      finish_reason, sent_at, ttft_ms, duration_ms, chunk_ms, chunk_chars, input_tokens, output_tokens,
      tokens_estimated, reasoning_tokens, cost, is_demo, created, trace, streamed, served_model, system_fingerprint,
-     origin, cached_from, request_key) = row
+     origin, cached_from, request_key, prompt) = row
     return trusted(OutputRecord, {
         "id": id_, "session_id": session_id, "turn_id": turn_id, "contestant": contestant, "label": label,
         "attempt": attempt, "status": status, "text": text, "reasoning": reasoning, "error_kind": error_kind,
@@ -229,7 +229,7 @@ def output_from(row: tuple) -> OutputRecord:
         "is_demo": bool(is_demo), "created": created,
         "trace": None if trace is None else AnswerTrace.model_validate_json(trace), "streamed": bool(streamed),
         "served_model": served_model, "system_fingerprint": system_fingerprint, "origin": origin,
-        "cached_from": cached_from, "request_key": request_key})
+        "cached_from": cached_from, "request_key": request_key, "prompt": prompt})
 
 
 _VOTE_READ = tuple(c for c in VOTE_COLS if c not in ("winner", "current"))

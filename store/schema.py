@@ -325,5 +325,29 @@ def m009_served_cache_batch(db: Database) -> None:
         db.execute(sql)
 
 
+@_migration(name="m010_chat_workbench")
+def m010_chat_workbench(db: Database) -> None:
+    """What the chat workbench keeps:
+
+    - `deleted_session`: a tombstone per deleted session (its rows are gone),
+      so that a merge or an import never brings it back;
+    - `image`: the bytes of each image attached to a chat prompt, once per
+      content hash (`turn.images` names them by `sha256`), so that a resumed
+      session or a re-sent turn sends the same image even if its file moved;
+    - `output.prompt`: the user message an attempt answered when the prompt
+      was edited and re-sent (NULL: the turn's `user_message`)."""
+    db.execute("""CREATE TABLE deleted_session (
+        id TEXT PRIMARY KEY,
+        deleted_at REAL NOT NULL
+    ) WITHOUT ROWID""")
+    db.execute("""CREATE TABLE image (
+        sha256 TEXT PRIMARY KEY,
+        mime TEXT NOT NULL,
+        size INTEGER NOT NULL,
+        data BLOB NOT NULL
+    )""")
+    db.execute("ALTER TABLE output ADD COLUMN prompt TEXT")
+
+
 MIGRATION_NAMES: tuple[str, ...] = tuple(name for name, _ in _STEPS)
 SCHEMA_VERSION = len(MIGRATION_NAMES)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import anyio
@@ -188,8 +188,8 @@ class AsyncStore:
     async def reveal_session(self, session_id: str, at: float | None = None) -> None:
         return await self.call(lambda s: s.reveal_session(session_id, at))
 
-    async def add_turn(self, rec: TurnRecord) -> None:
-        return await self.call(lambda s: s.add_turn(rec))
+    async def add_turn(self, rec: TurnRecord, images: Sequence[tuple[str, str, bytes]] = ()) -> None:
+        return await self.call(lambda s: s.add_turn(rec, images))
 
     async def start_output(self, rec: OutputRecord) -> None:
         return await self.call(lambda s: s.start_output(rec))
@@ -245,6 +245,24 @@ class AsyncStore:
 
     async def ensure_turn(self, rec: TurnRecord) -> TurnRecord:
         return await self.call(lambda s: s.ensure_turn(rec))
+
+    async def get_session(self, session_id: str) -> SessionRecord:
+        return await self.call(lambda s: s.get_session(session_id))
+
+    async def images(self, hashes: Sequence[str]) -> dict[str, tuple[str, bytes]]:
+        return await self.call(lambda s: s.images(hashes))
+
+    async def rename_session(self, session_id: str, title: str | None) -> SessionRecord:
+        return await self.call(lambda s: s.rename_session(session_id, title))
+
+    async def delete_session(self, session_id: str, at: float | None = None) -> SessionRecord:
+        return await self.call(lambda s: s.delete_session(session_id, at))
+
+    async def deleted_sessions(self) -> dict[str, float]:
+        return await self.call(lambda s: s.deleted_sessions())
+
+    async def prompt_history(self, limit: int = 500, session_id: str | None = None) -> list[str]:
+        return await self.call(lambda s: s.prompt_history(limit, session_id))
 
     # ------------------------------------------------------------------ closing
 

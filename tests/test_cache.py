@@ -5,7 +5,6 @@ them), answers marked cached and left out of latency, speed and cost,
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest

@@ -31,7 +31,6 @@ from store.records import (
 from tests.server import Reply, TestServer
 from tests.test_hardening_runs import _config
 
-
 # --------------------------------------------------------------------------- statistics
 
 

@@ -523,8 +523,8 @@ def test_streamed_column_comes_with_a_migration_and_older_answers_read_as_stream
 
 
 def test_a_not_streamed_answer_survives_export_import_and_merge(tmp_path, capsys):
-    from lineup.cli import main
     from core.synthetic import synthetic_session, write_synthetic
+    from lineup.cli import main
 
     a, b, c = tmp_path / "a.db", tmp_path / "b.db", tmp_path / "c.db"
     with Store.open(a) as store:

@@ -147,3 +147,90 @@ def test_blind_follow_ups_typed_after_and_while_answers_finish_never_vote(tmp_pa
     assert [t.user_message for t in loaded.turns] == ["Name a colour.", "also a fruit", "and a bat"]
     for turn in loaded.turns:
         assert sorted(o.contestant for o in loaded.outputs_for(turn.id)) == ["demo/concise", "demo/quirky"]
+
+
+MANY = "".join(f'[models.{alias}]\nprovider = "demo"\nmodel = "{style}"\n\n' for alias, style in (
+    ("quick", "concise"), ("wordy", "thorough"), ("odd", "quirky"), ("deep", "thinker"), ("brief", "concise")))
+
+
+@pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
+def test_picker_image_attach_and_copy_in_a_real_terminal(tmp_path):
+    """Plain `lineup` with five models opens the picker: search, choose two,
+    start. Ctrl+G attaches an image by a path completed with Tab; a second
+    image is pasted as a path (tmux's bracketed paste). Both go with the
+    prompt and show as placeholders. A copy reaches tmux's clipboard when
+    `set-clipboard` is on (read back from tmux), and with it off the chat
+    says it could not confirm the copy and writes it to a file instead."""
+    db = tmp_path / "lineup.db"
+    config = tmp_path / "config.toml"
+    config.write_text(MANY)
+    shots = tmp_path / "shots"
+    shots.mkdir()
+    shutil.copy(ROOT / "sample_sets" / "images" / "chart-quarterly-units.png", shots / "chart.png")
+    shutil.copy(ROOT / "sample_sets" / "images" / "receipt-hardware.png", shots / "receipt.png")
+    env_vars = {"LINEUP_DB": str(db), "LINEUP_CONFIG": str(config), "LINEUP_DEMO_SPEED": "0",
+                "LINEUP_RATER": "pty-tester", "TERM": "xterm-256color", "COLORTERM": "truecolor",
+                "PYTHONPATH": str(ROOT)}
+    env_prefix = " ".join(f"{k}={v!s}" for k, v in env_vars.items())
+    command = f"cd {tmp_path} && env {env_prefix} {sys.executable} -m lineup; echo EXITED $?; sleep 30"
+    tmux = Tmux(f"lineup-test-wb-{os.getpid()}")
+    tmux("-f", "/dev/null", "new-session", "-d", "-s", "lineup", "-x", "140", "-y", "40", command)
+    saved = tmp_path / "copied.txt"
+    try:
+        tmux("resize-window", "-t", "lineup", "-x", "140", "-y", "40", check=False)
+        tmux("set", "-g", "set-clipboard", "on")
+        tmux.wait_for("5 models are configured")
+        tmux("send-keys", "-t", "lineup", "-l", "wordy")
+        tmux.wait_for("1 of 5 shown")
+        tmux("send-keys", "-t", "lineup", "C-a")                      # choose what the search shows
+        tmux.wait_for("1 chosen: wordy")
+        tmux("send-keys", "-t", "lineup", "BSpace", "BSpace", "BSpace", "BSpace", "BSpace")
+        tmux.wait_for("odd  demo · quirky")                             # the search is empty again
+        tmux("send-keys", "-t", "lineup", "-l", "quick")
+        tmux.wait_for("1 of 5 shown")
+        tmux("send-keys", "-t", "lineup", "Down", "Space")              # to the list, choose
+        tmux.wait_for("2 chosen: wordy, quick")
+        tmux("send-keys", "-t", "lineup", "Enter")
+        screen = tmux.wait_for("Enter sends to all")
+        assert "wordy" in screen and "quick" in screen and "odd" not in screen
+        tmux("send-keys", "-t", "lineup", "C-g")
+        tmux.wait_for("Attach an image")
+        tmux("send-keys", "-t", "lineup", "-l", "shots/ch")
+        tmux("send-keys", "-t", "lineup", "Tab")
+        tmux.wait_for("shots/chart.png")
+        tmux("send-keys", "-t", "lineup", "Enter")
+        tmux.wait_for("attached: [image: chart.png")
+        tmux("set-buffer", str(shots / "receipt.png"))
+        tmux("paste-buffer", "-p", "-t", "lineup")                      # a bracketed paste of a path
+        tmux.wait_for("[image: receipt.png")
+        tmux("send-keys", "-t", "lineup", "-l", "what do these show?")
+        tmux("send-keys", "-t", "lineup", "Enter")
+        screen = tmux.wait_for("Which answer is best?")
+        assert "[image: chart.png" in screen and "[image: receipt.png" in screen
+        tmux("send-keys", "-t", "lineup", "Tab")                         # the first pane
+        tmux.wait_for("y Copy")                                          # its keys are in the footer
+        tmux("send-keys", "-t", "lineup", "y")
+        tmux.wait_for("tmux's clipboard")
+        copied = tmux("show-buffer")
+        assert "I looked at the 2 attached images" in copied or len(copied) > 20
+        tmux("set", "-g", "set-clipboard", "external")
+        tmux("send-keys", "-t", "lineup", "y")
+        tmux.wait_for("Write the copied text to a file?")
+        tmux("send-keys", "-t", "lineup", "C-u")
+        tmux.wait_for("a file to write")                                 # the suggested name is gone
+        tmux("send-keys", "-t", "lineup", "-l", str(saved))
+        tmux("send-keys", "-t", "lineup", "Enter")
+        tmux.wait_for("Wrote the answer of")
+        tmux("send-keys", "-t", "lineup", "C-q")
+        assert "EXITED 0" in tmux.wait_for("EXITED")
+    finally:
+        tmux("kill-server", check=False)
+    assert saved.read_text().rstrip("\n") == copied
+    with Store.open(db) as store:
+        (summary,) = store.list_sessions()
+        loaded = store.load_session(summary.id)
+        (turn,) = loaded.turns
+        stored = store.images([i["sha256"] for i in turn.images])
+    assert sorted(c.alias for c in loaded.session.contestants) == ["quick", "wordy"]
+    assert [i["name"] for i in turn.images] == ["chart.png", "receipt.png"]
+    assert stored[turn.images[0]["sha256"]][1] == (shots / "chart.png").read_bytes()

@@ -456,8 +456,9 @@ def test_the_store_s_vote_columns_say_what_core_votes_says(tmp_path, choice, ran
     """The stored `winner` and each `vote_contestant.outcome` are what
     core.votes reads from the same vote: written by the store, and backfilled
     by the migration that created the table, with one rule."""
-    from store.schema import MIGRATION_NAMES, build_migrations
     from sqlite_utils import Database
+
+    from store.schema import MIGRATION_NAMES, build_migrations
 
     s, turns, outs, _ = synthetic_session(turns=1, contestants=len(mapping), votes=False, aliases=list(mapping.values()))
     s = s.model_copy(update={"contestants": [c.model_copy(update={"label": lab})

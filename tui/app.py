@@ -19,7 +19,7 @@ from textual.notifications import SeverityLevel
 from core.config import DEFAULT_TAGS, Config
 from core.sessions import ChatSession, default_rater
 from core.tools import ToolScript
-from providers.events import SamplingParams
+from providers.events import Message, SamplingParams
 from providers.model_config import ModelConfig
 from tui.commands import LineupCommands, PaletteCommand
 
@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from core.vote_queue import Repeats, Reveal
     from core.votes import LoadedSession
     from tui.chat_screen import ChatScreen
+    from tui.model_picker import PickerChoice
+    from tui.settings_screen import SettingsChoice
 
 
 @dataclass
@@ -46,6 +48,8 @@ class ChatOptions:
     rerun_of: str | None = None
     label_seed: int | None = None
     script: ToolScript | None = None   # `--tools FILE`: tools every answer may call, their scripted results
+    pick: bool = False          # open on the model picker (many models configured, none named)
+    contestant_params: dict[str, SamplingParams] = field(default_factory=dict)   # alias -> its own params
 
 
 @dataclass
@@ -107,6 +111,8 @@ class LineupApp(App[int]):
         self.rater = rater or default_rater()
         self.blind_next = bool(chat and chat.blind)
         self.notices: list[tuple[str, str]] = []
+        self.last_copy: tuple[str, str] | None = None     # (text, what it is): for "write it to a file"
+        self.copies_told = 0                             # copies whose outcome was told (tests wait on it)
         self.session: ChatSession | None = None
         self.chat_screen: ChatScreen | None = None
         tags = list(DEFAULT_TAGS)
@@ -137,7 +143,10 @@ class LineupApp(App[int]):
 
             await self.push_screen(ReportScreen(standalone=True, **self.report_options.screen_kwargs()))
         elif self.chat_options is not None:
-            self.start_chat()
+            if self.chat_options.pick:
+                self._pick_first()
+            else:
+                self.start_chat()
         # Everything alive once the first screen is up (Textual, modules, the app)
         # lives as long as the app: keep it out of every later full collection,
         # which otherwise walks it all and stalls streaming for tens of ms.
@@ -146,9 +155,60 @@ class LineupApp(App[int]):
     def on_unmount(self) -> None:
         release_survivors()   # several apps in one process (tests): let each one's cycles go
 
+    def _pick_first(self) -> None:
+        """Many models configured and none named: choose them before the first session."""
+        from tui.model_picker import ModelPicker
+
+        models = list(self.config.models.values())
+        picker = ModelPicker(models, blind=self.blind_next,
+                             why=f"{len(models)} models are configured: choose the ones to put side by side.")
+
+        def chosen(choice: PickerChoice | None) -> None:
+            if choice is None:
+                self.exit(0)
+                return
+            self.switch_models(choice)
+
+        self.push_screen(picker, chosen)
+
+    def switch_models(self, choice: PickerChoice, linked: ChatSession | None = None) -> None:
+        """Start a session with the models chosen (a new one: never mixed into
+        the current); `linked`: the session it continues, whose prompts it offers."""
+        opts = self.chat_options
+        if opts is None:
+            return
+        opts.models = list(choice.models)
+        opts.contestant_params = {a: p for a, p in opts.contestant_params.items()
+                                  if any(m.alias == a for m in choice.models)}
+        self.blind_next = choice.blind
+        self.start_chat(blind=choice.blind, linked=linked, changed="contestants")
+
+    def remember_settings(self, choice: SettingsChoice, aliases: list[str]) -> None:
+        """The settings chosen become those of every new session (Ctrl+N, the picker)."""
+        opts = self.chat_options
+        if opts is None:
+            return
+        opts.system = choice.system
+        opts.params = choice.params
+        opts.seed = None            # the seed is in the params now
+        opts.contestant_params = {aliases[i]: p for i, p in choice.contestant.items() if p != p.__class__()}
+
+    def copy_text(self, text: str, what: str) -> None:
+        """Copy `text` and say where it went (`tui.copying`)."""
+        from tui.copying import copy_and_tell
+
+        copy_and_tell(self, text, what)
+
+    def write_last_copy(self) -> None:
+        from tui.copying import offer_file
+
+        offer_file(self)
+
     @work(exclusive=True, group="open", exit_on_error=False)
-    async def start_chat(self, resume: str | None = None, blind: bool | None = None) -> None:
-        """Create (or resume) a session and show it, replacing the current one."""
+    async def start_chat(self, resume: str | None = None, blind: bool | None = None,
+                         linked: ChatSession | None = None, changed: str | None = None) -> None:
+        """Create (or resume) a session and show it, replacing the current one;
+        `linked`: the session this one continues (other models or settings)."""
         from tui.chat_screen import ChatScreen
 
         opts = self.chat_options
@@ -156,7 +216,8 @@ class LineupApp(App[int]):
             return
         resume = resume if resume is not None else (opts.resume if self.session is None else None)
         loaded: LoadedSession | None = None
-        autoplay: list[str] = []
+        autoplay: list[Message] = []
+        earlier = linked.user_messages() if linked is not None else []
         try:
             if resume:
                 session = await ChatSession.resume(self.store, resume, self.config)
@@ -167,14 +228,15 @@ class LineupApp(App[int]):
                 if opts.rerun_of and self.session is None:
                     original = await self.store.load_session(opts.rerun_of)
                     kind, rerun_of = "rerun", original.session.id
-                    autoplay = [t.user_message for t in original.turns]
+                    autoplay = [Message(role="user", content=t.user_message) for t in original.turns]
                     if script is None and original.session.meta.get("tools"):   # the same tools, re-run
                         script = ToolScript.model_validate(original.session.meta["tools"])
                 session = await ChatSession.create(
                     self.store, opts.models, blind=self.blind_next if blind is None else blind,
                     system=opts.system, params=opts.params, defaults=self.config.defaults, seed=opts.seed,
                     kind=kind, rerun_of=rerun_of, label_seed=opts.label_seed if self.session is None else None,
-                    script=script)
+                    script=script, contestant_params=opts.contestant_params,
+                    linked_from=linked.id if linked else None, changed=changed)
         except Exception as exc:
             if self.session is None:
                 self.exit(2, message=f"lineup: {exc}")
@@ -183,8 +245,9 @@ class LineupApp(App[int]):
             return
         old = self.session
         self.session = session
-        screen = ChatScreen(session, tags=self.tags, hint=opts.hint if not resume else None,
-                            figures_when_blind=self.figures_when_blind, loaded=loaded, autoplay=autoplay)
+        screen = ChatScreen(session, tags=self.tags, hint=opts.hint if not resume and not linked else None,
+                            figures_when_blind=self.figures_when_blind, loaded=loaded, autoplay=autoplay,
+                            earlier=earlier)
         if self.chat_screen is None:
             await self.push_screen(screen)
         else:
@@ -279,6 +342,7 @@ class LineupApp(App[int]):
             ("Help: all keys", "every key binding", self.action_help),
             ("Sessions", "list, filter and open past sessions", self.action_sessions),
             ("Report", "ratings with intervals, failure modes, latency, checks", self.action_report),
+            ("Write the last copy to a file", "when the clipboard did not take it", self.write_last_copy),
             ("Quit", "everything is already saved", lambda: self.run_worker(self.action_quit())),
         ]
 

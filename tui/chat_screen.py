@@ -3,33 +3,56 @@ one `ChatSession`. Sends run in workers on the app's loop; the session calls
 `_on_update` for every stream event and the pane it names renders it. While a
 blind session is unrevealed it names labels only, and an answer's error, or
 a failure's text, shows only what `core.votes` says may be seen before the
-reveal (kind and HTTP status); the rest is shown once revealed."""
+reveal (kind and HTTP status); the rest is shown once revealed.
+
+The workbench around the panes: the session bar (system prompt and
+parameters; the settings dialog edits them), the model picker, images
+attached to the prompt, prompt history and editing the last prompt, the
+compare view, and a layout that puts one pane at a time under tabs when the
+terminal is too small for them side by side (`tui.pane_tabs`). The footer
+shows the keys that apply now (`check_action`).
+
+Why this file is past 600 lines: it is the one place that turns every chat
+gesture into a call on the session and keeps the panes, the vote bar and the
+prompt in step with it; the dialogs, the layout rule, the comparison and the
+copy logic each have their own module."""
 
 from __future__ import annotations
 
-import math
 from functools import partial
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import ActiveBinding, Binding
 from textual.containers import Container
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
+from core.attachments import MAX_ATTACHMENTS, AttachError, complete_path, load_attachment, placeholder
 from core.config import DEFAULT_TAGS
+from core.prompt_history import PromptHistory
 from core.sessions import ChatSession, PaneUpdate
+from core.text import one_line
 from core.votes import VoteNeedsConfirmation, describe, exception_line
+from providers.events import ImagePart, Message
 from tui.commands import PaletteCommand
+from tui.compare_screen import CompareScreen
+from tui.dialogs import TextPrompt
 from tui.figures import record_figures
+from tui.model_picker import ModelPicker, PickerChoice
+from tui.pane_tabs import Layout, PaneTabs, grid_shape, pane_layout
 from tui.panes import Pane
 from tui.prompt_box import PromptBox
-from tui.record_entries import Entry, answer_entries, pane_status, status_note
+from tui.record_entries import Entry, answer_entries, pane_status, prompt_entry, status_note
+from tui.settings_screen import SettingsChoice, SettingsScreen, summary
 from tui.tag_picker import TagChoice, TagPicker, tag_summary
 from tui.vote_bar import VoteBar
+
+__all__ = ["ChatScreen", "PANE_ACTIONS", "grid_shape"]   # grid_shape: the replay and the vote queue lay out the same
 
 if TYPE_CHECKING:
     from textual import getters
@@ -48,13 +71,6 @@ PANE_ACTIONS = {
 }
 
 
-def grid_shape(n: int) -> tuple[int, int]:
-    """Columns and rows: side by side up to four, then two rows."""
-    if n <= 4:
-        return max(n, 1), 1
-    return math.ceil(n / 2), 2
-
-
 class ChatScreen(Screen):
     """One live session."""
 
@@ -70,18 +86,42 @@ class ChatScreen(Screen):
         Binding("f3", "focus_prompt", "Prompt", id="chat.prompt", tooltip="Go to the prompt box"),
         Binding("ctrl+n", "new_session", "New", id="chat.new", tooltip="New session with the same models"),
         Binding("ctrl+b", "toggle_blind", "Blind", id="chat.blind", tooltip="Blind mode for the next new session"),
+        Binding("ctrl+l", "pick_models", "Models", id="chat.models",
+                tooltip="Choose the models (after a prompt: a new linked session)"),
+        Binding("ctrl+s", "settings", "Settings", id="chat.settings",
+                tooltip="System prompt and parameters, for the session and each model"),
+        Binding("ctrl+g", "attach", "Image", id="chat.attach", tooltip="Attach an image file to the prompt"),
+        Binding("ctrl+r", "edit_last", "Edit last", id="chat.edit_last",
+                tooltip="Edit the last prompt, send it again (new attempts, old ones kept)"),
+        Binding("f9", "compare", "Compare", id="chat.compare",
+                tooltip="The last answers aligned line by line, differences highlighted"),
+        Binding("ctrl+t", "resend_turns", "Resend prompts", id="chat.resend",
+                tooltip="Send the linked session's prompts again, one after another"),
+        Binding("alt+right", "next_pane(1)", "Next pane", id="chat.next_pane",
+                tooltip="Next pane (when the terminal is too small for all side by side)"),
+        Binding("alt+left", "next_pane(-1)", "Prev pane", id="chat.prev_pane", tooltip="Previous pane"),
     ]
 
     def __init__(self, session: ChatSession, *, tags: tuple[str, ...] = DEFAULT_TAGS, hint: str | None = None,
                  figures_when_blind: bool = False, loaded: LoadedSession | None = None,
-                 autoplay: list[str] | None = None) -> None:
+                 autoplay: list[Message] | None = None, earlier: list[Message] | None = None) -> None:
         super().__init__()
         self.session = session
         self.tags = tags
-        self.hint = hint
         self.figures_when_blind = figures_when_blind
         self.loaded = loaded
         self.autoplay = list(autoplay or [])
+        self.earlier = list(earlier or [])    # a linked session's prompts, offered again (Up, Ctrl+T)
+        if self.earlier and session.linked_from:
+            n = len(self.earlier)
+            why = (session.record.meta.get("linked_from") or {}).get("changed", "settings")
+            linked = (f"New session linked to {session.linked_from[:10]} ({why} changed): its {n} "
+                      f"prompt{'s' if n != 1 else ''} are in the history (Up); Ctrl+T sends them all again.")
+            hint = f"{hint} {linked}" if hint else linked
+        self.hint = hint
+        self.attachments: list[ImagePart] = []
+        self.pane_mode: Layout = "grid"        # `layout` is Textual's own
+        self.active = 0                        # the pane shown under the tabs
         n = len(session.contestants)
         self.panes = [Pane(i, session.display_name(i), show_figures=self._figures_visible()) for i in range(n)]
         self.vote_bar = VoteBar()
@@ -97,24 +137,99 @@ class ChatScreen(Screen):
         yield Header(show_clock=False, icon="≡")
         if self.hint:
             yield Static(Text(self.hint), id="hint")
+        yield Static("", id="session-bar")
+        yield PaneTabs(id="pane-tabs")
         cols, rows = grid_shape(len(self.panes))
         grid = Container(*self.panes, id="panes")
         grid.styles.grid_size_columns = cols
         grid.styles.grid_size_rows = rows
         yield grid
         yield self.vote_bar
+        yield Static("", id="attachments")
         yield self.prompt
         yield Footer(show_command_palette=False)
 
     async def on_mount(self) -> None:
         self._refresh_titles()
+        self._refresh_session_bar()
         if self.loaded is not None:
             self._show_loaded(self.loaded)
+        self.prompt.prompts = PromptHistory([m.content for m in self.earlier]
+                                            + [self.session.prompt_of(t) for t in self.session.turns])
+        self._load_history()
+        self._apply_layout(self.size.width, self.size.height)
+        self.set_interval(0.25, self._refresh_tabs)
         self.prompt.focus()
         if self.autoplay:
             self._autoplay()
         else:
             self._offer_vote()
+
+    @work(group="history", exit_on_error=False)
+    async def _load_history(self) -> None:
+        """Every chat's prompts, after this session's, for Up in the prompt box."""
+        try:
+            others = await self.app.store.prompt_history()
+        except Exception:   # history is a convenience: without it Up walks this session only
+            return
+        self.prompt.prompts.extend_others(others)
+
+    # ----- layout for the terminal's size ---------------------------------
+    def on_resize(self, event) -> None:
+        self._apply_layout(event.size.width, event.size.height)
+
+    def _apply_layout(self, width: int, height: int) -> None:
+        """Side by side when every pane stays readable, else one pane at a time under tabs."""
+        layout = pane_layout(width, height, len(self.panes))
+        changed = layout != self.pane_mode
+        self.pane_mode = layout
+        grid = self.query_one("#panes", Container)
+        tabs = layout == "tabs"
+        self.set_class(tabs, "-tabs")
+        if tabs:
+            grid.styles.grid_size_columns = 1
+            grid.styles.grid_size_rows = 1
+        else:
+            cols, rows = grid_shape(len(self.panes))
+            grid.styles.grid_size_columns = cols
+            grid.styles.grid_size_rows = rows
+        for i, pane in enumerate(self.panes):
+            pane.display = not tabs or i == self.active
+        self.query_one("#pane-tabs", PaneTabs).display = tabs
+        self.query_one(Footer).compact = width < 120       # more of the keys that matter fit
+        self._refresh_tabs()
+        if changed:
+            self.refresh_bindings()
+
+    def _refresh_tabs(self) -> None:
+        if self.pane_mode == "tabs":
+            self.query_one("#pane-tabs", PaneTabs).show([p.name_shown for p in self.panes],
+                                                       [p.status for p in self.panes], self.active)
+
+    def show_pane(self, index: int) -> None:
+        """Make pane `index` the one shown under the tabs (and focus it when a pane had the focus)."""
+        index %= len(self.panes)
+        had_focus = any(self.focused is p.body for p in self.panes)
+        self.active = index
+        if self.pane_mode == "tabs":
+            for i, pane in enumerate(self.panes):
+                pane.display = i == index
+            if had_focus:
+                self.panes[index].focus()
+        self._refresh_tabs()
+
+    def action_next_pane(self, step: int) -> None:
+        self.show_pane(self.active + step)
+
+    def on_pane_tabs_selected(self, event: PaneTabs.Selected) -> None:
+        event.stop()
+        self.show_pane(event.index)
+
+    def _refresh_session_bar(self) -> None:
+        bar = summary(self.session.system, self.session.params)
+        if self.session.linked_from:
+            bar.append(f" · linked to {self.session.linked_from[:10]}", style="dim")
+        self.query_one("#session-bar", Static).update(bar)
 
     def _figures_visible(self) -> bool:
         return self.session.revealed or self.figures_when_blind
@@ -132,6 +247,8 @@ class ChatScreen(Screen):
             pane.name_shown = s.display_name(i)
             pane.show_figures = self._figures_visible()
             pane.errors_hidden = not s.revealed
+        if self.is_mounted:
+            self._refresh_tabs()
         self.refresh_bindings()
 
     def say(self, message: str, *, severity: SeverityLevel = "information") -> None:
@@ -172,9 +289,13 @@ class ChatScreen(Screen):
             alias = self.session.contestants[pane.index].alias
             entries: list[Entry] = []
             for turn in loaded.turns:
-                entries.append(("user", turn.user_message))
+                entries.append(prompt_entry(turn))
+                shown = turn.user_message
                 for out in loaded.outputs_for(turn.id):
                     if out.contestant == alias:
+                        if out.prompt and out.prompt != shown:
+                            entries.append(prompt_entry(turn, out))
+                            shown = out.prompt
                         entries += answer_entries(out, status_note(out, hidden=False))
             pane.body.set_conversation(entries)
             pane.masked_errors = False
@@ -187,10 +308,11 @@ class ChatScreen(Screen):
             entries: list[Entry] = []
             last = None
             for turn in loaded.turns:
-                entries.append(("user", turn.user_message))
                 mine = [o for o in loaded.outputs_for(turn.id) if o.contestant == alias]
-                if mine:
-                    last = max(mine, key=lambda o: o.attempt)
+                latest = max(mine, key=lambda o: o.attempt) if mine else None
+                entries.append(prompt_entry(turn, latest))
+                if latest is not None:
+                    last = latest
                     entries += answer_entries(last, status_note(last, hidden=not self.session.revealed),
                                               hidden=not self.session.revealed)
                     pane.masked_errors |= last.status == "error" and not self.session.revealed
@@ -202,30 +324,61 @@ class ChatScreen(Screen):
         self._voted_turns = {v.turn_id for v in loaded.current_votes() if v.rater == rater}
 
     # ----- sending --------------------------------------------------------
+    @property
+    def busy(self) -> bool:
+        return self.sending or self.session.streaming
+
     def on_prompt_box_submitted(self, event: PromptBox.Submitted) -> None:
         event.stop()
         text = event.text.strip()
         if not text:
+            if self.attachments:
+                self.say("Type a prompt to go with the image.", severity="warning")
             return
-        if self.sending or self.session.streaming:
+        if self.busy:
             self.say("Still answering: wait, or press Esc to cancel.", severity="warning")
             return
-        self.prompt.clear()
-        self.send(text)
+        if event.edit:
+            self.prompt.clear_prompt(sent=text)
+            self.resend_edited(text)
+            return
+        images, self.attachments = self.attachments, []
+        self._refresh_attachments()
+        self.prompt.clear_prompt(sent=text)
+        self.send(text, images)
 
-    def send(self, text: str) -> None:
+    def on_prompt_box_edit_ended(self, event: PromptBox.EditEnded) -> None:
+        event.stop()
+        self.prompt.clear_prompt()
+        self.refresh_bindings()
+
+    def _begin_turns(self, text: str, images: tuple[ImagePart, ...] | list[ImagePart]) -> None:
+        """Every pane shows the prompt (and its images, or why they were not sent there)."""
+        shown = [placeholder(i) for i in images]
+        refused = set(self.session.refuses_images()) if images else set()
+        hidden = not self.session.revealed   # blind: which pane takes text only would tell which model it is
+        for i, pane in enumerate(self.panes):
+            note = None
+            if i in refused and not hidden:
+                note = f"{'the image was' if len(images) == 1 else 'the images were'} not sent here: this model takes text only"
+            pane.begin_turn(text, shown, note)
+        if refused:
+            what = f"the image{'s' if len(images) != 1 else ''}"
+            self.say(_text_only_note(self.session, refused, hidden, f"was not sent {what}"), severity="warning")
+
+    def send(self, text: str, images: list[ImagePart] | tuple[ImagePart, ...] = ()) -> None:
         """Show the prompt in every pane and stream the answers (a worker)."""
         self.sending = True
         self.sends += 1
         self._hide_vote()
-        for pane in self.panes:
-            pane.begin_turn(text)
-        self._send(text)
+        self._begin_turns(text, images)
+        self.refresh_bindings()
+        self._send(text, tuple(images))
 
     @work(group="send", exit_on_error=False)
-    async def _send(self, text: str) -> None:
+    async def _send(self, text: str, images: tuple[ImagePart, ...] = ()) -> None:
         try:
-            await self.session.send(text, on_update=self._feed)
+            await self.session.send(text, images, on_update=self._feed)
         except Exception as exc:  # store full, provider bug: tell, keep the app
             self.say_failure("Sending failed", exc)
             for pane in self.panes:
@@ -234,20 +387,51 @@ class ChatScreen(Screen):
         finally:
             self.sending = False
         self._offer_vote()
+        self.refresh_bindings()
+
+    def resend_edited(self, text: str) -> None:
+        """The last prompt, edited, sent again: new attempts in every pane (the old ones stay above)."""
+        self.sending = True
+        self.sends += 1
+        self._hide_vote()
+        images: tuple[ImagePart, ...] = ()
+        if self.session.turns:
+            turn = self.session.turns[-1]
+            self._voted_turns.discard(turn.id)   # new answers: they may be judged again
+            images = self.session.turn_images.get(turn.id, ())
+        for pane in self.panes:
+            pane.begin_turn(f"(edited) {text}", [placeholder(i) for i in images])
+        self.refresh_bindings()
+        self._resend_edited(text)
+
+    @work(group="send", exit_on_error=False)
+    async def _resend_edited(self, text: str) -> None:
+        try:
+            await self.session.resend_edited(text, on_update=self._feed)
+        except Exception as exc:
+            self.say_failure("Sending the edited prompt failed", exc)
+            for pane in self.panes:
+                if pane.status in ("waiting", "streaming"):
+                    pane.status = "error"
+        finally:
+            self.sending = False
+        self._offer_vote()
+        self.refresh_bindings()
 
     @work(group="send")
     async def _autoplay(self) -> None:
-        """A rerun: send the recorded user turns one after another."""
-        for text in self.autoplay:
+        """A rerun, or a linked session's prompts sent again: the user turns one after another."""
+        for message in self.autoplay:
             self.sending = True
-            for pane in self.panes:
-                pane.begin_turn(text)
+            self._begin_turns(message.content, message.images)
+            self.refresh_bindings()
             try:
-                await self.session.send(text, on_update=self._feed)
+                await self.session.send(message.content, message.images, on_update=self._feed)
             finally:
                 self.sending = False
         self.autoplay = []
         self._offer_vote()
+        self.refresh_bindings()
 
     def _feed(self, update: PaneUpdate) -> None:
         self.panes[update.index].apply(update.event, update.result, update.output_id)
@@ -265,6 +449,7 @@ class ChatScreen(Screen):
             return
         self.vote_bar.set_labels([c.label for c in s.contestants])
         self.vote_bar.add_class("-visible")
+        self.refresh_bindings()
 
     def _hide_vote(self) -> None:
         self.vote_bar.remove_class("-visible")
@@ -304,12 +489,63 @@ class ChatScreen(Screen):
         self.prompt.focus()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Withdraw and reveal are offered (footer, keys) only where they apply."""
+        """The keys that apply now, and only those, are offered (footer, keys):
+        while answers stream, cancelling; once they are in, voting, comparing
+        and editing; before the first prompt, the models and settings."""
+        s = self.session
+        busy = self.busy
         if action == "withdraw_vote":
-            return self.session.current_vote(self.app.rater) is not None
+            return s.current_vote(self.app.rater) is not None
         if action == "reveal":
-            return self.session.blind and not self.session.revealed
+            return s.blind and not s.revealed
+        if action == "cancel_all":
+            return busy or self.maximized is not None or self.vote_bar.ranking is not None
+        if action == "focus_vote":
+            return self.vote_bar.has_class("-visible")
+        if action == "focus_prompt":
+            return self.focused is not self.prompt
+        if action == "next_pane":
+            return self.pane_mode == "tabs"
+        if action == "compare":
+            return not busy and len(self.last_answers()) >= 2
+        if action == "edit_last":
+            return bool(s.turns) and not busy
+        if action == "resend_turns":
+            return bool(self.earlier) and not s.turns and not busy
+        if action in ("new_session", "pick_models", "settings", "toggle_blind"):
+            return not busy
         return True
+
+    # What the footer names, by state (every key still works; F1 and the palette list them all).
+    FOOTER_STREAMING = frozenset({"cancel_all", "next_pane(1)", "command_palette", "quit"})
+    FOOTER_FRESH = frozenset({"submit", "newline", "pick_models", "settings", "attach", "toggle_blind",
+                              "resend_turns", "next_pane(1)", "cancel_all", "help", "sessions",
+                              "command_palette", "quit"})
+    FOOTER_ANSWERED = frozenset({"submit", "focus_vote", "reveal", "withdraw_vote", "compare", "edit_last",
+                                 "attach", "new_session", "next_pane(1)", "cancel_all", "focus_prompt", "help",
+                                 "command_palette", "quit"})
+
+    @property
+    def active_bindings(self) -> dict[str, ActiveBinding]:
+        """The bindings the footer shows: those of the focused pane or vote
+        bar, and of the screen, prompt and app only the ones that matter in
+        the current state (`FOOTER_*`)."""
+        shown = super().active_bindings
+        if self.busy:
+            wanted = self.FOOTER_STREAMING
+        elif not self.session.turns:
+            wanted = self.FOOTER_FRESH
+        else:
+            wanted = self.FOOTER_ANSWERED
+        ours = (self, self.app, self.prompt)
+        return {key: b for key, b in shown.items()
+                if not any(b.node is node for node in ours) or b.binding.action in wanted}
+
+    def on_descendant_focus(self) -> None:
+        self.refresh_bindings()
+
+    def on_descendant_blur(self) -> None:
+        self.refresh_bindings()
 
     def action_focus_vote(self) -> None:
         if self.vote_bar.has_class("-visible"):
@@ -383,6 +619,142 @@ class ChatScreen(Screen):
             self.say("Still answering: press Esc first.", severity="warning")
             return
         self.app.new_chat()
+
+    # ----- the workbench: models, settings, images, edits, comparison ------
+    def action_pick_models(self) -> None:
+        if self.busy:
+            self.say("Still answering: press Esc first.", severity="warning")
+            return
+        why = ("A prompt was sent: other models start a new session linked to this one." if self.session.turns
+               else "")
+        models = list(self.app.config.models.values())
+        mine = {c.alias for c in self.session.contestants}
+        # in the config's order, not the panes': the order must not tell which label is which model
+        picker = ModelPicker(models, chosen=[m.alias for m in models if m.alias in mine],
+                             blind=self.app.blind_next, why=why)
+        self.app.push_screen(picker, self._picked)
+
+    def _picked(self, choice: PickerChoice | None) -> None:
+        if choice is None:
+            return
+        self.app.switch_models(choice, linked=self.session if self.session.turns else None)
+
+    def action_settings(self) -> None:
+        if self.busy:
+            self.say("Still answering: press Esc first.", severity="warning")
+            return
+        self.app.push_screen(SettingsScreen(self.session), self._settings_chosen)
+
+    def _settings_chosen(self, choice: SettingsChoice | None) -> None:
+        if choice is not None:
+            self._apply_settings(choice)
+
+    @work(group="settings", exclusive=True, exit_on_error=False)
+    async def _apply_settings(self, choice: SettingsChoice) -> None:
+        s = self.session
+        self.app.remember_settings(choice, [c.alias for c in s.contestants])
+        if not s.settings_editable:
+            self.app.start_chat(linked=s, changed="settings")
+            return
+        try:
+            await s.update_settings(choice.system, choice.params, choice.contestant)
+        except Exception as exc:
+            self.say_failure("Settings not saved", exc)
+            return
+        self._refresh_session_bar()
+        self.say("Settings saved for this session.")
+
+    def action_attach(self) -> None:
+        if len(self.attachments) >= MAX_ATTACHMENTS:
+            self.say(f"At most {MAX_ATTACHMENTS} images on one prompt.", severity="warning")
+            return
+        refused = self.session.refuses_images()
+        note = ""
+        if refused:
+            note = _text_only_note(self.session, refused, not self.session.revealed, "will not be sent the image")
+        self.app.push_screen(TextPrompt("Attach an image (PNG, JPEG, GIF or WebP, at most 5 MB)",
+                                        placeholder="path to an image file", complete=complete_path,
+                                        check=self._try_attach, note=note, dialog_id="attach-dialog",
+                                        help_text="tab: complete · enter: attach · esc: cancel"))
+
+    def _try_attach(self, path: str) -> str | None:
+        """Attach the image at `path`; what is wrong with it, or None once attached."""
+        try:
+            part = load_attachment(path)
+        except AttachError as exc:
+            return str(exc)
+        if any(a.sha256 == part.sha256 for a in self.attachments):
+            return f"{one_line(path)} is attached already"
+        self.attachments.append(part)
+        self._refresh_attachments()
+        self.say(f"Attached {placeholder(part)}.")
+        self.prompt.focus()
+        return None
+
+    def on_prompt_box_paths_pasted(self, event: PromptBox.PathsPasted) -> None:
+        event.stop()
+        for path in event.paths:
+            if len(self.attachments) >= MAX_ATTACHMENTS:
+                self.say(f"At most {MAX_ATTACHMENTS} images on one prompt.", severity="warning")
+                return
+            problem = self._try_attach(path)
+            if problem:
+                self.say(f"Not attached: {problem}", severity="error")
+
+    def remove_attachments(self) -> None:
+        n = len(self.attachments)
+        self.attachments = []
+        self._refresh_attachments()
+        self.say(f"Removed {n} attached image{'s' if n != 1 else ''}." if n else "No image attached.")
+
+    def _refresh_attachments(self) -> None:
+        bar = self.query_one("#attachments", Static)
+        bar.display = bool(self.attachments)
+        text = Text(no_wrap=True, overflow="ellipsis")
+        text.append("attached: ", style="bold")
+        text.append("  ".join(placeholder(a) for a in self.attachments))
+        text.append("   (Ctrl+G: another · palette: remove)", style="dim")
+        bar.update(text)
+
+    def action_edit_last(self) -> None:
+        s = self.session
+        if not s.turns:
+            self.say("Nothing to edit yet.")
+            return
+        if self.busy:
+            self.say("Still answering: press Esc first.", severity="warning")
+            return
+        self.prompt.begin_edit(s.prompt_of(s.turns[-1]))
+        self.prompt.focus()
+        self.refresh_bindings()
+
+    def last_answers(self) -> list[tuple[int, str]]:
+        """(pane index, text) of each answer to the last turn that has text."""
+        s = self.session
+        if not s.turns:
+            return []
+        turn_id = s.turns[-1].id
+        return [(i, c.last_output.text) for i, c in enumerate(s.contestants)
+                if c.last_output is not None and c.last_output.turn_id == turn_id and c.last_output.text]
+
+    def action_compare(self) -> None:
+        answers = self.last_answers()
+        if len(answers) < 2:
+            self.say("Nothing to compare: two answers with text or more are needed.")
+            return
+        labels = [self.session.display_name(i) for i, _ in answers]
+        self.app.push_screen(CompareScreen(labels, [text for _, text in answers],
+                                           title=f"compare · turn {len(self.session.turns)}"))
+
+    def action_resend_turns(self) -> None:
+        if not self.earlier:
+            self.say("No earlier prompts to send.")
+            return
+        if self.session.turns or self.busy:
+            self.say("The earlier prompts are sent into a fresh session only.", severity="warning")
+            return
+        self.autoplay = list(self.earlier)
+        self._autoplay()
 
     def action_toggle_blind(self) -> None:
         self.app.blind_next = not self.app.blind_next
@@ -461,7 +833,25 @@ class ChatScreen(Screen):
             ("New session", "same models, a fresh session", self.action_new_session),
             ("Toggle blind mode", "blind labels for the next new session", self.action_toggle_blind),
             ("Go to prompt", "focus the prompt box", self.action_focus_prompt),
+            ("Choose models", "2 to 8 models; after a prompt, a new linked session", self.action_pick_models),
+            ("System prompt and parameters", "the session's settings, and each model's", self.action_settings),
+            ("Attach an image", "an image file goes with the next prompt", self.action_attach),
         ]
+        if self.attachments:
+            cmds.append(("Remove attached images", "the next prompt goes without them", self.remove_attachments))
+        if self.session.turns:
+            cmds.append(("Edit the last prompt", "send it again changed: new attempts, the old kept",
+                         self.action_edit_last))
+        if len(self.last_answers()) >= 2:
+            cmds.append(("Compare answers", "the last answers aligned, differences highlighted",
+                         self.action_compare))
+        if self.earlier and not self.session.turns:
+            cmds.append(("Send the earlier prompts again", "the linked session's prompts, one after another",
+                         self.action_resend_turns))
+        if self.pane_mode == "tabs":
+            cmds.append(("Next pane", "one pane at a time: show the next", partial(self.action_next_pane, 1)))
+            cmds.append(("Previous pane", "one pane at a time: show the previous",
+                         partial(self.action_next_pane, -1)))
         if self.session.blind and not self.session.revealed and self.session.turns:
             cmds.append(("Reveal names without voting", "show which model wrote what; recorded as a reveal",
                          self.action_reveal))
@@ -484,3 +874,14 @@ class ChatScreen(Screen):
                 cmds.append((f"{name}: {action.replace('_', ' ')}", help_text,
                              partial(self.pane_action, i, action)))
         return cmds
+
+
+def _text_only_note(session: ChatSession, refused: Iterable[int], hidden: bool, what: str) -> str:
+    """Which contestants take text only and `what` follows for them; while
+    blind only how many (naming the pane would tell which model it is)."""
+    refused = sorted(refused)
+    if hidden:
+        many = len(refused) != 1
+        return (f"{len(refused)} contestant{'s' if many else ''} take{'' if many else 's'} text only and "
+                f"{what} (which one{'s' if many else ''} stays hidden until the vote).")
+    return f"{', '.join(session.display_name(i) for i in refused)}: text only, {what}."

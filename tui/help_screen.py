@@ -16,11 +16,15 @@ def binding_groups(app_class: type[App]) -> list[tuple[str, list]]:
     """(title, bindings) for every place keys work, in the order shown; the
     app's own bindings from `app_class` (the app imports this module)."""
     from tui.chat_screen import ChatScreen
+    from tui.compare_screen import CompareScreen
+    from tui.dialogs import Confirm, TextPrompt
+    from tui.model_picker import ModelPicker
     from tui.panes import Pane
     from tui.prompt_box import PromptBox
     from tui.replay_screen import ReplayScreen
     from tui.report_screen import ReportScreen
     from tui.sessions_screen import SessionsScreen
+    from tui.settings_screen import SettingsScreen
     from tui.tag_picker import TagPicker
     from tui.vote_bar import VoteBar
     from tui.vote_queue import VoteQueueScreen
@@ -32,6 +36,11 @@ def binding_groups(app_class: type[App]) -> list[tuple[str, list]]:
         ("Focused pane", Pane.BINDINGS),
         ("Vote bar", VoteBar.BINDINGS),
         ("Tag picker", TagPicker.BINDINGS),
+        ("Model picker", ModelPicker.BINDINGS),
+        ("Settings", SettingsScreen.BINDINGS),
+        ("Compare", CompareScreen.BINDINGS),
+        ("Text prompt", TextPrompt.BINDINGS),
+        ("Yes / no", Confirm.BINDINGS),
         ("Sessions", SessionsScreen.BINDINGS),
         ("Replay", ReplayScreen.BINDINGS),
         ("Vote queue", VoteQueueScreen.BINDINGS),

@@ -152,9 +152,12 @@ class Pane(Vertical):
             self.figures = live_figures(self.result)
 
     # ----- stream ---------------------------------------------------------
-    def begin_turn(self, prompt: str) -> None:
-        """A new user turn: show it and open an empty answer."""
-        self.body.add_user(prompt)
+    def begin_turn(self, prompt: str, images: list[str] | None = None, note: str | None = None) -> None:
+        """A new user turn: show it (with a placeholder line per image and a
+        note, e.g. that the images were not sent here) and open an empty answer."""
+        self.body.add_user(prompt + "".join(f"\n{p}" for p in images or ()))
+        if note:
+            self.body.add_note(note)
         self._open_answer()
 
     def begin_retry(self) -> None:
@@ -241,9 +244,8 @@ class Pane(Vertical):
             answer = body.answer_count > 0
             text = (body.answer_text() if action == "copy" else body.last_code_block()) if answer else None
             if text:
-                self.app.copy_to_clipboard(text)
                 thing = "the answer" if action == "copy" else "the last code block"
-                self.app.say(f"Copied {thing} of {name} ({len(text):,} characters).")
+                self.app.copy_text(text, f"{thing} of {name} ({len(text):,} characters)")
             else:
                 self.app.say(f"{name}: no answer to copy." if action == "copy"
                              else f"{name}: no code block in the answer.")

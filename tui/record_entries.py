@@ -5,14 +5,23 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from core.attachments import placeholder
 from core.tools import trace_lines
 from core.votes import output_note
 
 if TYPE_CHECKING:
+    from core.sessions import TurnRecord
     from core.votes import OutputRecord
 
 Entry = tuple[str, str]
 _ROLE = {"text": "assistant", "call": "tool", "result": "tool", "notice": "note", "stop": "note"}
+
+
+def prompt_entry(turn: TurnRecord, out: OutputRecord | None = None) -> Entry:
+    """A saved turn's prompt as `out` answered it (edited and re-sent, or as
+    first typed), with a placeholder line per attached image."""
+    text = out.prompt if out is not None and out.prompt else turn.user_message
+    return ("user", text + "".join("\n" + placeholder(img) for img in turn.images))
 
 
 def answer_entries(out: OutputRecord, note: str | None = None, *, hidden: bool = False) -> list[Entry]:

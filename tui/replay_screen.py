@@ -21,11 +21,11 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
 from core.votes import CHOICE_WORDS, describe, reveal_state  # noqa: F401  (CHOICE_WORDS re-exported)
-from tui.chat_screen import grid_shape
 from tui.figures import record_figures
+from tui.pane_tabs import grid_shape
 from tui.panes import Pane
 from tui.playback import answer_chunks, delays
-from tui.record_entries import Entry, answer_entries, pane_status, status_note
+from tui.record_entries import Entry, answer_entries, pane_status, prompt_entry, status_note
 
 if TYPE_CHECKING:
     from textual import getters
@@ -142,11 +142,16 @@ class ReplayScreen(Screen):
         entries: list[Entry] = []
         last_out = None
         for t_index, turn in enumerate(turns):
-            entries.append(("user", turn.user_message))
+            entries.append(prompt_entry(turn))
             if t_index == skip_answer_of:
                 continue
             outs = self._outputs(turn.id, i)
+            shown = turn.user_message
             for k, out in enumerate(outs):
+                if out.prompt and out.prompt != shown:      # an attempt that answered the prompt edited
+                    text, _ = prompt_entry(turn, out)
+                    entries.append(("user", f"(edited) {text}"))
+                    shown = out.prompt
                 entries += answer_entries(out, self._note(out, last=k == len(outs) - 1),
                                           hidden=not self.reveal.turn(out.turn_id))
                 last_out = out

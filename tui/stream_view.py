@@ -155,6 +155,12 @@ class StreamView(LineScrollView, can_focus=True):
         self._ops.append(("user", text))
         self._flush_soon(now=True)
 
+    def add_note(self, text: str) -> None:
+        """A plain status line of its own (between a prompt and its answer)."""
+        self._open = None
+        self._ops.append(("note", text))
+        self._flush_soon(now=True)
+
     def start_answer(self) -> None:
         """Begin a new assistant answer."""
         self._open = _Answer()

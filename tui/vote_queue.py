@@ -20,9 +20,9 @@ from textual.widgets import Footer, Header, Input, Static
 
 from core.vote_queue import LABELS, QueueItem, Repeats, Reveal, VoteQueue, check_summary
 from core.votes import VoteError, VoteNeedsConfirmation, describe
-from tui.chat_screen import grid_shape
+from tui.pane_tabs import grid_shape
 from tui.panes import Pane
-from tui.record_entries import Entry, answer_entries, pane_status, status_note
+from tui.record_entries import Entry, answer_entries, pane_status, prompt_entry, status_note
 from tui.tag_picker import TagChoice, TagPicker, tag_summary
 from tui.vote_bar import VoteBar
 
@@ -170,13 +170,13 @@ class VoteQueueScreen(Screen):
                 last = out
 
         for t in item.context:
-            entries.append(("user", t.user_message))
+            entries.append(prompt_entry(t, item.outputs.get((t.id, alias))))
             answer(t)
         for r, turns in enumerate(item.repeats):
             if len(item.repeats) > 1:
                 entries.append(("note", f"repeat {r + 1} of {len(item.repeats)}"))
             for t in turns:
-                entries.append(("user", t.user_message))
+                entries.append(prompt_entry(t, item.outputs.get((t.id, alias))))
                 answer(t)
         pane.body.set_conversation(entries)
         pane.status = pane_status(last) if last else "idle"

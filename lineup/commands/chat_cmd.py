@@ -1,9 +1,13 @@
-"""`lineup chat [-m ALIAS]... [--blind] [--system TEXT] [--temperature X]
-[--max-tokens N] [--seed N] [--resume SESSION] [--tools FILE]` (also plain `lineup`)."""
+"""`lineup chat [-m ALIAS]... [--blind] [--system TEXT] [-p KEY=VALUE]...
+[--temperature X] [--max-tokens N] [--seed N] [--resume SESSION] [--tools FILE]`
+(also plain `lineup`). With more than `PICKER_AT` configured models and no
+`-m`, the chat opens on the model picker instead of putting them all side by side."""
 
 from __future__ import annotations
 
 import argparse
+
+PICKER_AT = 4     # more configured models than this, and no -m: choose them in the picker
 
 DEMO_HINT = ("Demo models (offline, synthetic answers). Add real ones in {path} under [models.NAME] "
              "(provider, model, api_key_env) or set OPENAI_API_KEY; see `lineup models`.")
@@ -14,6 +18,10 @@ def configure(p: argparse.ArgumentParser) -> None:
                    help="a model alias (repeat, 1 to 8; default: every configured model, at most 8)")
     p.add_argument("--blind", action="store_true", help="hide which model wrote which answer until you vote")
     p.add_argument("--system", help="system prompt for every contestant")
+    p.add_argument("-p", "--param", dest="param_items", action="append", default=[], metavar="KEY=VALUE",
+                   help="a sampling parameter for every contestant (repeat): temperature, top_p, max_tokens, "
+                        "seed, stop, reasoning_effort (minimal|low|medium|high, where the protocol has it), "
+                        "extra_body (a JSON object) or extra_body.NAME; checked like a config's params")
     p.add_argument("--temperature", type=float)
     p.add_argument("--max-tokens", type=int)
     p.add_argument("--seed", type=int, help="sampling seed sent to every model (where supported)")
@@ -28,7 +36,7 @@ def configure(p: argparse.ArgumentParser) -> None:
 def prepare(args: argparse.Namespace):
     """(store path, config, ChatOptions) from the arguments; UsageError when wrong.
     Kept apart from `run` so it is tested without a terminal."""
-    from core.config import ConfigError, config_path, load_config, resolve_models
+    from core.config import ConfigError, config_path, load_config, params_from_assignments, resolve_models
     from core.errors import UsageError
     from core.sessions import MAX_CONTESTANTS
     from lineup.commands import checked_params
@@ -40,6 +48,7 @@ def prepare(args: argparse.Namespace):
         models = resolve_models(config, args.models) if args.models else list(config.models.values())
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
+    pick = not args.resume and not args.models and len(models) > PICKER_AT
     if not args.resume:
         if not args.models:
             models = models[:MAX_CONTESTANTS]
@@ -47,7 +56,8 @@ def prepare(args: argparse.Namespace):
             raise UsageError("no models: name them with -m ALIAS (see `lineup models`)")
         if len(models) > MAX_CONTESTANTS:
             raise UsageError(f"at most {MAX_CONTESTANTS} models side by side, not {len(models)}")
-    params = checked_params({"temperature": args.temperature, "max_tokens": args.max_tokens})
+    params = params_from_assignments(args.param_items).merged(
+        checked_params({"temperature": args.temperature, "max_tokens": args.max_tokens, "seed": args.seed}))
     script = None
     if getattr(args, "tools", None):
         if args.resume:
@@ -62,7 +72,7 @@ def prepare(args: argparse.Namespace):
     if models and all(m.is_demo for m in models) and not args.models:
         hint = DEMO_HINT.format(path=config_path(args.config)[0])
     opts = ChatOptions(models=models, blind=args.blind, system=args.system, params=params, seed=args.seed,
-                       resume=args.resume, hint=hint, script=script)
+                       resume=args.resume, hint=hint, script=script, pick=pick)
     return args.db or default_db_path(), config, opts
 
 

@@ -50,4 +50,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         parts = ", ".join(f"{n} {table.replace('_', ' ')}{'s' if n != 1 else ''}" for table, n in added.items())
         print(f"{shown} ({summary.format}): imported {parts}")
+    if summary.deleted_here:
+        from core.text import one_line
+
+        n = len(summary.deleted_here)
+        print(f"{shown}: left out {n} session{'s' if n != 1 else ''} deleted here "
+              f"({one_line(', '.join(summary.deleted_here[:3]))}{' ...' if n > 3 else ''})")
     return 0

@@ -1,6 +1,8 @@
 """`lineup sessions`: list saved sessions, newest first. Blind sessions show
 "hidden" instead of their contestants until every judged unit (case or turn)
-is revealed, and "k of n revealed" once some are."""
+is revealed, and "k of n revealed" once some are. `--delete ID` deletes one
+(asking first on a terminal; `--yes` without one), leaving a tombstone so
+that no merge or import brings it back."""
 
 from __future__ import annotations
 
@@ -14,9 +16,51 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--search", metavar="TEXT", help="only sessions whose title, prompts or answers contain TEXT")
     parser.add_argument("--limit", type=int, default=None, metavar="N", help="at most N sessions")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--delete", metavar="ID", help="delete this session (id or unique prefix) and all it holds; "
+                                                       "a tombstone keeps merges and imports from bringing it back")
+    parser.add_argument("--yes", action="store_true", help="with --delete: do not ask (needed without a terminal)")
+
+
+def delete(args: argparse.Namespace) -> int:
+    """`--delete ID`: say what goes, ask (on a terminal), delete, say it is done."""
+    import sys
+
+    from core.errors import UsageError
+    from core.text import one_line
+    from lineup.commands import open_store
+    from store import StoreError
+
+    store = open_store(args, write=True)
+    try:
+        try:
+            sid = store.resolve_session(args.delete)
+            summary = next(s for s in store.list_sessions() if s.id == sid)
+        except StoreError as exc:
+            raise UsageError(str(exc)) from None
+        what = (f"session {sid} ({summary.kind}, {summary.turns} turn{'s' if summary.turns != 1 else ''}, "
+                f"{summary.votes} vote{'s' if summary.votes != 1 else ''}"
+                + (f", {one_line(summary.title, 60)!s}" if summary.title else "") + ")")
+        if not args.yes:
+            if not sys.stdin.isatty():
+                raise UsageError(f"not deleting {what} without a terminal to confirm: add --yes")
+            answer = input(f"Delete {what} and everything recorded in it? [y/N] ")
+            if answer.strip().lower() not in ("y", "yes"):
+                print("Nothing deleted.")
+                return 0
+        try:
+            store.delete_session(sid)
+        except StoreError as exc:
+            print(f"lineup sessions: {exc}", file=sys.stderr)
+            return 1
+    finally:
+        store.close()
+    print(f"Deleted {what}; a tombstone keeps merges and imports from bringing it back.")
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.delete:
+        return delete(args)
     import json
     import sys
     from pathlib import Path

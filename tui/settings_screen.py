@@ -1,0 +1,176 @@
+"""The session's system prompt and sampling parameters, shown and edited:
+for the session, and per contestant on top of it (temperature, top_p,
+max_tokens, seed, reasoning effort where the protocol takes it, extra body as
+a JSON object). Values are typed as text and checked the way `-p KEY=VALUE`
+is (`core.config.params_from_text`): a bad one is named in the dialog, which
+stays open. Returns a `SettingsChoice` (or None); the chat applies it now
+when nothing was sent yet, else in a new session linked to this one.
+
+Blind means blind: until the vote the per-contestant rows are not shown at
+all (a model's own parameters could tell it apart), only the session's."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Input, Label, Static, TextArea
+
+from core.config import ParamsError, params_from_text
+from core.text import one_line
+from providers.catalogue import REASONING_EFFORT_PROVIDERS
+from providers.events import SamplingParams
+
+if TYPE_CHECKING:
+    from core.sessions import ChatSession
+
+FIELDS = ("temperature", "top_p", "max_tokens", "seed", "reasoning_effort", "extra_body")
+HEADINGS = {"temperature": "temperature", "top_p": "top_p", "max_tokens": "max tokens", "seed": "seed",
+            "reasoning_effort": "reasoning", "extra_body": "extra body (JSON)"}
+
+
+@dataclass(frozen=True)
+class SettingsChoice:
+    system: str | None
+    params: SamplingParams
+    contestant: dict[int, SamplingParams] = field(default_factory=dict)   # by contestant index
+
+
+def shown_value(params: SamplingParams, name: str) -> str:
+    value = getattr(params, name)
+    if value is None:
+        return ""
+    if name == "extra_body":
+        return json.dumps(value, ensure_ascii=False)
+    return str(value)
+
+
+def summary(system: str | None, params: SamplingParams, *, width: int = 60) -> Text:
+    """One line for the chat's session bar: the system prompt's start and the session's parameters."""
+    text = Text(no_wrap=True, overflow="ellipsis")
+    text.append("system: ", style="dim")
+    text.append(one_line(system, width) if system else "none")
+    for name in FIELDS:
+        value = shown_value(params, name)
+        if value:
+            text.append(f" · {HEADINGS[name].split(' ')[0]} ", style="dim")
+            text.append(one_line(value, 40))
+    if params.stop:
+        text.append(" · stop ", style="dim")
+        text.append(one_line(", ".join(params.stop), 30))
+    return text
+
+
+class SettingsScreen(ModalScreen[SettingsChoice | None]):
+    """Ctrl+S applies, Esc closes without a change, Tab moves between fields."""
+
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel", id="settings.cancel", tooltip="Close without a change"),
+        Binding("ctrl+s", "apply", "Apply", id="settings.apply", priority=True,
+                tooltip="Apply (now, or in a new linked session after a prompt)"),
+    ]
+
+    def __init__(self, session: ChatSession) -> None:
+        super().__init__()
+        self.session = session
+        self.hidden = not session.revealed
+        self.problem = ""
+
+    def _row(self, key: str, label: Text, values: SamplingParams, inherited: SamplingParams | None,
+             provider: str | None) -> Horizontal:
+        inputs = []
+        for name in FIELDS:
+            takes = name != "reasoning_effort" or provider is None or provider in REASONING_EFFORT_PROVIDERS
+            hint = shown_value(inherited, name) if inherited is not None else ""
+            placeholder = hint if takes else "n/a"
+            if name == "reasoning_effort" and provider is None:
+                placeholder = "where taken"   # (naming protocols would hint at the models)
+            inputs.append(Input(shown_value(values, name) if takes else "", placeholder=placeholder,
+                                id=f"set-{key}-{name}", classes=f"settings-field settings-{name}",
+                                compact=True, disabled=not takes))
+        return Horizontal(Label(label, classes="settings-label"), *inputs, classes="settings-row")
+
+    def compose(self) -> ComposeResult:
+        s = self.session
+        editable = s.settings_editable
+        with Vertical(classes="dialog", id="settings-dialog"):
+            yield Label(Text("System prompt and parameters", style="bold"), classes="dialog-title")
+            yield Static(Text("Nothing sent yet: changes apply to this session." if editable else
+                              "A prompt was sent: applying starts a new session linked to this one "
+                              "(same models; its prompts can be sent again)."), classes="dialog-note")
+            yield Label(Text("System prompt", style="bold"))
+            yield TextArea(s.system or "", id="settings-system", soft_wrap=True, compact=True,
+                           placeholder="none: type one for every model",
+                           tab_behavior="focus", show_line_numbers=False)
+            with VerticalScroll(id="settings-rows"):
+                yield Horizontal(Label(Text(""), classes="settings-label"),
+                                 *[Label(Text(HEADINGS[n], style="bold"), classes=f"settings-head settings-{n}")
+                                   for n in FIELDS], classes="settings-row")
+                yield self._row("session", Text("session", style="bold"), s.params, s.defaults, None)
+                if self.hidden:
+                    yield Static(Text("Per-contestant parameters are hidden until the vote: a model's own "
+                                      "settings could tell the models apart.", style="italic"),
+                                 id="settings-hidden")
+                else:
+                    for i, c in enumerate(s.contestants):
+                        yield self._row(str(i), Text(one_line(s.display_name(i), 18)), c.override, c.params,
+                                        c.config.provider)
+            yield Static("", id="settings-problem", classes="dialog-problem")
+            yield Label(Text("ctrl+s: apply · tab: next field · esc: cancel (blank: inherited, shown greyed)"),
+                        classes="dialog-help")
+
+    def on_mount(self) -> None:
+        self.query_one("#settings-system", TextArea).focus()
+
+    def _values(self, key: str) -> dict[str, str]:
+        out = {}
+        for name in FIELDS:
+            box = self.query_one(f"#set-{key}-{name}", Input)
+            if not box.disabled:
+                out[name] = box.value
+        return out
+
+    def choice(self) -> SettingsChoice:
+        """What the fields say; ParamsError naming the row and the key."""
+        problems: list[tuple[str, str]] = []
+        params = SamplingParams()
+        try:
+            params = params_from_text(self._values("session"), where="session")
+        except ParamsError as exc:
+            problems += [(f"session · {k}", w) for k, w in exc.problems]
+        stop = self.session.params.stop
+        if stop:
+            params = params.model_copy(update={"stop": stop})
+        own: dict[int, SamplingParams] = {}
+        if not self.hidden:
+            for i, c in enumerate(self.session.contestants):
+                try:
+                    own[i] = params_from_text(self._values(str(i)), where=c.label)
+                except ParamsError as exc:
+                    problems += [(f"{self.session.display_name(i)} · {k}", w) for k, w in exc.problems]
+        if problems:
+            raise ParamsError(problems, where="")
+        system = self.query_one("#settings-system", TextArea).text.strip() or None
+        return SettingsChoice(system, params, own)
+
+    def action_apply(self) -> None:
+        try:
+            choice = self.choice()
+        except ParamsError as exc:
+            self.problem = "; ".join(f"{k}: {w}" for k, w in exc.problems)
+            self.query_one("#settings-problem", Static).update(Text(self.problem, style="bold red"))
+            return
+        self.dismiss(choice)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.action_apply()
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
