@@ -674,7 +674,7 @@ def test_four_panes_at_100x30_become_tabs_each_readable(tmp_path):
             assert screen.panes[0].size.width >= 90                    # a whole line of text, code unbroken
             await pilot.press("alt+right")
             assert screen.active == 1 and [p.display for p in screen.panes] == [False, True, False, False]
-            assert "B  done" in screen_text(app)
+            await wait_for(pilot, lambda: "B  done" in screen_text(app), "pane B shown")   # drawn on the next frame
             assert "✓ done" in str(screen.query_one("#pane-tabs").render())
             assert leaks(visible_text(app), ["concise", "thorough", "quirky", "thinker", "demo"]) == []
             await pilot.resize_terminal(180, 40)
