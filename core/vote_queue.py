@@ -23,6 +23,7 @@ from core.votes import (
     VoteWarning,
     answer_warnings,
     check_choice,
+    counts_as_human,
     make_votes,
 )
 from store.ids import new_ulid
@@ -65,9 +66,10 @@ def _latest(outputs: list[OutputRecord]) -> dict[tuple[str, str], OutputRecord]:
     return out
 
 
-def build_items(loaded: LoadedSession, *, rater: str, repeats: str = "separate") -> list[QueueItem]:
+def build_items(loaded: LoadedSession, *, rater: str | None, repeats: str = "separate") -> list[QueueItem]:
     """Unvoted cases of one session (by `rater`), in the order they were run;
-    a case `rater` revealed without a vote is left out (its names were seen)."""
+    a case `rater` revealed without a vote is left out (its names were seen).
+    `rater` None: every judgeable case, voted or not (`lineup judge`)."""
     s = loaded.session
     if len(s.contestants) < 2:
         return []
@@ -79,8 +81,10 @@ def build_items(loaded: LoadedSession, *, rater: str, repeats: str = "separate")
     tags: dict[str, list] = {}
     for tag in loaded.tags:
         tags.setdefault(tag.output_id, []).append(tag)
-    voted = {v.turn_id for v in loaded.current_votes() if v.rater == rater}
+    voted = {v.turn_id for v in loaded.current_votes() if v.rater == rater and counts_as_human(v)}
     seen = {r.turn_id for r in loaded.reveals if r.rater == rater}   # revealed to them without a vote
+    if rater is None:
+        voted, seen = set(), set()
     aliases = [c.alias for c in sorted(s.contestants, key=lambda c: c.position)]
 
     groups: dict[tuple, list[TurnRecord]] = {}
@@ -191,7 +195,8 @@ class VoteQueue:
             items.extend(build_items(loaded, rater=self.rater, repeats=self.repeats))
             # votes of an earlier pass left before its end (reveal="end"): shown when this one ends
             self._hidden_votes += [v.id for v in loaded.current_votes()
-                                   if v.rater == self.rater and v.revealed_at is None and loaded.session.blind]
+                                   if v.rater == self.rater and counts_as_human(v) and v.revealed_at is None
+                                   and loaded.session.blind]
         self.items, self.total, self.done = items, len(items), 0
 
     # ----- the case on screen -------------------------------------------------

@@ -29,7 +29,8 @@ from store.records import (
 )
 from store.schema import VOTE_CONTESTANT_COLS
 
-TABLES = ("session", "contestant", "turn", "output", "vote", "vote_contestant", "tag", "check_result", "reveal")
+TABLES = ("session", "contestant", "turn", "output", "vote", "vote_contestant", "tag", "check_result", "reveal",
+          "gold_check", "blind_guess")
 
 
 class ImportFileError(StoreError):
@@ -92,6 +93,7 @@ _MERGE_COLS = {
     "session": R.SESSION_COLS, "contestant": R.CONTESTANT_COLS, "turn": R.TURN_COLS,
     "output": R.OUTPUT_COLS, "vote": R.VOTE_COLS, "vote_contestant": VOTE_CONTESTANT_COLS,
     "tag": R.TAG_COLS, "check_result": R.CHECK_COLS, "reveal": R.REVEAL_COLS,
+    "gold_check": R.GOLD_COLS, "blind_guess": R.GUESS_COLS,
 }
 
 
@@ -208,6 +210,9 @@ def _merge_attached(store: Store, copy: Path, other: Path) -> dict[str, int]:
                 # a vote withdrawn in either database is withdrawn here
                 conn.execute("UPDATE main.vote SET retracted_at = o.retracted_at, current = 0 FROM other.vote AS o "
                              "WHERE vote.id = o.id AND vote.retracted_at IS NULL AND o.retracted_at IS NOT NULL")
+                conn.execute("UPDATE main.gold_check SET retracted_at = o.retracted_at FROM other.gold_check AS o "
+                             "WHERE gold_check.id = o.id AND gold_check.retracted_at IS NULL "
+                             "AND o.retracted_at IS NOT NULL")
                 # a vote superseded in either database is superseded here
                 conn.execute("UPDATE main.vote SET current = 0 WHERE current = 1 AND id IN "
                              "(SELECT supersedes FROM main.vote WHERE supersedes IS NOT NULL)")

@@ -22,7 +22,7 @@ from textual.widgets import Footer, Header, Static
 
 from core.config import DEFAULT_TAGS
 from core.sessions import ChatSession, PaneUpdate
-from core.votes import VoteNeedsConfirmation, describe, exception_line
+from core.votes import VoteNeedsConfirmation, describe, exception_line, human_votes
 from tui.commands import PaletteCommand
 from tui.figures import record_figures
 from tui.panes import Pane
@@ -199,7 +199,7 @@ class ChatScreen(Screen):
                 pane.status = pane_status(last)
                 pane.figures = record_figures(last)
         rater = self.app.rater
-        self._voted_turns = {v.turn_id for v in loaded.current_votes() if v.rater == rater}
+        self._voted_turns = {v.turn_id for v in human_votes(loaded.current_votes()) if v.rater == rater}
 
     # ----- sending --------------------------------------------------------
     def on_prompt_box_submitted(self, event: PromptBox.Submitted) -> None:
