@@ -385,11 +385,11 @@ def _model(alias: str, table: Any, problems: list) -> ModelConfig | None:
             data.pop("params")
 
     if provider == "demo" and isinstance(data.get("model"), str):
-        from providers.demo import DEMO_STYLES
+        from providers.demo import ALL_DEMO_STYLES
 
-        if data["model"] not in DEMO_STYLES:
+        if data["model"] not in ALL_DEMO_STYLES:
             problems.append((_join(*where, "model"),
-                             f"unknown demo style {data['model']!r}; expected one of {', '.join(DEMO_STYLES)}"))
+                             f"unknown demo style {data['model']!r}; expected one of {', '.join(ALL_DEMO_STYLES)}"))
 
     if provider not in PROVIDERS:
         data["provider"] = "demo"   # already reported; a placeholder so the other fields are still checked
@@ -483,9 +483,9 @@ def resolve_models(config: Config, aliases: list[str]) -> list[ModelConfig]:
     ``demo/...`` aliases always resolve, configured or not."""
     if not aliases:
         return list(config.models.values())
-    from providers.demo import DEMO_MODELS
+    from providers.demo import DEMO_JUDGE, DEMO_MODELS
 
-    demo = {m.alias: m for m in DEMO_MODELS}
+    demo = {m.alias: m for m in (*DEMO_MODELS, DEMO_JUDGE)}
     out: list[ModelConfig] = []
     seen: set[str] = set()
     for alias in aliases:
