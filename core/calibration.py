@@ -57,8 +57,8 @@ def kappa_interval(x: np.ndarray, y: np.ndarray, *, rounds: int = 1000, seed: in
         return None
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, n, size=(rounds, n))
-    codes = x[idx] * k + y[idx]                                 # (rounds, n)
-    counts = np.stack([np.bincount(row, minlength=k * k) for row in codes]).reshape(rounds, k, k) / n
+    codes = x[idx] * k + y[idx] + (np.arange(rounds) * k * k)[:, None]     # (rounds, n), a block per round
+    counts = np.bincount(codes.ravel(), minlength=rounds * k * k).reshape(rounds, k, k) / n
     observed = np.trace(counts, axis1=1, axis2=2)
     chance = np.einsum("ri,ri->r", counts.sum(axis=2), counts.sum(axis=1))
     ok = chance < 1.0 - 1e-12
