@@ -8,23 +8,34 @@ that rater's queue); repeats judged apart or together. `tui.vote_queue` only dra
 A case is a sample-set case (its follow-ups together, judged on its last
 turn), or one chat turn (judged with the turns before it as context). With
 `repeats="together"` every repeat of a case is judged at once; the vote is
-recorded on each repeat's last turn. Votes are built by `core.votes`."""
+recorded on each repeat's last turn. Votes are built by `core.votes`.
+
+`adaptive=True` (`lineup vote --adaptive`): the queue serves (case, pair of
+models) items, the next one chosen by `core.adaptive.AdaptivePlanner` from
+people's votes so far (the rater's and everyone else's, never a judge's);
+the reason for each choice goes with its vote (`choice_reason`), and
+`stop_message` says when the top of the ranking is separated."""
 
 from __future__ import annotations
 
 import random
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from itertools import combinations
 from typing import TYPE_CHECKING, Literal
 
+from core.adaptive import AdaptivePlanner, Candidate, Choice, stop_message
 from core.votes import (
     LABELS,
     VoteNeedsConfirmation,
     VoteWarning,
     answer_warnings,
     check_choice,
+    battles_of,
     counts_as_human,
     make_votes,
+    pair_of,
+    pair_score,
 )
 from store.ids import new_ulid
 from store.records import LoadedSession, OutputRecord, RevealRecord, TagRecord, TurnRecord, VoteRecord
@@ -153,6 +164,7 @@ class Judged:
     item: QueueItem
     order: list[str]
     votes: list[VoteRecord]
+    choice: Choice | None = None        # adaptive: the planner's choice this judgement answered
 
 
 class VoteQueue:
@@ -160,7 +172,8 @@ class VoteQueue:
     AsyncStore; `rng` fixes the shuffles (tests), else each is fresh."""
 
     def __init__(self, store: AsyncStore, *, rater: str, session_id: str | None = None, reveal: Reveal = "each",
-                 repeats: Repeats = "separate", rng: random.Random | None = None) -> None:
+                 repeats: Repeats = "separate", rng: random.Random | None = None, adaptive: bool = False,
+                 confidence: float = 0.95) -> None:
         if reveal not in ("each", "end"):
             raise ValueError(f"reveal is 'each' or 'end', not {reveal!r}")
         if repeats not in ("separate", "together"):
@@ -181,6 +194,14 @@ class VoteQueue:
         self.history: list[Judged] = []
         self.seen: list[QueueItem] = []     # cases revealed without a vote in this pass
         self._hidden_votes: list[str] = []
+        if not 0.5 < confidence < 1:
+            raise ValueError(f"confidence is between 0.5 and 1, not {confidence!r}")
+        self.adaptive = adaptive
+        self.confidence = confidence
+        self.planner: AdaptivePlanner | None = None
+        self.choice: Choice | None = None   # adaptive: why the current item is on screen
+        self._by_key: dict[str, QueueItem] = {}
+        self._redo: Choice | None = None    # adaptive: an undone judgement, served again next
 
     async def load(self) -> None:
         """The unvoted cases of one session, or of every session (oldest first)."""
@@ -190,25 +211,81 @@ class VoteQueue:
             ids = [s.id for s in reversed(await self.store.list_sessions()) if s.turns]
         items: list[QueueItem] = []
         self._hidden_votes = []
+        candidates: list[Candidate] = []
+        battles: dict[str, tuple[str, str, float]] = {}
         for sid in ids:
             loaded = await self.store.load_session(sid)
-            items.extend(build_items(loaded, rater=self.rater, repeats=self.repeats))
+            if self.adaptive:
+                candidates += self._candidates(loaded)
+                battles.update(_people_battles(loaded))
+            else:
+                items.extend(build_items(loaded, rater=self.rater, repeats=self.repeats))
             # votes of an earlier pass left before its end (reveal="end"): shown when this one ends
             self._hidden_votes += [v.id for v in loaded.current_votes()
                                    if v.rater == self.rater and counts_as_human(v) and v.revealed_at is None
                                    and loaded.session.blind]
         self.items, self.total, self.done = items, len(items), 0
+        if self.adaptive:
+            self.planner = AdaptivePlanner(candidates, battles=battles, rng=self.rng or random.Random())
+            self.total = len(candidates)
+
+    def _candidates(self, loaded: LoadedSession) -> list[Candidate]:
+        """Adaptive: every (case, pair of models) of a session this rater has
+        neither voted on (that pair on that case) nor seen revealed."""
+        seen = {r.turn_id for r in loaded.reveals if r.rater == self.rater}
+        mine = [v for v in loaded.current_votes() if v.rater == self.rater and counts_as_human(v)]
+        out: list[Candidate] = []
+        for item in build_items(loaded, rater=None, repeats=self.repeats):
+            targets = {t.id for t in item.targets}
+            if targets & seen:
+                continue
+            present = [a for a in item.aliases
+                       if all((o := item.outputs.get((t, a))) is not None and o.status != "streaming"
+                              for t in targets)]
+            self._by_key[item.key] = item
+            for x, y in combinations(present, 2):
+                pair = pair_of(x, y)
+                if any(v.turn_id in targets and pair_score(v.choice, v.ranking, v.mapping, v.positions, pair)
+                       is not None for v in mine):
+                    continue
+                out.append(Candidate(key=item.key, pair=pair, category=item.category))
+        return out
+
+    @property
+    def stop_message(self) -> str | None:
+        """Adaptive: "you can stop: ..." once the top of the ranking is
+        separated at `confidence`; None before (and without --adaptive).
+        Names the models only when names are shown after each vote."""
+        if self.planner is None:
+            return None
+        return stop_message(self.planner.standing(), self.confidence, named=self.reveal == "each")
 
     # ----- the case on screen -------------------------------------------------
     def advance(self) -> QueueItem | None:
         """The next case, in a fresh random order; None when none is left."""
         self.judged = False
         self.revealed_current = False
+        if self.planner is not None:
+            return self._advance_adaptive()
         if not self.items:
             self.current, self.order = None, []
             return None
         self.current = self.items.pop(0)
         self.order = shuffled_positions(self.current.aliases, self.rng)
+        return self.current
+
+    def _advance_adaptive(self) -> QueueItem | None:
+        assert self.planner is not None
+        choice, self._redo = (self._redo, None) if self._redo is not None else (self.planner.next(), None)
+        self.choice = choice
+        if choice is None:
+            self.current, self.order = None, []
+            return None
+        self.planner.served(choice)
+        x, y = choice.candidate.pair
+        self.order = [choice.left, y if choice.left == x else x]
+        # the case with only the chosen pair's answers (the planner chose who is on the left)
+        self.current = replace(self._by_key[str(choice.candidate.key)], aliases=[x, y])
         return self.current
 
     @property
@@ -251,10 +328,19 @@ class VoteQueue:
                 raise VoteNeedsConfirmation(warnings)
         votes = make_votes(item.session_id, [t.id for t in item.targets], choice, mapping=self.mapping,
                            positions=self.labels, ranking=ranking, rater=self.rater, note=note,
-                           revealed=self.reveal == "each")
+                           revealed=self.reveal == "each",
+                           choice_reason=self.choice.reason if self.planner is not None and self.choice else None)
         for v in votes:
             await self.store.add_vote(v)
-        self.history.append(Judged(item, list(self.order), votes))
+        judged_choice = self.choice if self.planner is not None else None
+        if self.planner is not None and judged_choice is not None:
+            pair = judged_choice.candidate.pair
+            scores = [pair_score(v.choice, v.ranking, v.mapping, v.positions, pair) for v in votes]
+            self.planner.record(votes[0].id, judged_choice, scores[0])
+            for v, score in zip(votes[1:], scores[1:]):     # the other repeats judged together
+                if score is not None:
+                    self.planner.battles[v.id] = (pair[0], pair[1], score)
+        self.history.append(Judged(item, list(self.order), votes, judged_choice))
         self.done += 1
         self.judged = True
         return votes
@@ -305,7 +391,10 @@ class VoteQueue:
         """The current case goes to the back of the queue."""
         item = self._waiting_item()
         if item is not None:
-            self.items.append(item)
+            if self.planner is not None and self.choice is not None:
+                self.planner.skip(self.choice)
+            else:
+                self.items.append(item)
             self.current = None
 
     async def undo(self) -> Judged | None:
@@ -318,15 +407,27 @@ class VoteQueue:
             await self.store.retract_vote(v.id)
         self.history.pop()
         waiting = self._waiting_item()
+        self.done -= 1
+        if self.planner is not None:
+            if waiting is not None and self.choice is not None:
+                self.planner.candidates.insert(0, self.choice.candidate)
+            if last.choice is not None:
+                self.planner.retract(last.votes[0].id, last.choice)
+                for v in last.votes[1:]:
+                    self.planner.battles.pop(v.id, None)
+                self._redo = last.choice        # served again first
+            self.current = None
+            return last
         if waiting is not None:
             self.items.insert(0, waiting)
         self.current = None
-        self.done -= 1
         self.items.insert(0, last.item)
         return last
 
     @property
     def finished(self) -> bool:
+        if self.planner is not None:
+            return not self.planner.candidates and not self.waiting
         return not self.items and not self.waiting
 
     async def finish(self) -> list[Judged]:
@@ -342,3 +443,21 @@ class VoteQueue:
             await self.store.reveal_votes(ids)
         self._hidden_votes = []
         return list(self.history) if self.reveal == "end" else []
+
+
+def _people_battles(loaded: LoadedSession) -> dict[str, tuple[str, str, float]]:
+    """People's current votes of a session as comparisons for the adaptive
+    planner: (vote id:pair) -> (model, model, score of the first). A
+    judge's verdicts never enter (`counts_as_human`)."""
+    out: dict[str, tuple[str, str, float]] = {}
+    for v in loaded.current_votes():
+        if not counts_as_human(v):
+            continue
+        try:
+            battles = battles_of(v.choice, v.ranking, v.mapping, v.positions, v.id)
+        except ValueError:
+            continue
+        for b in battles:
+            score = 1.0 if b.outcome == "a" else 0.0 if b.outcome == "b" else 0.5
+            out[f"{v.id}:{b.model_a}:{b.model_b}"] = (b.model_a, b.model_b, score)
+    return out

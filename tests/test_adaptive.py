@@ -1,0 +1,167 @@
+"""The adaptive vote queue (`core.adaptive`, `lineup vote --adaptive`): the
+warm-up serves the least-compared models, then the pair whose order is least
+certain near the top; unvoted cases, categories and left/right positions
+are balanced; the stop message comes only once the leader is separated; and
+through `core.vote_queue.VoteQueue` on a real store: items are pairs, the
+choice reason is recorded with each vote, a judge's verdicts never steer
+it, undo serves the same pair again, a resumed pass offers only the pairs
+this rater has not voted on."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from itertools import combinations
+
+import anyio
+from test_tui_vote_queue import ALIASES, CASES, make_run
+
+from core.adaptive import WARMUP, AdaptivePlanner, Candidate, Choice, misorder, standing, stop_message
+from core.vote_queue import VoteQueue
+from store import AsyncStore, Store
+from store.records import VoteRecord
+
+
+def grid(models, cases, categories=2):
+    return [Candidate(key=f"k{k}", pair=p, category=f"cat{k % categories}")
+            for k in range(cases) for p in combinations(sorted(models), 2)]
+
+
+def test_warm_up_serves_the_least_compared_models_first():
+    planner = AdaptivePlanner(grid("abcd", 10), rng=random.Random(1))
+    for n in range(6):
+        planner.record(f"v{n}", Choice(Candidate("old", ("a", "b")), "a", {}), 1.0)
+    choice = planner.next()
+    assert set(choice.candidate.pair) == {"c", "d"}
+    assert choice.reason["rule"].startswith("warm-up") and choice.reason["mode"] == "adaptive"
+
+
+def test_after_the_warm_up_the_uncertain_pair_at_the_top_comes_first():
+    # a beats everyone clearly, b and c are level, d loses clearly: b-c is the uncertain pair,
+    # but a-b (the leader's order) is not settled either and counts double
+    battles = {}
+    n = 0
+    for _ in range(12):
+        for x, y, s in [("a", "d", 1.0), ("b", "d", 1.0), ("c", "d", 1.0), ("b", "c", 1.0), ("b", "c", 0.0),
+                        ("a", "c", 1.0)]:
+            battles[f"v{n}"] = (x, y, s)
+            n += 1
+    planner = AdaptivePlanner(grid("abcd", 5), battles=battles, rng=random.Random(0))
+    st = planner.standing()
+    assert st.models[0] == "a" and st.models[-1] == "d"
+    assert min(st.comparisons.values()) >= WARMUP
+    choice = planner.next()
+    assert choice.candidate.pair in {("a", "b"), ("b", "c")}
+    prio = planner.priorities(st)
+    assert prio[("a", "d")][0] < prio[("b", "c")][0]
+    assert misorder(st, "b", "c") > 0.3 > misorder(st, "a", "d")
+
+
+def test_unvoted_cases_categories_and_positions_are_balanced():
+    planner = AdaptivePlanner(grid("ab", 8, categories=2), rng=random.Random(3))
+    cases, cats, lefts = Counter(), Counter(), Counter()
+    for n in range(8):
+        choice = planner.next()
+        planner.served(choice)
+        planner.record(f"v{n}", choice, 1.0 if n % 2 else 0.0)
+        cases[choice.candidate.key] += 1
+        cats[choice.candidate.category] += 1
+        lefts[choice.left] += 1
+    assert set(cases.values()) == {1} and cats == Counter({"cat0": 4, "cat1": 4})
+    assert lefts == Counter({"a": 4, "b": 4})
+    assert planner.next() is None
+
+
+def test_the_stop_message_waits_for_a_separated_leader():
+    close = {f"v{n}": ("a", "b", float(n % 2)) for n in range(40)}
+    assert stop_message(standing(list(close.values()), ["a", "b"])) is None
+    few = {f"v{n}": ("a", "b", 1.0 if n else 0.0) for n in range(6)}       # clear, but under 10 comparisons
+    assert stop_message(standing(list(few.values()), ["a", "b"])) is None
+    clear = [("a", "b", 1.0 if n % 10 else 0.0) for n in range(60)] + \
+            [("a", "c", 1.0 if n % 10 else 0.0) for n in range(60)] + [("b", "c", float(n % 2)) for n in range(20)]
+    st = standing(clear, ["a", "b", "c"])
+    msg = stop_message(st)
+    assert msg is not None and msg.startswith("you can stop: a is ahead of") and "95% confidence" in msg
+    hidden = stop_message(st, named=False)
+    assert hidden is not None and "a " not in hidden.replace("a tie", "") and "names at the end" in hidden
+    # one model never compared with the leader's group: no stop
+    assert stop_message(standing(clear, ["a", "b", "c", "e"])) is None
+
+
+def _make_db(tmp_path):
+    db = tmp_path / "a.db"
+    sid = make_run(db, CASES * 1 + [("c4", "math", ["three times three?"]), ("c5", "code", ["a sort"])])
+    return db, sid
+
+
+def test_the_adaptive_queue_serves_pairs_and_records_why(tmp_path):
+    db, sid = _make_db(tmp_path)
+    with Store.open(db) as s:
+        loaded = s.load_session(sid)
+        # a judge's verdict on c1: it must not steer the queue nor hide c1's pairs from the person
+        t1 = next(t for t in loaded.turns if t.case_id == "c1")
+        s.add_vote(VoteRecord(session_id=sid, turn_id=t1.id, rater="judge:demo/judge", rater_kind="judge",
+                              judge="demo/judge", choice="A", mapping={"A": "kestrel", "B": "heron"},
+                              positions=["A", "B"]))
+
+    async def go():
+        store = await AsyncStore.open(db)
+        queue = VoteQueue(store, rater="tester", session_id=sid, rng=random.Random(2), adaptive=True)
+        await queue.load()
+        assert queue.planner is not None and not queue.planner.battles        # the judge's verdict left out
+        assert queue.total == 5 * 3                                            # five cases, three pairs each
+        item = queue.advance()
+        assert len(queue.order) == 2 and set(queue.order) <= set(ALIASES) and queue.labels == ["A", "B"]
+        assert set(item.aliases) == set(queue.order)
+        first = queue.choice
+        votes = await queue.vote("A")
+        assert votes[0].choice_reason == first.reason and votes[0].choice_reason["mode"] == "adaptive"
+        assert set(votes[0].mapping.values()) == set(first.candidate.pair)
+        assert queue.stop_message is None
+        # undo: the same (case, pair) comes back first
+        await queue.undo()
+        again = queue.advance()
+        assert queue.choice is first and again.key == item.key
+        await queue.vote("B")
+        for _ in range(3):
+            queue.advance()
+            await queue.vote("tie")
+        await store.aclose()
+        return first
+
+    first = anyio.run(go)
+    with Store.open(db) as s:
+        loaded = s.load_session(sid)
+    mine = [v for v in loaded.current_votes() if v.rater == "tester"]
+    assert len(mine) == 4 and all(v.choice_reason and v.choice_reason["mode"] == "adaptive" for v in mine)
+    assert all(len(v.mapping) == 2 for v in mine)
+
+    async def resume():
+        store = await AsyncStore.open(db)
+        queue = VoteQueue(store, rater="tester", session_id=sid, rng=random.Random(5), adaptive=True)
+        await queue.load()
+        await store.aclose()
+        return queue
+
+    queue = anyio.run(resume)
+    assert queue.total == 15 - 4 and len(queue.planner.battles) == 4    # the person's four votes steer it now
+    voted = {(v.turn_id, tuple(sorted(v.mapping.values()))) for v in mine}
+    offered = {(queue._by_key[str(c.key)].targets[0].id, c.pair) for c in queue.planner.candidates}
+    assert not voted & offered
+
+
+def test_a_plain_queue_records_no_choice_reason(tmp_path):
+    db, sid = _make_db(tmp_path)
+
+    async def go():
+        store = await AsyncStore.open(db)
+        queue = VoteQueue(store, rater="tester", session_id=sid, rng=random.Random(2))
+        await queue.load()
+        queue.advance()
+        votes = await queue.vote("A")
+        assert queue.stop_message is None
+        await store.aclose()
+        return votes
+
+    (vote,) = anyio.run(go)
+    assert vote.choice_reason is None and len(vote.mapping) == 3
