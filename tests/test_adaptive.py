@@ -165,3 +165,63 @@ def test_a_plain_queue_records_no_choice_reason(tmp_path):
 
     (vote,) = anyio.run(go)
     assert vote.choice_reason is None and len(vote.mapping) == 3
+
+
+def test_the_adaptive_screen_shows_two_answers_records_why_and_says_when_to_stop(tmp_path):
+    """`lineup vote --adaptive` in the TUI: two panes, nothing names a model
+    before the vote, the vote carries its choice reason, and once people's
+    votes separate the leader the screen says "you can stop" (after the
+    names are shown)."""
+    from tui_support import leaks, open_store, run, wait_for
+
+    from tui.app import LineupApp, VoteOptions
+    from tui.vote_queue import VoteQueueScreen
+
+    db = tmp_path / "s.db"
+    cases = [(f"c{k}", "math" if k % 2 else "code", [f"question {k}"]) for k in range(30)]
+    sid = make_run(db, cases)
+    with Store.open(db) as s:      # another person's votes: kestrel clearly ahead of both others
+        loaded = s.load_session(sid)
+        for k, t in enumerate(loaded.turns):
+            winner = "heron" if k % 10 == 0 else "kestrel"
+            s.add_vote(VoteRecord(session_id=sid, turn_id=t.id, rater="other", choice="A",
+                                  mapping={"A": winner, "B": "plover"} if k % 3 == 0 else
+                                  {"A": winner, "B": "heron" if winner == "kestrel" else "kestrel"},
+                                  positions=["A", "B"]))
+
+    async def scenario():
+        store = await open_store(db)
+        app = LineupApp(store, vote=VoteOptions(session_id=sid, shuffle_seed=3, adaptive=True), rater="tester")
+        async with app.run_test(size=(150, 40)) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, VoteQueueScreen) and app.screen.current is not None,
+                           "the queue")
+            screen = app.screen
+            await pilot.pause()
+            assert len(screen.panes) == 2 and "pair 1 of 90" in str(screen.info.render())
+            chrome = "\n".join([str(screen.info.render()), *[str(p.header.render()) for p in screen.panes],
+                                *[m for _, m in app.notices]])
+            assert leaks(chrome, ALIASES) == [] and "you can stop" not in chrome
+            await pilot.press("a")
+            await wait_for(pilot, lambda: screen.judged, "the vote")
+            await pilot.pause()
+            info = str(screen.info.render())
+            notices = [m for _, m in app.notices]
+        await store.aclose()
+        return info, notices
+
+    info, notices = run(scenario())
+    assert "you can stop: kestrel is ahead of" in info and "95% confidence" in info
+    assert any(m.startswith("You can stop: kestrel") for m in notices)
+    with Store.open(db) as s:
+        mine = [v for v in s.load_session(sid).current_votes() if v.rater == "tester"]
+    assert len(mine) == 1 and mine[0].choice_reason["mode"] == "adaptive" and len(mine[0].mapping) == 2
+
+
+def test_confidence_without_adaptive_or_out_of_range_is_a_usage_error(tmp_path, capsys):
+    from lineup.cli import main
+
+    db = tmp_path / "u.db"
+    assert main(["vote", "--db", str(db), "--confidence", "0.99"]) == 2
+    assert "--confidence goes with --adaptive" in capsys.readouterr().err
+    assert main(["vote", "--db", str(db), "--adaptive", "--confidence", "1.5"]) == 2
+    assert "--confidence: a probability between 0.5 and 1" in capsys.readouterr().err

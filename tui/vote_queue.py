@@ -2,7 +2,9 @@
 time, its answers in freshly shuffled positions (recorded in the vote),
 vote, tag, note, skip, undo; progress n/total; resumable because the queue
 is rebuilt from the record each time. Names appear after each vote or only
-at the end (`reveal`). The logic is `core.vote_queue.VoteQueue`; this screen
+at the end (`reveal`). With `adaptive`, two answers at a time, the pair
+chosen by `core.adaptive`, and the info line says when the top of the
+ranking is separated ("you can stop: ..."). The logic is `core.vote_queue.VoteQueue`; this screen
 draws it and forwards keys."""
 
 from __future__ import annotations
@@ -52,8 +54,11 @@ class VoteQueueScreen(Screen):
     ]
 
     def __init__(self, session_id: str | None = None, *, reveal: Reveal = "each", repeats: Repeats = "separate",
-                 standalone: bool = False, rng: random.Random | None = None) -> None:
+                 standalone: bool = False, rng: random.Random | None = None, adaptive: bool = False,
+                 confidence: float = 0.95) -> None:
         super().__init__()
+        self.adaptive = adaptive
+        self.confidence = confidence
         self.session_id = session_id
         self.reveal = reveal
         self.repeats = repeats
@@ -65,6 +70,7 @@ class VoteQueueScreen(Screen):
         self.unconfirmed: tuple[str, list[str] | None] | None = None   # a vote waiting for its repeat
         self.info = Static("loading…", classes="info-line", id="queue-info")
         self.vote_bar = VoteBar()
+        self._stop_said = False             # adaptive: the stop message was notified once
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False, icon="≡")
@@ -120,7 +126,8 @@ class VoteQueueScreen(Screen):
         self.sub_title = "vote queue"
         self.query_one("#queue-note").display = False
         queue = VoteQueue(self.app.store, rater=self.app.rater, session_id=self.session_id,
-                          reveal=self.reveal, repeats=self.repeats, rng=self.rng)
+                          reveal=self.reveal, repeats=self.repeats, rng=self.rng, adaptive=self.adaptive,
+                          confidence=self.confidence)
         try:
             await queue.load()
         except Exception as exc:
@@ -183,7 +190,8 @@ class VoteQueueScreen(Screen):
 
     def _show_info(self, extra: str = "") -> None:
         item = self.current
-        line = f"case {self.done + len(self._queue.seen) + 1} of {self.total}"
+        what = "pair" if self.adaptive else "case"
+        line = f"{what} {self.done + len(self._queue.seen) + 1} of {self.total}"
         if item is not None and item.case_id:
             line += f" · {item.case_id}" + (f" ({item.category})" if item.category else "")
         if item is not None and len(item.repeats) > 1:
@@ -192,6 +200,10 @@ class VoteQueueScreen(Screen):
             line += " · note set"
         if extra:
             line += " · " + extra
+        # the stop message names models: only once this case's names are shown (never beside a blind case)
+        stop = self._queue.stop_message if self.queue is not None and not self.waiting else None
+        if stop:
+            line += " · " + stop
         self.info.update(Text(line))
 
     def _show_end(self) -> None:
@@ -245,6 +257,10 @@ class VoteQueueScreen(Screen):
             self.app.say(f"Vote not saved: {exc}", severity="error")
             return
         self.note = None
+        stop = self._queue.stop_message
+        if stop and not self._stop_said:
+            self._stop_said = True
+            self.app.say(stop[0].upper() + stop[1:])
         what = describe(votes[0], revealed=False)
         if self.reveal == "each":
             self._show_names(item, f"voted {what}")
