@@ -14,7 +14,13 @@ recorded on each repeat's last turn. Votes are built by `core.votes`.
 models) items, the next one chosen by `core.adaptive.AdaptivePlanner` from
 people's votes so far (the rater's and everyone else's, never a judge's);
 the reason for each choice goes with its vote (`choice_reason`), and
-`stop_message` says when the top of the ranking is separated."""
+`stop_message` says when the top of the ranking is separated.
+
+Rater quality: `gold_rate` > 0 mixes in, after a case, with that chance, a
+gold pair: a real answer against a spoiled copy of it (`degraded_copy`),
+judged like any case but recorded as a `GoldCheckRecord`, never a vote.
+`guess` records the blinding audit's answer ("which model do you think
+wrote A?") for the vote just cast, before its names are shown."""
 
 from __future__ import annotations
 
@@ -27,6 +33,7 @@ from typing import TYPE_CHECKING, Literal
 from core.adaptive import AdaptivePlanner, Candidate, Choice, stop_message
 from core.votes import (
     LABELS,
+    gold_correct,
     VoteNeedsConfirmation,
     VoteWarning,
     answer_warnings,
@@ -38,7 +45,16 @@ from core.votes import (
     pair_score,
 )
 from store.ids import new_ulid
-from store.records import LoadedSession, OutputRecord, RevealRecord, TagRecord, TurnRecord, VoteRecord
+from store.records import (
+    BlindGuessRecord,
+    GoldCheckRecord,
+    LoadedSession,
+    OutputRecord,
+    RevealRecord,
+    TagRecord,
+    TurnRecord,
+    VoteRecord,
+)
 
 if TYPE_CHECKING:
     from store.writer import AsyncStore
@@ -165,6 +181,7 @@ class Judged:
     order: list[str]
     votes: list[VoteRecord]
     choice: Choice | None = None        # adaptive: the planner's choice this judgement answered
+    gold: GoldCheckRecord | None = None  # a gold pair: its check (and no votes)
 
 
 class VoteQueue:
@@ -173,7 +190,9 @@ class VoteQueue:
 
     def __init__(self, store: AsyncStore, *, rater: str, session_id: str | None = None, reveal: Reveal = "each",
                  repeats: Repeats = "separate", rng: random.Random | None = None, adaptive: bool = False,
-                 confidence: float = 0.95) -> None:
+                 confidence: float = 0.95, gold_rate: float = 0.0) -> None:
+        if not 0 <= gold_rate < 1:
+            raise ValueError(f"gold_rate is at least 0 and below 1, not {gold_rate!r}")
         if reveal not in ("each", "end"):
             raise ValueError(f"reveal is 'each' or 'end', not {reveal!r}")
         if repeats not in ("separate", "together"):
@@ -202,6 +221,9 @@ class VoteQueue:
         self.choice: Choice | None = None   # adaptive: why the current item is on screen
         self._by_key: dict[str, QueueItem] = {}
         self._redo: Choice | None = None    # adaptive: an undone judgement, served again next
+        self.gold_rate = gold_rate
+        self.gold: tuple[str, str] | None = None   # the current item is a gold pair: (model copied, degradation)
+        self._pool: list[QueueItem] = []    # every judgeable case loaded, where gold pairs come from
 
     async def load(self) -> None:
         """The unvoted cases of one session, or of every session (oldest first)."""
@@ -225,6 +247,7 @@ class VoteQueue:
                                    if v.rater == self.rater and counts_as_human(v) and v.revealed_at is None
                                    and loaded.session.blind]
         self.items, self.total, self.done = items, len(items), 0
+        self._pool = list(items) or list(self._by_key.values())
         if self.adaptive:
             self.planner = AdaptivePlanner(candidates, battles=battles, rng=self.rng or random.Random())
             self.total = len(candidates)
@@ -265,6 +288,12 @@ class VoteQueue:
         """The next case, in a fresh random order; None when none is left."""
         self.judged = False
         self.revealed_current = False
+        was_gold, self.gold = self.gold is not None, None
+        left = (self.planner.candidates or self._redo) if self.planner is not None else self.items
+        if self.gold_rate and self.history and not was_gold and left and self._draw().random() < self.gold_rate:
+            item = self._gold_item()
+            if item is not None:
+                return item
         if self.planner is not None:
             return self._advance_adaptive()
         if not self.items:
@@ -272,6 +301,33 @@ class VoteQueue:
             return None
         self.current = self.items.pop(0)
         self.order = shuffled_positions(self.current.aliases, self.rng)
+        return self.current
+
+    def _draw(self) -> random.Random:
+        if self.rng is None:
+            self.rng = random.Random()
+        return self.rng
+
+    def _gold_item(self) -> QueueItem | None:
+        """A gold pair: a complete answer of a loaded case against a spoiled
+        copy of it, in shuffled positions; None when no answer is long enough."""
+        rng = self._draw()
+        options = [(item, alias) for item in self._pool for alias in item.aliases
+                   if (o := item.outputs.get((item.targets[0].id, alias))) is not None and o.status == "complete"
+                   and len(o.text.split()) >= GOLD_MIN_WORDS]
+        if not options:
+            return None
+        item, alias = options[rng.randrange(len(options))]
+        target = item.targets[0]
+        real = item.outputs[(target.id, alias)]
+        text, how = degraded_copy(real.text, rng)
+        copy = real.model_copy(update={"id": new_ulid(), "contestant": DEGRADED, "text": text, "reasoning": None,
+                                       "trace": None})
+        outputs = dict(item.outputs)
+        outputs[(target.id, DEGRADED)] = copy
+        self.current = replace(item, repeats=item.repeats[:1], aliases=[alias, DEGRADED], outputs=outputs)
+        self.order = shuffled_positions([alias, DEGRADED], self.rng)
+        self.gold = (alias, how)
         return self.current
 
     def _advance_adaptive(self) -> QueueItem | None:
@@ -322,6 +378,9 @@ class VoteQueue:
         if item is None or self.judged or self.revealed_current:
             raise ValueError("no case waiting for a vote")
         check_choice(choice, self.labels, ranking)
+        if self.gold is not None:
+            await self._judge_gold(item, choice)
+            return []
         if not confirm:
             warnings = self.warnings(choice)
             if warnings:
@@ -345,6 +404,34 @@ class VoteQueue:
         self.judged = True
         return votes
 
+    async def _judge_gold(self, item: QueueItem, choice: str) -> None:
+        assert self.gold is not None
+        model, how = self.gold
+        better = next(label for label, alias in self.mapping.items() if alias == model)
+        rec = GoldCheckRecord(session_id=item.session_id, turn_id=item.targets[0].id, rater=self.rater,
+                              source="degraded", model=model, degradation=how, better=better, choice=choice,
+                              positions=self.labels, correct=gold_correct(choice, better))
+        await self.store.add_gold_check(rec)
+        self.history.append(Judged(item, list(self.order), [], gold=rec))
+        self.judged = True
+
+    async def guess(self, label: str, guess: str | None, options: list[str]) -> BlindGuessRecord:
+        """The blinding audit, after the vote on the current case and before
+        its names are shown: which of `options` the rater thinks wrote the
+        answer under `label` (None: no idea). ValueError out of turn."""
+        last = self.history[-1] if self.history else None
+        if not self.judged or last is None or not last.votes or last.item is not self.current:
+            raise ValueError("a guess goes with the vote just cast")
+        if label not in self.mapping:
+            raise ValueError(f"label {label!r} is not on screen ({', '.join(self.labels)})")
+        if guess is not None and guess not in options:
+            raise ValueError(f"the guess {guess!r} is not one of the models offered")
+        vote = last.votes[0]
+        rec = BlindGuessRecord(vote_id=vote.id, session_id=vote.session_id, rater=self.rater, label=label,
+                               actual=self.mapping[label], guess=guess, options=list(options))
+        await self.store.add_blind_guess(rec)
+        return rec
+
     async def reveal_current(self) -> list[RevealRecord]:
         """Show the current case's models without a vote (the rater asks):
         recorded as a reveal of each turn a vote would go on, so its case
@@ -353,6 +440,9 @@ class VoteQueue:
         item = self.current
         if item is None or self.judged or self.revealed_current:
             raise ValueError("no case waiting for a vote")
+        if self.gold is not None:           # a gold pair: nothing real to reveal, it is simply done
+            self.revealed_current = True
+            return []
         now = time.time()
         records = [RevealRecord(session_id=item.session_id, turn_id=t.id, rater=self.rater, created=now)
                    for t in item.targets]
@@ -390,6 +480,9 @@ class VoteQueue:
     def skip(self) -> None:
         """The current case goes to the back of the queue."""
         item = self._waiting_item()
+        if item is not None and self.gold is not None:     # a gold pair skipped is dropped
+            self.current = None
+            return
         if item is not None:
             if self.planner is not None and self.choice is not None:
                 self.planner.skip(self.choice)
@@ -403,6 +496,12 @@ class VoteQueue:
         if not self.history:
             return None
         last = self.history[-1]
+        if last.gold is not None:           # a gold pair: its check withdrawn, the pair not served again
+            await self.store.retract_gold_check(last.gold.id)
+            self.history.pop()
+            if self.current is last.item:
+                self.current = None
+            return last
         for v in last.votes:
             await self.store.retract_vote(v.id)
         self.history.pop()
@@ -437,7 +536,7 @@ class VoteQueue:
         judgements whose names are shown only now."""
         if not self.finished:
             raise ValueError("cases are still waiting for a vote")
-        ids = [v.id for j in self.history for v in j.votes if v.revealed_at is None]
+        ids = [v.id for j in self.history for v in j.votes if v.revealed_at is None]   # gold pairs have none
         ids += [i for i in self._hidden_votes if i not in ids]
         if ids:
             await self.store.reveal_votes(ids)
@@ -461,3 +560,26 @@ def _people_battles(loaded: LoadedSession) -> dict[str, tuple[str, str, float]]:
             score = 1.0 if b.outcome == "a" else 0.0 if b.outcome == "b" else 0.5
             out[f"{v.id}:{b.model_a}:{b.model_b}"] = (b.model_a, b.model_b, score)
     return out
+
+
+#: The stand-in contestant of a gold pair's spoiled copy.
+DEGRADED = "spoiled copy"
+#: Answers shorter than this are not copied for a gold pair (too little to spoil).
+GOLD_MIN_WORDS = 12
+
+
+def degraded_copy(text: str, rng: random.Random) -> tuple[str, str]:
+    """A clearly worse copy of an answer, and how it was spoiled: cut to its
+    first third, or its sentences (or lines) in a shuffled order and half of
+    them gone."""
+    if rng.random() < 0.5:
+        words = text.split()
+        return " ".join(words[:max(1, len(words) // 3)]), "cut to its first third"
+    parts = [p for p in text.replace("\n", " \n ").split(". ") if p.strip()]
+    rng.shuffle(parts)
+    kept = parts[:max(1, len(parts) // 2)]
+    spoiled = ". ".join(kept)
+    if spoiled.strip() == text.strip():
+        words = text.split()
+        return " ".join(words[:max(1, len(words) // 3)]), "cut to its first third"
+    return spoiled, "sentences shuffled, half of them gone"

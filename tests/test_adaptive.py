@@ -225,3 +225,146 @@ def test_confidence_without_adaptive_or_out_of_range_is_a_usage_error(tmp_path, 
     assert "--confidence goes with --adaptive" in capsys.readouterr().err
     assert main(["vote", "--db", str(db), "--adaptive", "--confidence", "1.5"]) == 2
     assert "--confidence: a probability between 0.5 and 1" in capsys.readouterr().err
+
+
+def _long_run(tmp_path):
+    db = tmp_path / "g.db"
+    sid = make_run(db, [(f"c{k}", "math", [f"question {k}"]) for k in range(12)])
+    with Store.open(db) as s:       # answers long enough to spoil
+        loaded = s.load_session(sid)
+        for o in loaded.outputs:
+            s.conn.execute("UPDATE output SET text = ? WHERE id = ?",
+                           (". ".join(f"{o.text} sentence {i}" for i in range(6)) + ".", o.id))
+        s.conn.commit()
+    return db, sid
+
+
+def test_gold_pairs_are_mixed_in_and_recorded_as_checks_never_votes(tmp_path):
+    from core.vote_queue import DEGRADED, degraded_copy
+
+    db, sid = _long_run(tmp_path)
+    text = "One. Two is next. Three comes after. Four ends it all here now."
+    for seed in range(6):
+        spoiled, how = degraded_copy(text, random.Random(seed))
+        assert spoiled != text and len(spoiled) < len(text) and how
+
+    async def go():
+        store = await AsyncStore.open(db)
+        queue = VoteQueue(store, rater="tester", session_id=sid, rng=random.Random(7), gold_rate=0.5)
+        await queue.load()
+        golds, real, undone = [], 0, 0
+        while queue.advance() is not None:
+            if queue.gold is not None:
+                assert DEGRADED in queue.order and len(queue.order) == 2
+                better = next(lab for lab, a in queue.mapping.items() if a != DEGRADED)
+                # this rater gets every gold pair right except the first
+                assert await queue.vote(better if golds else "tie") == []
+                if len(golds) == 1 and not undone:      # undo a gold judgement: its check is withdrawn
+                    assert (await queue.undo()).gold is not None
+                    undone += 1
+                    continue
+                golds.append(queue.history[-1].gold)
+            else:
+                await queue.vote("A")
+                real += 1
+        await store.aclose()
+        return golds, real
+
+    golds, real = anyio.run(go)
+    assert real == 12 and 3 <= len(golds) <= 10
+    assert golds[0].correct is False and all(g.correct for g in golds[1:])
+    assert all(g.source == "degraded" and g.model in ALIASES and g.degradation for g in golds)
+    with Store.open(db) as s:
+        loaded = s.load_session(sid)
+        assert len([v for v in loaded.current_votes() if v.rater == "tester"]) == 12     # gold pairs: no votes
+        rows = s.conn.execute("SELECT correct, retracted_at IS NOT NULL FROM gold_check ORDER BY id").fetchall()
+    assert len(rows) == len(golds) + 1 and sum(r[1] for r in rows) == 1      # the withdrawn one kept, marked
+
+
+def test_gold_accuracy_reaches_the_report(tmp_path):
+    from core.report.build import build_report
+
+    db, sid = _long_run(tmp_path)
+
+    async def go():
+        store = await AsyncStore.open(db)
+        queue = VoteQueue(store, rater="tester", session_id=sid, rng=random.Random(1), gold_rate=0.6)
+        await queue.load()
+        while queue.advance() is not None:
+            if queue.gold is not None:
+                await queue.vote(next(lab for lab, a in queue.mapping.items() if a != "spoiled copy"))
+            else:
+                await queue.vote("A")
+        await store.aclose()
+
+    anyio.run(go)
+    with Store.open(db) as s:
+        n = s.conn.execute("SELECT count(*) FROM gold_check").fetchone()[0]
+        report = build_report(s)
+    (row,) = report.rater_quality.gold
+    assert row.rater == "tester" and row.gold_pairs == n and row.correct == n
+
+
+def test_the_blinding_guess_goes_with_the_vote_just_cast(tmp_path):
+    import pytest
+
+    db, sid = _make_db(tmp_path)
+
+    async def go():
+        store = await AsyncStore.open(db)
+        queue = VoteQueue(store, rater="tester", session_id=sid, rng=random.Random(2), reveal="end")
+        await queue.load()
+        queue.advance()
+        with pytest.raises(ValueError, match="goes with the vote"):
+            await queue.guess("A", "kestrel", ALIASES)
+        (vote,) = await queue.vote("B")
+        with pytest.raises(ValueError, match="not one of the models"):
+            await queue.guess("A", "gpt-9", ALIASES)
+        rec = await queue.guess("A", "kestrel", ALIASES)
+        none = await queue.guess("B", None, ALIASES)
+        await store.aclose()
+        return vote, rec, none
+
+    vote, rec, none = anyio.run(go)
+    assert rec.vote_id == vote.id and rec.actual == vote.mapping["A"] and rec.guess == "kestrel"
+    assert none.guess is None and none.actual == vote.mapping["B"]
+    with Store.open(db) as s:
+        assert s.conn.execute("SELECT count(*) FROM blind_guess").fetchone()[0] == 2
+
+
+def test_the_vote_screen_serves_gold_pairs_and_says_what_they_were(tmp_path):
+    from tui_support import leaks, open_store, run, wait_for
+
+    from tui.app import LineupApp, VoteOptions
+    from tui.vote_queue import VoteQueueScreen
+
+    db, sid = _long_run(tmp_path)
+
+    async def scenario():
+        store = await open_store(db)
+        app = LineupApp(store, vote=VoteOptions(session_id=sid, shuffle_seed=7, gold_rate=0.9), rater="tester")
+        async with app.run_test(size=(150, 40)) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, VoteQueueScreen) and app.screen.current is not None,
+                           "the queue")
+            screen = app.screen
+            await pilot.press("a")
+            await wait_for(pilot, lambda: screen.judged, "the first vote")
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: screen.queue.gold is not None, "a gold pair")
+            await pilot.pause()
+            chrome = "\n".join([str(screen.info.render()), *[str(p.header.render()) for p in screen.panes]])
+            assert len(screen.panes) == 2 and leaks(chrome, ALIASES + ["spoiled"]) == []
+            await pilot.press("a")
+            await wait_for(pilot, lambda: screen.judged, "the gold vote")
+            await pilot.pause()
+            info = str(screen.info.render())
+            names = [p.name_shown for p in screen.panes]
+        await store.aclose()
+        return info, names
+
+    info, names = run(scenario())
+    assert "a check pair (one answer was a spoiled copy)" in info
+    assert any("spoiled copy" in n for n in names)
+    with Store.open(db) as s:
+        assert s.conn.execute("SELECT count(*) FROM gold_check").fetchone()[0] == 1
+        assert len([v for v in s.load_session(sid).current_votes() if v.rater == "tester"]) == 1

@@ -78,6 +78,7 @@ class VoteOptions:
     shuffle_seed: int | None = None     # tests and snapshots; None = a fresh shuffle every time
     adaptive: bool = False              # `--adaptive`: pairs chosen by core.adaptive
     confidence: float = 0.95            # ... and the confidence of its stop message
+    gold_rate: float = 0.0              # `--gold-rate`: the chance of a gold pair after each case
 
 
 class LineupApp(App[int]):
@@ -134,7 +135,7 @@ class LineupApp(App[int]):
             rng = random.Random(v.shuffle_seed) if v.shuffle_seed is not None else None
             await self.push_screen(VoteQueueScreen(v.session_id, reveal=v.reveal, repeats=v.repeats,
                                                    standalone=True, rng=rng, adaptive=v.adaptive,
-                                                   confidence=v.confidence))
+                                                   confidence=v.confidence, gold_rate=v.gold_rate))
         elif self.report_options is not None:
             from tui.report_screen import ReportScreen
 

@@ -55,8 +55,9 @@ class VoteQueueScreen(Screen):
 
     def __init__(self, session_id: str | None = None, *, reveal: Reveal = "each", repeats: Repeats = "separate",
                  standalone: bool = False, rng: random.Random | None = None, adaptive: bool = False,
-                 confidence: float = 0.95) -> None:
+                 confidence: float = 0.95, gold_rate: float = 0.0) -> None:
         super().__init__()
+        self.gold_rate = gold_rate
         self.adaptive = adaptive
         self.confidence = confidence
         self.session_id = session_id
@@ -127,7 +128,7 @@ class VoteQueueScreen(Screen):
         self.query_one("#queue-note").display = False
         queue = VoteQueue(self.app.store, rater=self.app.rater, session_id=self.session_id,
                           reveal=self.reveal, repeats=self.repeats, rng=self.rng, adaptive=self.adaptive,
-                          confidence=self.confidence)
+                          confidence=self.confidence, gold_rate=self.gold_rate)
         try:
             await queue.load()
         except Exception as exc:
@@ -213,6 +214,8 @@ class VoteQueueScreen(Screen):
         if self.reveal == "end" and self.history:
             lines.append("Your votes, revealed:")
             for judged in self.history:
+                if not judged.votes:        # a gold pair: a check, not a vote
+                    continue
                 v = judged.votes[0]
                 names = ", ".join(f"{label} = {alias}" for label, alias in v.mapping.items())
                 item = judged.item
@@ -261,6 +264,16 @@ class VoteQueueScreen(Screen):
         if stop and not self._stop_said:
             self._stop_said = True
             self.app.say(stop[0].upper() + stop[1:])
+        if not votes:   # a gold pair: a check of the rater, recorded apart from the votes
+            gold = self._queue.history[-1].gold
+            what = "a check pair (one answer was a spoiled copy): " + ("you saw it" if gold and gold.correct
+                                                                        else "you missed it")
+            if self.reveal == "each":
+                self._show_names(item, what)
+            else:
+                self.app.say(what)
+                await self.show_next()
+            return
         what = describe(votes[0], revealed=False)
         if self.reveal == "each":
             self._show_names(item, f"voted {what}")

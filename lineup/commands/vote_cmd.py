@@ -1,7 +1,9 @@
 """`lineup vote [SESSION] [--reveal each|end] [--repeats separate|together]
-[--adaptive [--confidence P]]`: the blind queue over cases without a vote;
+[--adaptive [--confidence P]] [--gold-rate R]`: the blind queue over cases without a vote;
 `--adaptive` serves the (case, pair of models) that does the most for the
-ranking next and says when its top is separated (`core.adaptive`)."""
+ranking next and says when its top is separated (`core.adaptive`);
+`--gold-rate` mixes in gold pairs (an answer against a spoiled copy of it)
+to measure each rater's accuracy (`lineup report`, rater quality)."""
 
 from __future__ import annotations
 
@@ -19,6 +21,9 @@ def configure(p: argparse.ArgumentParser) -> None:
                         "and say when the top of the ranking is separated")
     p.add_argument("--confidence", type=float, default=0.95, metavar="P",
                    help="with --adaptive: the confidence at which the top counts as separated (default 0.95)")
+    p.add_argument("--gold-rate", type=float, default=0.0, metavar="R",
+                   help="after each case, with this chance, a gold pair: an answer against a spoiled copy of it, "
+                        "recorded as a check of the rater, never a vote (default 0: none)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -33,6 +38,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--confidence: a probability between 0.5 and 1, not {args.confidence}")
     if args.confidence != 0.95 and not args.adaptive:
         raise UsageError("--confidence goes with --adaptive")
+    if not 0 <= args.gold_rate < 1:
+        raise UsageError(f"--gold-rate: a chance from 0 up to (not including) 1, not {args.gold_rate}")
     db = args.db or default_db_path()
     session_id = None
     if args.session:
@@ -43,4 +50,5 @@ def run(args: argparse.Namespace) -> int:
                 raise UsageError(str(exc)) from None
     config = load_config(args.config)   # a ConfigError is a UsageError: exit 2
     return run_app(db, config, vote=VoteOptions(session_id, reveal=args.reveal, repeats=args.repeats,
-                                                         adaptive=args.adaptive, confidence=args.confidence))
+                                                         adaptive=args.adaptive, confidence=args.confidence,
+                                                         gold_rate=args.gold_rate))
