@@ -368,3 +368,43 @@ def test_the_vote_screen_serves_gold_pairs_and_says_what_they_were(tmp_path):
     with Store.open(db) as s:
         assert s.conn.execute("SELECT count(*) FROM gold_check").fetchone()[0] == 1
         assert len([v for v in s.load_session(sid).current_votes() if v.rater == "tester"]) == 1
+
+
+def test_the_blinding_audit_asks_before_the_names_and_records_the_guess(tmp_path):
+    from tui_support import open_store, run, wait_for
+
+    from tui.app import LineupApp, VoteOptions
+    from tui.guess_picker import GuessPicker
+    from tui.vote_queue import VoteQueueScreen
+
+    db, sid = _make_db(tmp_path)
+
+    async def scenario():
+        store = await open_store(db)
+        app = LineupApp(store, vote=VoteOptions(session_id=sid, shuffle_seed=3, blinding_audit=True), rater="tester")
+        async with app.run_test(size=(150, 40)) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, VoteQueueScreen) and app.screen.current is not None,
+                           "the queue")
+            screen = app.screen
+            order = list(screen.order)
+            await pilot.press("b")
+            await wait_for(pilot, lambda: isinstance(app.screen, GuessPicker), "the question")
+            assert app.screen.models == sorted(ALIASES)
+            assert [p.name_shown for p in screen.panes] == ["A", "B"] + ["C"] * (len(screen.panes) == 3)
+            await pilot.press("down", "enter")                          # the second model in name order
+            await wait_for(pilot, lambda: app.screen is screen and " · " in screen.panes[0].name_shown, "the names")
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: screen.current is not None and not screen.judged, "the next case")
+            await pilot.press("a")
+            await wait_for(pilot, lambda: isinstance(app.screen, GuessPicker), "the second question")
+            await pilot.press("escape")                                 # no answer: nothing recorded
+            await wait_for(pilot, lambda: app.screen is screen and " · " in screen.panes[0].name_shown, "the names again")
+        await store.aclose()
+        return order
+
+    order = run(scenario())
+    with Store.open(db) as s:
+        rows = s.conn.execute("SELECT label, actual, guess, options FROM blind_guess").fetchall()
+    assert len(rows) == 1
+    label, actual, guess, options = rows[0]
+    assert label == "A" and actual == order[0] and guess == sorted(ALIASES)[1]

@@ -16,6 +16,7 @@ def binding_groups(app_class: type[App]) -> list[tuple[str, list]]:
     """(title, bindings) for every place keys work, in the order shown; the
     app's own bindings from `app_class` (the app imports this module)."""
     from tui.chat_screen import ChatScreen
+    from tui.guess_picker import GuessPicker
     from tui.panes import Pane
     from tui.prompt_box import PromptBox
     from tui.replay_screen import ReplayScreen
@@ -35,6 +36,7 @@ def binding_groups(app_class: type[App]) -> list[tuple[str, list]]:
         ("Sessions", SessionsScreen.BINDINGS),
         ("Replay", ReplayScreen.BINDINGS),
         ("Vote queue", VoteQueueScreen.BINDINGS),
+        ("Who wrote A?", GuessPicker.BINDINGS),
         ("Report", ReportScreen.BINDINGS),
         ("Help", HelpScreen.BINDINGS),
     ]

@@ -55,8 +55,9 @@ class VoteQueueScreen(Screen):
 
     def __init__(self, session_id: str | None = None, *, reveal: Reveal = "each", repeats: Repeats = "separate",
                  standalone: bool = False, rng: random.Random | None = None, adaptive: bool = False,
-                 confidence: float = 0.95, gold_rate: float = 0.0) -> None:
+                 confidence: float = 0.95, gold_rate: float = 0.0, blinding_audit: bool = False) -> None:
         super().__init__()
+        self.blinding_audit = blinding_audit
         self.gold_rate = gold_rate
         self.adaptive = adaptive
         self.confidence = confidence
@@ -274,11 +275,27 @@ class VoteQueueScreen(Screen):
                 self.app.say(what)
                 await self.show_next()
             return
+        if self.blinding_audit:
+            await self._ask_guess(item)
         what = describe(votes[0], revealed=False)
         if self.reveal == "each":
             self._show_names(item, f"voted {what}")
         else:
             await self.show_next()
+
+    async def _ask_guess(self, item: QueueItem) -> None:
+        """The blinding audit, before the names: who wrote A? (every model of
+        the session offered). Esc records nothing; a failed write is said."""
+        from tui.guess_picker import NO_IDEA, GuessPicker
+
+        models = sorted(c.alias for c in item.contestants) or sorted(item.aliases)
+        answer = await self.app.push_screen_wait(GuessPicker("A", models))
+        if answer is None:
+            return
+        try:
+            await self._queue.guess("A", None if answer == NO_IDEA else answer, models)
+        except Exception as exc:
+            self.app.say(f"Guess not saved: {exc}", severity="error")
 
     def _show_names(self, item: QueueItem, what: str) -> None:
         """The case's models on its panes, its figures, checks and whole errors."""

@@ -1,9 +1,10 @@
 """`lineup vote [SESSION] [--reveal each|end] [--repeats separate|together]
-[--adaptive [--confidence P]] [--gold-rate R]`: the blind queue over cases without a vote;
+[--adaptive [--confidence P]] [--gold-rate R] [--blinding-audit]`: the blind queue over cases without a vote;
 `--adaptive` serves the (case, pair of models) that does the most for the
 ranking next and says when its top is separated (`core.adaptive`);
 `--gold-rate` mixes in gold pairs (an answer against a spoiled copy of it)
-to measure each rater's accuracy (`lineup report`, rater quality)."""
+to measure each rater's accuracy (`lineup report`, rater quality);
+`--blinding-audit` asks after each vote which model wrote A."""
 
 from __future__ import annotations
 
@@ -24,6 +25,9 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gold-rate", type=float, default=0.0, metavar="R",
                    help="after each case, with this chance, a gold pair: an answer against a spoiled copy of it, "
                         "recorded as a check of the rater, never a vote (default 0: none)")
+    p.add_argument("--blinding-audit", action="store_true",
+                   help="after each vote, before the names: which model do you think wrote A? (the report's "
+                        "blinding index)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -51,4 +55,5 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(args.config)   # a ConfigError is a UsageError: exit 2
     return run_app(db, config, vote=VoteOptions(session_id, reveal=args.reveal, repeats=args.repeats,
                                                          adaptive=args.adaptive, confidence=args.confidence,
-                                                         gold_rate=args.gold_rate))
+                                                         gold_rate=args.gold_rate,
+                                                         blinding_audit=args.blinding_audit))
