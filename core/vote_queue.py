@@ -17,7 +17,8 @@ the reason for each choice goes with its vote (`choice_reason`), and
 `stop_message` says when the top of the ranking is separated.
 
 Rater quality: `gold_rate` > 0 mixes in, after a case, with that chance, a
-gold pair: a real answer against a spoiled copy of it (`degraded_copy`),
+gold pair: a case's known better and worse answers (the sample set's
+`gold`) or, without those, a real answer against a spoiled copy of it (`degraded_copy`),
 judged like any case but recorded as a `GoldCheckRecord`, never a vote.
 `guess` records the blinding audit's answer ("which model do you think
 wrote A?") for the vote just cast, before its names are shown."""
@@ -77,6 +78,7 @@ class QueueItem:
     checks: dict[str, list] = field(default_factory=dict)   # output id -> CheckResultRecords
     reference: str | None = None        # the case's reference note, shown after the vote
     tags: dict[str, list] = field(default_factory=dict)     # output id -> current TagRecords (auto ones too)
+    gold: dict | None = None            # the case's known better / worse answers (`GoldAnswers`), for gold pairs
 
     @property
     def targets(self) -> list[TurnRecord]:
@@ -146,7 +148,8 @@ def build_items(loaded: LoadedSession, *, rater: str | None, repeats: str = "sep
                          + (f":r{key[2]}" if key[0] == "case" and repeats != "together" else ""),
                          context=context, repeats=[turns], aliases=aliases, outputs=latest,
                          contestants=list(s.contestants), case_id=turns[0].case_id, category=turns[0].category,
-                         checks=checks, reference=references.get(turns[0].case_id), tags=tags)
+                         checks=checks, reference=references.get(turns[0].case_id), tags=tags,
+                         gold=(s.meta.get("gold") or {}).get(turns[0].case_id))
         if repeats == "together" and key[0] == "case":
             by_case[key[1]] = item
         items.append(item)
@@ -309,9 +312,14 @@ class VoteQueue:
         return self.rng
 
     def _gold_item(self) -> QueueItem | None:
-        """A gold pair: a complete answer of a loaded case against a spoiled
-        copy of it, in shuffled positions; None when no answer is long enough."""
+        """A gold pair, in shuffled positions: a case's own known better and
+        worse answers (the sample set's `gold`: what the set's author marked
+        comes first), else a complete answer against a spoiled copy of it;
+        None when there is neither (no answer long enough to spoil)."""
         rng = self._draw()
+        cased = [item for item in self._pool if item.gold]
+        if cased:
+            return self._case_gold_item(cased[rng.randrange(len(cased))])
         options = [(item, alias) for item in self._pool for alias in item.aliases
                    if (o := item.outputs.get((item.targets[0].id, alias))) is not None and o.status == "complete"
                    and len(o.text.split()) >= GOLD_MIN_WORDS]
@@ -328,6 +336,18 @@ class VoteQueue:
         self.current = replace(item, repeats=item.repeats[:1], aliases=[alias, DEGRADED], outputs=outputs)
         self.order = shuffled_positions([alias, DEGRADED], self.rng)
         self.gold = (alias, how)
+        return self.current
+
+    def _case_gold_item(self, item: QueueItem) -> QueueItem:
+        assert item.gold is not None
+        target = item.targets[0]
+        outputs = dict(item.outputs)
+        for alias, text in ((GOLD_BETTER, item.gold["better"]), (GOLD_WORSE, item.gold["worse"])):
+            outputs[(target.id, alias)] = OutputRecord(session_id=item.session_id, turn_id=target.id,
+                                                       contestant=alias, label=alias, status="complete", text=text)
+        self.current = replace(item, repeats=item.repeats[:1], aliases=[GOLD_BETTER, GOLD_WORSE], outputs=outputs)
+        self.order = shuffled_positions([GOLD_BETTER, GOLD_WORSE], self.rng)
+        self.gold = (GOLD_BETTER, "")
         return self.current
 
     def _advance_adaptive(self) -> QueueItem | None:
@@ -408,8 +428,10 @@ class VoteQueue:
         assert self.gold is not None
         model, how = self.gold
         better = next(label for label, alias in self.mapping.items() if alias == model)
+        case = model == GOLD_BETTER
         rec = GoldCheckRecord(session_id=item.session_id, turn_id=item.targets[0].id, rater=self.rater,
-                              source="degraded", model=model, degradation=how, better=better, choice=choice,
+                              source="case" if case else "degraded", model=None if case else model,
+                              degradation=None if case else how, better=better, choice=choice,
                               positions=self.labels, correct=gold_correct(choice, better))
         await self.store.add_gold_check(rec)
         self.history.append(Judged(item, list(self.order), [], gold=rec))
@@ -564,6 +586,9 @@ def _people_battles(loaded: LoadedSession) -> dict[str, tuple[str, str, float]]:
 
 #: The stand-in contestant of a gold pair's spoiled copy.
 DEGRADED = "spoiled copy"
+#: The stand-in contestants of a case's own gold answers (the sample set's `gold`).
+GOLD_BETTER = "known better answer"
+GOLD_WORSE = "known worse answer"
 #: Answers shorter than this are not copied for a gold pair (too little to spoil).
 GOLD_MIN_WORDS = 12
 

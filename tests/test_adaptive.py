@@ -408,3 +408,50 @@ def test_the_blinding_audit_asks_before_the_names_and_records_the_guess(tmp_path
     assert len(rows) == 1
     label, actual, guess, options = rows[0]
     assert label == "A" and actual == order[0] and guess == sorted(ALIASES)[1]
+
+
+def test_a_sample_sets_gold_answers_become_gold_pairs(tmp_path, monkeypatch):
+    import json
+
+    import pytest
+
+    from core.sampleset import Case
+    from core.vote_queue import GOLD_BETTER, GOLD_WORSE
+    from lineup.cli import main
+
+    with pytest.raises(ValueError, match="better"):
+        Case(id="x", category="c", prompt="p", gold={"worse": "w"})
+    monkeypatch.setenv("LINEUP_DEMO_SPEED", "0")
+    (tmp_path / "config.toml").write_text("")
+    monkeypatch.setenv("LINEUP_CONFIG", str(tmp_path / "config.toml"))
+    db = tmp_path / "g.db"
+    sample = tmp_path / "set.jsonl"
+    sample.write_text("".join(json.dumps({"id": f"c{k}", "category": "maths", "prompt": f"{k} plus {k}?",
+                                          "gold": {"better": f"{2 * k}", "worse": f"{2 * k + 1}, I think"}})
+                              + "\n" for k in range(4)))
+    assert main(["run", str(sample), "-m", "demo/concise", "-m", "demo/thorough", "--quiet", "--db", str(db)]) == 0
+
+    async def go():
+        store = await AsyncStore.open(db)
+        queue = VoteQueue(store, rater="tester", rng=random.Random(4), gold_rate=0.9)
+        await queue.load()
+        checks = []
+        assert all(i.gold for i in queue.items)
+        while queue.advance() is not None:
+            if queue.gold is not None:                  # the set's own gold answers come first
+                assert set(queue.order) == {GOLD_BETTER, GOLD_WORSE}
+                target = queue.current.targets[0]
+                texts = {a: queue.current.outputs[(target.id, a)].text for a in queue.order}
+                assert texts[GOLD_BETTER] + ", I think" != texts[GOLD_WORSE]      # the set's own answers
+                await queue.vote(next(lab for lab, a in queue.mapping.items() if a == GOLD_BETTER))
+                checks.append(queue.history[-1].gold)
+            else:
+                await queue.vote("A")
+        await store.aclose()
+        return checks
+
+    with Store.open(db) as s:
+        (summary,) = s.list_sessions()
+        assert s.load_session(summary.id).session.meta["gold"]["c1"] == {"better": "2", "worse": "3, I think"}
+    checks = anyio.run(go)
+    assert checks and all(c.source == "case" and c.correct and c.model is None for c in checks)

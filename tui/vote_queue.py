@@ -267,8 +267,9 @@ class VoteQueueScreen(Screen):
             self.app.say(stop[0].upper() + stop[1:])
         if not votes:   # a gold pair: a check of the rater, recorded apart from the votes
             gold = self._queue.history[-1].gold
-            what = "a check pair (one answer was a spoiled copy): " + ("you saw it" if gold and gold.correct
-                                                                        else "you missed it")
+            kind = ("a known better answer against a worse one" if gold and gold.source == "case"
+                    else "one answer was a spoiled copy")
+            what = f"a check pair ({kind}): " + ("you saw it" if gold and gold.correct else "you missed it")
             if self.reveal == "each":
                 self._show_names(item, what)
             else:
