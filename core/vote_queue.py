@@ -21,7 +21,12 @@ gold pair: a case's known better and worse answers (the sample set's
 `gold`) or, without those, a real answer against a spoiled copy of it (`degraded_copy`),
 judged like any case but recorded as a `GoldCheckRecord`, never a vote.
 `guess` records the blinding audit's answer ("which model do you think
-wrote A?") for the vote just cast, before its names are shown."""
+wrote A?") for the vote just cast, before its names are shown.
+
+Past 600 lines because one pass's state is one object: the plain order, the
+adaptive choice and the gold pairs all change what is on screen, what undo
+and skip do and what a vote records, so they share `advance`/`vote`/`undo`
+rather than three queues that would each need the others' cases."""
 
 from __future__ import annotations
 
