@@ -72,14 +72,14 @@ from core.inputs import InputError, read_input, shown_name
 from providers.catalogue import (
     AUTODETECT,
     CATALOGUE,
-    DEMO_MODEL_NAMES,
+    DEMO_STYLE_NAMES,
     PROVIDER_DEFAULT_BASE_URL,
     PROVIDER_DEFAULT_KEY_ENV,
     PROVIDERS,
     default_base_url,
 )
 from providers.events import PARAM_NAMES, SamplingParams
-from providers.model_config import DEMO_MODELS, ModelConfig, Price  # noqa: F401  (Price: part of a model's table)
+from providers.model_config import DEMO_JUDGE, DEMO_MODELS, ModelConfig, Price  # noqa: F401  (Price: part of a model's table)
 
 OLLAMA_PROBE_TIMEOUT = 0.3
 
@@ -455,9 +455,9 @@ def _model(alias: str, table: Any, problems: list) -> ModelConfig | None:
             data.pop("params")
 
     if provider == "demo" and isinstance(data.get("model"), str):
-        if data["model"] not in DEMO_MODEL_NAMES:
+        if data["model"] not in DEMO_STYLE_NAMES:
             problems.append((_join(*where, "model"),
-                             f"unknown demo style {data['model']!r}; expected one of {', '.join(DEMO_MODEL_NAMES)}"))
+                             f"unknown demo style {data['model']!r}; expected one of {', '.join(DEMO_STYLE_NAMES)}"))
 
     if provider not in PROVIDERS:
         data["provider"] = "demo"   # already reported; a placeholder so the other fields are still checked
@@ -800,7 +800,7 @@ def resolve_models(config: Config, aliases: list[str]) -> list[ModelConfig]:
     ``demo/...`` aliases always resolve, configured or not."""
     if not aliases:
         return list(config.models.values())
-    demo = {m.alias: m for m in DEMO_MODELS}
+    demo = {m.alias: m for m in (*DEMO_MODELS, DEMO_JUDGE)}
     out: list[ModelConfig] = []
     seen: set[str] = set()
     for alias in aliases:

@@ -88,7 +88,7 @@ def export_jsonl(loaded: LoadedSession) -> Iterator[str]:
 
 CSV_COLUMNS = ("session_id", "session_kind", "turn", "case_id", "category", "prompt", "vote_id", "created",
                "rater", "choice", "chosen_model", "models", "positions", "ranking", "note", "current",
-               "supersedes", "revealed_at")
+               "supersedes", "revealed_at", "rater_kind", "judge", "judge_reason")
 
 
 def export_csv(loaded: LoadedSession) -> str:
@@ -107,7 +107,8 @@ def export_csv(loaded: LoadedSession) -> str:
         row = (s.id, s.kind, pos, turn.case_id if turn else None, turn.category if turn else None,
                turn.user_message if turn else None, v.id, iso(v.created), v.rater, v.choice, chosen, models,
                " ".join(v.positions), " ".join(v.ranking or []), v.note, int(v.id in current),
-               v.supersedes, iso(v.revealed_at))
+               v.supersedes, iso(v.revealed_at), v.rater_kind, v.judge or "",
+               "" if hidden or v.judge_reason is None else v.judge_reason)
         w.writerow([csv_cell(c) for c in row])
     return buf.getvalue()
 
@@ -129,7 +130,8 @@ def _vote_line(v: VoteRecord, hidden: bool, label_by_model: dict[str, str]) -> s
         return _line(label) if hidden or alias == label else f"{_line(label)} ({_line(alias)})"
 
     what = CHOICE_WORDS.get(v.choice, v.choice) if v.choice in NON_LABEL_CHOICES else f"{name(choice)} is better"
-    line = f"- **Vote** by {_line(v.rater)} at {iso(v.created)}: {what}"
+    who = f"the LLM judge {_line(v.judge or v.rater)}" if v.rater_kind == "judge" else _line(v.rater)
+    line = f"- **{'Judge verdict' if v.rater_kind == 'judge' else 'Vote'}** by {who} at {iso(v.created)}: {what}"
     if ranking:
         line += "; ranking " + " > ".join(name(x) for x in ranking)
     if v.note:

@@ -218,8 +218,8 @@ def identity_of(cfg: ModelConfig) -> _Identity | None:
     return _identity(cfg.provider, cfg.model, cfg.base_url or "")
 
 
-@lru_cache(maxsize=256)
-def _identity(provider: str, model: str, base_url: str) -> _Identity | None:
+def _families(provider: str, model: str, base_url: str) -> list[Family]:
+    """The families a model belongs to: by its id, else by its provider's own API."""
     lowered = model.lower()
     families = [f for f in FAMILIES if re.search(f.model_ids, lowered)]
     by_provider = _BY_PROVIDER.get(provider)
@@ -227,6 +227,27 @@ def _identity(provider: str, model: str, base_url: str) -> _Identity | None:
     if not families and provider in _OFFICIAL_HOSTS and (not host or host.endswith(_OFFICIAL_HOSTS[provider])):
         by_provider = provider
     families += [f for f in FAMILIES if f.key == by_provider and f not in families]
+    return families
+
+
+def family_of(provider: str, model: str, base_url: str | None = None) -> str:
+    """The family a model belongs to, to keep a judge from judging its own
+    kin (`lineup judge`): a known family's key ("openai", "anthropic"...),
+    a demo style as itself ("demo:concise"), else the model id's stem
+    ("zorblax" for "zorblax-7b-instruct")."""
+    if provider == "demo":
+        return f"demo:{model}"
+    families = _families(provider, model, base_url or "")
+    if families:
+        return families[0].key
+    stem = re.split(r"[^a-z0-9]", model.lower().rsplit("/", 1)[-1])[0]
+    return stem or model.lower()
+
+
+@lru_cache(maxsize=256)
+def _identity(provider: str, model: str, base_url: str) -> _Identity | None:
+    lowered = model.lower()
+    families = _families(provider, model, base_url)
     names = [n for f in families for n in f.names]
     vendors = [v for f in families for v in f.vendors]
     if not families:

@@ -159,6 +159,9 @@ class Runner:
                                           # shown after the vote in the queue; the set file may move later
                                           "references": {c.id: c.reference for c in self.sample_set.cases
                                                          if c.reference},
+                                          # gold pairs for the vote queue (`--gold-rate`), never contestants
+                                          "gold": {c.id: c.gold.model_dump() for c in self.sample_set.cases
+                                                   if c.gold is not None},
                                           # what turns do not hold, for a re-run (`sample_set_from_run`)
                                           "cases": _case_extras(self.sample_set.cases),
                                           **({"canary": True} if self.canary else {})},
@@ -462,6 +465,7 @@ def sample_set_from_run(loaded) -> tuple["SampleSet", list[str]]:
     for check in loaded.checks:
         checks_of.setdefault(check.output_id, []).append(check)
     references = session.meta.get("references") or {}
+    golds = session.meta.get("gold") or {}
     cases, lost = [], []
     for case_id, turns in by_case.items():
         turns.sort(key=lambda t: t.follow_up_index or 0)
@@ -487,7 +491,7 @@ def sample_set_from_run(loaded) -> tuple["SampleSet", list[str]]:
         cases.append(Case(id=case_id, category=turns[0].category or "uncategorised", **opening,
                           follow_ups=tuple(t.user_message for t in turns[1:]), system=extra.get("system"),
                           params=extra.get("params"), checks=tuple(specs), reference=references.get(case_id),
-                          **tooling))
+                          gold=golds.get(case_id), **tooling))
     digest = hashlib.sha256(json.dumps([session.id, [c.model_dump(mode="json") for c in cases]],
                                        sort_keys=True).encode()).hexdigest()
     name = session.sample_set_name or session.id

@@ -80,6 +80,16 @@ class ChatTurn(BaseModel):
     content: str
 
 
+class GoldAnswers(BaseModel):
+    """A case's known better and worse answer to its last turn: the vote
+    queue shows them as a gold pair (`lineup vote --gold-rate`) to measure a
+    rater's accuracy; never a contestant, never in a rating."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    better: str = Field(min_length=1, description="the answer a careful rater prefers")
+    worse: str = Field(min_length=1, description="a clearly worse answer to the same prompt")
+
+
 class Case(BaseModel):
     """One evaluation case: a prompt (or a scripted conversation), optional
     follow-ups sent after each answer, images, checks and a reference note."""
@@ -94,6 +104,7 @@ class Case(BaseModel):
     images: tuple[ImagePath, ...] = Field(default=(), description="paths relative to the set file; sent with the first user turn")
     checks: tuple[Check, ...] = ()
     reference: str | None = None
+    gold: GoldAnswers | None = Field(default=None, description="a known better and worse answer (gold pair)")
     tags: tuple[str, ...] = ()
     params: SamplingParams | None = Field(default=None, description="sampling overrides for this case")
     tools: tuple[ToolSpec, ...] = Field(default=(), description="functions the model may call")

@@ -680,7 +680,7 @@ class ChatSession:
         turn_id = self.turns[-1].id
         replaced = {v.supersedes for v in self.votes if v.supersedes}
         return next((v for v in reversed(self.votes) if v.turn_id == turn_id and v.rater == rater
-                     and v.retracted_at is None and v.id not in replaced), None)
+                     and votes_core.counts_as_human(v) and v.retracted_at is None and v.id not in replaced), None)
 
     async def vote(self, choice: str, *, ranking: Sequence[str] | None = None, note: str | None = None,
                    rater: str | None = None, confirm: bool = False) -> VoteRecord:

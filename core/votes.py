@@ -22,7 +22,15 @@ goes through these functions, so a vote is read the same way everywhere:
   a vote, or when the whole session was;
 - what an answer's error may say before its unit is revealed (`error_line`):
   its kind and HTTP status only, never its text (the store keeps the true text);
-- ratings: `decompose_vote` turns a vote into pairwise outcomes.
+- ratings: `decompose_vote` turns a vote into pairwise outcomes;
+- who voted: a person (`HUMAN`) or an LLM judge (`JUDGE`, `lineup judge`).
+  Every figure made of people's votes counts people's votes only
+  (`counts_as_human`); a judge's votes count only where a figure asks for
+  them, under the judge's own name (`judge_rater`). A judge judges one pair
+  at a time, in both orders (`--swap`): `pair_score` reads what one vote says
+  about a pair and `combine_orders` what the orders say together (a verdict
+  that flips with the order is a tie, and position-inconsistent);
+- gold pairs (a known better answer, rater quality): `gold_correct`.
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from store.ids import new_ulid
 from store.records import (
@@ -184,20 +192,48 @@ def output_note(out: OutputRecord, *, hidden: bool) -> str | None:
 # --------------------------------------------------------------------------- new votes
 
 
+@dataclass(frozen=True, slots=True)
+class JudgeFields:
+    """What a judge's vote records besides its choice: the judge's alias,
+    the hash of its instructions and template, the rubric that replaced the
+    default instructions, its reply as it came, and what the request cost."""
+
+    alias: str
+    prompt_hash: str
+    rubric: str | None = None
+    reason: str | None = None
+    cost: float | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+
+    def vote_fields(self) -> dict[str, Any]:
+        return {"rater_kind": JUDGE, "judge": self.alias, "judge_prompt_hash": self.prompt_hash,
+                "judge_rubric": self.rubric, "judge_reason": self.reason, "judge_cost": self.cost,
+                "judge_input_tokens": self.input_tokens, "judge_output_tokens": self.output_tokens}
+
+
+
 def make_votes(session_id: str, turn_ids: Sequence[str], choice: str, *, mapping: Mapping[str, str],
                positions: Sequence[str], ranking: Sequence[str] | None = None, rater: str,
                note: str | None = None, revealed: bool, answers: Mapping[str, OutputRecord | None] | None = None,
                confirm: bool = False, supersedes: Mapping[str, str] | None = None,
-               now: float | None = None, ids: Sequence[str] | None = None) -> list[VoteRecord]:
+               now: float | None = None, ids: Sequence[str] | None = None, judge: JudgeFields | None = None,
+               choice_reason: Mapping[str, Any] | None = None) -> list[VoteRecord]:
     """The records of one judgement: one vote per judged turn (repeats judged
     together share it), each carrying the label -> model mapping and the
     screen order it was cast on. Raises VoteError for a malformed vote and
     VoteNeedsConfirmation when `answers` show a problem with the pick and
     `confirm` is not set. `ids`, one per turn, when the records' ids are
     derived from their source (an import, synthetic data); else new ULIDs.
-    The only place new VoteRecords are built (tests build odd ones by hand)."""
+    The only place new VoteRecords are built (tests build odd ones by hand).
+
+    `judge`: the vote is an LLM judge's (`lineup judge`), with what it was
+    asked and what it cost; `rater` must then be `judge_rater(judge.alias)`.
+    `choice_reason`: why the queue served this item (`--adaptive`)."""
     if ids is not None and len(ids) != len(turn_ids):
         raise ValueError(f"{len(ids)} ids for {len(turn_ids)} turns")
+    if judge is not None and rater != judge_rater(judge.alias):
+        raise VoteError(f"a judge's vote is cast as {judge_rater(judge.alias)!r}, not {rater!r}")
     labels = list(mapping)
     check_choice(choice, labels, ranking, complete=True)
     if choice in NON_LABEL_CHOICES and choice != TIE and choice != bad_choice(len(labels)):
@@ -214,7 +250,9 @@ def make_votes(session_id: str, turn_ids: Sequence[str], choice: str, *, mapping
         VoteRecord(id=new_ulid() if ids is None else ids[i], session_id=session_id, turn_id=turn_id, rater=rater,
                    choice=choice, ranking=list(ranking) if ranking else None, mapping=dict(mapping),
                    positions=list(positions), created=now, revealed_at=now if revealed else None, note=note,
-                   supersedes=supersedes.get(turn_id))
+                   supersedes=supersedes.get(turn_id),
+                   choice_reason=dict(choice_reason) if choice_reason is not None else None,
+                   **(judge.vote_fields() if judge is not None else {}))
         for i, turn_id in enumerate(turn_ids)
     ]
 
@@ -441,3 +479,67 @@ def reveal_state(loaded: LoadedSession) -> Reveal:
         if r.turn_id in state.turn_unit:
             state.revealed_units.add(state.turn_unit[r.turn_id])
     return state
+
+
+# --------------------------------------------------------------------------- who voted: people and judges
+
+HUMAN: Literal["human"] = "human"
+JUDGE: Literal["judge"] = "judge"
+JUDGE_RATER_PREFIX = "judge:"
+
+
+def judge_rater(alias: str) -> str:
+    """The rater name a judge's votes carry: "judge:<alias>" (so a judge and
+    a person never share a queue, a consistency row or a filter)."""
+    return JUDGE_RATER_PREFIX + alias
+
+
+def counts_as_human(v: VoteRecord) -> bool:
+    """Whether a vote is a person's: only these make the human figures
+    (ratings, consistency, position bias, the sessions list, a rater's queue)."""
+    return v.rater_kind == HUMAN
+
+
+def human_votes(votes: Sequence[VoteRecord]) -> list[VoteRecord]:
+    return [v for v in votes if counts_as_human(v)]
+
+
+def pair_of(model_x: str, model_y: str) -> tuple[str, str]:
+    """A pair of models in one canonical order (sorted), whatever the screen order."""
+    if model_x == model_y:
+        raise ValueError(f"a pair needs two different models, got {model_x!r} twice")
+    return (model_x, model_y) if model_x < model_y else (model_y, model_x)
+
+
+def pair_score(choice: str, ranking: Sequence[str] | None, mapping: Mapping[str, str],
+               positions: Sequence[str], pair: tuple[str, str]) -> float | None:
+    """What one vote says about `pair` (canonical, `pair_of`): 1.0 when
+    pair[0] won, 0.0 when pair[1] won, 0.5 a tie (or both bad); None when the
+    vote says nothing about it (a model not shown, or an N-way pick of a
+    third model). Read through the vote's own pairwise decomposition, so a
+    judge's two-answer vote and a person's N-way vote compare."""
+    for b in battles_of(choice, ranking, mapping, positions):
+        if {b.model_a, b.model_b} == set(pair):
+            score = 1.0 if b.outcome == "a" else 0.0 if b.outcome == "b" else 0.5
+            return score if b.model_a == pair[0] else 1.0 - score
+    return None
+
+
+def combine_orders(scores: Sequence[float]) -> tuple[float, bool]:
+    """One judge's verdicts on the same pair and case shown in different
+    orders (`lineup judge --swap`) as one: (score, consistent). The same
+    verdict whatever the order counts as given; a verdict that changes with
+    the order (a win that flips, or a win one way and a tie the other) is a
+    tie and position-inconsistent (the MT-Bench convention)."""
+    if not scores:
+        raise ValueError("no verdicts to combine")
+    first = scores[0]
+    if all(s == first for s in scores):
+        return first, True
+    return 0.5, False
+
+
+def gold_correct(choice: str, better: str) -> bool:
+    """A gold pair is judged right only when the better answer is picked (a
+    tie or "both bad" is not)."""
+    return choice == better

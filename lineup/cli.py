@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "models": "list configured model aliases; --check sends one tiny request each",
     "run": "run a sample set against several models",
     "vote": "blind voting queue over unvoted cases",
+    "judge": "an LLM judges pairs of answers blind; its verdicts are kept apart from people's votes",
     "sessions": "list saved sessions",
     "replay": "open a saved session read-only, or re-run it against other models",
     "report": "ratings with confidence intervals, failure modes, latency and cost",

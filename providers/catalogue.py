@@ -65,6 +65,10 @@ OPENROUTER_BASE_URL = "https://openrouter.ai/api/v1"
 #: The offline demo's models, one per answering style (`providers.demo.DEMO_STYLES`
 #: says how each answers, and checks it has exactly these).
 DEMO_MODEL_NAMES: tuple[str, ...] = ("concise", "thorough", "quirky", "thinker")
+#: The offline pairwise judge (`lineup judge -m demo/judge`): a demo style that is never a contestant.
+DEMO_JUDGE_NAME = "judge"
+#: Every style a `provider = "demo"` alias may name.
+DEMO_STYLE_NAMES: tuple[str, ...] = (*DEMO_MODEL_NAMES, DEMO_JUDGE_NAME)
 
 
 @dataclass(frozen=True, slots=True)

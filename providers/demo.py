@@ -16,6 +16,16 @@ Styles (``model`` of a ``provider = "demo"`` alias):
   server error* when the prompt contains "fail" (and at a 5% seeded rate); a *slow start* (+3 s, 10%).
 - ``thinker``  streams reasoning deltas before its answer after a *slow start* (2.5 s, ~35 tokens/s).
 
+The judge (``demo/judge``, not a contestant: `lineup judge -m demo/judge`)
+reads a pairwise judging request in the MT-Bench convention (the question,
+then "[The Start of Assistant A's Answer]"..., or the multi-turn
+conversations) and answers with a short reason and ``[[A]]``, ``[[B]]`` or
+``[[C]]``. Its verdict is a deterministic function of the material only: each
+answer is scored on the question's key words it covers, its length (capped)
+and, when JSON is asked for, whether it holds valid JSON; the higher score
+wins, close scores tie. The order the answers come in changes nothing, so it
+is position-consistent, and it never looks at anything but the text.
+
 Tools (a request with `tools`): each style decides whether a tool fits the
 prompt (words of its name and description in the prompt), fills the
 arguments from its parameters' schema (values named in the prompt, numbers,
@@ -58,7 +68,7 @@ from dataclasses import dataclass, field
 import anyio
 
 from providers.base import Provider
-from providers.catalogue import DEMO_MODEL_NAMES
+from providers.catalogue import DEMO_JUDGE_NAME, DEMO_MODEL_NAMES, DEMO_STYLE_NAMES
 from providers.demo_tools import schema_in, structured_answer, tool_step
 from providers.events import (
     ChatRequest,
@@ -72,7 +82,7 @@ from providers.events import (
     ToolCall,
     UsageReport,
 )
-from providers.model_config import DEMO_MODELS, ModelConfig  # noqa: F401  (DEMO_MODELS: re-exported)
+from providers.model_config import DEMO_JUDGE, DEMO_MODELS, ModelConfig  # noqa: F401  (re-exported)
 
 FAULT_WORD = "fail"
 
@@ -103,6 +113,13 @@ DEMO_STYLES: dict[str, DemoStyle] = {
 }
 
 assert tuple(DEMO_STYLES) == DEMO_MODEL_NAMES, "DEMO_STYLES and the catalogue's DEMO_MODEL_NAMES list the same models"
+
+#: The offline judge (`lineup judge -m demo/judge`): a demo style that is never a contestant.
+JUDGE_STYLE = DemoStyle(DEMO_JUDGE_NAME, "pairwise judge: [[A]], [[B]] or [[C]] from the answers' text",
+                        tokens_per_s=200, first_token_delay=0.3)
+#: Every demo style a `provider = "demo"` alias may name.
+ALL_DEMO_STYLES: dict[str, DemoStyle] = {**DEMO_STYLES, JUDGE_STYLE.name: JUDGE_STYLE}
+assert tuple(ALL_DEMO_STYLES) == DEMO_STYLE_NAMES, "the demo's styles are the catalogue's DEMO_STYLE_NAMES"
 
 _TOKEN = re.compile(r"\s*\S{1,5}|\s+")
 
@@ -136,10 +153,10 @@ class DemoProvider(Provider):
 
     def __init__(self, cfg: ModelConfig, *, speed: float | None = None,
                  env: Mapping[str, str] = os.environ) -> None:
-        if cfg.model not in DEMO_STYLES:
-            raise ValueError(f"unknown demo style {cfg.model!r}; expected one of {', '.join(DEMO_STYLES)}")
+        if cfg.model not in ALL_DEMO_STYLES:
+            raise ValueError(f"unknown demo style {cfg.model!r}; expected one of {', '.join(ALL_DEMO_STYLES)}")
         self.cfg = cfg
-        self.style = DEMO_STYLES[cfg.model]
+        self.style = ALL_DEMO_STYLES[cfg.model]
         self.speed = (math.inf if speed == 0 else speed) if speed is not None else demo_speed(cfg, env)
 
     def _seed(self, request: ChatRequest) -> int:
@@ -285,6 +302,8 @@ def compose(style: DemoStyle, request: ChatRequest, seed: int) -> Plan:
                    wants_code=bool(_CODE.search(prompt)), lang=_language(prompt),
                    images=len(users[-1].images) if users else 0, rng=rng)
 
+    if style.name == JUDGE_STYLE.name:
+        return Plan(prompt=prompt, text=judge_verdict(prompt))
     plan = Plan(prompt=prompt, text=_WRITERS[style.name](ctx))
     asked = schema_in(request.system) if style.name != "quirky" else None
     if request.response_format is not None:
@@ -463,3 +482,70 @@ def _reasoning(ctx: _Context) -> str:
 
 
 _WRITERS = {"concise": _concise, "thorough": _thorough, "quirky": _quirky, "thinker": _thinker}
+
+
+# --------------------------------------------------------------------------- the demo judge
+
+_SINGLE_ANSWER = re.compile(r"\[The Start of Assistant (A|B)'s Answer\]\n(.*?)\n\[The End of Assistant \1's Answer\]",
+                            re.DOTALL)
+_CONVERSATION = re.compile(r"<\|The Start of Assistant (A|B)'s Conversation with User\|>\n(.*?)\n"
+                           r"<\|The End of Assistant \1's Conversation with User\|>", re.DOTALL)
+_QUESTION = re.compile(r"\[User Question\]\n(.*?)\n\n\[The Start of Assistant", re.DOTALL)
+_TURN = re.compile(r"### User:\n(.*?)\n\n### Assistant (?:A|B):\n(.*?)(?=\n\n### User:\n|\Z)", re.DOTALL)
+#: Score differences below this are a tie.
+JUDGE_TIE_MARGIN = 0.75
+
+
+def _material(prompt: str) -> tuple[str, dict[str, str]] | None:
+    """(the last question, {label: the answer to it}) of a pairwise judging
+    request, or None when the text is not one."""
+    answers = {m.group(1): m.group(2) for m in _SINGLE_ANSWER.finditer(prompt)}
+    if set(answers) == {"A", "B"}:
+        q = _QUESTION.search(prompt)
+        return (q.group(1) if q else ""), answers
+    conversations = {m.group(1): m.group(2) for m in _CONVERSATION.finditer(prompt)}
+    if set(conversations) != {"A", "B"}:
+        return None
+    last: dict[str, tuple[str, str]] = {}
+    for label, conv in conversations.items():
+        turns = _TURN.findall(conv.strip())
+        if not turns:
+            return None
+        last[label] = turns[-1]
+    return last["A"][0], {label: t[1] for label, t in last.items()}
+
+
+def _has_json(text: str) -> bool:
+    candidates = [text.strip()] + re.findall(r"```(?:json)?\n(.*?)```", text, re.DOTALL)
+    for c in candidates:
+        try:
+            json.loads(c)
+            return True
+        except ValueError:
+            continue
+    return False
+
+
+def judge_score(question: str, answer: str) -> tuple[float, int, int]:
+    """(score, key words of the question covered, of how many) of one answer."""
+    words = keywords(question, 8)
+    low = answer.lower()
+    covered = sum(1 for w in words if w in low)
+    score = 2.0 * covered + min(len(answer.split()) / 50.0, 4.0)
+    if re.search(r"\bjson\b", question, re.IGNORECASE):
+        score += 3.0 if _has_json(answer) else -3.0
+    return score, covered, len(words)
+
+
+def judge_verdict(prompt: str) -> str:
+    """The demo judge's reply: a short reason, then its verdict."""
+    found = _material(prompt)
+    if found is None:
+        return "I could not find two answers to compare in this request. [[C]]"
+    question, answers = found
+    (sa, ca, n), (sb, cb, _) = judge_score(question, answers["A"]), judge_score(question, answers["B"])
+    reason = (f"Assistant A covers {ca} of the question's {n} key words, Assistant B {cb}; "
+              f"weighing coverage, detail and format, A scores {sa:.1f} and B {sb:.1f}.")
+    if abs(sa - sb) < JUDGE_TIE_MARGIN:
+        return reason + " They are about equally good. [[C]]"
+    return reason + (" Assistant A is better. [[A]]" if sa > sb else " Assistant B is better. [[B]]")

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from providers.catalogue import DEMO_MODEL_NAMES, ProviderName
+from providers.catalogue import DEMO_JUDGE_NAME, DEMO_MODEL_NAMES, ProviderName
 from providers.events import SamplingParams
 
 
@@ -162,6 +162,8 @@ class ModelConfig(BaseModel):
 DEMO_MODELS: list[ModelConfig] = [
     ModelConfig(alias=f"demo/{name}", provider="demo", model=name) for name in DEMO_MODEL_NAMES
 ]
+#: The offline judge, offered to `lineup judge` (never a contestant).
+DEMO_JUDGE = ModelConfig(alias=f"demo/{DEMO_JUDGE_NAME}", provider="demo", model=DEMO_JUDGE_NAME)
 
 
 #: Requests in flight at once per server when the config says nothing. A local

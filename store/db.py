@@ -35,7 +35,9 @@ from urllib.parse import quote
 from store import rows as R
 from store.records import (
     UNIT_KEY_SQL,
+    BlindGuessRecord,
     CheckResultRecord,
+    GoldCheckRecord,
     LoadedSession,
     ModelVoteCount,
     OutputRecord,
@@ -596,6 +598,23 @@ class Store:
         self._write(f"save reveal {rec.id}", lambda conn: conn.execute(
             R.insert_sql("reveal", R.REVEAL_COLS), R.reveal_row(rec)))
 
+    def add_gold_check(self, rec: GoldCheckRecord) -> None:
+        """A gold pair judged in the vote queue (rater quality; not a vote)."""
+        self._write(f"save gold check {rec.id}", lambda conn: conn.execute(
+            R.insert_sql("gold_check", R.GOLD_COLS), R.gold_row(rec)))
+
+    def retract_gold_check(self, check_id: str, at: float | None = None) -> bool:
+        """Withdraw a gold judgement (undo in the queue): kept with `retracted_at`."""
+        at = time.time() if at is None else at
+        return self._write(f"retract gold check {check_id}", lambda conn: conn.execute(
+            "UPDATE gold_check SET retracted_at = ? WHERE id = ? AND retracted_at IS NULL",
+            [at, check_id]).rowcount > 0)
+
+    def add_blind_guess(self, rec: BlindGuessRecord) -> None:
+        """The rater's guess of which model wrote an answer (the blinding audit)."""
+        self._write(f"save blinding guess {rec.id}", lambda conn: conn.execute(
+            R.insert_sql("blind_guess", R.GUESS_COLS), R.guess_row(rec)))
+
     def add_tag(self, rec: TagRecord) -> None:
         self._write(f"save tag {rec.id}", lambda conn: conn.execute(R.insert_sql("tag", R.TAG_COLS),
                                                                   R.tag_row(rec)))
@@ -800,7 +819,8 @@ class Store:
                "(SELECT json_group_array(alias) FROM (SELECT alias FROM contestant c "
                "  WHERE c.session_id = s.id ORDER BY position, alias)), "
                "(SELECT count(*) FROM turn t WHERE t.session_id = s.id), "
-               "(SELECT count(*) FROM vote v WHERE v.session_id = s.id AND v.current = 1), "
+               "(SELECT count(*) FROM vote v WHERE v.session_id = s.id AND v.current = 1 AND v.rater_kind = 'human'), "
+               "(SELECT count(*) FROM vote v WHERE v.session_id = s.id AND v.current = 1 AND v.rater_kind != 'human'), "
                # judged units, counted where some may still be hidden (blind, not revealed as a whole)
                "CASE WHEN s.blind AND s.revealed_at IS NULL THEN "
                f"(SELECT count(DISTINCT {UNIT_KEY_SQL}) FROM turn t WHERE t.session_id = s.id) END, "
@@ -818,14 +838,14 @@ class Store:
             params.append(int(limit))
         try:
             out = []
-            for (sid, created, k, title, blind, revealed, demo, aliases, turns, votes, units,
+            for (sid, created, k, title, blind, revealed, demo, aliases, turns, votes, judge_votes, units,
                  revealed_units) in self.conn.execute(sql, params):
                 # units None: not blind, or revealed as a whole
                 hidden = units is not None and (not units or revealed_units < units)
                 out.append(SessionSummary(id=sid, created=created, kind=k, title=title,
                                           contestants=None if hidden else json.loads(aliases),
                                           turns=turns, votes=votes, is_demo=bool(demo), blind=bool(blind),
-                                          units=units, revealed_units=revealed_units))
+                                          units=units, revealed_units=revealed_units, judge_votes=judge_votes))
             return out
         except sqlite3.DatabaseError as exc:
             raise self._translate(exc, "list sessions") from None
@@ -870,9 +890,10 @@ class Store:
     # ------------------------------------------------------------------ report queries
 
     def votes_per_model(self, session_ids: list[str] | None = None,
-                        exclude_demo: bool = False) -> list[ModelVoteCount]:
-        """Current votes each model (alias) took part in, with outcomes; most votes first."""
-        where, params = ["current = 1"], []
+                        exclude_demo: bool = False, rater_kind: str = "human") -> list[ModelVoteCount]:
+        """Current votes each model (alias) took part in, with outcomes; most
+        votes first. People's votes only unless `rater_kind` says "judge"."""
+        where, params = ["current = 1", "vote_id IN (SELECT id FROM vote WHERE rater_kind = ?)"], [rater_kind]
         if session_ids is not None:
             ids = [self._resolve_session(s) for s in session_ids]
             where.append(f"vote_id IN (SELECT id FROM vote WHERE session_id IN ({','.join('?' * len(ids))}))")

@@ -29,7 +29,7 @@ from store.records import (
 )
 
 TABLES = ("session", "contestant", "turn", "output", "vote", "vote_contestant", "tag", "check_result", "reveal",
-          "image", "deleted_session")
+          "image", "deleted_session", "gold_check", "blind_guess")
 
 
 class ImportFileError(StoreError):
@@ -113,6 +113,7 @@ _MERGE_COLS = {
     "output": R.OUTPUT_COLS, "vote": R.VOTE_COLS, "vote_contestant": R.VOTE_CONTESTANT_COLS,
     "tag": R.TAG_COLS, "check_result": R.CHECK_COLS, "reveal": R.REVEAL_COLS,
     "image": ("sha256", "mime", "size", "data"), "deleted_session": ("id", "deleted_at"),
+    "gold_check": R.GOLD_COLS, "blind_guess": R.GUESS_COLS,
 }
 
 # Which rows of the other database belong to a session deleted here: none of
@@ -128,6 +129,8 @@ _KEEP = {
     "output": f"session_id NOT IN {_DELETED}",
     "vote": f"session_id NOT IN {_DELETED}",
     "reveal": f"session_id NOT IN {_DELETED}",
+    "gold_check": f"session_id NOT IN {_DELETED}",
+    "blind_guess": f"session_id NOT IN {_DELETED}",
     "vote_contestant": f"vote_id NOT IN (SELECT id FROM other.vote WHERE session_id IN {_DELETED})",
     "tag": f"output_id NOT IN (SELECT id FROM other.output WHERE session_id IN {_DELETED})",
     "check_result": f"output_id NOT IN (SELECT id FROM other.output WHERE session_id IN {_DELETED})",
@@ -253,6 +256,9 @@ def _merge_attached(store: Store, copy: Path, other: Path) -> dict[str, int]:
                 # a vote withdrawn in either database is withdrawn here
                 conn.execute("UPDATE main.vote SET retracted_at = o.retracted_at, current = 0 FROM other.vote AS o "
                              "WHERE vote.id = o.id AND vote.retracted_at IS NULL AND o.retracted_at IS NOT NULL")
+                conn.execute("UPDATE main.gold_check SET retracted_at = o.retracted_at FROM other.gold_check AS o "
+                             "WHERE gold_check.id = o.id AND gold_check.retracted_at IS NULL "
+                             "AND o.retracted_at IS NOT NULL")
                 # a vote superseded in either database is superseded here
                 conn.execute("UPDATE main.vote SET current = 0 WHERE current = 1 AND id IN "
                              "(SELECT supersedes FROM main.vote WHERE supersedes IS NOT NULL)")

@@ -18,6 +18,7 @@ SessionKind = Literal["chat", "run", "rerun", "import"]
 OutputStatus = Literal["streaming", "complete", "error", "cancelled", "interrupted"]
 #: How an answer came: streamed from the provider, reused from the cache, or through a batch API.
 OutputOrigin = Literal["stream", "cache", "batch"]
+RaterKind = Literal["human", "judge"]
 # vote choices that are not a label
 TIE, BOTH_BAD, ALL_BAD = "tie", "both_bad", "all_bad"
 NON_LABEL_CHOICES: frozenset[str] = frozenset({TIE, BOTH_BAD, ALL_BAD})
@@ -179,6 +180,17 @@ class VoteRecord(_Record):
     note: str | None = None
     supersedes: str | None = None
     retracted_at: float | None = None           # withdrawn (undo): kept, no longer counts
+    # Who cast it: a person, or an LLM judge (`lineup judge`; `core.votes` says
+    # what counts where: a judge's vote is never in a human figure unless asked).
+    rater_kind: RaterKind = "human"
+    judge: str | None = None                    # the judge's alias (rater_kind "judge")
+    judge_prompt_hash: str | None = None        # sha256 of its instructions and template
+    judge_rubric: str | None = None             # the rubric that replaced the default instructions
+    judge_reason: str | None = None             # its reply as it came (keys scrubbed): reason and verdict
+    judge_cost: float | None = None
+    judge_input_tokens: int | None = None
+    judge_output_tokens: int | None = None
+    choice_reason: dict | None = None           # why the queue served this item (`lineup vote --adaptive`)
 
     @property
     def winner(self) -> str | None:
@@ -195,6 +207,41 @@ class RevealRecord(_Record):
     session_id: str
     turn_id: str
     rater: str = "me"
+    created: float = Field(default_factory=time.time)
+
+
+class GoldCheckRecord(_Record):
+    """A pair with a known better answer judged in the vote queue (rater
+    quality, never a vote): the sample set's `gold` answers (`source`
+    "case") or a real answer against a degraded copy of it ("degraded")."""
+
+    id: str = Field(default_factory=new_ulid)
+    session_id: str
+    turn_id: str
+    rater: str = "me"
+    source: Literal["case", "degraded"]
+    model: str | None = None            # degraded: whose answer was copied
+    degradation: str | None = None      # degraded: how the copy was spoiled
+    better: str                         # the label of the better answer
+    choice: str                         # what the rater chose
+    positions: list[str]
+    correct: bool
+    created: float = Field(default_factory=time.time)
+    retracted_at: float | None = None
+
+
+class BlindGuessRecord(_Record):
+    """The blinding audit: after a vote, which model the rater thought wrote
+    the answer under `label` (`guess` None: no idea), and which did."""
+
+    id: str = Field(default_factory=new_ulid)
+    vote_id: str
+    session_id: str
+    rater: str = "me"
+    label: str
+    actual: str
+    guess: str | None = None
+    options: list[str]
     created: float = Field(default_factory=time.time)
 
 
@@ -231,6 +278,7 @@ class SessionSummary(_Record):
     # may be shown (`core.votes.Reveal`); None when all are (not blind, or revealed as a whole).
     units: int | None = None
     revealed_units: int | None = None
+    judge_votes: int = 0    # current votes of LLM judges (not in `votes`, which are people's)
 
     @property
     def reveal_note(self) -> str:
@@ -414,6 +462,10 @@ def vote_problem(v: VoteRecord) -> str | None:
     for label in v.positions:
         if label not in v.mapping:
             return f"vote {v.id}: label {label!r} is not in the mapping {sorted(v.mapping)}"
+    if v.rater_kind == "judge" and not v.judge:
+        return f"vote {v.id}: a judge's vote names its judge"
+    if v.rater_kind != "judge" and v.judge is not None:
+        return f"vote {v.id}: a person's vote has a judge ({v.judge!r})"
     return None
 
 

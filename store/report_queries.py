@@ -45,6 +45,7 @@ class Scope:
     rater: str | None = None
     since: float | None = None
     include_demo: bool = False
+    rater_kind: str = "human"      # whose votes: people's ("human") or LLM judges' ("judge")
 
 
 def _where(scope: Scope, *, time_col: str, rater_col: str | None, session_col: str,
@@ -108,13 +109,15 @@ class VoteRows:
 
 
 def read_votes(store: Store, scope: Scope, *, with_ids: bool = False, demo: bool = False) -> VoteRows:
-    """One narrow row per vote: the four texts that say what it means as one
+    """People's votes only, or judges' only (`scope.rater_kind`). One narrow row per vote: the four texts that say what it means as one
     key, (category, rater, prompt) as another, so that 100k votes are a few
     thousand distinct keys to read. `demo`: also read each vote's session
     where it has a demo contestant."""
     conn = store.conn
     where, params = _where(scope, time_col="v.created", rater_col="v.rater",
                            session_col="v.session_id", category_col="t.category")
+    where = " AND v.rater_kind = ?" + where
+    params = [scope.rater_kind, *params]
     extra = ""
     if demo:   # the session only where it has a demo contestant (NULL, i.e. free, elsewhere)
         extra += (", CASE WHEN v.session_id IN (SELECT session_id FROM contestant WHERE is_demo = 1) "
@@ -416,3 +419,53 @@ def session_count(store: Store) -> int:
 def real_contestant_count(store: Store) -> int:
     """Contestants that are not demo models."""
     return int(store.conn.execute("SELECT count(*) FROM contestant WHERE is_demo = 0").fetchone()[0])
+
+
+# --------------------------------------------------------------------------- judges and rater quality
+
+
+def pair_vote_rows(store: Store, scope: Scope, judge_rater: str) -> list[tuple[Any, ...]]:
+    """The current votes the judge calibration reads: people's (the scope's
+    filters, its rater among them) and those of the rater `judge_rater`
+    (the scope's filters but the rater): (id, turn id, category, rater,
+    rater kind, judge prompt hash, choice, ranking, mapping, positions,
+    session), in creation order. Demo votes are the caller's to leave out."""
+    human = Scope(scope.sessions, scope.category, scope.rater, scope.since, scope.include_demo, "human")
+    judge = Scope(scope.sessions, scope.category, None, scope.since, scope.include_demo, "judge")
+    rows: list[tuple[Any, ...]] = []
+    for part, extra, extra_params in ((human, "", []), (judge, " AND v.rater = ?", [judge_rater])):
+        where, params = _where(part, time_col="v.created", rater_col="v.rater", session_col="v.session_id",
+                               category_col="t.category")
+        rows += store.conn.execute(
+            "SELECT v.id, v.turn_id, t.category, v.rater, v.rater_kind, v.judge_prompt_hash, v.choice, v.ranking, "
+            "v.mapping, v.positions, v.session_id FROM vote v JOIN turn t ON t.id = v.turn_id "
+            "WHERE v.current = 1 AND v.rater_kind = ? AND v.id NOT IN "
+            "(SELECT supersedes FROM vote WHERE supersedes IS NOT NULL)" + extra + where + " ORDER BY v.id",
+            [part.rater_kind, *extra_params, *params]).fetchall()
+    return rows
+
+
+def judge_prompts(store: Store, judge_rater: str) -> list[tuple[str | None, int, float]]:
+    """(prompt hash, current verdicts, latest time) of each prompt this judge was asked with, newest first."""
+    return store.conn.execute(
+        "SELECT judge_prompt_hash, count(*), max(created) FROM vote WHERE rater = ? AND rater_kind = 'judge' "
+        "AND current = 1 GROUP BY 1 ORDER BY 3 DESC", [judge_rater]).fetchall()
+
+
+def gold_rows(store: Store, scope: Scope) -> list[tuple[Any, ...]]:
+    """(rater, source, correct, choice) of every gold pair judged and not withdrawn, in the scope."""
+    where, params = _where(scope, time_col="g.created", rater_col="g.rater", session_col="g.session_id",
+                           category_col="t.category")
+    return store.conn.execute(
+        "SELECT g.rater, g.source, g.correct, g.choice FROM gold_check g JOIN turn t ON t.id = g.turn_id "
+        "WHERE g.retracted_at IS NULL" + where + " ORDER BY g.id", params).fetchall()
+
+
+def guess_rows(store: Store, scope: Scope) -> list[tuple[Any, ...]]:
+    """(rater, actual model, guessed model or None, models offered (JSON)) of
+    every blinding-audit guess whose vote still counts, in the scope."""
+    where, params = _where(scope, time_col="g.created", rater_col="g.rater", session_col="g.session_id",
+                           category_col="t.category")
+    return store.conn.execute(
+        "SELECT g.rater, g.actual, g.guess, g.options FROM blind_guess g JOIN vote v ON v.id = g.vote_id "
+        "JOIN turn t ON t.id = v.turn_id WHERE v.current = 1" + where + " ORDER BY g.id", params).fetchall()

@@ -13,8 +13,10 @@ from pydantic import BaseModel
 
 from store.records import (
     AnswerTrace,
+    BlindGuessRecord,
     CheckResultRecord,
     ContestantRecord,
+    GoldCheckRecord,
     OutputRecord,
     RevealRecord,
     SessionRecord,
@@ -106,11 +108,16 @@ OUTPUT_COLS = ("id", "session_id", "turn_id", "contestant", "label", "attempt", 
                "tokens_estimated", "reasoning_tokens", "cost", "is_demo", "created", "trace", "streamed",
                "served_model", "system_fingerprint", "origin", "cached_from", "request_key", "prompt", "updated", "writer")
 VOTE_COLS = ("id", "session_id", "turn_id", "rater", "choice", "winner", "ranking", "mapping",
-             "positions", "created", "revealed_at", "note", "supersedes", "current", "retracted_at")
+             "positions", "created", "revealed_at", "note", "supersedes", "current", "retracted_at",
+             "rater_kind", "judge", "judge_prompt_hash", "judge_rubric", "judge_reason", "judge_cost",
+             "judge_input_tokens", "judge_output_tokens", "choice_reason")
 TAG_COLS = ("id", "output_id", "tag", "rater", "note", "auto", "created", "removed_at")
 CHECK_COLS = ("id", "output_id", "check_name", "spec", "passed", "detail")
 REVEAL_COLS = ("id", "session_id", "turn_id", "rater", "created")
 VOTE_CONTESTANT_COLS = ("vote_id", "label", "alias", "position", "outcome", "current")
+GOLD_COLS = ("id", "session_id", "turn_id", "rater", "source", "model", "degradation", "better", "choice",
+             "positions", "correct", "created", "retracted_at")
+GUESS_COLS = ("id", "vote_id", "session_id", "rater", "label", "actual", "guess", "options", "created")
 
 
 def insert_sql(table: str, cols: tuple[str, ...], verb: str = "INSERT") -> str:
@@ -146,7 +153,10 @@ def output_row(r: OutputRecord, updated: float | None = None, writer: str | None
 def vote_row(r: VoteRecord, current: int = 1) -> tuple:
     return _safe((r.id, r.session_id, r.turn_id, r.rater, r.choice, r.winner,
                   None if r.ranking is None else dumps(r.ranking), dumps(r.mapping), dumps(r.positions),
-                  r.created, r.revealed_at, r.note, r.supersedes, current, r.retracted_at))
+                  r.created, r.revealed_at, r.note, r.supersedes, current, r.retracted_at,
+                  r.rater_kind, r.judge, r.judge_prompt_hash, r.judge_rubric, r.judge_reason, r.judge_cost,
+                  r.judge_input_tokens, r.judge_output_tokens,
+                  None if r.choice_reason is None else dumps(r.choice_reason)))
 
 
 def vote_contestant_rows(vote_id: str, choice: str, mapping: dict[str, str], positions: list[str] | tuple[str, ...],
@@ -175,6 +185,15 @@ def check_row(r: CheckResultRecord) -> tuple:
 
 def reveal_row(r: RevealRecord) -> tuple:
     return _safe((r.id, r.session_id, r.turn_id, r.rater, r.created))
+
+
+def gold_row(r: GoldCheckRecord) -> tuple:
+    return _safe((r.id, r.session_id, r.turn_id, r.rater, r.source, r.model, r.degradation, r.better, r.choice,
+                  dumps(r.positions), int(r.correct), r.created, r.retracted_at))
+
+
+def guess_row(r: BlindGuessRecord) -> tuple:
+    return _safe((r.id, r.vote_id, r.session_id, r.rater, r.label, r.actual, r.guess, dumps(r.options), r.created))
 
 
 # ---- rows -> records (rows come from `SELECT <COLS>` in the column order above)
@@ -238,6 +257,7 @@ _VOTE_READ = tuple(c for c in VOTE_COLS if c not in ("winner", "current"))
 def vote_from(row: tuple) -> VoteRecord:
     d = dict(zip(_VOTE_READ, row))
     d["ranking"], d["mapping"], d["positions"] = loads(d["ranking"]), json.loads(d["mapping"]), json.loads(d["positions"])
+    d["choice_reason"] = loads(d["choice_reason"])
     return trusted(VoteRecord, d)
 
 

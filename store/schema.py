@@ -349,5 +349,72 @@ def m010_chat_workbench(db: Database) -> None:
     db.execute("ALTER TABLE output ADD COLUMN prompt TEXT")
 
 
+@_migration(name="m011_judge")
+def m011_judge(db: Database) -> None:
+    """Who cast a vote: a person (`rater_kind` 'human', every vote before this)
+    or an LLM judge ('judge': `lineup judge`), with what the judge was asked
+    (its alias, the hash of its instructions and template, the rubric that
+    replaced the default instructions), its reply (the reason and verdict as
+    it came, keys scrubbed) and what the request cost. Judge votes never count
+    in a human figure unless asked (`core.votes.HUMAN`)."""
+    for sql in (
+        "ALTER TABLE vote ADD COLUMN rater_kind TEXT NOT NULL DEFAULT 'human'",
+        "ALTER TABLE vote ADD COLUMN judge TEXT",
+        "ALTER TABLE vote ADD COLUMN judge_prompt_hash TEXT",
+        "ALTER TABLE vote ADD COLUMN judge_rubric TEXT",
+        "ALTER TABLE vote ADD COLUMN judge_reason TEXT",
+        "ALTER TABLE vote ADD COLUMN judge_cost REAL",
+        "ALTER TABLE vote ADD COLUMN judge_input_tokens INTEGER",
+        "ALTER TABLE vote ADD COLUMN judge_output_tokens INTEGER",
+        "CREATE INDEX vote_judge ON vote(judge, turn_id) WHERE judge IS NOT NULL",
+    ):
+        db.execute(sql)
+
+
+@_migration(name="m012_adaptive_queue")
+def m012_adaptive_queue(db: Database) -> None:
+    """Why the vote queue served the item a vote is on (`lineup vote
+    --adaptive`: the pair it chose and why, as JSON; NULL for the plain
+    queue), so an analysis can account for how items were chosen."""
+    db.execute("ALTER TABLE vote ADD COLUMN choice_reason TEXT")
+
+
+@_migration(name="m013_rater_quality")
+def m013_rater_quality(db: Database) -> None:
+    """Rater quality. `gold_check`: a pair with a known better answer (the
+    sample set's `gold` answers, or a real answer against a degraded copy of
+    it) judged in the vote queue: what the rater chose and whether it was the
+    better one; never a vote, never in a rating. `blind_guess`: after a vote,
+    the rater's guess of which model wrote an answer (the blinding audit)."""
+    db.execute("""CREATE TABLE gold_check (
+        id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES session(id) ON DELETE CASCADE,
+        turn_id TEXT NOT NULL REFERENCES turn(id) ON DELETE CASCADE,
+        rater TEXT NOT NULL,
+        source TEXT NOT NULL,                   -- case (the set's gold answers) / degraded (a planted copy)
+        model TEXT,                             -- degraded: the model whose answer was copied
+        degradation TEXT,                       -- degraded: how the copy was spoiled
+        better TEXT NOT NULL,                   -- the label of the better answer
+        choice TEXT NOT NULL,                   -- what the rater chose: a label, tie, both_bad
+        positions TEXT NOT NULL,                -- JSON labels left -> right
+        correct INTEGER NOT NULL,
+        created REAL NOT NULL,
+        retracted_at REAL
+    ) WITHOUT ROWID""")
+    db.execute("CREATE INDEX gold_check_rater ON gold_check(rater)")
+    db.execute("""CREATE TABLE blind_guess (
+        id TEXT PRIMARY KEY,
+        vote_id TEXT NOT NULL REFERENCES vote(id) ON DELETE CASCADE,
+        session_id TEXT NOT NULL REFERENCES session(id) ON DELETE CASCADE,
+        rater TEXT NOT NULL,
+        label TEXT NOT NULL,                    -- the answer asked about
+        actual TEXT NOT NULL,                   -- the model that wrote it
+        guess TEXT,                             -- the model guessed; NULL: "no idea"
+        options TEXT NOT NULL,                  -- JSON: the models offered
+        created REAL NOT NULL
+    ) WITHOUT ROWID""")
+    db.execute("CREATE INDEX blind_guess_vote ON blind_guess(vote_id)")
+
+
 MIGRATION_NAMES: tuple[str, ...] = tuple(name for name, _ in _STEPS)
 SCHEMA_VERSION = len(MIGRATION_NAMES)

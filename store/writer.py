@@ -22,7 +22,9 @@ import anyio.lowlevel
 
 from store.db import Store, StoreError
 from store.records import (
+    BlindGuessRecord,
     CheckResultRecord,
+    GoldCheckRecord,
     LoadedSession,
     OutputRecord,
     RevealRecord,
@@ -208,6 +210,15 @@ class AsyncStore:
 
     async def add_reveal(self, rec: RevealRecord) -> None:
         return await self.call(lambda s: s.add_reveal(rec))
+
+    async def add_gold_check(self, rec: GoldCheckRecord) -> None:
+        return await self.call(lambda s: s.add_gold_check(rec))
+
+    async def retract_gold_check(self, check_id: str, at: float | None = None) -> bool:
+        return await self.call(lambda s: s.retract_gold_check(check_id, at))
+
+    async def add_blind_guess(self, rec: BlindGuessRecord) -> None:
+        return await self.call(lambda s: s.add_blind_guess(rec))
 
     async def add_tag(self, rec: TagRecord) -> None:
         return await self.call(lambda s: s.add_tag(rec))

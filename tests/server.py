@@ -89,6 +89,14 @@ gets Azure's own error (404 `DeploymentNotFound` for another deployment, 404
 `Authorization` header included). Its streams start, as Azure's do, with a
 chunk of `prompt_filter_results` and no choices. `srv.reset()` ends it.
 
+`PairwiseJudge(verdict)` is such an `fn`: an LLM judge on the wire. It reads
+the request (any protocol) as a pairwise judging request in the MT-Bench
+convention, single- or multi-turn (`request_texts` gives its system and
+user text, `judge_material` the last question and answers), calls
+`verdict(question, answer_a, answer_b)` -> "A", "B" or "C", and answers "a
+short reason [[X]]" (with `usage`, after `delay` between deltas); requests it
+cannot read get `[[C]]`. `PairwiseJudge(lambda q, a, b: "A")` always says A.
+
 `stamp=True` replaces each text delta by the server's `time.perf_counter()`
 at the moment it is written ("%.6f " seconds), for latency benchmarks (same
 clock as the client when both run in one process).
@@ -110,6 +118,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import socket
 import threading
 import time
@@ -982,6 +991,72 @@ class _GeminiArray(_Gemini):
 
 _ENCODERS = {"openai": _OpenAI, "anthropic": _Anthropic, "ollama": _Ollama, "gemini-sse": _Gemini,
              "gemini-json": _GeminiArray}
+
+
+# --- a judge on the wire ------------------------------------------------------------
+
+
+def _texts(content: Any) -> str:
+    """The text of a message's content: a string, or the text parts of a list."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""
+
+
+def request_texts(rec: Received) -> tuple[str, str]:
+    """(system prompt, last user message) of a chat request in any protocol."""
+    body = rec.json or {}
+    proto = _protocol(rec) or ""
+    if proto.startswith("gemini"):
+        system = _texts((body.get("systemInstruction") or {}).get("parts"))
+        users = [c for c in body.get("contents", []) if c.get("role") == "user"]
+        return system, _texts(users[-1].get("parts")) if users else ""
+    messages = body.get("messages", [])
+    system = _texts(body.get("system")) if proto == "anthropic" else \
+        "".join(_texts(m.get("content")) for m in messages if m.get("role") == "system")
+    users = [m for m in messages if m.get("role") == "user"]
+    return system, _texts(users[-1].get("content")) if users else ""
+
+
+_JUDGE_ANSWER = re.compile(r"\[The Start of Assistant (A|B)'s Answer\]\n(.*?)\n\[The End of Assistant \1's Answer\]",
+                           re.DOTALL)
+_JUDGE_QUESTION = re.compile(r"\[User Question\]\n(.*?)\n\n\[The Start of Assistant", re.DOTALL)
+_JUDGE_CONVERSATION = re.compile(r"<\|The Start of Assistant (A|B)'s Conversation with User\|>\n\n(.*?)\n\n"
+                                 r"<\|The End of Assistant \1's Conversation with User\|>", re.DOTALL)
+_JUDGE_TURN = re.compile(r"### User:\n(.*?)\n\n### Assistant (?:A|B):\n(.*?)(?=\n\n### User:\n|\Z)", re.DOTALL)
+
+
+def judge_material(user: str) -> tuple[str, str, str] | None:
+    """(last question, answer A, answer B) of a pairwise judging request, single- or multi-turn."""
+    answers = {m.group(1): m.group(2) for m in _JUDGE_ANSWER.finditer(user)}
+    q = _JUDGE_QUESTION.search(user)
+    if set(answers) == {"A", "B"} and q is not None:
+        return q.group(1), answers["A"], answers["B"]
+    last = {m.group(1): _JUDGE_TURN.findall(m.group(2))[-1:] for m in _JUDGE_CONVERSATION.finditer(user)}
+    if set(last) != {"A", "B"} or not last["A"] or not last["B"]:
+        return None
+    return last["A"][0][0], last["A"][0][1], last["B"][0][1]
+
+
+@dataclass
+class PairwiseJudge:
+    """See the module docstring: `srv.respond(PairwiseJudge(verdict))`."""
+
+    verdict: Callable[[str, str, str], str]
+    usage: tuple[int, int, int | None] | None = None
+    delay: float = 0.0
+    seen: list[tuple[str, str, str]] = field(default_factory=list)   # (question, A, B) of each request
+
+    def __call__(self, rec: Received) -> Reply:
+        _, user = request_texts(rec)
+        found = judge_material(user)
+        if found is None:
+            return Reply(text="I cannot see two answers here. [[C]]", usage=self.usage, delay=self.delay)
+        self.seen.append(found)
+        pick = self.verdict(*found)
+        return Reply(text=f"Comparing the two answers briefly. [[{pick}]]", usage=self.usage, delay=self.delay)
 
 
 # --- client-side helpers for tests ----------------------------------------------

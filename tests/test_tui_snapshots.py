@@ -158,3 +158,17 @@ def test_replay(snap_compare, store):
 
     app = LineupApp(store, replay=ReplayOptions(SID), rater="tester")
     assert snap_compare(app, run_before=before, terminal_size=SIZE)
+
+
+def test_blinding_audit_guess(snap_compare, store):
+    from tui.guess_picker import GuessPicker
+
+    async def before(pilot):
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, VoteQueueScreen)
+                       and pilot.app.screen.current is not None, "the queue")
+        await pilot.press("a")
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, GuessPicker), "the guess")
+        await pilot.pause(0.2)
+
+    app = LineupApp(store, vote=VoteOptions(SID, shuffle_seed=4, blinding_audit=True), rater="tester")
+    assert snap_compare(app, run_before=before, terminal_size=SIZE)

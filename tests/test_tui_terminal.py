@@ -1,4 +1,4 @@
-"""One real-terminal smoke test: `lineup` in a tmux session (a real pty and
+"""Real-terminal tests: `lineup` in a tmux session (a real pty and
 terminal emulator) with demo models, a prompt, a vote, quit; then the vote
 must be in the database."""
 
@@ -234,3 +234,43 @@ def test_picker_image_attach_and_copy_in_a_real_terminal(tmp_path):
     assert sorted(c.alias for c in loaded.session.contestants) == ["quick", "wordy"]
     assert [i["name"] for i in turn.images] == ["chart.png", "receipt.png"]
     assert stored[turn.images[0]["sha256"]][1] == (shots / "chart.png").read_bytes()
+
+
+@pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
+def test_adaptive_vote_with_the_blinding_audit_typed_in_a_real_terminal(tmp_path, monkeypatch):
+    """`lineup vote --adaptive --blinding-audit` in a pty: two answers, no
+    name before the vote; the vote key asks who wrote A; "n" (no idea)
+    answers it, and only then do the names show."""
+    import json
+
+    from lineup.cli import main
+
+    tmux = Tmux(f"lineup-test-adaptive-{os.getpid()}")
+    db = tmp_path / "lineup.db"
+    monkeypatch.setenv("LINEUP_DEMO_SPEED", "0")
+    (tmp_path / "config.toml").write_text("")
+    monkeypatch.setenv("LINEUP_CONFIG", str(tmp_path / "config.toml"))
+    sample = tmp_path / "set.jsonl"
+    sample.write_text("".join(json.dumps({"id": f"c{k}", "category": "colours", "prompt": f"Name a colour, take {k}"}) + "\n"
+                              for k in range(3)))
+    assert main(["run", str(sample), "-m", "demo/concise", "-m", "demo/quirky", "-m", "demo/thorough",
+                 "--quiet", "--db", str(db)]) == 0
+    _start(tmux, tmp_path, "vote --adaptive --blinding-audit", "0")
+    try:
+        tmux.wait_for("Which answer is best?", forbid=NAMES_SHOWN + ("thorough",))
+        tmux("send-keys", "-t", "lineup", "a")
+        tmux.wait_for("Which model do you think wrote A?")
+        tmux("send-keys", "-t", "lineup", "n")
+        tmux.wait_for("A · demo/")
+        tmux("send-keys", "-t", "lineup", "C-q")
+        screen = tmux.wait_for("EXITED")
+        assert "EXITED 0" in screen
+    finally:
+        tmux("kill-server", check=False)
+    with Store.open(db) as store:
+        (summary,) = store.list_sessions()
+        loaded = store.load_session(summary.id)
+        guesses = store.conn.execute("SELECT guess, options FROM blind_guess").fetchall()
+    (vote,) = [v for v in loaded.current_votes() if v.rater == "pty-tester"]
+    assert vote.choice == "A" and len(vote.mapping) == 2 and vote.choice_reason["mode"] == "adaptive"
+    assert [(g, json.loads(o)) for g, o in guesses] == [(None, ["demo/concise", "demo/quirky", "demo/thorough"])]

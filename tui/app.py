@@ -80,6 +80,10 @@ class VoteOptions:
     reveal: Reveal = "each"
     repeats: Repeats = "separate"
     shuffle_seed: int | None = None     # tests and snapshots; None = a fresh shuffle every time
+    adaptive: bool = False              # `--adaptive`: pairs chosen by core.adaptive
+    confidence: float = 0.95            # ... and the confidence of its stop message
+    gold_rate: float = 0.0              # `--gold-rate`: the chance of a gold pair after each case
+    blinding_audit: bool = False        # `--blinding-audit`: "who wrote A?" after each vote
 
 
 class LineupApp(App[int]):
@@ -137,7 +141,9 @@ class LineupApp(App[int]):
             v = self.vote_options
             rng = random.Random(v.shuffle_seed) if v.shuffle_seed is not None else None
             await self.push_screen(VoteQueueScreen(v.session_id, reveal=v.reveal, repeats=v.repeats,
-                                                   standalone=True, rng=rng))
+                                                   standalone=True, rng=rng, adaptive=v.adaptive,
+                                                   confidence=v.confidence, gold_rate=v.gold_rate,
+                                                   blinding_audit=v.blinding_audit))
         elif self.report_options is not None:
             from tui.report_screen import ReportScreen
 

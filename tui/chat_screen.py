@@ -19,8 +19,8 @@ copy logic each have their own module."""
 
 from __future__ import annotations
 
-from functools import partial
 from collections.abc import Iterable
+from functools import partial
 from typing import TYPE_CHECKING
 
 from rich.text import Text
@@ -37,7 +37,7 @@ from core.config import DEFAULT_TAGS
 from core.prompt_history import PromptHistory
 from core.sessions import ChatSession, PaneUpdate
 from core.text import one_line
-from core.votes import VoteNeedsConfirmation, describe, exception_line
+from core.votes import VoteNeedsConfirmation, describe, exception_line, human_votes
 from providers.events import ImagePart, Message
 from tui.commands import PaletteCommand
 from tui.compare_screen import CompareScreen
@@ -321,7 +321,7 @@ class ChatScreen(Screen):
                 pane.status = pane_status(last)
                 pane.figures = record_figures(last)
         rater = self.app.rater
-        self._voted_turns = {v.turn_id for v in loaded.current_votes() if v.rater == rater}
+        self._voted_turns = {v.turn_id for v in human_votes(loaded.current_votes()) if v.rater == rater}
 
     # ----- sending --------------------------------------------------------
     @property

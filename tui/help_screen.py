@@ -18,6 +18,7 @@ def binding_groups(app_class: type[App]) -> list[tuple[str, list]]:
     from tui.chat_screen import ChatScreen
     from tui.compare_screen import CompareScreen
     from tui.dialogs import Confirm, TextPrompt
+    from tui.guess_picker import GuessPicker
     from tui.model_picker import ModelPicker
     from tui.panes import Pane
     from tui.prompt_box import PromptBox
@@ -44,6 +45,7 @@ def binding_groups(app_class: type[App]) -> list[tuple[str, list]]:
         ("Sessions", SessionsScreen.BINDINGS),
         ("Replay", ReplayScreen.BINDINGS),
         ("Vote queue", VoteQueueScreen.BINDINGS),
+        ("Who wrote A?", GuessPicker.BINDINGS),
         ("Report", ReportScreen.BINDINGS),
         ("Help", HelpScreen.BINDINGS),
     ]

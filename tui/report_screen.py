@@ -28,6 +28,7 @@ from core.ratings import DEFAULT_ROUNDS
 from core.report.build import build_report
 from core.report.format import gap_hint as report_gap_hint
 from core.report.model import NO_CATEGORY, Report, ReportFilters
+from core.report.stretch import stretch_blocks
 from core.structured import HEADER as STRUCTURED_HEADER
 from core.structured import table_rows as structured_table
 from core.text import one_line
@@ -137,6 +138,24 @@ def report_widgets(report: Report) -> list[Widget]:
         lines = [Text(one_line(" · ".join(f"{h} {c}" if i else c for i, (h, c) in enumerate(zip(STRUCTURED_HEADER, row)))))
                  for row in structured_table(report.structured)]
         out.append(prose(Text("\n").join(lines), "report-structured"))
+    out += stretch_widgets(report)
+    return out
+
+
+def stretch_widgets(report: Report) -> list[Widget]:
+    """The judge and rater-quality sections (`core.report.stretch`): headings,
+    prose, and each table as aligned lines of inert text."""
+    out: list[Widget] = []
+    for b in stretch_blocks(report):
+        if b.kind in ("h2", "h3"):
+            out.append(prose(Text(one_line(b.text)), "report-section" if b.kind == "h2" else "report-prose"))
+        elif b.kind == "p":
+            out.append(prose(b.text, "report-hints"))
+        else:
+            cells = [list(b.header)] + [list(r) for r in b.rows]
+            widths = [max(len(one_line(row[i])) for row in cells) for i in range(len(b.header))]
+            lines = [Text("  ".join(one_line(c).ljust(w) for c, w in zip(row, widths)).rstrip()) for row in cells]
+            out.append(prose(Text("\n").join(lines), "report-table"))
     return out
 
 

@@ -2,7 +2,9 @@
 time, its answers in freshly shuffled positions (recorded in the vote),
 vote, tag, note, skip, undo; progress n/total; resumable because the queue
 is rebuilt from the record each time. Names appear after each vote or only
-at the end (`reveal`). The logic is `core.vote_queue.VoteQueue`; this screen
+at the end (`reveal`). With `adaptive`, two answers at a time, the pair
+chosen by `core.adaptive`, and the info line says when the top of the
+ranking is separated ("you can stop: ..."). The logic is `core.vote_queue.VoteQueue`; this screen
 draws it and forwards keys."""
 
 from __future__ import annotations
@@ -52,8 +54,13 @@ class VoteQueueScreen(Screen):
     ]
 
     def __init__(self, session_id: str | None = None, *, reveal: Reveal = "each", repeats: Repeats = "separate",
-                 standalone: bool = False, rng: random.Random | None = None) -> None:
+                 standalone: bool = False, rng: random.Random | None = None, adaptive: bool = False,
+                 confidence: float = 0.95, gold_rate: float = 0.0, blinding_audit: bool = False) -> None:
         super().__init__()
+        self.blinding_audit = blinding_audit
+        self.gold_rate = gold_rate
+        self.adaptive = adaptive
+        self.confidence = confidence
         self.session_id = session_id
         self.reveal = reveal
         self.repeats = repeats
@@ -65,6 +72,7 @@ class VoteQueueScreen(Screen):
         self.unconfirmed: tuple[str, list[str] | None] | None = None   # a vote waiting for its repeat
         self.info = Static("loading…", classes="info-line", id="queue-info")
         self.vote_bar = VoteBar()
+        self._stop_said = False             # adaptive: the stop message was notified once
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False, icon="≡")
@@ -120,7 +128,8 @@ class VoteQueueScreen(Screen):
         self.sub_title = "vote queue"
         self.query_one("#queue-note").display = False
         queue = VoteQueue(self.app.store, rater=self.app.rater, session_id=self.session_id,
-                          reveal=self.reveal, repeats=self.repeats, rng=self.rng)
+                          reveal=self.reveal, repeats=self.repeats, rng=self.rng, adaptive=self.adaptive,
+                          confidence=self.confidence, gold_rate=self.gold_rate)
         try:
             await queue.load()
         except Exception as exc:
@@ -183,7 +192,8 @@ class VoteQueueScreen(Screen):
 
     def _show_info(self, extra: str = "") -> None:
         item = self.current
-        line = f"case {self.done + len(self._queue.seen) + 1} of {self.total}"
+        what = "pair" if self.adaptive else "case"
+        line = f"{what} {self.done + len(self._queue.seen) + 1} of {self.total}"
         if item is not None and item.case_id:
             line += f" · {item.case_id}" + (f" ({item.category})" if item.category else "")
         if item is not None and len(item.repeats) > 1:
@@ -192,6 +202,10 @@ class VoteQueueScreen(Screen):
             line += " · note set"
         if extra:
             line += " · " + extra
+        # the stop message names models: only once this case's names are shown (never beside a blind case)
+        stop = self._queue.stop_message if self.queue is not None and not self.waiting else None
+        if stop:
+            line += " · " + stop
         self.info.update(Text(line))
 
     def _show_end(self) -> None:
@@ -201,6 +215,8 @@ class VoteQueueScreen(Screen):
         if self.reveal == "end" and self.history:
             lines.append("Your votes, revealed:")
             for judged in self.history:
+                if not judged.votes:        # a gold pair: a check, not a vote
+                    continue
                 v = judged.votes[0]
                 names = ", ".join(f"{label} = {alias}" for label, alias in v.mapping.items())
                 item = judged.item
@@ -245,11 +261,42 @@ class VoteQueueScreen(Screen):
             self.app.say(f"Vote not saved: {exc}", severity="error")
             return
         self.note = None
+        stop = self._queue.stop_message
+        if stop and not self._stop_said:
+            self._stop_said = True
+            self.app.say(stop[0].upper() + stop[1:])
+        if not votes:   # a gold pair: a check of the rater, recorded apart from the votes
+            gold = self._queue.history[-1].gold
+            kind = ("a known better answer against a worse one" if gold and gold.source == "case"
+                    else "one answer was a spoiled copy")
+            what = f"a check pair ({kind}): " + ("you saw it" if gold and gold.correct else "you missed it")
+            if self.reveal == "each":
+                self._show_names(item, what)
+            else:
+                self.app.say(what)
+                await self.show_next()
+            return
+        if self.blinding_audit:
+            await self._ask_guess(item)
         what = describe(votes[0], revealed=False)
         if self.reveal == "each":
             self._show_names(item, f"voted {what}")
         else:
             await self.show_next()
+
+    async def _ask_guess(self, item: QueueItem) -> None:
+        """The blinding audit, before the names: who wrote A? (every model of
+        the session offered). Esc records nothing; a failed write is said."""
+        from tui.guess_picker import NO_IDEA, GuessPicker
+
+        models = sorted(c.alias for c in item.contestants) or sorted(item.aliases)
+        answer = await self.app.push_screen_wait(GuessPicker("A", models))
+        if answer is None:
+            return
+        try:
+            await self._queue.guess("A", None if answer == NO_IDEA else answer, models)
+        except Exception as exc:
+            self.app.say(f"Guess not saved: {exc}", severity="error")
 
     def _show_names(self, item: QueueItem, what: str) -> None:
         """The case's models on its panes, its figures, checks and whole errors."""

@@ -35,8 +35,10 @@ import numpy as np
 
 from core import ratings as R
 from core.report import figures
+from core.report.judge import judge_report as judge_section
 from core.report.model import NO_CATEGORY, RatingTable, Report, ReportFilters
 from core.report.patterns import Votes, battle_set, read_votes
+from core.report.rater_quality import rater_quality
 from store import report_queries as Q
 from store.db import Store
 
@@ -57,10 +59,13 @@ def rating_table(result: R.RatingResult) -> RatingTable:
 
 def build_report(store: Store, filters: ReportFilters | None = None, *, rounds: int = R.DEFAULT_ROUNDS,
                  seed: int | None = 0, prices: Mapping[str, Any] | None = None,
-                 breakdowns: bool = True) -> Report:
+                 breakdowns: bool = True, judge: str | None = None, judge_prompt: str | None = None) -> Report:
     """Read the store and compute everything. `prices`: alias -> `Price` from
     the config, used when an answer has no recorded cost and its session
-    recorded no price. `breakdowns=False` skips per-category / per-rater ratings."""
+    recorded no price. `breakdowns=False` skips per-category / per-rater ratings.
+    `judge`: an LLM judge's alias, for its section (calibration against
+    people's votes, combined ratings); `judge_prompt` a prefix of the hash of
+    the prompt to read (default: its newest)."""
     filters = filters or ReportFilters()
     scope = scope_of(filters)
     with ThreadPoolExecutor(RATING_THREADS, "lineup-report-ratings") as pool:
@@ -91,7 +96,20 @@ def build_report(store: Store, filters: ReportFilters | None = None, *, rounds: 
                                f"range (left out of the figures): {', '.join(named)}"
                                f"{' ...' if n_bad > len(named) else ''}")
     report.message = _message(store, report, filters)
+    _stretch(store, scope, report, judge, judge_prompt, rounds, seed)
     return report
+
+
+def _stretch(store: Store, scope: Q.Scope, report: Report, judge: str | None, judge_prompt: str | None,
+             rounds: int, seed: int | None) -> None:
+    """Issue 14's sections: how many judges' votes the figures leave out, the
+    judge's section when asked, rater quality (gold pairs, blinding audit)."""
+    from dataclasses import replace
+
+    report.judge_votes_excluded = len(read_votes(store, replace(scope, rater=None, rater_kind="judge"))[0])
+    if judge is not None:
+        report.judge = judge_section(store, scope, judge, rounds=rounds, seed=seed, prompt_hash=judge_prompt)
+    report.rater_quality = rater_quality(store, scope)
 
 
 Rated = Future[R.RatingResult]

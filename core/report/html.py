@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from core.ratings import Gap, ModelRating
 from core.report.format import fmt, fmt_ci, fmt_rank, nice_step, pct
 from core.report.model import Engineering, FailureModes, Report
+from core.report.stretch import Block, stretch_blocks
 from core.structured import HEADER as STRUCTURED_HEADER
 from core.structured import table_rows as structured_table
 from core.text import html_text
@@ -151,6 +152,19 @@ def _html_ratings(models: Sequence[ModelRating], gaps: Sequence[Gap]) -> str:
     return "".join(parts)
 
 
+def _html_blocks(blocks: Sequence[Block]) -> list[str]:
+    """The judge and rater-quality sections (`core.report.stretch`), every string escaped."""
+    out: list[str] = []
+    for b in blocks:
+        if b.kind in ("h2", "h3"):
+            out.append(f"<{b.kind}>{html_text(b.text)}</{b.kind}>")
+        elif b.kind == "p":
+            out.append(f"<p>{html_text(b.text)}</p>")
+        else:
+            out.append(_html_table([html_text(h) for h in b.header], [[html_text(c) for c in row] for row in b.rows]))
+    return out
+
+
 def render_html(r: Report) -> str:
     """A self-contained page: inline CSS and SVG, no script, every piece of
     recorded text escaped."""
@@ -216,6 +230,7 @@ def render_html(r: Report) -> str:
             [[html_text(s.model), str(s.cases), str(s.runs), pct(s.exact_match_rate),
               f"{fmt(s.mean_similarity, 2)} / {fmt(s.min_similarity, 2)}", f"{s.flaky_checks}/{s.checks}",
               f"{fmt(s.pass_rate_sd_mean, 2)} / {fmt(s.pass_rate_sd_max, 2)}"] for s in r.stability])]
+    body += _html_blocks(stretch_blocks(r))
     return ("<!DOCTYPE html><html lang=en><head><meta charset=utf-8>"
             "<meta name=viewport content='width=device-width, initial-scale=1'>"
             f"<title>lineup report</title><style>{_CSS}</style></head><body>"

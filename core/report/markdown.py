@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from core.ratings import Gap, ModelRating
 from core.report.format import fmt, fmt_ci, fmt_rank, pct
 from core.report.model import Report
+from core.report.stretch import Block, stretch_blocks
 from core.structured import HEADER as STRUCTURED_HEADER
 from core.structured import table_rows as structured_table
 from core.text import markdown_inline
@@ -120,4 +121,19 @@ def render_markdown(r: Report) -> str:
                              f"{s.flaky_checks}/{s.checks}",
                              f"{fmt(s.pass_rate_sd_mean, 2)} / {fmt(s.pass_rate_sd_max, 2)}"]
                             for s in r.stability])
+    lines += _md_blocks(stretch_blocks(r))
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _md_blocks(blocks: Sequence[Block]) -> list[str]:
+    """The judge and rater-quality sections (`core.report.stretch`), every string escaped."""
+    lines: list[str] = []
+    for b in blocks:
+        if b.kind in ("h2", "h3"):
+            lines += [f"{'##' if b.kind == 'h2' else '###'} {markdown_inline(b.text)}", ""]
+        elif b.kind == "p":
+            lines += [markdown_inline(b.text), ""]
+        else:
+            lines += _md_table([markdown_inline(h) for h in b.header],
+                               [[markdown_inline(c) for c in row] for row in b.rows])
+    return lines

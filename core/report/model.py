@@ -13,7 +13,10 @@ The shape, top level: `generated_at` (epoch seconds), `database`, `filters`,
 `components`, `warnings`) and the same per category and per rater
 (`by_category`, `by_rater`: name -> `RatingTable`); `position_bias`,
 `consistency`, `failure_modes`, `engineering`, `checks`,
-`checks_by_category`, `structured` (structured output per model), `stability`.
+`checks_by_category`, `structured` (structured output per model), `stability`;
+`judge_votes_excluded`, `judge` (`core.report.judge.JudgeReport`, with
+`--judge`) and `rater_quality` (`core.report.rater_quality.RaterQuality`).
+Every figure but `judge` is made of people's votes only.
 Fields are only ever added.
 """
 
@@ -22,6 +25,8 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from core.ratings import Gap, ModelRating
+from core.report.judge import JudgeReport
+from core.report.rater_quality import RaterQuality
 from core.structured import StructuredRow
 
 #: The category of turns that have none, in the per-category tables.
@@ -170,6 +175,11 @@ class Report(BaseModel):
     checks_by_category: list[CheckRate] = Field(default_factory=list)
     structured: list[StructuredRow] = Field(default_factory=list, description="structured output per model")
     stability: list[StabilityRow] = Field(default_factory=list)
+    # issue 14: judges and rater quality (each a self-contained section, `core.report.judge`,
+    # `core.report.rater_quality`); every figure above is made of people's votes only
+    judge_votes_excluded: int = Field(default=0, description="LLM judges' votes in scope, in no figure above")
+    judge: JudgeReport | None = Field(default=None, description="`--judge JUDGE`: calibration and combined ratings")
+    rater_quality: RaterQuality = Field(default_factory=RaterQuality, description="gold accuracy, blinding audit")
 
     @property
     def empty(self) -> bool:

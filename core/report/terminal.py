@@ -18,6 +18,7 @@ from rich.text import Text
 from core.ratings import Gap, ModelRating
 from core.report.format import fmt, fmt_ci, fmt_rank, gap_hint, pct
 from core.report.model import Report
+from core.report.stretch import Block, stretch_blocks
 from core.structured import HEADER as STRUCTURED_HEADER
 from core.structured import table_rows as structured_table
 from core.text import one_line
@@ -136,3 +137,29 @@ def print_report(report: Report, console: Console | None = None) -> None:
                           _t(f"{s.flaky_checks}/{s.checks}"),
                           _t(f"{fmt(s.pass_rate_sd_mean, 2)} / {fmt(s.pass_rate_sd_max, 2)}"))
         console.print(table)
+    print_blocks(stretch_blocks(report), console)
+
+
+def print_blocks(blocks: Sequence[Block], console: Console) -> None:
+    """The judge and rater-quality sections (`core.report.stretch`) as Rich
+    text and tables, every string inert (`one_line`, never markup)."""
+    title: str | None = None
+    for b in blocks:
+        if b.kind == "h2":
+            console.print(Text(one_line(b.text), style="bold"))
+            title = None
+        elif b.kind == "h3":
+            title = b.text
+        elif b.kind == "p":
+            if title is not None:
+                console.print(Text(one_line(title), style="italic"))
+                title = None
+            console.print(Text(one_line(b.text)))
+        else:
+            table = Table(title=Text(one_line(title)) if title else None, title_justify="left")
+            title = None
+            for i, h in enumerate(b.header):
+                table.add_column(one_line(h), justify=_left_if(i == 0))
+            for row in b.rows:
+                table.add_row(*(_t(c) for c in row))
+            console.print(table)

@@ -27,6 +27,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the full report as JSON")
     parser.add_argument("--md", metavar="FILE", help="write a Markdown report")
     parser.add_argument("--html", metavar="FILE", help="write a self-contained HTML page with charts")
+    parser.add_argument("--judge", metavar="JUDGE", help="an LLM judge's alias (`lineup judge -m JUDGE`): its "
+                        "agreement with people's votes and ratings combined with them (PPI)")
+    parser.add_argument("--judge-prompt", metavar="HASH", help="with --judge: the prompt hash (or a prefix) to read "
+                        "(default: the judge's newest prompt)")
     parser.add_argument("--tui", action="store_true",
                         help="open the report screen (charts) in the terminal app instead of printing")
 
@@ -78,9 +82,11 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(str(exc)) from None
         filters = ReportFilters(sessions=sessions, category=args.category, rater=args.rater, since=since,
                                 include_demo=args.include_demo)
+        if args.judge_prompt and not args.judge:
+            raise UsageError("--judge-prompt goes with --judge JUDGE")
         if not args.tui:
             report = build_report(store, filters, rounds=args.bootstrap, seed=args.seed,
-                                  prices=_config_prices(args))
+                                  prices=_config_prices(args), judge=args.judge, judge_prompt=args.judge_prompt)
     finally:
         store.close()
     if args.tui:

@@ -111,7 +111,9 @@ def run(args: argparse.Namespace) -> int:
         who = s.reveal_note if s.contestants is None else ", ".join(s.contestants)
         kind = s.kind + (" (demo)" if s.is_demo else "")
         cells = [Text(one_line(s.id)), Text(format_time(s.created, "%Y-%m-%d %H:%M", utc=False)), Text(kind),
-                 Text(one_line(who)), Text(str(s.turns)), Text(str(s.votes))]
+                 Text(one_line(who)), Text(str(s.turns)),
+                 # people's votes; a judge's verdicts apart, never added to them
+                 Text(str(s.votes) + (f" (+{s.judge_votes} judge)" if s.judge_votes else ""))]
         if show_titles:
             cells.append(Text(one_line(s.title or "")))
         table.add_row(*cells)

@@ -1,5 +1,10 @@
-"""`lineup vote [SESSION] [--reveal each|end] [--repeats separate|together]`:
-the blind queue over cases without a vote."""
+"""`lineup vote [SESSION] [--reveal each|end] [--repeats separate|together]
+[--adaptive [--confidence P]] [--gold-rate R] [--blinding-audit]`: the blind queue over cases without a vote;
+`--adaptive` serves the (case, pair of models) that does the most for the
+ranking next and says when its top is separated (`core.adaptive`);
+`--gold-rate` mixes in gold pairs (an answer against a spoiled copy of it)
+to measure each rater's accuracy (`lineup report`, rater quality);
+`--blinding-audit` asks after each vote which model wrote A."""
 
 from __future__ import annotations
 
@@ -12,6 +17,17 @@ def configure(p: argparse.ArgumentParser) -> None:
                    help="show the model names after each vote (default) or only at the end")
     p.add_argument("--repeats", choices=("separate", "together"), default="separate",
                    help="with `lineup run --repeat`: judge each repeat on its own (default) or all together")
+    p.add_argument("--adaptive", action="store_true",
+                   help="serve next the pair of models whose order is least certain (two answers at a time) "
+                        "and say when the top of the ranking is separated")
+    p.add_argument("--confidence", type=float, default=0.95, metavar="P",
+                   help="with --adaptive: the confidence at which the top counts as separated (default 0.95)")
+    p.add_argument("--gold-rate", type=float, default=0.0, metavar="R",
+                   help="after each case, with this chance, a gold pair: an answer against a spoiled copy of it, "
+                        "recorded as a check of the rater, never a vote (default 0: none)")
+    p.add_argument("--blinding-audit", action="store_true",
+                   help="after each vote, before the names: which model do you think wrote A? (the report's "
+                        "blinding index)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -22,6 +38,12 @@ def run(args: argparse.Namespace) -> int:
     from store import StoreError, default_db_path
     from tui.app import VoteOptions
 
+    if not 0.5 < args.confidence < 1:
+        raise UsageError(f"--confidence: a probability between 0.5 and 1, not {args.confidence}")
+    if args.confidence != 0.95 and not args.adaptive:
+        raise UsageError("--confidence goes with --adaptive")
+    if not 0 <= args.gold_rate < 1:
+        raise UsageError(f"--gold-rate: a chance from 0 up to (not including) 1, not {args.gold_rate}")
     db = args.db or default_db_path()
     session_id = None
     if args.session:
@@ -31,4 +53,7 @@ def run(args: argparse.Namespace) -> int:
             except StoreError as exc:
                 raise UsageError(str(exc)) from None
     config = load_config(args.config)   # a ConfigError is a UsageError: exit 2
-    return run_app(db, config, vote=VoteOptions(session_id, reveal=args.reveal, repeats=args.repeats))
+    return run_app(db, config, vote=VoteOptions(session_id, reveal=args.reveal, repeats=args.repeats,
+                                                         adaptive=args.adaptive, confidence=args.confidence,
+                                                         gold_rate=args.gold_rate,
+                                                         blinding_audit=args.blinding_audit))
