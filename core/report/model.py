@@ -13,7 +13,8 @@ The shape, top level: `generated_at` (epoch seconds), `database`, `filters`,
 `components`, `warnings`) and the same per category and per rater
 (`by_category`, `by_rater`: name -> `RatingTable`); `position_bias`,
 `consistency`, `failure_modes`, `engineering`, `checks`,
-`checks_by_category`, `structured` (structured output per model), `stability`.
+`checks_by_category`, `structured` (structured output per model), `stability`;
+`agreement` (inter-rater: Krippendorff's alpha, `core.report.agreement`).
 Fields are only ever added.
 """
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from core.ratings import Gap, ModelRating
+from core.report.agreement import Agreement
 from core.structured import StructuredRow
 
 #: The category of turns that have none, in the per-category tables.
@@ -170,6 +172,7 @@ class Report(BaseModel):
     checks_by_category: list[CheckRate] = Field(default_factory=list)
     structured: list[StructuredRow] = Field(default_factory=list, description="structured output per model")
     stability: list[StabilityRow] = Field(default_factory=list)
+    agreement: Agreement = Field(default_factory=Agreement, description="between raters (core.report.agreement)")
 
     @property
     def empty(self) -> bool:
