@@ -33,6 +33,7 @@ COMMANDS: dict[str, str] = {
     "export": "export a session as JSONL, CSV or Markdown",
     "import": "import our JSONL export, Chatbot Arena battles, or another lineup database",
     "sample": "stratified sample of prompts from request logs",
+    "share": "a blind vote package of sessions for other raters (their votes come back with import)",
 }
 
 def _common(parser: argparse.ArgumentParser) -> None:

@@ -76,6 +76,7 @@ class VoteOptions:
     reveal: Reveal = "each"
     repeats: Repeats = "separate"
     shuffle_seed: int | None = None     # tests and snapshots; None = a fresh shuffle every time
+    case_seed: str | None = None        # a vote package's seed: each case's order from it and the rater
 
 
 class LineupApp(App[int]):
@@ -131,7 +132,7 @@ class LineupApp(App[int]):
             v = self.vote_options
             rng = random.Random(v.shuffle_seed) if v.shuffle_seed is not None else None
             await self.push_screen(VoteQueueScreen(v.session_id, reveal=v.reveal, repeats=v.repeats,
-                                                   standalone=True, rng=rng))
+                                                   standalone=True, rng=rng, case_seed=v.case_seed))
         elif self.report_options is not None:
             from tui.report_screen import ReportScreen
 

@@ -52,8 +52,9 @@ class VoteQueueScreen(Screen):
     ]
 
     def __init__(self, session_id: str | None = None, *, reveal: Reveal = "each", repeats: Repeats = "separate",
-                 standalone: bool = False, rng: random.Random | None = None) -> None:
+                 standalone: bool = False, rng: random.Random | None = None, case_seed: str | None = None) -> None:
         super().__init__()
+        self.case_seed = case_seed
         self.session_id = session_id
         self.reveal = reveal
         self.repeats = repeats
@@ -120,7 +121,7 @@ class VoteQueueScreen(Screen):
         self.sub_title = "vote queue"
         self.query_one("#queue-note").display = False
         queue = VoteQueue(self.app.store, rater=self.app.rater, session_id=self.session_id,
-                          reveal=self.reveal, repeats=self.repeats, rng=self.rng)
+                          reveal=self.reveal, repeats=self.repeats, rng=self.rng, case_seed=self.case_seed)
         try:
             await queue.load()
         except Exception as exc:
