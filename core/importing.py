@@ -35,6 +35,7 @@ from store.records import (
     TurnRecord,
     VoteRecord,
 )
+from store.share import package_info_at
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 ARENA_WINNERS = {"model_a": "A", "model_b": "B", "tie": "tie", "tie (bothbad)": "both_bad"}
@@ -194,6 +195,10 @@ def import_file(store: Store, path: str | os.PathLike) -> ImportSummary:
     except InputError as exc:
         raise ImportFileError(str(exc)) from None
     if head == SQLITE_HEADER:
+        if package_info_at(path) is not None:    # a blind vote package: its votes, mapped back
+            from core.share import import_package
+
+            return import_package(store, path)
         return merge_database(store, path)
     ours: list[ExportLine] = []
     arena: list[ArenaBattle] = []

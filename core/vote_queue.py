@@ -194,11 +194,14 @@ class Judged:
 
 class VoteQueue:
     """State and writes of one pass through the queue. `store` is an
-    AsyncStore; `rng` fixes the shuffles (tests), else each is fresh."""
+    AsyncStore; `rng` fixes the shuffles (tests), else each is fresh;
+    `case_seed` (a vote package's) makes each case's order a function of the
+    seed, the rater and the case, the same on every pass (resume, undo)."""
 
     def __init__(self, store: AsyncStore, *, rater: str, session_id: str | None = None, reveal: Reveal = "each",
                  repeats: Repeats = "separate", rng: random.Random | None = None, adaptive: bool = False,
-                 confidence: float = 0.95, gold_rate: float = 0.0) -> None:
+                 confidence: float = 0.95, gold_rate: float = 0.0,
+                 case_seed: str | None = None) -> None:
         if not 0 <= gold_rate < 1:
             raise ValueError(f"gold_rate is at least 0 and below 1, not {gold_rate!r}")
         if reveal not in ("each", "end"):
@@ -211,6 +214,7 @@ class VoteQueue:
         self.reveal = reveal
         self.repeats = repeats
         self.rng = rng
+        self.case_seed = case_seed
         self.items: list[QueueItem] = []
         self.total = 0
         self.done = 0
@@ -308,7 +312,10 @@ class VoteQueue:
             self.current, self.order = None, []
             return None
         self.current = self.items.pop(0)
-        self.order = shuffled_positions(self.current.aliases, self.rng)
+        rng = self.rng
+        if self.case_seed is not None:
+            rng = random.Random(f"{self.case_seed}\x1f{self.rater}\x1f{self.current.key}")
+        self.order = shuffled_positions(self.current.aliases, rng)
         return self.current
 
     def _draw(self) -> random.Random:

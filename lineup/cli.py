@@ -37,6 +37,8 @@ COMMANDS: dict[str, str] = {
     "export": "export a session as JSONL, CSV or Markdown",
     "import": "import our JSONL export, Chatbot Arena battles, or another lineup database",
     "sample": "stratified sample of prompts from request logs",
+    "serve": "a read-only view of the database in Datasette (pip install lineup[serve])",
+    "share": "a blind vote package of sessions for other raters (their votes come back with import)",
 }
 
 def _common(parser: argparse.ArgumentParser) -> None:

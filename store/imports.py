@@ -38,7 +38,7 @@ class ImportFileError(StoreError):
 
 class ImportSummary(BaseModel):
     source: str
-    format: Literal["lineup-jsonl", "arena", "lineup-db", "mixed", "empty"]
+    format: Literal["lineup-jsonl", "arena", "lineup-db", "mixed", "empty", "lineup-package"]
     records: int = 0                     # lines / battles / sessions read
     added: dict[str, int] = Field(default_factory=dict)
     # sessions the source holds that were deleted here (their tombstones keep them out)
@@ -224,6 +224,12 @@ def _snapshot(src: Path, dst: Path) -> None:
             source.close()
     except sqlite3.DatabaseError as exc:
         raise ImportFileError(f"{src}: cannot read it as a database ({exc}); it was left untouched") from None
+
+
+# A consistent copy of a database file, and SQLite's own check of it: what a
+# merge does first, and what reading a vote package (`core.share`) does too.
+snapshot = _snapshot
+check_sound = _check_sound
 
 
 def _merge_attached(store: Store, copy: Path, other: Path) -> dict[str, int]:

@@ -416,5 +416,41 @@ def m013_rater_quality(db: Database) -> None:
     db.execute("CREATE INDEX blind_guess_vote ON blind_guess(vote_id)")
 
 
+@_migration(name="m014_share")
+def m014_share(db: Database) -> None:
+    """Blind vote packages (`lineup share`, `core.share`). In the owner's
+    database: each package shared (`share_package`) and, per package, which
+    opaque id stands for which session, turn, answer and contestant, with the
+    content hash of each turn and answer as shared (`share_map`: the blind
+    mapping; never published, `core.publish`). In a package file: the one
+    row saying what it is (`package_info`); its other tables hold only the
+    opaque records."""
+    db.execute("""CREATE TABLE share_package (
+        id TEXT PRIMARY KEY,
+        created REAL NOT NULL,
+        origin TEXT NOT NULL,                   -- this database's share identity
+        sessions TEXT NOT NULL,                 -- JSON: the owner's session ids
+        file_name TEXT,                         -- where it was written (for the owner's own reference)
+        options TEXT NOT NULL DEFAULT '{}'      -- JSON: what went in (reasoning or not)
+    ) WITHOUT ROWID""")
+    db.execute("""CREATE TABLE share_map (
+        package_id TEXT NOT NULL REFERENCES share_package(id) ON DELETE CASCADE,
+        kind TEXT NOT NULL,                     -- session / turn / output / contestant
+        shared_id TEXT NOT NULL,                -- the id in the package
+        owner_id TEXT NOT NULL,                 -- the id here (a contestant: its alias)
+        session_id TEXT NOT NULL,               -- the owner's session it belongs to
+        digest TEXT,                            -- sha256 of a turn's or an answer's content as shared
+        PRIMARY KEY (package_id, kind, shared_id)
+    ) WITHOUT ROWID""")
+    db.execute("""CREATE TABLE package_info (
+        id TEXT PRIMARY KEY,                    -- the package id (share_package.id in the owner's database)
+        origin TEXT NOT NULL,                   -- the owner's database share identity
+        created REAL NOT NULL,
+        format INTEGER NOT NULL,                -- core.share.PACKAGE_FORMAT
+        seed TEXT NOT NULL,                     -- the per-case shuffle seed of the vote queue
+        tags TEXT NOT NULL DEFAULT '[]'         -- JSON: the failure-mode tags offered
+    ) WITHOUT ROWID""")
+
+
 MIGRATION_NAMES: tuple[str, ...] = tuple(name for name, _ in _STEPS)
 SCHEMA_VERSION = len(MIGRATION_NAMES)

@@ -84,6 +84,7 @@ class VoteOptions:
     confidence: float = 0.95            # ... and the confidence of its stop message
     gold_rate: float = 0.0              # `--gold-rate`: the chance of a gold pair after each case
     blinding_audit: bool = False        # `--blinding-audit`: "who wrote A?" after each vote
+    case_seed: str | None = None        # a vote package's seed: each case's order from it and the rater
 
 
 class LineupApp(App[int]):
@@ -143,7 +144,7 @@ class LineupApp(App[int]):
             await self.push_screen(VoteQueueScreen(v.session_id, reveal=v.reveal, repeats=v.repeats,
                                                    standalone=True, rng=rng, adaptive=v.adaptive,
                                                    confidence=v.confidence, gold_rate=v.gold_rate,
-                                                   blinding_audit=v.blinding_audit))
+                                                   blinding_audit=v.blinding_audit, case_seed=v.case_seed))
         elif self.report_options is not None:
             from tui.report_screen import ReportScreen
 

@@ -114,6 +114,14 @@ def report_widgets(report: Report) -> list[Widget]:
                              "report-hints"))
         if notes:
             out.append(prose(Text("\n").join(notes)))
+    if report.agreement.units:
+        from core.report import agreement as AG
+
+        out.append(prose(Text("Agreement between raters"), "report-section"))
+        rows = [Text(one_line(AG.summary_line(report.agreement)))]
+        rows += [Text(one_line(" · ".join(f"{h} {c}" for h, c in zip(AG.PAIR_HEADER, row))))
+                 for row in AG.pair_rows(report.agreement)]
+        out.append(prose(Text("\n").join(rows), "report-agreement"))
     if any(f.tags for f in report.failure_modes):
         out.append(prose(Text("Failure modes · share of each model's answers with the tag"), "report-section"))
         out.append(Chart(partial(charts.failure_chart, report.failure_modes), id="chart-failures"))

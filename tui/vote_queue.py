@@ -55,8 +55,10 @@ class VoteQueueScreen(Screen):
 
     def __init__(self, session_id: str | None = None, *, reveal: Reveal = "each", repeats: Repeats = "separate",
                  standalone: bool = False, rng: random.Random | None = None, adaptive: bool = False,
-                 confidence: float = 0.95, gold_rate: float = 0.0, blinding_audit: bool = False) -> None:
+                 confidence: float = 0.95, gold_rate: float = 0.0, blinding_audit: bool = False,
+                 case_seed: str | None = None) -> None:
         super().__init__()
+        self.case_seed = case_seed
         self.blinding_audit = blinding_audit
         self.gold_rate = gold_rate
         self.adaptive = adaptive
@@ -129,7 +131,7 @@ class VoteQueueScreen(Screen):
         self.query_one("#queue-note").display = False
         queue = VoteQueue(self.app.store, rater=self.app.rater, session_id=self.session_id,
                           reveal=self.reveal, repeats=self.repeats, rng=self.rng, adaptive=self.adaptive,
-                          confidence=self.confidence, gold_rate=self.gold_rate)
+                          confidence=self.confidence, gold_rate=self.gold_rate, case_seed=self.case_seed)
         try:
             await queue.load()
         except Exception as exc:

@@ -35,6 +35,7 @@ import numpy as np
 
 from core import ratings as R
 from core.report import figures
+from core.report.agreement import Agreement, agreement
 from core.report.judge import judge_report as judge_section
 from core.report.model import NO_CATEGORY, RatingTable, Report, ReportFilters
 from core.report.patterns import Votes, battle_set, read_votes
@@ -82,6 +83,7 @@ def build_report(store: Store, filters: ReportFilters | None = None, *, rounds: 
         n_bad, named = store.out_of_range(filters.sessions or None, tables=("output",))
         report.position_bias = figures.position_bias(votes)
         report.consistency = figures.consistency(votes)
+        report.agreement = rater_agreement(votes, rounds, seed)
         table = rating_table(overall.result())
         for attr, found in breakdown.items():
             setattr(report, attr, {name: table if fut is None else rating_table(fut.result())
@@ -91,6 +93,7 @@ def build_report(store: Store, filters: ReportFilters | None = None, *, rounds: 
     report.votes_used = bs.n_votes
     report.warnings = table.warnings[:] if bs.n_votes else []
     report.warnings += problems
+    report.warnings += report.agreement.warnings
     if n_bad:
         report.warnings.append(f"{n_bad} answer{'s' if n_bad != 1 else ''} with a time, duration or cost out of "
                                f"range (left out of the figures): {', '.join(named)}"
@@ -110,6 +113,17 @@ def _stretch(store: Store, scope: Q.Scope, report: Report, judge: str | None, ju
     if judge is not None:
         report.judge = judge_section(store, scope, judge, rounds=rounds, seed=seed, prompt_hash=judge_prompt)
     report.rater_quality = rater_quality(store, scope)
+
+
+def rater_agreement(votes: Votes, rounds: int, seed: int | None) -> Agreement:
+    """Krippendorff's alpha between raters: a unit per (prompt, set of models shown)."""
+    rows = []
+    for k in range(len(votes)):
+        p = votes.patterns[int(votes.pattern[k])]
+        if p.error is None:
+            m = votes.metas[int(votes.meta[k])]
+            rows.append(((m[2], p.models), m[1], p.verdict()))
+    return agreement(rows, rounds=min(rounds, 1000), seed=seed)
 
 
 Rated = Future[R.RatingResult]

@@ -13,6 +13,7 @@ import math
 from collections.abc import Sequence
 
 from core.ratings import Gap, ModelRating
+from core.report import agreement as AG
 from core.report.format import fmt, fmt_ci, fmt_rank, nice_step, pct
 from core.report.model import Engineering, FailureModes, Report
 from core.report.stretch import Block, stretch_blocks
@@ -195,6 +196,9 @@ def render_html(r: Report) -> str:
         if c.inter_rater_pairs:
             body.append(f"<p>Between raters: {c.inter_rater_agreed} of {c.inter_rater_pairs} pairs agree "
                         f"({pct(c.inter_rater_rate)}).</p>")
+    if r.agreement.units:
+        body += ["<h2>Agreement between raters</h2>", f"<p>{html_text(AG.summary_line(r.agreement))}</p>",
+                 _html_table(AG.PAIR_HEADER, [[html_text(c) for c in row] for row in AG.pair_rows(r.agreement)])]
     if any(f.tags for f in r.failure_modes):
         body += ["<h2>Failure modes</h2>", _svg_failures(r.failure_modes)]
     if r.engineering:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from core.ratings import Gap, ModelRating
+from core.report import agreement as AG
 from core.report.format import fmt, fmt_ci, fmt_rank, pct
 from core.report.model import Report
 from core.report.stretch import Block, stretch_blocks
@@ -79,6 +80,9 @@ def render_markdown(r: Report) -> str:
         if c.inter_rater_pairs:
             lines += [f"Between raters: {c.inter_rater_agreed} of {c.inter_rater_pairs} pairs agree "
                       f"({pct(c.inter_rater_rate)}).", ""]
+    if r.agreement.units:
+        lines += ["## Agreement between raters", "", markdown_inline(AG.summary_line(r.agreement)), ""]
+        lines += _md_table(AG.PAIR_HEADER, [[markdown_inline(c) for c in row] for row in AG.pair_rows(r.agreement)])
     if any(f.tags for f in r.failure_modes):
         lines += ["## Failure modes", ""]
         lines += _md_table(["model", "answers", "tagged", "tags (count, rate)"],

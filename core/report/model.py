@@ -17,6 +17,7 @@ The shape, top level: `generated_at` (epoch seconds), `database`, `filters`,
 `judge_votes_excluded`, `judge` (`core.report.judge.JudgeReport`, with
 `--judge`) and `rater_quality` (`core.report.rater_quality.RaterQuality`).
 Every figure but `judge` is made of people's votes only.
+`agreement` (inter-rater: Krippendorff's alpha, `core.report.agreement`).
 Fields are only ever added.
 """
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from core.ratings import Gap, ModelRating
+from core.report.agreement import Agreement
 from core.report.judge import JudgeReport
 from core.report.rater_quality import RaterQuality
 from core.structured import StructuredRow
@@ -180,6 +182,7 @@ class Report(BaseModel):
     judge_votes_excluded: int = Field(default=0, description="LLM judges' votes in scope, in no figure above")
     judge: JudgeReport | None = Field(default=None, description="`--judge JUDGE`: calibration and combined ratings")
     rater_quality: RaterQuality = Field(default_factory=RaterQuality, description="gold accuracy, blinding audit")
+    agreement: Agreement = Field(default_factory=Agreement, description="between raters (core.report.agreement)")
 
     @property
     def empty(self) -> bool:

@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from core.ratings import Gap, ModelRating
+from core.report import agreement as AG
 from core.report.format import fmt, fmt_ci, fmt_rank, gap_hint, pct
 from core.report.model import Report
 from core.report.stretch import Block, stretch_blocks
@@ -86,6 +87,14 @@ def print_report(report: Report, console: Console | None = None) -> None:
         if c.inter_rater_pairs:
             table.add_row(_t("(between raters)"), _t(c.inter_rater_pairs), _t(c.inter_rater_agreed),
                           _t(pct(c.inter_rater_rate)))
+        console.print(table)
+    if report.agreement.units:
+        table = Table(title="Agreement between raters", title_justify="left",
+                      caption=_t(AG.summary_line(report.agreement)), caption_justify="left")
+        for i, col in enumerate(AG.PAIR_HEADER):
+            table.add_column(col, justify=_left_if(i == 0))
+        for row in AG.pair_rows(report.agreement):
+            table.add_row(*(_t(c) for c in row))
         console.print(table)
     if any(f.tags for f in report.failure_modes):
         table = Table(title="Failure modes (share of answers)", title_justify="left")

@@ -1,18 +1,24 @@
-"""`lineup vote [SESSION] [--reveal each|end] [--repeats separate|together]
-[--adaptive [--confidence P]] [--gold-rate R] [--blinding-audit]`: the blind queue over cases without a vote;
-`--adaptive` serves the (case, pair of models) that does the most for the
-ranking next and says when its top is separated (`core.adaptive`);
-`--gold-rate` mixes in gold pairs (an answer against a spoiled copy of it)
-to measure each rater's accuracy (`lineup report`, rater quality);
-`--blinding-audit` asks after each vote which model wrote A."""
+"""`lineup vote [SESSION | PACKAGE] [--rater NAME] [--reveal each|end]
+[--repeats separate|together] [--adaptive [--confidence P]] [--gold-rate R]
+[--blinding-audit]`: the blind queue over cases without a vote, in the
+database or in a vote package (`lineup share`), which needs no config and no
+network: its votes are saved in the package. `--adaptive` serves the (case,
+pair of models) that does the most for the ranking next and says when its
+top is separated (`core.adaptive`); `--gold-rate` mixes in gold pairs (an
+answer against a spoiled copy of it) to measure each rater's accuracy
+(`lineup report`, rater quality); `--blinding-audit` asks after each vote
+which model wrote A."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 
 def configure(p: argparse.ArgumentParser) -> None:
-    p.add_argument("session", metavar="SESSION", nargs="?", help="only this session (default: every session)")
+    p.add_argument("session", metavar="SESSION", nargs="?",
+                   help="only this session (default: every session), or a vote package file from `lineup share`")
+    p.add_argument("--rater", help="who is voting (default: LINEUP_RATER, else the login name)")
     p.add_argument("--reveal", choices=("each", "end"), default="each",
                    help="show the model names after each vote (default) or only at the end")
     p.add_argument("--repeats", choices=("separate", "together"), default="separate",
@@ -31,7 +37,6 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from core.config import load_config
     from core.errors import UsageError
     from lineup.commands import open_store
     from lineup.launch import run_app
@@ -44,6 +49,14 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--confidence goes with --adaptive")
     if not 0 <= args.gold_rate < 1:
         raise UsageError(f"--gold-rate: a chance from 0 up to (not including) 1, not {args.gold_rate}")
+    rater = _rater(args.rater)
+    if args.session and Path(args.session).is_file():
+        if args.adaptive or args.gold_rate or args.blinding_audit:
+            # a package holds no model identities to steer by, plant gold from or ask about
+            raise UsageError("--adaptive, --gold-rate and --blinding-audit work on a database, not a vote package")
+        return _vote_package(Path(args.session), args, rater)
+    from core.config import load_config
+
     db = args.db or default_db_path()
     session_id = None
     if args.session:
@@ -56,4 +69,41 @@ def run(args: argparse.Namespace) -> int:
     return run_app(db, config, vote=VoteOptions(session_id, reveal=args.reveal, repeats=args.repeats,
                                                          adaptive=args.adaptive, confidence=args.confidence,
                                                          gold_rate=args.gold_rate,
-                                                         blinding_audit=args.blinding_audit))
+                                                         blinding_audit=args.blinding_audit),
+                   rater=rater)
+
+
+def _rater(name: str | None) -> str | None:
+    from core.errors import UsageError
+
+    if name is None:
+        return None
+    name = name.strip()
+    if not name or len(name) > 80 or any(not ch.isprintable() for ch in name):
+        raise UsageError("--rater: a name of 1 to 80 printable characters")
+    return name
+
+
+def _vote_package(path: Path, args: argparse.Namespace, rater: str | None) -> int:
+    """The queue over a package: no config is read and nothing is sent; the
+    package's own tags and shuffle seed."""
+    from core.config import Config
+    from core.errors import UsageError
+    from core.inputs import shown_name
+    from core.share import package_tags
+    from lineup.launch import run_app
+    from store.imports import ImportFileError
+    from store.share import package_info_at
+    from tui.app import VoteOptions
+
+    info = package_info_at(path)
+    if info is None:
+        raise UsageError(f"{shown_name(path)} is not a vote package from `lineup share` (to vote in a database, "
+                         "give it with --db)")
+    try:
+        tags = package_tags(info, shown_name(path))
+    except ImportFileError as exc:
+        raise UsageError(str(exc)) from None
+    return run_app(path, Config(tags=tags),
+                   vote=VoteOptions(None, reveal=args.reveal, repeats=args.repeats, case_seed=info.seed),
+                   rater=rater)

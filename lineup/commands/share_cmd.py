@@ -1,0 +1,45 @@
+"""`lineup share SESSION... -o FILE [--reasoning]`: a blind vote package of
+these sessions for other raters (`core.share` says what goes in: the cases
+and answers, nothing that tells a model apart), its mapping kept in this
+database for `lineup import FILE`."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("sessions", nargs="+", metavar="SESSION", help="session ids or unique prefixes")
+    parser.add_argument("-o", "--output", required=True, metavar="FILE",
+                        help="the package to write (a SQLite file; never over an existing file)")
+    parser.add_argument("--reasoning", action="store_true",
+                        help="include the answers' reasoning (left out by default: whether there is any, "
+                             "and how it reads, tells models apart)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from core.config import ConfigError, load_config
+    from core.errors import UsageError
+    from core.share import ShareError, share_sessions
+    from core.text import one_line
+    from lineup.commands import open_store
+    from store import StoreError
+
+    try:   # the custom tags go with the package, so raters tag with the same taxonomy
+        tags = load_config(args.config).tags
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+    store = open_store(args, write=True)
+    try:
+        summary = share_sessions(store, args.sessions, args.output, tags=tags, reasoning=args.reasoning)
+    except (ShareError, StoreError) as exc:
+        if isinstance(exc, StoreError) and not str(exc).startswith("no session") and "ambiguous" not in str(exc):
+            raise
+        raise UsageError(f"{exc}; no package was written") from None
+    finally:
+        store.close()
+    print(f"{one_line(summary.path)}: package {summary.package_id} with {summary.sessions} session"
+          f"{'s' if summary.sessions != 1 else ''}, {summary.cases} case{'s' if summary.cases != 1 else ''}, "
+          f"{summary.answers} answers; raters vote with `lineup vote {one_line(summary.path)} --rater NAME`, "
+          f"then `lineup import` it here")
+    return 0

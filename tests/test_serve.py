@@ -1,0 +1,103 @@
+"""`lineup serve`: Datasette started on loopback over the published copy
+(`store.publish`); its pages, views and canned queries answer through the
+JSON API, and a blind session not yet revealed (its contestants, labels,
+mappings) is not in anything it serves, nor are the package mappings."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from store import Store
+from store.publish import QUERIES, write_published_copy
+from tests.test_share import _share, owner  # noqa: F401  (the fixture: a database of two runs)
+
+pytest.importorskip("datasette")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(url: str):
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return json.loads(r.read())
+
+
+def _hidden_strings(db: Path, sid: str) -> list[str]:
+    with Store.open(db) as store:
+        ls = store.load_session(sid)
+    # the shown session has the same models (so their names are there); its prompt is another one
+    return [sid, "Question number 9", "secret-other-session-title", *(o.id for o in ls.outputs), *(v.id for v in ls.votes)]
+
+
+def _prepare(owner_db, tmp_path):
+    db, shown, hidden = owner_db   # the run with checks is shown; the other one stays blind, unrevealed
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE session SET blind = 1, revealed_at = NULL WHERE id = ?", [hidden])
+        conn.execute("UPDATE session SET blind = 1, revealed_at = 1700000000 WHERE id = ?", [shown])
+    assert _share(db, tmp_path / "pkg.db", hidden) == 0       # a share_map now holds the hidden session's mapping
+    return db, hidden, shown
+
+
+def test_the_published_copy_leaves_out_unrevealed_sessions(owner, tmp_path):
+    db, hidden, shown = _prepare(owner, tmp_path)
+    copy = tmp_path / "pub.db"
+    counts = write_published_copy(db, copy)
+    assert counts["session"] == 1
+    raw = copy.read_bytes().decode("latin-1")
+    for s in _hidden_strings(db, hidden):
+        assert s not in raw, s
+    conn = sqlite3.connect(copy)
+    names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+    assert not names & {"share_map", "share_package", "run_claim", "output_fts"}
+    assert {"answers", "chunk_timings", "votes_readable"} <= names
+    assert conn.execute("SELECT count(*) FROM chunk_timings").fetchone()[0] > 0
+    conn.close()
+
+
+def test_lineup_serve_answers_on_loopback_without_blind_mappings(owner, tmp_path):
+    db, hidden, shown = _prepare(owner, tmp_path)
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "lineup", "serve", "--db", str(db), "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(300):
+            try:
+                _get(f"{base}/lineup.json")
+                break
+            except (urllib.error.URLError, ConnectionError):
+                if proc.poll() is not None:
+                    pytest.fail(proc.stdout.read().decode())
+                time.sleep(0.1)
+        tables = {t["name"] for t in _get(f"{base}/lineup.json")["tables"]}
+        assert "share_map" not in tables and {"session", "output", "vote"} <= tables
+        sessions = _get(f"{base}/lineup/session.json?_shape=array")
+        assert [s["id"] for s in sessions] == [shown]
+        for name in QUERIES:
+            rows = _get(f"{base}/lineup/{name}.json?_shape=array")
+            assert isinstance(rows, list), name
+        assert _get(f"{base}/lineup/check_pass_rates.json?_shape=array")[0]["check_name"] == "contains"
+        assert _get(f"{base}/lineup/slowest_answers.json?_shape=array")
+        assert _get(f"{base}/lineup/answers.json?_shape=array")[0]["created_utc"].startswith("20")
+        # any SQL against it finds nothing of the hidden session
+        everything = json.dumps([_get(f"{base}/lineup/{t}.json?_shape=array&_size=max") for t in sorted(tables)])
+        for s in _hidden_strings(db, hidden):
+            assert s not in everything, s
+        meta = _get(f"{base}/-/metadata.json")
+        assert "blind" in meta["databases"]["lineup"]["tables"]["session"]["description"]
+    finally:
+        proc.terminate()
+        proc.wait(10)

@@ -1,0 +1,363 @@
+"""Blind vote packages (`lineup share`, `lineup vote FILE`, `lineup import
+FILE`): a package holds no string of any contestant's config (every table,
+every column), the votes of two raters through two packages merge back
+exactly onto the real models, a package that was altered or came from
+another database is refused whole (exit 2), and re-importing adds nothing.
+
+The owner's database is made by `lineup run` against the loopback server
+(`tests/server.py`), with contestants under names no list of vendors knows,
+one of which fails with an error body that names its model and host."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import sqlite3
+from pathlib import Path
+
+import anyio
+import pytest
+
+from core.runner import Runner
+from core.sampleset import load_sample_set
+from core.vote_queue import VoteQueue
+from lineup.cli import main
+from providers.events import SamplingParams
+from providers.model_config import Price
+from store import AsyncStore, Store
+from tests.server import Reply, TestServer, model_config
+
+# Each contestant's answers start with a phrase of its own (not a name from its config),
+# so a test can tell from a package which answer is whose without the package saying so.
+PHRASES = {"quokka-prime": "Ripe mango", "wombat-seven": "Blue harbor", "numbat-x": "Quiet lantern"}
+MODELS = {"quokka-prime": "zorblax-13b-instruct", "wombat-seven": "flumphcorp/thrumble-9",
+          "numbat-x": "vexillo-2-mini"}
+KEY_VAR, KEY = "ZORBLAX_TOKEN_VAR", "sk-zorb-9d8e7f6a5b4c3d2e1f"
+
+
+def _set(path: Path) -> Path:
+    cases = [{"id": f"case-{i}", "category": "math" if i % 2 else "format", "prompt": f"Question number {i}?"}
+             for i in range(4)]
+    cases[0]["follow_ups"] = ["And shorter?"]
+    cases[1]["reference"] = "the expected answer, shown after the vote"
+    cases[2]["checks"] = [{"type": "contains", "value": "mango"}]
+    path.write_text("".join(json.dumps(c) + "\n" for c in cases))
+    return path
+
+
+def _configs(srv):
+    protos = {"quokka-prime": "openai", "wombat-seven": "anthropic", "numbat-x": "gemini"}
+    return [model_config(srv, protos[alias], alias=alias, model=MODELS[alias], max_retries=0, read_timeout=5,
+                         api_key_env=KEY_VAR if alias == "quokka-prime" else None,
+                         params=SamplingParams(temperature=0.25 + 0.25 * i, max_tokens=333 + i),
+                         price=Price(input_per_mtok=1.75 + i, output_per_mtok=9.5 + i),
+                         extra_body={"zq_vendor_switch": f"thrumblemode-{i}"})
+            for i, alias in enumerate(protos)]
+
+
+def _reply_for(rec) -> Reply:
+    body = json.dumps(rec.json or {})
+    model = next(m for m in MODELS.values() if m in body or m in rec.path)
+    alias = next(a for a, m in MODELS.items() if m == model)
+    if alias == "numbat-x" and "Question number 3" in body:
+        # an error body that names the model, its vendor and its host
+        return Reply(status=500, message=f"{model} on vexillo-gateway.internal is overloaded (flumph quota)")
+    prompt = next((m.split("?")[0] for m in body.split('"') if m.startswith("Question number")), "a follow-up")
+    return Reply(text=f"{PHRASES[alias]}: my answer to {prompt}.", reasoning="Let me think step by step.",
+                 usage=(17, 23, None), chunk_chars=3)
+
+
+def _run(db: Path, set_path: Path, srv) -> str:
+    async def go():
+        store = AsyncStore(Store.open(db))
+        try:
+            await Runner(store, load_sample_set(set_path), _configs(srv), concurrency=3).run()
+        finally:
+            await store.aclose()
+
+    anyio.run(go)
+    with Store.open(db) as store:
+        return store.list_sessions(kind="run")[0].id
+
+
+@pytest.fixture
+def owner(tmp_path, monkeypatch):
+    """The owner's database with one blind run of three contestants (and a
+    second session, not shared, whose names must not reach a package)."""
+    monkeypatch.setenv(KEY_VAR, KEY)
+    db = tmp_path / "owner.db"
+    with TestServer() as srv:
+        srv.respond(_reply_for)
+        sid = _run(db, _set(tmp_path / "set.jsonl"), srv)
+        other_set = tmp_path / "other.jsonl"
+        other_set.write_text(json.dumps({"id": "other-1", "category": "x", "prompt": "Question number 9?"}) + "\n")
+        other = _run(db, other_set, srv)
+    with Store.open(db) as store:
+        store.update_session(other, title="secret-other-session-title")
+    return db, sid, other
+
+
+def _config_strings(db: Path, session_ids: list[str]) -> list[str]:
+    """Every string that could tell a contestant apart: its alias, provider,
+    model (and its parts), base URL (and its host and port), key variable and
+    key, parameter names and text values, the error bodies, the owner's ids."""
+    found = {KEY, KEY_VAR, "vexillo-gateway", "flumph quota", "secret-other-session-title", "zq_vendor_switch",
+             "thrumblemode", "max_tokens", "temperature", "input_per_mtok"}
+    with Store.open(db) as store:
+        for sid in session_ids:
+            ls = store.load_session(sid)
+            found.add(ls.session.id)
+            found.update(t.id for t in ls.turns)
+            found.update(o.id for o in ls.outputs)
+            found.add(str(ls.session.meta.get("run_key")))
+            for c in ls.session.contestants:
+                found.update({c.alias, c.provider, c.model, *c.model.split("/")})
+                if c.base_url:
+                    found.add(c.base_url)
+                    host_port = c.base_url.split("//", 1)[1].split("/", 1)[0]
+                    found.update({host_port, host_port.rsplit(":", 1)[1]})
+            found.update(o.error_message[len("HTTP 500: "):] for o in ls.outputs if o.error_message)
+    return sorted(s for s in found if s)
+
+
+def _every_value(path: Path):
+    """(table, column, text) for every value of every table of the file, bytes decoded loosely."""
+    conn = sqlite3.connect(path)
+    try:
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        for table in tables:
+            cur = conn.execute(f'SELECT * FROM "{table}"')
+            names = [d[0] for d in cur.description]
+            for row in cur:
+                for name, value in zip(names, row):
+                    if value is None:
+                        continue
+                    text = value.decode("latin-1") if isinstance(value, bytes) else str(value)
+                    yield table, name, text
+    finally:
+        conn.close()
+
+
+def _share(db: Path, out: Path, *sessions: str, extra=()) -> int:
+    return main(["share", *sessions, "-o", str(out), "--db", str(db), *extra])
+
+
+def test_a_package_holds_no_string_of_any_contestants_config(owner, tmp_path, capsys):
+    db, sid, other = owner
+    pkg = tmp_path / "for-raters.db"
+    assert _share(db, pkg, sid) == 0
+    assert "lineup vote" in capsys.readouterr().out
+    needles = _config_strings(db, [sid, other])
+    assert "zorblax-13b-instruct" in needles and "anthropic" in needles and len(needles) > 30
+    seen_tables = set()
+    for table, column, text in _every_value(pkg):
+        seen_tables.add(table)
+        low = text.lower()
+        for needle in needles:
+            assert needle.lower() not in low, (table, column, needle, text[:200])
+    assert {"session", "contestant", "turn", "output", "check_result", "package_info"} <= seen_tables
+    with Store.open(pkg) as store:
+        (summary,) = store.list_sessions()
+        ls = store.load_session(summary.id)
+    # the answers, the cases and what the queue shows after the vote are there
+    assert sorted({o.text.split(":")[0] for o in ls.outputs if o.status == "complete"}) == sorted(PHRASES.values())
+    assert len(ls.turns) == 5 and ls.session.blind and ls.session.revealed_at is None
+    assert ls.session.meta == {"references": {"case-1": "the expected answer, shown after the vote"}}
+    assert {c.check for c in ls.checks} == {"contains"}
+    # nothing that tells a model apart by how it answered: timings, tokens, costs, finish, reasoning, params
+    for o in ls.outputs:
+        assert (o.sent_at, o.ttft_ms, o.duration_ms, o.input_tokens, o.output_tokens, o.cost, o.finish_reason,
+                o.reasoning, o.chunk_ms, o.chunk_chars, o.attempt) == (None,) * 8 + ([], [], 1)
+    (failed,) = [o for o in ls.outputs if o.status == "error"]
+    assert failed.error_message == "HTTP 500" and failed.error_kind
+    assert all(c.params == {} and c.price is None and c.provider == "blind" and c.base_url is None
+               for c in ls.session.contestants)
+    assert ls.session.params == {} and ls.session.seed is None and ls.session.system is None
+    # the ids are fresh and carry no order or time of the owner's records
+    assert len({o.id[:10] for o in ls.outputs} | {t.id[:10] for t in ls.turns}) == 1
+
+
+def test_reasoning_goes_in_only_when_asked(owner, tmp_path):
+    db, sid, _ = owner
+    pkg = tmp_path / "with-reasoning.db"
+    assert _share(db, pkg, sid, extra=["--reasoning"]) == 0
+    with Store.open(pkg) as store:
+        ls = store.load_session(store.list_sessions()[0].id)
+    assert {o.reasoning for o in ls.outputs if o.status == "complete"} == {"Let me think step by step."}
+
+
+async def _vote_all(pkg: Path, rater: str, prefer: str, *, undo_first: bool = False, tag: bool = False,
+                    limit: int | None = None) -> list[tuple[str, str]]:
+    """Vote through a package's queue as `rater`: the answer starting with
+    `prefer` wins where it completed, else a tie. Returns (case id, choice)."""
+    store = await AsyncStore.open(pkg)
+    done: list[tuple[str, str]] = []
+    try:
+        queue = VoteQueue(store, rater=rater, rng=random.Random(7))
+        await queue.load()
+        while (item := queue.advance()) is not None and (limit is None or len(done) < limit):
+            target = item.targets[0]
+            answers = queue.answers(item, target)
+            choice = next((label for label, o in answers.items()
+                           if o is not None and o.status == "complete" and o.text.startswith(prefer)), "tie")
+            await queue.vote(choice, confirm=True)
+            done.append((item.case_id or "", choice))
+            if tag:
+                await queue.tag(item, [answers[queue.labels[0]]], ("too_verbose",))
+            if undo_first:
+                undo_first = False       # once: the first vote is withdrawn and cast again
+                await queue.undo()
+                done.pop()
+    finally:
+        await store.aclose()
+    return done
+
+
+def _owner_votes(db: Path):
+    with Store.open(db) as store:
+        return store.load_session(store.list_sessions(kind="run")[-1].id)
+
+
+def test_two_raters_through_two_packages_merge_exactly(owner, tmp_path, capsys):
+    db, sid, _ = owner
+    p1, p2 = tmp_path / "alice.db", tmp_path / "bob.db"
+    assert _share(db, p1, sid) == 0 and _share(db, p2, sid) == 0
+    alice = anyio.run(lambda: _vote_all(p1, "alice", "Ripe mango", undo_first=True, tag=True))
+    bob = anyio.run(lambda: _vote_all(p2, "bob", "Blue harbor"))
+    assert len(alice) == len(bob) == 4
+    capsys.readouterr()
+    assert main(["import", str(p1), "--db", str(db)]) == 0
+    assert "imported" in capsys.readouterr().out
+    assert main(["import", str(p2), "--db", str(db)]) == 0
+    ls = _owner_votes(db)
+    assert ls.session.id == sid
+    current = ls.current_votes()
+    assert sorted(v.rater for v in current) == ["alice"] * 4 + ["bob"] * 4
+    turn_case = {t.id: t.case_id for t in ls.turns}
+    wanted = {("alice", c): "quokka-prime" for c, _ in alice} | {("bob", c): "wombat-seven" for c, _ in bob}
+    for v in current:
+        case = turn_case[v.turn_id]
+        # each winner is the real model whose answer the rater picked, through the vote's own mapping
+        assert sorted(v.mapping.values()) == sorted(PHRASES)
+        assert v.winner == wanted[(v.rater, case)], (v.rater, case, v.mapping, v.choice)
+        assert v.revealed_at is None          # nothing was revealed to the owner's views by a package vote
+    # alice's withdrawn first vote came along, withdrawn; her tag is on the real answer
+    withdrawn = [v for v in ls.votes if v.retracted_at is not None]
+    assert len(withdrawn) == 1 and withdrawn[0].rater == "alice"
+    # one tag per vote cast (undo withdraws the vote, not the tag set with it): 4 + 1
+    assert len([t for t in ls.tags if t.rater == "alice" and t.tag == "too_verbose"]) == 5
+    assert {t.output_id for t in ls.tags if t.rater == "alice"} <= {o.id for o in ls.outputs}
+    # idempotent: again, nothing new
+    before = len(ls.votes), len(ls.tags)
+    capsys.readouterr()
+    assert main(["import", str(p1), "--db", str(db)]) == 0 and main(["import", str(p2), "--db", str(db)]) == 0
+    assert capsys.readouterr().out.count("nothing new to import") == 2
+    again = _owner_votes(db)
+    assert (len(again.votes), len(again.tags)) == before
+    # the report sees both raters
+    assert main(["report", "--db", str(db), "--json", "--bootstrap", "20"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert set(report["by_rater"]) >= {"alice", "bob"}
+    assert report["agreement"]["raters"] == ["alice", "bob"] and report["agreement"]["units"] == 4
+
+
+def test_a_package_voted_in_two_sittings_merges_each_time(owner, tmp_path):
+    db, sid, _ = owner
+    pkg = tmp_path / "carol.db"
+    assert _share(db, pkg, sid) == 0
+    first = anyio.run(lambda: _vote_all(pkg, "carol", "Quiet lantern", limit=2))
+    assert main(["import", str(pkg), "--db", str(db)]) == 0
+    rest = anyio.run(lambda: _vote_all(pkg, "carol", "Quiet lantern"))   # resumes: only the cases left
+    assert len(first) == 2 and len(rest) == 2 and not {c for c, _ in first} & {c for c, _ in rest}
+    assert main(["import", str(pkg), "--db", str(db)]) == 0
+    assert len([v for v in _owner_votes(db).current_votes() if v.rater == "carol"]) == 4
+
+
+@pytest.mark.parametrize("change, reason", [
+    ("UPDATE output SET text = 'Ripe mango: a better answer.' WHERE id = (SELECT min(id) FROM output "
+     "WHERE status = 'complete')", "differs from what was shared"),
+    ("UPDATE turn SET user_message = 'Another question?' WHERE id = (SELECT min(id) FROM turn)",
+     "differs from what was shared"),
+    ("DELETE FROM output WHERE id = (SELECT min(id) FROM output)", "missing"),
+    ("UPDATE contestant SET alias = 'xnew' WHERE position = 0", "contestants"),
+])
+def test_an_altered_package_is_refused_with_the_reason(owner, tmp_path, capsys, change, reason):
+    db, sid, _ = owner
+    pkg = tmp_path / "altered.db"
+    assert _share(db, pkg, sid) == 0
+    anyio.run(lambda: _vote_all(pkg, "mallory", "Ripe mango"))
+    conn = sqlite3.connect(pkg)
+    conn.execute("PRAGMA foreign_keys = OFF")
+    conn.execute(change)
+    conn.commit()
+    conn.close()
+    capsys.readouterr()
+    assert main(["import", str(pkg), "--db", str(db)]) == 2
+    err = capsys.readouterr().err
+    assert "altered" in err and reason in err and "nothing was imported" in err
+    assert not [v for v in _owner_votes(db).votes if v.rater == "mallory"]
+
+
+def test_a_package_from_another_database_is_refused(owner, tmp_path, capsys):
+    db, sid, _ = owner
+    pkg = tmp_path / "theirs.db"
+    assert _share(db, pkg, sid) == 0
+    anyio.run(lambda: _vote_all(pkg, "alice", "Ripe mango"))
+    elsewhere = tmp_path / "elsewhere.db"
+    shutil.copy(db, elsewhere)
+    with sqlite3.connect(elsewhere) as conn:     # the same sessions, but it never issued this package
+        conn.execute("DELETE FROM share_package")
+    capsys.readouterr()
+    assert main(["import", str(pkg), "--db", str(elsewhere)]) == 2
+    err = capsys.readouterr().err
+    assert "was not shared from this database" in err and "nothing was imported" in err
+    with Store.open(elsewhere) as store:
+        assert store.counts()["vote"] == 0
+
+
+def test_share_refuses_what_it_cannot_do(owner, tmp_path, capsys):
+    db, sid, _ = owner
+    pkg = tmp_path / "p.db"
+    pkg.write_text("votes already here")
+    assert _share(db, pkg, sid) == 2
+    assert "never overwritten" in capsys.readouterr().err and pkg.read_text() == "votes already here"
+    assert _share(db, tmp_path / "q.db", "NOSUCHSESSION") == 2
+    assert "no session" in capsys.readouterr().err and not (tmp_path / "q.db").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".q.db")]
+
+
+def test_the_queue_over_a_package_shuffles_each_case_from_its_seed(owner, tmp_path):
+    """The same rater sees a case in the same order on every pass (resume,
+    undo); the order differs between raters and between cases."""
+    db, sid, _ = owner
+    pkg = tmp_path / "seeded.db"
+    assert _share(db, pkg, sid) == 0
+
+    async def orders(rater: str) -> list[list[str]]:
+        from store.share import package_info_at
+
+        seed = package_info_at(pkg).seed
+        store = await AsyncStore.open(pkg)
+        try:
+            queue = VoteQueue(store, rater=rater, case_seed=seed)
+            await queue.load()
+            out = []
+            while queue.advance() is not None:
+                out.append(list(queue.order))
+            return out
+        finally:
+            await store.aclose()
+
+    a1, a2, b = anyio.run(orders, "alice"), anyio.run(orders, "alice"), anyio.run(orders, "bob")
+    assert a1 == a2 and len(a1) == 4
+    assert a1 != b or len({tuple(o) for o in a1}) > 1
+
+
+def test_vote_on_a_file_that_is_no_package_says_so(tmp_path, capsys):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a database")
+    assert main(["vote", str(notes), "--rater", "alice", "--db", str(tmp_path / "x.db")]) == 2
+    assert "is not a vote package" in capsys.readouterr().err
+    assert main(["vote", str(notes), "--rater", " "]) == 2
+    assert "--rater" in capsys.readouterr().err
