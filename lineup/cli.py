@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "sessions": "list saved sessions",
     "replay": "open a saved session read-only, or re-run it against other models",
     "report": "ratings with confidence intervals, failure modes, latency and cost",
+    "decide": "which model to ship for a traffic mix and limits: P(best), recommendation, routing",
     "export": "export a session as JSONL, CSV or Markdown",
     "import": "import our JSONL export, Chatbot Arena battles, or another lineup database",
     "sample": "stratified sample of prompts from request logs",

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from core.ratings import Gap, ModelRating
+from core.report.decision_markdown import decision_lines, matchups_lines, style_lines
 from core.report.format import fmt, fmt_ci, fmt_rank, pct
 from core.report.model import Report
 from core.structured import HEADER as STRUCTURED_HEADER
@@ -55,10 +56,15 @@ def render_markdown(r: Report) -> str:
         lines += [f"- warning: {markdown_inline(w)}"]
     if r.warnings:
         lines.append("")
+    if r.decision is not None and r.models:
+        lines += decision_lines(r.decision)
     if r.models:
         lines += ["## Ratings", ""] + _md_ratings(r.models, r.gaps)
         ties = "; ".join("{" + ", ".join(markdown_inline(n) for n in g) + "}" for g in r.groups if len(g) > 1)
         lines += ["Cannot be told apart (overlapping intervals): " + (ties or "none"), ""]
+    if r.style is not None:
+        lines += style_lines(r.style)
+    lines += matchups_lines(r.matchups)
     for title, tables in (("By category", r.by_category), ("By rater", r.by_rater)):
         if len(tables) > 1:
             lines += [f"## {title}", ""]

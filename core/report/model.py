@@ -13,16 +13,24 @@ The shape, top level: `generated_at` (epoch seconds), `database`, `filters`,
 `components`, `warnings`) and the same per category and per rater
 (`by_category`, `by_rater`: name -> `RatingTable`); `position_bias`,
 `consistency`, `failure_modes`, `engineering`, `checks`,
-`checks_by_category`, `structured` (structured output per model), `stability`.
-Fields are only ever added.
+`checks_by_category`, `structured` (structured output per model), `stability`;
+`matchups` (model against model: win / tie / loss counts and the predicted
+win probability, `core.report.matchups`), `decision` (P(best) for the mix of
+the report's own votes, the recommendation, routing and the Pareto frontiers:
+`core.decide.model`), `style` (with `--style-control`: the style covariates'
+coefficients and the style-adjusted ratings beside the raw ones,
+`core.style`). Fields are only ever added.
 """
 
 from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from core.decide.model import Decision
 from core.ratings import Gap, ModelRating
+from core.report.matchups import Matchups
 from core.structured import StructuredRow
+from core.style import StyleControl
 
 #: The category of turns that have none, in the per-category tables.
 NO_CATEGORY = "(none)"
@@ -170,6 +178,10 @@ class Report(BaseModel):
     checks_by_category: list[CheckRate] = Field(default_factory=list)
     structured: list[StructuredRow] = Field(default_factory=list, description="structured output per model")
     stability: list[StabilityRow] = Field(default_factory=list)
+    matchups: Matchups = Field(default_factory=Matchups)
+    decision: Decision | None = Field(default=None, description="for the mix of the report's own votes; "
+                                                                "None without votes by category")
+    style: StyleControl | None = Field(default=None, description="style control (`--style-control` only)")
 
     @property
     def empty(self) -> bool:
