@@ -12,7 +12,8 @@ The recipe (FastChat `compute_style_control`, lmarena's "style control"):
   tokens), Markdown headers, list items and bold spans, code blocks left out;
 - per pairwise outcome (model a against model b), each feature is the
   normalised difference (a - b) / (a + b) (0 when both are 0), then
-  standardised over all outcomes (mean 0, standard deviation 1);
+  scaled over all outcomes to a root mean square of 1 (not centred: see
+  `style_features`);
 - the model: logit P(a beats b) = ln(10) * (theta_a - theta_b) + sum_k gamma_k x_k,
   fitted by maximum likelihood with ties as half a win each way, the same
   weak prior on the ratings as `core.ratings` (and on gamma);
@@ -73,7 +74,7 @@ def style_counts(text: str) -> tuple[float, float, float, float]:
 class StyleCoefficient(BaseModel):
     feature: str
     description: str
-    coef: float = Field(description="log-odds of winning per standard deviation of the normalised difference")
+    coef: float = Field(description="log-odds of winning per root mean square of the normalised difference")
     ci_low: float | None = None
     ci_high: float | None = None
     varies: bool = Field(default=True, description="False: the feature never differs here, so it is not fitted")
@@ -102,15 +103,22 @@ class StyleControl(BaseModel):
 
 
 def style_features(counts_a: np.ndarray, counts_b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(rows, K) counts of the two sides -> standardised normalised differences,
-    and which features vary at all (a constant column is left at 0)."""
+    """(rows, K) counts of the two sides -> scaled normalised differences,
+    and which features vary at all (a column of zeros is left at 0).
+
+    Scaled by the root mean square, not centred: which side of an outcome
+    is "a" is arbitrary here (`BattleSet` rows are stored winner first), so
+    the features must be odd in the orientation. Swapping a and b in a row
+    flips its feature and its outcome together; centring would subtract the
+    very mean the bias shows up in (FastChat can centre because its model_a
+    is the arena's random left side, where that mean is about 0)."""
     diff = counts_a - counts_b
     total = counts_a + counts_b
     with np.errstate(invalid="ignore", divide="ignore"):
         x = np.where(total > 0, diff / np.where(total > 0, total, 1.0), 0.0)
-    sd = x.std(axis=0)
-    varies = sd > 1e-12
-    x = np.where(varies, (x - x.mean(axis=0)) / np.where(varies, sd, 1.0), 0.0)
+    rms = np.sqrt((x * x).mean(axis=0)) if x.shape[0] else np.zeros(x.shape[1])
+    varies = rms > 1e-12
+    x = np.where(varies, x / np.where(varies, rms, 1.0), 0.0)
     return x, varies
 
 

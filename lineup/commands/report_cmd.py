@@ -27,6 +27,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the full report as JSON")
     parser.add_argument("--md", metavar="FILE", help="write a Markdown report")
     parser.add_argument("--html", metavar="FILE", help="write a self-contained HTML page with charts")
+    parser.add_argument("--style-control", action="store_true",
+                        help="also fit ratings with style covariates (answer length, Markdown headers, list items, "
+                             "bold spans) and show each covariate's effect and the style-adjusted ratings")
     parser.add_argument("--tui", action="store_true",
                         help="open the report screen (charts) in the terminal app instead of printing")
 
@@ -80,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
                                 include_demo=args.include_demo)
         if not args.tui:
             report = build_report(store, filters, rounds=args.bootstrap, seed=args.seed,
-                                  prices=_config_prices(args))
+                                  prices=_config_prices(args), style_control=args.style_control)
     finally:
         store.close()
     if args.tui:
