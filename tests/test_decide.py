@@ -286,3 +286,21 @@ def test_the_terminal_markdown_and_html_say_the_same(store, tmp_path, capsys):
     assert page.index("<h2>Decision</h2>") < page.index("P(best) per model") < page.index("quality against cost")
     text = md.read_text()
     assert text.startswith("# lineup decide\n\n## Decision") and "\\[bold\\]b" in text
+
+
+def test_the_html_report_opens_with_the_decision(store, tmp_path, capsys):
+    """`lineup report --html`: the decision (recommendation, P(best) bars,
+    Pareto chart as inline SVG) comes before the ratings table."""
+    planted_store(store, {"code": {"a": 80, "b": 0}, "writing": {"a": 0, "b": 10}}, 150, seed=6,
+                  profiles={"a": Profile(cost=2e-3), "b": Profile(cost=1e-3)})
+    page_file = tmp_path / "r.html"
+    code, _, _ = _lineup(["report", "--db", str(store.path), "--bootstrap", "100", "--html", str(page_file)], capsys)
+    assert code == 0
+    page = page_file.read_text(encoding="utf-8")
+    decision = page.index("<h2>Decision</h2>")
+    assert decision < page.index("<svg", decision) < page.index("<h2>Ratings</h2>")
+    assert decision < page.index("P(best) per model") < page.index("quality against cost") < page.index(
+        "<h2>Ratings</h2>")
+    report = json.loads(_lineup(["report", "--db", str(store.path), "--bootstrap", "100", "--json"], capsys)[1])
+    assert report["decision"]["recommendation"] in {"a", "b"}
+    assert f"Recommendation: {report['decision']['recommendation']}" in page
