@@ -9,6 +9,8 @@ each renderer escapes the whole string)."""
 
 from __future__ import annotations
 
+import math
+
 from core.decide.model import Decision, DecisionModel
 from core.report.format import fmt, pct
 from core.report.matchups import Matchups, MatchupCell
@@ -143,7 +145,17 @@ MATCHUP_LEGEND = ("Row against column: wins-ties-losses of the row model, then t
 
 def axis_range(values: list[float]) -> tuple[float, float]:
     """A padded range for a chart's axis of costs or latencies (not from 0:
-    what matters is how the models differ)."""
+    what matters is how the models differ). Values that differ only by
+    rounding (sums of the same costs in another order) count as equal: a
+    range of a few ulps would make tick steps too small to advance."""
     lo, hi = min(values), max(values)
-    pad = (hi - lo) * 0.1 or max(abs(hi) * 0.05, 1e-9)
+    scale = max(abs(lo), abs(hi), 1e-9)
+    pad = (hi - lo) * 0.1 if hi - lo > 1e-6 * scale else max(abs(hi) * 0.05, 1e-9)
     return max(0.0, lo - pad), hi + pad
+
+
+def ticks(lo: float, hi: float, step: float, most: int = 50) -> list[float]:
+    """The multiples of `step` from `lo` to `hi` (at most `most` of them)."""
+    first = math.ceil(lo / step) * step
+    count = int(math.floor((hi - first) / step + 1e-9)) + 1 if hi >= first else 0
+    return [first + k * step for k in range(max(0, min(count, most)))]

@@ -85,18 +85,14 @@ def _svg_pareto(d: Decision, attr: str, frontier: Sequence[str], xlabel: str, mo
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" role="img" '
              f'aria-label="quality against {html_text(xlabel)}">']
     step = nice_step((x_hi - x_lo) / 5)
-    t = math.ceil(x_lo / step) * step
-    while t <= x_hi + 1e-12:
+    for t in F.ticks(x_lo, x_hi + 1e-12, step):
         label = F.money(t) if money else f"{t:,.0f}"
         parts.append(f'<line x1="{X(t):.1f}" y1="{top}" x2="{X(t):.1f}" y2="{H - bottom}" stroke="#eee"/>'
                      f'<text x="{X(t):.1f}" y="{H - bottom + 16}" text-anchor="middle" fill="#666">{label}</text>')
-        t += step
     ystep = nice_step((y_hi - y_lo) / 5)
-    t = math.ceil(y_lo / ystep) * ystep
-    while t <= y_hi:
+    for t in F.ticks(y_lo, y_hi, ystep):
         parts.append(f'<line x1="{left}" y1="{Y(t):.1f}" x2="{W - right}" y2="{Y(t):.1f}" stroke="#eee"/>'
                      f'<text x="{left - 6}" y="{Y(t) + 4:.1f}" text-anchor="end" fill="#666">{t:.0f}</text>')
-        t += ystep
     parts.append(f'<text x="{(left + W - right) / 2:.0f}" y="{H - 6}" text-anchor="middle">'
                  f'{html_text(xlabel)}</text>'
                  f'<text x="14" y="{(top + H - bottom) / 2:.0f}" text-anchor="middle" '
@@ -172,8 +168,8 @@ def matchups_html(mu: Matchups) -> str:
 def style_html(sc: StyleControl, title: str = "Style control") -> str:
     parts = [f"<h2>{html_text(title)}</h2>",
              "<p class=small>Bradley-Terry with style covariates (normalised differences of length, headers, list "
-             "items and bold spans, standardised), as Chatbot Arena's style control. A coefficient is the change in "
-             "log-odds of winning per standard deviation of the difference.</p>"]
+             "items and bold spans, scaled to a root mean square of 1), as Chatbot Arena's style control. A coefficient is the change in "
+             "log-odds of winning per root mean square of the difference.</p>"]
     parts += [f'<p class="warn">{html_text(w)}</p>' for w in sc.warnings]
     parts.append(_table(["feature", "coefficient", "95% interval"],
                         [[html_text(c.description), f"{c.coef:+.3f}" if c.varies else "not fitted",

@@ -74,8 +74,8 @@ def matchups_lines(mu: Matchups, heading: str = "##") -> list[str]:
 def style_lines(sc: StyleControl, title: str = "## Style control") -> list[str]:
     lines = [title, "",
              "Bradley-Terry with style covariates (normalised differences of length, headers, list items and bold "
-             "spans, standardised), as Chatbot Arena's style control. A coefficient is the change in log-odds of "
-             "winning per standard deviation of the difference.", ""]
+             "spans, scaled to a root mean square of 1), as Chatbot Arena's style control. A coefficient is the change in log-odds of "
+             "winning per root mean square of the difference.", ""]
     lines += [f"- warning: {markdown_inline(w)}" for w in sc.warnings]
     if sc.warnings:
         lines.append("")

@@ -130,8 +130,8 @@ def pareto_chart(d: Decision, attr: str, frontier: Sequence[str], width: int, he
     rule = ["─"] * plot
     labels = [" "] * (plot + 12)
     step = nice_step((x_hi - x_lo) / 4)
-    tick, taken = math.ceil(x_lo / step) * step, -2
-    while tick <= x_hi + 1e-12:
+    taken = -2
+    for tick in F.ticks(x_lo, x_hi + 1e-12, step):
         c = col(tick)
         rule[c] = "┴"
         s = F.money(tick) if money else f"{tick:,.0f}"
@@ -139,7 +139,6 @@ def pareto_chart(d: Decision, attr: str, frontier: Sequence[str], width: int, he
         if start > taken + 1 and start + len(s) <= len(labels):
             labels[start:start + len(s)] = list(s)
             taken = start + len(s)
-        tick += step
     out.append(_line(" " * label_w + " └", ("".join(rule), "dim")))
     out.append(_line(" " * (label_w + 2), ("".join(labels).rstrip(), "dim")))
     for m, x in pts:
@@ -220,7 +219,7 @@ def print_matchups(mu: Matchups, console: Console) -> None:
 def print_style(sc: StyleControl, console: Console, title: str = "Style control") -> None:
     for w in sc.warnings:
         console.print(Text("warning: " + one_line(w), style="yellow"))
-    console.print(_table(f"{title}: coefficients (log-odds per sd of the normalised difference)",
+    console.print(_table(f"{title}: coefficients (log-odds per root mean square of the normalised difference)",
                          ["feature", "coefficient", "95% interval"],
                          [[c.description, f"{c.coef:+.3f}" if c.varies else "not fitted",
                            F.interval(c.ci_low, c.ci_high, 3)] for c in sc.coefficients]))
