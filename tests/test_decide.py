@@ -304,3 +304,15 @@ def test_the_html_report_opens_with_the_decision(store, tmp_path, capsys):
     report = json.loads(_lineup(["report", "--db", str(store.path), "--bootstrap", "100", "--json"], capsys)[1])
     assert report["decision"]["recommendation"] in {"a", "b"}
     assert f"Recommendation: {report['decision']['recommendation']}" in page
+
+
+def test_axis_of_costs_equal_but_for_rounding_has_ticks_that_advance():
+    """Costs summed in another order differ by an ulp: the axis must treat
+    them as equal (this once looped forever drawing the Pareto chart)."""
+    from core.report import decision_format as F
+
+    lo, hi = F.axis_range([1.0, 1.0 + 2.220446049250313e-16])
+    assert hi - lo > 0.05
+    ticks = F.ticks(lo, hi, 0.05)
+    assert 1 <= len(ticks) <= 50 and all(lo <= t <= hi + 1e-12 for t in ticks)
+    assert len(F.ticks(0.0, 1.0, 1e-20)) == 50
