@@ -35,12 +35,14 @@ import numpy as np
 
 from core import ratings as R
 from core.decide.choose import decide
+from core.public_scores import public_scores
 from core.report import figures
 from core.report.matchups import matchups
 from core.report.style_section import style_for
 from core.style import StyleControl
 from core.report.model import NO_CATEGORY, RatingTable, Report, ReportFilters
 from core.report.patterns import Votes, battle_set, read_votes
+from store import public_scores as P
 from store import report_queries as Q
 from store.db import Store
 
@@ -105,6 +107,8 @@ def build_report(store: Store, filters: ReportFilters | None = None, *, rounds: 
         styled = style_for(store, bs, [votes.ids[k] for k in used.tolist()], whole, rounds=rounds, seed=seed)
         report.style = styled[0] if styled else StyleControl(warnings=[
             "no vote has the texts of the answers it judged: style control needs them"])
+    if bs.n_votes:
+        report.public = public_scores(P.read_leaderboard(store), P.read_online(store), whole)
     if "by_category" in results:
         report.decision = decide(results["by_category"], report.engineering, report.checks, rounds=rounds,
                                  seed=seed)

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from core.ratings import Gap, ModelRating
 from core.report.decision_html import decision_html, matchups_html, style_html
+from core.report.public_section import public_html
 from core.report.format import fmt, fmt_ci, fmt_rank, nice_step, pct
 from core.report.model import Engineering, FailureModes, Report
 from core.structured import HEADER as STRUCTURED_HEADER
@@ -169,6 +170,7 @@ def render_html(r: Report) -> str:
     if r.style is not None:
         body.append(style_html(r.style))
     body.append(matchups_html(r.matchups))
+    body.append(public_html(r.public))
     for title, tables in (("By category", r.by_category), ("By rater", r.by_rater)):
         if len(tables) > 1:
             body.append(f"<h2>{title}</h2>")

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from core.ratings import Gap, ModelRating
 from core.report.decision_markdown import decision_lines, matchups_lines, style_lines
+from core.report.public_section import public_lines
 from core.report.format import fmt, fmt_ci, fmt_rank, pct
 from core.report.model import Report
 from core.structured import HEADER as STRUCTURED_HEADER
@@ -65,6 +66,7 @@ def render_markdown(r: Report) -> str:
     if r.style is not None:
         lines += style_lines(r.style)
     lines += matchups_lines(r.matchups)
+    lines += public_lines(r.public)
     for title, tables in (("By category", r.by_category), ("By rater", r.by_rater)):
         if len(tables) > 1:
             lines += [f"## {title}", ""]

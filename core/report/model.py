@@ -19,7 +19,9 @@ win probability, `core.report.matchups`), `decision` (P(best) for the mix of
 the report's own votes, the recommendation, routing and the Pareto frontiers:
 `core.decide.model`), `style` (with `--style-control`: the style covariates'
 coefficients and the style-adjusted ratings beside the raw ones,
-`core.style`). Fields are only ever added.
+`core.style`), `public` (imported leaderboard scores and online metrics
+beside the ratings, `core.public_scores`; None when none were imported).
+Fields are only ever added.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from core.decide.model import Decision
+from core.public_scores import PublicScores
 from core.ratings import Gap, ModelRating
 from core.report.matchups import Matchups
 from core.structured import StructuredRow
@@ -182,6 +185,8 @@ class Report(BaseModel):
     decision: Decision | None = Field(default=None, description="for the mix of the report's own votes; "
                                                                 "None without votes by category")
     style: StyleControl | None = Field(default=None, description="style control (`--style-control` only)")
+    public: PublicScores | None = Field(default=None, description="leaderboard scores and online metrics "
+                                                                  "(`lineup import --leaderboard/--online`)")
 
     @property
     def empty(self) -> bool:

@@ -17,6 +17,7 @@ from rich.text import Text
 
 from core.ratings import Gap, ModelRating
 from core.report.decision_terminal import print_decision_section, print_matchups, print_style
+from core.report.public_section import print_public
 from core.report.format import fmt, fmt_ci, fmt_rank, gap_hint, pct
 from core.report.model import Report
 from core.structured import HEADER as STRUCTURED_HEADER
@@ -67,6 +68,7 @@ def print_report(report: Report, console: Console | None = None) -> None:
     if report.style is not None:
         print_style(report.style, console)
     print_matchups(report.matchups, console)
+    print_public(report.public, console)
     if report.decision is not None and report.models:
         console.print(Text("Decision, for the mix of these votes (`lineup decide` for your own mix and limits)",
                            style="bold underline"))
