@@ -103,3 +103,33 @@ def test_matchups_count_the_planted_votes_and_predict_from_the_ratings(store):
     # the strongest model is predicted to beat the weakest
     assert m.cell("a", "c").predicted > 0.5 > m.cell("c", "a").predicted
     assert math.isclose(m.cell("a", "c").predicted + m.cell("c", "a").predicted, 1.0, abs_tol=1e-9)
+
+
+def test_style_control_on_imported_arena_battles_with_conversations(tmp_path, capsys):
+    """Arena battles that carry their conversations: the answers' texts are
+    imported, so the style fit runs on them; raters here always pick the
+    longer answer, whoever wrote it."""
+    import random
+
+    rng = random.Random(4)
+    battles = []
+    for k in range(600):
+        a, b = rng.sample(["p", "q", "r"], 2)
+        la, lb = rng.randint(5, 200), rng.randint(5, 200)
+        if la == lb:
+            lb += 1
+        conv = lambda n: [{"role": "user", "content": f"question {k}"},            # noqa: E731
+                          {"role": "assistant", "content": " ".join(["word"] * n)}]
+        battles.append({"model_a": a, "model_b": b, "winner": "model_a" if la > lb else "model_b",
+                        "question_id": f"q{k}", "tstamp": 1.7e9 + k, "conversation_a": conv(la),
+                        "conversation_b": conv(lb)})
+    src = tmp_path / "battles.json"
+    src.write_text(json.dumps(battles), encoding="utf-8")
+    db = str(tmp_path / "arena.db")
+    assert main(["import", "--db", db, str(src)]) == 0
+    capsys.readouterr()
+    assert main(["report", "--db", db, "--bootstrap", "100", "--json", "--style-control"]) == 0
+    style = json.loads(capsys.readouterr().out)["style"]
+    assert style["n_votes"] == 600 and style["without_answers"] == 0
+    length = style["coefficients"][0]
+    assert length["feature"] == "length" and length["ci_low"] > 0
