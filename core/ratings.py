@@ -43,6 +43,7 @@ Where we differ from FastChat, on purpose:
 from __future__ import annotations
 
 import math
+import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -449,6 +450,16 @@ class RatingResult:
     rounds: int
     seed: int | None
     warnings: list[str] = field(default_factory=list)
+    #: The bootstrap's ratings, one row per round, one column per model of the
+    #: `BattleSet` (its `models` order, `replicate_models`), on the reported
+    #: scale (Elo, each component's core at mean 1000); None without rounds.
+    #: What P(best) and predicted win probabilities are computed from
+    #: (`core.decide`, `core.report.matchups`): the same draws as the intervals.
+    replicates: np.ndarray | None = None
+    replicate_models: tuple[str, ...] = ()
+    #: The point ratings in the same column order, and each model's component.
+    point: np.ndarray | None = None
+    component_of: np.ndarray | None = None
 
     @property
     def connected(self) -> bool:
@@ -635,11 +646,24 @@ def rate(bs: BattleSet, *, rounds: int = DEFAULT_ROUNDS, seed: int | None = 0,
     comp = rank_of[comp]                     # largest component first
     open_low, open_high, core = _identification(n_models, full, comp)
     rating = _anchor(theta, comp, core) * SCALE + INIT_RATING
-    warnings: list[str] = []
-
+    boot: np.ndarray | None = None
     if rounds > 0:
         boot = bootstrap_thetas(bs, rounds, seed, lam=lam, theta0=theta)
         boot = _anchor(boot, comp, core) * SCALE + INIT_RATING
+    return result_of(bs, rating, boot, comp, open_low, open_high, rounds=rounds, seed=seed, level=level,
+                     min_votes=min_votes)
+
+
+def result_of(bs: BattleSet, rating: np.ndarray, boot: np.ndarray | None, comp: np.ndarray,
+              open_low: np.ndarray, open_high: np.ndarray, *, rounds: int, seed: int | None,
+              level: float = 0.95, min_votes: int = MIN_VOTES_TO_RANK) -> RatingResult:
+    """The table of a fit: ratings (reported scale, per model of `bs`), their
+    bootstrap rounds (or None), components and open sides -> intervals,
+    ranks, groups, gaps and notes. `rate` ends here; so does a fit with
+    covariates (`core.style`), whose ratings read like any others."""
+    n_models = len(bs.models)
+    warnings: list[str] = []
+    if boot is not None:
         tail = (1.0 - level) / 2.0 * 100.0
         lo_b, hi_b = np.percentile(boot, [tail, 100.0 - tail], axis=0)
     else:
@@ -751,7 +775,20 @@ def rate(bs: BattleSet, *, rounds: int = DEFAULT_ROUNDS, seed: int | None = 0,
                         " (never lost or never won against part of the field): shown as bounds "
                         "kept finite by the prior, with open intervals")
     return RatingResult(models, groups, gaps, components, bs.n_votes, int(bs.a.size),
-                        rounds, seed, warnings)
+                        rounds, seed, warnings, replicates=boot, replicate_models=bs.models, point=rating,
+                        component_of=comp)
+
+
+def stream_seed(seed: int | None, name: str) -> int | None:
+    """The seed of the bootstrap of one part of the votes (a category): drawn
+    from (seed, name), so that the parts' bootstraps are independent of each
+    other (the same seed for every part would draw the same uniforms for
+    each, correlating their rounds) and each stays the same however many
+    other parts there are. None stays None (a fresh stream)."""
+    if seed is None:
+        return None
+    entropy = [int(seed) % (1 << 64), zlib.crc32(name.encode("utf-8", "surrogatepass"))]
+    return int(np.random.SeedSequence(entropy).generate_state(1, np.uint64)[0])
 
 
 def wilson_interval(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:

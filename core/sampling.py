@@ -303,6 +303,13 @@ def allocate(sizes: dict[str, int], n: int) -> dict[str, int]:
     return alloc
 
 
+def strata_sizes(logs: LoadedLogs) -> Counter[str]:
+    """Records per stratum, as logged (duplicates count: they are traffic);
+    the strata `lineup sample` reports, and the traffic mix `lineup decide
+    --mix-from` takes."""
+    return Counter(r.stratum for r in logs.records)
+
+
 @dataclass
 class StratumRow:
     stratum: str
@@ -329,7 +336,7 @@ def sample_records(logs: LoadedLogs, n: int, seed: int = 0, threshold: float = D
     records = logs.records
     suffixes = [" ".join(f"image{img.sha256}" for img in r.images) for r in records]
     dedup = dedupe([record_key(r) for r in records], threshold, template=template, suffixes=suffixes)
-    logged = Counter(r.stratum for r in records)
+    logged = strata_sizes(logs)
     by_stratum: dict[str, list[LogRecord]] = defaultdict(list)
     for i in dedup.kept:
         by_stratum[records[i].stratum].append(records[i])

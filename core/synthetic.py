@@ -2,16 +2,21 @@
 timings, votes), shared by the tests and the benchmarks. In the core, not the
 store, because its votes are made as every vote is (`core.votes.make_votes`):
 the data the store, export and report benchmarks measure is data lineup
-could have written."""
+could have written. Also stores with a planted truth (`planted_store`:
+per-category strengths, latency, cost, check pass rates and a length bias
+of the raters), for the tests and the benchmark of `lineup decide`."""
 
 from __future__ import annotations
 
+import math
 import random
 import string
+from dataclasses import dataclass, field
 
 from core.votes import bad_choice, make_votes
 from store.ids import new_ulid
 from store.records import (
+    CheckResultRecord,
     ContestantRecord,
     OutputRecord,
     SessionRecord,
@@ -82,3 +87,107 @@ def write_synthetic(store, session: SessionRecord, turns: list[TurnRecord], outp
             store.finish_output(o)
         for v in votes:
             store.add_vote(v)
+
+
+@dataclass
+class Profile:
+    """How one model answers in a planted store: its time to first token and
+    duration (ms, each answer drawn uniformly within +-`spread` of them), its
+    answers' mean length in words (drawn from a gamma of shape 4), the cost
+    of an answer, and the chance that its answer passes a check (None: no
+    checks recorded)."""
+
+    ttft_ms: float = 300.0
+    duration_ms: float = 1500.0
+    words: float = 120.0
+    cost: float | None = 1e-3
+    pass_rate: float | None = None
+    spread: float = 0.2
+
+
+@dataclass
+class PlantedVote:
+    category: str
+    model_a: str
+    model_b: str
+    outcome: str          # "a" | "b" | "tie"
+    words_a: int
+    words_b: int
+
+
+@dataclass
+class Planted:
+    votes: list[PlantedVote] = field(default_factory=list)
+
+
+def planted_store(store, truth: dict[str, dict[str, float]], votes: int | dict[str, int], *, seed: int = 0,
+                  profiles: dict[str, Profile] | None = None, length_bias: float = 0.0, tie: float = 0.0,
+                  created: float = 1.7e9, rater: str = "planted") -> Planted:
+    """Write votes whose truth is known: in category c, model a beats model b
+    with probability 1 / (1 + exp(-(ln 10 * (R_a - R_b) / 400 + length_bias * x)))
+    where R = `truth[c]` (Elo points) and x = (words_a - words_b) / (words_a +
+    words_b), the raters' taste for length; a tie with probability `tie`
+    first. Each vote judges two models on its own turn (one session per
+    category and pair of models, both answering every turn). Returns what
+    was written, for a test to recompute anything independently."""
+    rng = random.Random(seed)
+    profiles = profiles or {}
+    out = Planted()
+    ms0 = int(created * 1000)
+    counter = 0
+    with store.batch():
+        for cat, strengths in truth.items():
+            names = list(strengths)
+            n = votes if isinstance(votes, int) else votes[cat]
+            pairs: dict[tuple[str, str], list[int]] = {}
+            for k in range(n):
+                a, b = rng.sample(names, 2)
+                pairs.setdefault(tuple(sorted((a, b))), []).append(k)   # type: ignore[arg-type]
+            for (x, y), ks in sorted(pairs.items()):
+                counter += 1
+                base = ms0 + counter * 1_000_000
+                cs = [ContestantRecord(alias=m, provider="openai", model=f"{m}-v1", base_url="http://127.0.0.1:9/v1",
+                                       price=None, label=label, position=i)
+                      for i, (m, label) in enumerate(((x, "A"), (y, "B")))]
+                session = SessionRecord(id=new_ulid(base), created=created + counter, kind="run",
+                                        title=f"planted {cat} {x} {y}", contestants=cs, blind=True,
+                                        revealed_at=created + counter + 1)
+                store.create_session(session)
+                for j, _ in enumerate(ks):
+                    at = created + counter + j * 1e-3
+                    turn = TurnRecord(id=new_ulid(base + 10 * j + 1), session_id=session.id, position=j,
+                                      case_id=f"{cat}-{counter}-{j}", category=cat,
+                                      user_message=f"planted question {counter}.{j}", created=at)
+                    store.add_turn(turn)
+                    words = {}
+                    for c in cs:
+                        p = profiles.get(c.alias, Profile())
+                        w = max(1, int(round(rng.gammavariate(4.0, p.words / 4.0))))
+                        words[c.alias] = w
+                        ttft = p.ttft_ms * (1 + rng.uniform(-p.spread, p.spread))
+                        dur = max(ttft + 1, p.duration_ms * (1 + rng.uniform(-p.spread, p.spread)))
+                        oid = new_ulid(base + 10 * j + 2 + c.position)
+                        store.finish_output(OutputRecord(
+                            id=oid, session_id=session.id, turn_id=turn.id, contestant=c.alias, label=c.label,
+                            status="complete", text=("word " * w).strip(), finish_reason="stop", sent_at=at,
+                            ttft_ms=ttft, duration_ms=dur, input_tokens=20, output_tokens=w, cost=p.cost,
+                            created=at))
+                        if p.pass_rate is not None:
+                            store.add_check_result(CheckResultRecord(
+                                id=new_ulid(base + 10 * j + 5 + c.position), output_id=oid, check="planted",
+                                spec={"type": "contains", "value": "word"}, passed=rng.random() < p.pass_rate))
+                    first, second = (x, y) if rng.random() < 0.5 else (y, x)   # who is shown as A
+                    if rng.random() < tie:
+                        outcome = "tie"
+                    else:
+                        wa, wb = words[first], words[second]
+                        z = (math.log(10) * (strengths[first] - strengths[second]) / 400.0
+                             + length_bias * (wa - wb) / (wa + wb))
+                        outcome = "a" if rng.random() < 1.0 / (1.0 + math.exp(-z)) else "b"
+                    mapping = {"A": first, "B": second}
+                    (vote,) = make_votes(session.id, [turn.id], {"a": "A", "b": "B", "tie": "tie"}[outcome],
+                                         mapping=mapping, positions=["A", "B"], rater=rater, revealed=True,
+                                         now=at + 1e-4, ids=[new_ulid(base + 10 * j + 9)])
+                    store.add_vote(vote)
+                    out.votes.append(PlantedVote(cat, first, second, outcome, words[first], words[second]))
+    return out

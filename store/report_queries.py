@@ -469,3 +469,27 @@ def guess_rows(store: Store, scope: Scope) -> list[tuple[Any, ...]]:
     return store.conn.execute(
         "SELECT g.rater, g.actual, g.guess, g.options FROM blind_guess g JOIN vote v ON v.id = g.vote_id "
         "JOIN turn t ON t.id = v.turn_id WHERE v.current = 1" + where + " ORDER BY g.id", params).fetchall()
+
+
+def voted_answers(store: Store, vote_ids: Sequence[str]) -> dict[str, dict[str, str]]:
+    """vote id -> {model: the text of its answer on the vote's turn} (the
+    latest attempt, what the rater saw), for style control. A model without
+    a recorded answer there is absent."""
+    conn = store.conn
+    turn_of: dict[str, str] = {}
+    ids = list(vote_ids)
+    for start in range(0, len(ids), 500):
+        chunk = ids[start:start + 500]
+        turn_of.update(conn.execute(
+            f"SELECT id, turn_id FROM vote WHERE id IN ({','.join('?' * len(chunk))})", chunk).fetchall())
+    turns = sorted(set(turn_of.values()))
+    texts: dict[str, dict[str, str]] = defaultdict(dict)
+    for start in range(0, len(turns), 500):
+        chunk = turns[start:start + 500]
+        rows = conn.execute(
+            "SELECT o.id, o.turn_id, o.contestant, o.attempt, o.text FROM output o "
+            f"WHERE o.turn_id IN ({','.join('?' * len(chunk))}) AND o.status != 'streaming' "
+            "ORDER BY o.created, o.id", chunk).fetchall()
+        for r in latest_attempts(rows).values():
+            texts[r[1]][r[2]] = r[4] if isinstance(r[4], str) else ""
+    return {v: texts.get(t, {}) for v, t in turn_of.items()}

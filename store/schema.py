@@ -452,5 +452,24 @@ def m014_share(db: Database) -> None:
     ) WITHOUT ROWID""")
 
 
+@_migration(name="m015_public_scores")
+def m015_public_scores(db: Database) -> None:
+    """Scores from outside lineup, shown beside its own ratings
+    (`core.public_scores`): public leaderboard scores (`lineup import
+    --leaderboard`) and online canary metrics (`lineup import --online`).
+    Importing the same (model, source, date) or (model, metric, period)
+    again replaces the row."""
+    db.execute("""CREATE TABLE leaderboard_score (
+        model TEXT NOT NULL, score REAL NOT NULL, ci_low REAL, ci_high REAL,
+        source TEXT NOT NULL DEFAULT '', date TEXT NOT NULL DEFAULT '',
+        file TEXT, line INTEGER, imported REAL NOT NULL,
+        PRIMARY KEY (model, source, date))""")
+    db.execute("""CREATE TABLE online_metric (
+        model TEXT NOT NULL, metric TEXT NOT NULL, value REAL NOT NULL, n INTEGER NOT NULL,
+        period TEXT NOT NULL DEFAULT '', higher_is_better INTEGER NOT NULL DEFAULT 1,
+        file TEXT, line INTEGER, imported REAL NOT NULL,
+        PRIMARY KEY (model, metric, period))""")
+
+
 MIGRATION_NAMES: tuple[str, ...] = tuple(name for name, _ in _STEPS)
 SCHEMA_VERSION = len(MIGRATION_NAMES)

@@ -287,7 +287,8 @@ def test_refused_while_blind_answers_are_on_show(tmp_path):
 
 def test_help_lists_the_report_keys():
     groups = dict(binding_groups(LineupApp))
-    assert {b.id for b in groups["Report"]} == {"report.demo", "report.category", "report.refresh", "report.back"}
+    assert {b.id for b in groups["Report"]} == {"report.demo", "report.category", "report.refresh", "report.back",
+                                                "report.decision"}
     assert "app.report" in {b.id for b in groups["Everywhere"]}
 
 
@@ -332,3 +333,41 @@ def test_refused_over_a_blind_replay_and_an_unjudged_queue_case(tmp_path):
 
     run(scenario(replay=ReplayOptions(sid)))
     run(scenario(vote=VoteOptions(sid, shuffle_seed=1)))
+
+
+def test_p_and_the_palette_scroll_to_the_decision(tmp_path):
+    """The decision for the mix of the report's votes, as `lineup report`
+    computes it: P(best) bars (the favourite's figure), the recommendation,
+    the Pareto chart; and the model-against-model matrix."""
+    db = tmp_path / "r.db"
+    make_report_db(db)
+    want = expected(db)
+    assert want.decision is not None and want.decision.recommendation is not None
+
+    async def scenario():
+        store = await open_store(db)
+        app = report_app(store)
+        async with app.run_test(size=(100, 30)) as pilot:
+            screen = await opened(pilot)
+            body = screen.query_one("#report-body")
+            assert body.scroll_y == 0
+            pbest = screen.chart("pbest").plain_text()
+            for m in want.decision.models:
+                assert m.name in pbest
+            assert "◀ recommended" in pbest
+            assert screen.chart("pareto-latency") is not None
+            text = screen.body_text()
+            assert "Model against model" in text and "predicted" in text
+            await pilot.press("p")
+            await pilot.pause()
+            target = screen.query_one("#report-decision")
+            assert body.scroll_y > 0 and body.scroll_y == pytest.approx(target.virtual_region.y, abs=1)
+            body.scroll_home(animate=False)
+            await pilot.pause()
+            entries = {name: cb for name, _, cb in screen.palette_commands()}
+            entries["Report: decision"]()
+            await pilot.pause()
+            assert body.scroll_y > 0
+        await store.aclose()
+
+    run(scenario())

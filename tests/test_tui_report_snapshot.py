@@ -34,3 +34,19 @@ def test_report_screen(snap_compare, store):
 
     app = LineupApp(store, report=ReportOptions(rounds=200, seed=3), rater="tester")
     assert snap_compare(app, run_before=before, terminal_size=(80, 46))
+
+
+def test_report_screen_decision(snap_compare, store):
+    """The decision section, reached with `p`."""
+    async def before(pilot):
+        app = pilot.app
+        await wait_for(pilot, lambda: isinstance(app.screen, ReportScreen) and app.screen.loads == 1
+                       and not app.screen.computing, "the report")
+        await pilot.pause(0.2)                     # laid out: the section's place is known
+        await pilot.press("p")
+        body = app.screen.query_one("#report-body")
+        await wait_for(pilot, lambda: body.scroll_y > 0, "scrolled to the decision")
+        await pilot.pause(0.3)
+
+    app = LineupApp(store, report=ReportOptions(rounds=200, seed=3), rater="tester")
+    assert snap_compare(app, run_before=before, terminal_size=(80, 46))

@@ -2,7 +2,10 @@
 shared scale (groups that cannot be told apart bracketed and coloured alike,
 open sides drawn to the edge), the votes that would separate close
 neighbours, failure-mode bars, latency box plots, speed/errors/cost and check
-pass rates. Filters: demo models in or out, one category.
+pass rates. Filters: demo models in or out, one category. The decision
+for the mix of the report's votes (P(best) bars, Pareto charts, routing) and
+the model-against-model matrix sit right under the ratings; `p` (or the
+palette) scrolls to the decision.
 
 The report is computed off the event loop and off the store's writer thread
 (`AsyncStore.read`: a read-only connection in a worker thread), so neither
@@ -25,7 +28,9 @@ from textual.widget import Widget
 from textual.widgets import Checkbox, Footer, Header, Select, Static
 
 from core.ratings import DEFAULT_ROUNDS
+from core.report import decision_format as DF
 from core.report.build import build_report
+from core.report.decision_terminal import pareto_chart, pbest_chart
 from core.report.format import gap_hint as report_gap_hint
 from core.report.model import NO_CATEGORY, Report, ReportFilters
 from core.report.stretch import stretch_blocks
@@ -122,6 +127,7 @@ def report_widgets(report: Report) -> list[Widget]:
         rows += [Text(one_line(" · ".join(f"{h} {c}" for h, c in zip(AG.PAIR_HEADER, row))))
                  for row in AG.pair_rows(report.agreement)]
         out.append(prose(Text("\n").join(rows), "report-agreement"))
+    out += decision_widgets(report)
     if any(f.tags for f in report.failure_modes):
         out.append(prose(Text("Failure modes · share of each model's answers with the tag"), "report-section"))
         out.append(Chart(partial(charts.failure_chart, report.failure_modes), id="chart-failures"))
@@ -164,6 +170,42 @@ def stretch_widgets(report: Report) -> list[Widget]:
             widths = [max(len(one_line(row[i])) for row in cells) for i in range(len(b.header))]
             lines = [Text("  ".join(one_line(c).ljust(w) for c, w in zip(row, widths)).rstrip()) for row in cells]
             out.append(prose(Text("\n").join(lines), "report-table"))
+    return out
+
+
+def decision_widgets(report: Report) -> list[Widget]:
+    """The decision for the mix of the report's own votes and the model
+    against model matrix (issue 13's sections: `core.decide`,
+    `core.report.matchups`), said as `lineup report` says them."""
+    out: list[Widget] = []
+    d = report.decision
+    if d is not None and report.models:
+        out.append(Static(Text("Decision · for the mix of these votes (`lineup decide` for your own mix and limits)"),
+                          classes="report-section", id="report-decision"))
+        out.append(prose(Text(one_line(DF.headline(d)), style="bold"), "report-hints"))
+        out.append(prose(Text(one_line(DF.mix_line(d)) + "\n" + one_line(DF.limits_line(d)))))
+        if any(m.p_best is not None for m in d.models):
+            out.append(prose(Text("P(best)"), "report-section"))
+            out.append(Chart(lambda w: pbest_chart(d, w), id="chart-pbest"))
+        if d.routing:
+            rows = [Text(one_line(" · ".join(r))) for r in DF.route_rows(d)]
+            out.append(prose(Text("Routing per category: " + " · ".join(DF.ROUTE_HEADER)), "report-section"))
+            out.append(prose(Text("\n").join(rows + [Text(one_line(DF.routing_line(d)))]), "report-hints"))
+        for title, attr, frontier, money, key in (
+                ("Quality against cost per 1,000 answers", "cost_per_1k", d.pareto_cost, True, "pareto-cost"),
+                ("Quality against p95 duration", "p95_duration_ms", d.pareto_latency, False, "pareto-latency")):
+            if any(getattr(m, attr) is not None and m.rating is not None for m in d.models):
+                out.append(prose(Text(title + " · Pareto frontier in bold green"), "report-section"))
+                out.append(Chart(partial(pareto_chart, d, attr, frontier, money=money), id=f"chart-{key}"))
+    mu = report.matchups
+    if mu.models:
+        out.append(prose(Text("Model against model · row vs column: W-T-L, predicted win probability"),
+                         "report-section"))
+        grid = DF.matchup_grid(mu)
+        lines = [Text(one_line(a) + ": " + " · ".join(f"{one_line(b)} {DF.matchup_text(c)}"
+                                                      for b, c in zip(mu.models, row) if b != a))
+                 for a, row in zip(mu.models, grid)]
+        out.append(prose(Text("\n").join(lines), "report-hints"))
     return out
 
 
@@ -218,6 +260,8 @@ class ReportScreen(Screen):
         Binding("d", "toggle_demo", "Demo in/out", id="report.demo", tooltip="Include or leave out demo models"),
         Binding("c", "focus_category", "Category", id="report.category", tooltip="Pick one category (or all)"),
         Binding("r", "recompute", "Refresh", id="report.refresh", tooltip="Recompute from the record"),
+        Binding("p", "show_decision", "Decision", id="report.decision",
+                tooltip="Scroll to the decision: P(best), recommendation, routing, Pareto charts"),
         Binding("escape", "close", "Back", id="report.back"),
     ]
 
@@ -367,6 +411,13 @@ class ReportScreen(Screen):
     def action_recompute(self) -> None:
         self.recompute()
 
+    def action_show_decision(self) -> None:
+        found = self.query("#report-decision")
+        if not found:
+            self.lineup.say("No decision in this report: it needs votes.")
+            return
+        self.query_one("#report-body", VerticalScroll).scroll_to_widget(found.first(), top=True, animate=False)
+
     def action_close(self) -> None:
         if self.standalone:
             self.app.exit(0)
@@ -379,6 +430,7 @@ class ReportScreen(Screen):
         cmds = [
             (demo, "demo answers and votes in or out", self.action_toggle_demo),
             ("Report: refresh", "recompute from the record", self.action_recompute),
+            ("Report: decision", "P(best), recommendation, routing and Pareto charts", self.action_show_decision),
             ("Report: back", "close the report", self.action_close),
         ]
         if len(self.categories) > 1:

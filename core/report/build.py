@@ -34,12 +34,18 @@ from typing import Any
 import numpy as np
 
 from core import ratings as R
+from core.decide.choose import decide
+from core.public_scores import public_scores
 from core.report import figures
 from core.report.agreement import Agreement, agreement
 from core.report.judge import judge_report as judge_section
+from core.report.matchups import matchups
 from core.report.model import NO_CATEGORY, RatingTable, Report, ReportFilters
 from core.report.patterns import Votes, battle_set, read_votes
 from core.report.rater_quality import rater_quality
+from core.report.style_section import style_for
+from core.style import StyleControl
+from store import public_scores as P
 from store import report_queries as Q
 from store.db import Store
 
@@ -60,17 +66,19 @@ def rating_table(result: R.RatingResult) -> RatingTable:
 
 def build_report(store: Store, filters: ReportFilters | None = None, *, rounds: int = R.DEFAULT_ROUNDS,
                  seed: int | None = 0, prices: Mapping[str, Any] | None = None,
-                 breakdowns: bool = True, judge: str | None = None, judge_prompt: str | None = None) -> Report:
+                 breakdowns: bool = True, judge: str | None = None, judge_prompt: str | None = None,
+                 style_control: bool = False) -> Report:
     """Read the store and compute everything. `prices`: alias -> `Price` from
     the config, used when an answer has no recorded cost and its session
-    recorded no price. `breakdowns=False` skips per-category / per-rater ratings.
+    recorded no price. `breakdowns=False` skips per-category / per-rater ratings;
+    `style_control` adds the style fit (`core.style`) of the answers the votes judged.
     `judge`: an LLM judge's alias, for its section (calibration against
     people's votes, combined ratings); `judge_prompt` a prefix of the hash of
     the prompt to read (default: its newest)."""
     filters = filters or ReportFilters()
     scope = scope_of(filters)
     with ThreadPoolExecutor(RATING_THREADS, "lineup-report-ratings") as pool:
-        votes, demo_skipped, problems = read_votes(store, scope)
+        votes, demo_skipped, problems = read_votes(store, scope, with_ids=style_control)
         report = Report(generated_at=time.time(), database=str(getattr(store, "path", "") or "") or None,
                         filters=filters, rounds=rounds, seed=seed, votes_demo_excluded=demo_skipped)
         bs, used, bad = battle_set(votes)
@@ -84,9 +92,12 @@ def build_report(store: Store, filters: ReportFilters | None = None, *, rounds: 
         report.position_bias = figures.position_bias(votes)
         report.consistency = figures.consistency(votes)
         report.agreement = rater_agreement(votes, rounds, seed)
-        table = rating_table(overall.result())
+        whole = overall.result()
+        table = rating_table(whole)
+        results: dict[str, dict[str, R.RatingResult]] = {}
         for attr, found in breakdown.items():
-            setattr(report, attr, {name: table if fut is None else rating_table(fut.result())
+            results[attr] = {name: whole if fut is None else fut.result() for name, fut in found.items()}
+            setattr(report, attr, {name: table if fut is None else rating_table(results[attr][name])
                                    for name, fut in found.items()})
     report.models, report.groups, report.gaps = table.models, table.groups, table.gaps
     report.components = table.components
@@ -100,6 +111,17 @@ def build_report(store: Store, filters: ReportFilters | None = None, *, rounds: 
                                f"{' ...' if n_bad > len(named) else ''}")
     report.message = _message(store, report, filters)
     _stretch(store, scope, report, judge, judge_prompt, rounds, seed)
+    if bs.n_votes:
+        report.matchups = matchups(bs, whole)
+    if style_control and bs.n_votes and votes.ids is not None:
+        styled = style_for(store, bs, [votes.ids[k] for k in used.tolist()], whole, rounds=rounds, seed=seed)
+        report.style = styled[0] if styled else StyleControl(warnings=[
+            "no vote has the texts of the answers it judged: style control needs them"])
+    if bs.n_votes:
+        report.public = public_scores(P.read_leaderboard(store), P.read_online(store), whole)
+    if "by_category" in results:
+        report.decision = decide(results["by_category"], report.engineering, report.checks, rounds=rounds,
+                                 seed=seed)
     return report
 
 
@@ -128,30 +150,50 @@ def rater_agreement(votes: Votes, rounds: int, seed: int | None) -> Agreement:
 
 Rated = Future[R.RatingResult]
 
+#: How the votes are split for each breakdown: (category, rater, prompt) -> its name.
+BREAKDOWNS: dict[str, Any] = {"by_category": lambda m: m[0] or NO_CATEGORY, "by_rater": lambda m: m[1]}
+
+
+def breakdown_codes(votes: Votes, used: np.ndarray, attr: str) -> tuple[dict[str, int], np.ndarray]:
+    """The parts of a breakdown ({name: code}, sorted by name) and the code of
+    each vote of the `BattleSet` (`used`: its votes' indices into `votes`)."""
+    key = BREAKDOWNS[attr]
+    name_of_meta = [key(m) for m in votes.metas]
+    index = {name: k for k, name in enumerate(sorted(set(name_of_meta)))}
+    code = np.array([index[n] for n in name_of_meta], dtype=np.int64)[votes.meta[used]]
+    return index, code
+
+
+def start_breakdown(pool: ThreadPoolExecutor, bs: R.BattleSet, votes: Votes, used: np.ndarray, attr: str,
+                    rounds: int, seed: int | None) -> dict[str, Rated | None]:
+    """The ratings of each part of the votes (`attr`: "by_category" or
+    "by_rater"), started in `pool`: {name: its ratings, or None when its votes
+    are all the votes (the whole's table)}. A category's bootstrap is seeded
+    from (seed, its name) (`core.ratings.stream_seed`), so that categories
+    draw independently of each other: P(best) for a mix combines them round
+    by round (`core.decide.choose`)."""
+    index, code = breakdown_codes(votes, used, attr)
+    present = np.bincount(code, minlength=len(index))
+    found: dict[str, Rated | None] = {}
+    for name, k in index.items():
+        if present[k]:
+            # None: the same votes as the whole, so the same table
+            sub_seed = R.stream_seed(seed, name) if attr == "by_category" else seed
+            found[name] = None if present[k] == used.size else pool.submit(
+                R.rate, bs.subset(np.flatnonzero(code == k)), rounds=rounds, seed=sub_seed)
+    return found
+
 
 def _start_ratings(pool: ThreadPoolExecutor, bs: R.BattleSet, votes: Votes, used: np.ndarray, rounds: int,
                    seed: int | None, breakdowns: bool) -> tuple[Rated, dict[str, dict[str, Rated | None]]]:
     """The ratings of the whole and, with `breakdowns`, of each category and
     each rater, started in `pool`: (the whole, {"by_category" | "by_rater":
     {name: its ratings, or None when its votes are all the votes}})."""
-    def rated(sub: R.BattleSet) -> Rated:
-        return pool.submit(R.rate, sub, rounds=rounds, seed=seed)
-
-    overall = rated(bs)
+    overall = pool.submit(R.rate, bs, rounds=rounds, seed=seed)
     breakdown: dict[str, dict[str, Rated | None]] = {}
     if breakdowns and bs.n_votes:
-        meta_used = votes.meta[used]
-        for attr, key in (("by_category", lambda m: m[0] or NO_CATEGORY), ("by_rater", lambda m: m[1])):
-            name_of_meta = [key(m) for m in votes.metas]
-            index = {name: k for k, name in enumerate(sorted(set(name_of_meta)))}
-            code = np.array([index[n] for n in name_of_meta], dtype=np.int64)[meta_used]
-            present = np.bincount(code, minlength=len(index))
-            found: dict[str, Rated | None] = {}
-            for name, k in index.items():
-                if present[k]:
-                    # None: the same votes as the whole, so the same table
-                    found[name] = None if present[k] == used.size else rated(bs.subset(np.flatnonzero(code == k)))
-            breakdown[attr] = found
+        for attr in BREAKDOWNS:
+            breakdown[attr] = start_breakdown(pool, bs, votes, used, attr, rounds, seed)
     return overall, breakdown
 
 

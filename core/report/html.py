@@ -14,8 +14,10 @@ from collections.abc import Sequence
 
 from core.ratings import Gap, ModelRating
 from core.report import agreement as AG
+from core.report.decision_html import decision_html, matchups_html, style_html
 from core.report.format import fmt, fmt_ci, fmt_rank, nice_step, pct
 from core.report.model import Engineering, FailureModes, Report
+from core.report.public_section import public_html
 from core.report.stretch import Block, stretch_blocks
 from core.structured import HEADER as STRUCTURED_HEADER
 from core.structured import table_rows as structured_table
@@ -175,9 +177,15 @@ def render_html(r: Report) -> str:
             "(no finite rating on that side).</p>"]
     if r.message:
         body.append(f'<p class="msg">{html_text(r.message)}</p>')
+    if r.decision is not None and r.models:
+        body.append(decision_html(r.decision))
     body += [f'<p class="warn">{html_text(w)}</p>' for w in r.warnings]
     if r.models:
         body += ["<h2>Ratings</h2>", _html_ratings(r.models, r.gaps)]
+    if r.style is not None:
+        body.append(style_html(r.style))
+    body.append(matchups_html(r.matchups))
+    body.append(public_html(r.public))
     for title, tables in (("By category", r.by_category), ("By rater", r.by_rater)):
         if len(tables) > 1:
             body.append(f"<h2>{title}</h2>")

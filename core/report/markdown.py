@@ -15,8 +15,10 @@ from collections.abc import Sequence
 
 from core.ratings import Gap, ModelRating
 from core.report import agreement as AG
+from core.report.decision_markdown import decision_lines, matchups_lines, style_lines
 from core.report.format import fmt, fmt_ci, fmt_rank, pct
 from core.report.model import Report
+from core.report.public_section import public_lines
 from core.report.stretch import Block, stretch_blocks
 from core.structured import HEADER as STRUCTURED_HEADER
 from core.structured import table_rows as structured_table
@@ -57,10 +59,16 @@ def render_markdown(r: Report) -> str:
         lines += [f"- warning: {markdown_inline(w)}"]
     if r.warnings:
         lines.append("")
+    if r.decision is not None and r.models:
+        lines += decision_lines(r.decision)
     if r.models:
         lines += ["## Ratings", ""] + _md_ratings(r.models, r.gaps)
         ties = "; ".join("{" + ", ".join(markdown_inline(n) for n in g) + "}" for g in r.groups if len(g) > 1)
         lines += ["Cannot be told apart (overlapping intervals): " + (ties or "none"), ""]
+    if r.style is not None:
+        lines += style_lines(r.style)
+    lines += matchups_lines(r.matchups)
+    lines += public_lines(r.public)
     for title, tables in (("By category", r.by_category), ("By rater", r.by_rater)):
         if len(tables) > 1:
             lines += [f"## {title}", ""]

@@ -18,6 +18,13 @@ The shape, top level: `generated_at` (epoch seconds), `database`, `filters`,
 `--judge`) and `rater_quality` (`core.report.rater_quality.RaterQuality`).
 Every figure but `judge` is made of people's votes only.
 `agreement` (inter-rater: Krippendorff's alpha, `core.report.agreement`).
+`matchups` (model against model: win / tie / loss counts and the predicted
+win probability, `core.report.matchups`), `decision` (P(best) for the mix of
+the report's own votes, the recommendation, routing and the Pareto frontiers:
+`core.decide.model`), `style` (with `--style-control`: the style covariates'
+coefficients and the style-adjusted ratings beside the raw ones,
+`core.style`), `public` (imported leaderboard scores and online metrics
+beside the ratings, `core.public_scores`; None when none were imported).
 Fields are only ever added.
 """
 
@@ -25,11 +32,15 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from core.decide.model import Decision
+from core.public_scores import PublicScores
 from core.ratings import Gap, ModelRating
 from core.report.agreement import Agreement
 from core.report.judge import JudgeReport
+from core.report.matchups import Matchups
 from core.report.rater_quality import RaterQuality
 from core.structured import StructuredRow
+from core.style import StyleControl
 
 #: The category of turns that have none, in the per-category tables.
 NO_CATEGORY = "(none)"
@@ -183,6 +194,12 @@ class Report(BaseModel):
     judge: JudgeReport | None = Field(default=None, description="`--judge JUDGE`: calibration and combined ratings")
     rater_quality: RaterQuality = Field(default_factory=RaterQuality, description="gold accuracy, blinding audit")
     agreement: Agreement = Field(default_factory=Agreement, description="between raters (core.report.agreement)")
+    matchups: Matchups = Field(default_factory=Matchups)
+    decision: Decision | None = Field(default=None, description="for the mix of the report's own votes; "
+                                                                "None without votes by category")
+    style: StyleControl | None = Field(default=None, description="style control (`--style-control` only)")
+    public: PublicScores | None = Field(default=None, description="leaderboard scores and online metrics "
+                                                                  "(`lineup import --leaderboard/--online`)")
 
     @property
     def empty(self) -> bool:

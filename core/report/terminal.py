@@ -17,8 +17,10 @@ from rich.text import Text
 
 from core.ratings import Gap, ModelRating
 from core.report import agreement as AG
+from core.report.decision_terminal import print_decision_section, print_matchups, print_style
 from core.report.format import fmt, fmt_ci, fmt_rank, gap_hint, pct
 from core.report.model import Report
+from core.report.public_section import print_public
 from core.report.stretch import Block, stretch_blocks
 from core.structured import HEADER as STRUCTURED_HEADER
 from core.structured import table_rows as structured_table
@@ -65,6 +67,14 @@ def print_report(report: Report, console: Console | None = None) -> None:
     if report.models:
         ratings_table(f"Ratings ({report.votes_used} votes, {report.rounds} bootstrap rounds, seed {report.seed})",
                       report.models, report.gaps)
+    if report.style is not None:
+        print_style(report.style, console)
+    print_matchups(report.matchups, console)
+    print_public(report.public, console)
+    if report.decision is not None and report.models:
+        console.print(Text("Decision, for the mix of these votes (`lineup decide` for your own mix and limits)",
+                           style="bold underline"))
+        print_decision_section(report.decision, console)
     for label, tables in (("category", report.by_category), ("rater", report.by_rater)):
         if len(tables) > 1:
             for name, tab in tables.items():

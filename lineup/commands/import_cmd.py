@@ -1,6 +1,8 @@
 """`lineup import FILE`: our JSONL export, Chatbot Arena battles (JSON array
 or JSONL), or another lineup database, merged idempotently. All or nothing:
-a bad line (reported with its number) means nothing from FILE is imported."""
+a bad line (reported with its number) means nothing from FILE is imported.
+`--leaderboard CSV` and `--online CSV`: public leaderboard scores and online
+canary metrics, shown in the report beside the ratings (`core.public_scores`)."""
 
 from __future__ import annotations
 
@@ -8,14 +10,54 @@ import argparse
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", metavar="FILE", help="a lineup .jsonl export, Arena battles (.json/.jsonl), or a lineup .db")
+    parser.add_argument("file", metavar="FILE", nargs="?",
+                        help="a lineup .jsonl export, Arena battles (.json/.jsonl), or a lineup .db")
+    parser.add_argument("--leaderboard", metavar="CSV",
+                        help="public scores: columns model, score, optional ci_low, ci_high, source, date")
+    parser.add_argument("--online", metavar="CSV",
+                        help="online canary metrics: columns model, metric, value, n, optional period, "
+                             "higher_is_better")
 
 
-def run(args: argparse.Namespace) -> int:
-    import sys
+def _import_public(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from core.errors import UsageError
+    from core.public_scores import PublicScoreError, parse_leaderboard, parse_online
+    from lineup.commands import open_store
+    from store import public_scores as P
+
+    parsed = []
+    try:
+        if args.leaderboard:
+            parsed.append(("leaderboard", Path(args.leaderboard), parse_leaderboard(Path(args.leaderboard))))
+        if args.online:
+            parsed.append(("online", Path(args.online), parse_online(Path(args.online))))
+    except PublicScoreError as exc:
+        raise UsageError(f"{exc}; nothing was imported") from None
+    store = open_store(args, write=True)
+    try:
+        for kind, path, rows in parsed:
+            n = (P.write_leaderboard if kind == "leaderboard" else P.write_online)(store, rows)
+            what = "public scores" if kind == "leaderboard" else "online metric rows"
+            print(f"{path.name}: imported {n} {what}")
+    finally:
+        store.close()
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    from core.errors import UsageError
+
+    if args.leaderboard or args.online:
+        if args.file:
+            raise UsageError("give FILE, or --leaderboard / --online, not both")
+        return _import_public(args)
+    if not args.file:
+        raise UsageError("nothing to import: give FILE, --leaderboard CSV or --online CSV")
+    import sys
+    from pathlib import Path
+
     from core.importing import import_file
     from core.inputs import InputError, open_input, shown_name
     from lineup.commands import open_store

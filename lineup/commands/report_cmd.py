@@ -31,6 +31,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         "agreement with people's votes and ratings combined with them (PPI)")
     parser.add_argument("--judge-prompt", metavar="HASH", help="with --judge: the prompt hash (or a prefix) to read "
                         "(default: the judge's newest prompt)")
+    parser.add_argument("--style-control", action="store_true",
+                        help="also fit ratings with style covariates (answer length, Markdown headers, list items, "
+                             "bold spans) and show each covariate's effect and the style-adjusted ratings")
     parser.add_argument("--tui", action="store_true",
                         help="open the report screen (charts) in the terminal app instead of printing")
 
@@ -86,7 +89,8 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError("--judge-prompt goes with --judge JUDGE")
         if not args.tui:
             report = build_report(store, filters, rounds=args.bootstrap, seed=args.seed,
-                                  prices=_config_prices(args), judge=args.judge, judge_prompt=args.judge_prompt)
+                                  prices=_config_prices(args), judge=args.judge, judge_prompt=args.judge_prompt,
+                                  style_control=args.style_control)
     finally:
         store.close()
     if args.tui:

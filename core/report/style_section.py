@@ -1,0 +1,63 @@
+"""The report's style control (`lineup report --style-control`, and `lineup
+decide --style-control` per category): the texts of the answers each vote
+judged, their style counts, and the fit of `core.style`.
+
+Why a module of its own: it is the one place that joins votes to the texts
+they judged (read by `store.report_queries.voted_answers`); the fit itself
+knows nothing of the store. Votes that judged an answer with no recorded
+text (Arena battles imported without their conversations) cannot carry a
+style and are left out of the fit, and counted (`without_answers`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from core import ratings as R
+from core.style import StyleControl, counts_for, style_control, style_counts
+from store import report_queries as Q
+from store.db import Store
+
+
+def style_for(store: Store, bs: R.BattleSet, vote_ids: Sequence[str], raw: R.RatingResult | None, *,
+              rounds: int, seed: int | None) -> tuple[StyleControl, R.RatingResult] | None:
+    """The style fit of the votes of `bs` (`vote_ids[v]`: the id of its vote
+    v), beside their plain ratings `raw` (computed here when None or when
+    some votes had to be left out). None when no vote has its answers."""
+    answers = Q.voted_answers(store, vote_ids)
+    cache: dict[str, tuple[float, float, float, float]] = {}
+    per_vote: list[dict[str, tuple[float, ...]] | None] = []
+    names = bs.models
+    needed: list[set[str]] = [set() for _ in range(bs.n_votes)]
+    for v, a, b in zip(bs.vote.tolist(), bs.a.tolist(), bs.b.tolist()):
+        needed[v].update((names[a], names[b]))
+    for v, vid in enumerate(vote_ids):
+        texts = answers.get(vid, {})
+        if not needed[v] <= texts.keys():
+            per_vote.append(None)
+            continue
+        found: dict[str, tuple[float, ...]] = {}
+        for model in needed[v]:
+            text = texts[model]
+            if text not in cache:
+                cache[text] = style_counts(text)
+            found[model] = cache[text]
+        per_vote.append(found)
+    keep = np.array([p is not None for p in per_vote], dtype=bool)
+    if not keep.any():
+        return None
+    left_out = int((~keep).sum())
+    if left_out:
+        bs = bs.subset(np.flatnonzero(keep))
+        per_vote = [p for p in per_vote if p is not None]
+        raw = None
+    if raw is None:
+        raw = R.rate(bs, rounds=rounds, seed=seed)
+    ca, cb = counts_for(bs, per_vote)   # type: ignore[arg-type]  # None left out above
+    summary, adjusted = style_control(bs, ca, cb, raw, rounds=rounds, seed=seed)
+    summary.without_answers = left_out
+    if left_out:
+        summary.warnings.append(f"{left_out} vote{'s' if left_out != 1 else ''} left out of style control: "
+                                "an answer they judged has no recorded text")
+    return summary, adjusted
