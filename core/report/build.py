@@ -139,12 +139,16 @@ def _stretch(store: Store, scope: Q.Scope, report: Report, judge: str | None, ju
 
 def rater_agreement(votes: Votes, rounds: int, seed: int | None) -> Agreement:
     """Krippendorff's alpha between raters: a unit per (prompt, set of models shown)."""
+    # a verdict per distinct pattern and a (prompt, rater) per distinct meta, not per vote: 100k votes
+    # are a few thousand of each
+    verdicts = [None if p.error is not None else (p.models, p.verdict()) for p in votes.patterns]
+    metas = [(m[2], m[1]) for m in votes.metas]
     rows = []
-    for k in range(len(votes)):
-        p = votes.patterns[int(votes.pattern[k])]
-        if p.error is None:
-            m = votes.metas[int(votes.meta[k])]
-            rows.append(((m[2], p.models), m[1], p.verdict()))
+    for pattern, meta in zip(votes.pattern.tolist(), votes.meta.tolist()):
+        found = verdicts[pattern]
+        if found is not None:
+            prompt, rater = metas[meta]
+            rows.append(((prompt, found[0]), rater, found[1]))
     return agreement(rows, rounds=min(rounds, 1000), seed=seed)
 
 
