@@ -17,11 +17,11 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rich.cells import cell_len, set_cell_size
+from rich.cells import cell_len
 from rich.text import Text
 
 from core.ratings import ModelRating
-from core.report.format import fmt_ci, fmt_rank, nice_step
+from core.report.format import cell, fmt_ci, fmt_rank, line, nice_step
 from core.report.model import CheckRate, Engineering, FailureModes, Quantiles
 from core.text import one_line
 
@@ -34,28 +34,6 @@ EIGHTHS = "▏▎▍▌▋▊▉"
 DOT, LINE, DASH, CLOSE_LO, CLOSE_HI, OPEN_LO, OPEN_HI = "●", "─", "╌", "├", "┤", "◀", "▶"
 RATINGS_LEGEND = ("● rating   ├─┤ 95% interval   ◀╌ ╌▶ open side: no finite bound   "
                   "┏┃┗ bracket, same colour: cannot be told apart")
-
-
-def cell(text: str, width: int, *, right: bool = False) -> str:
-    """`text` in exactly `width` cells: cut with an ellipsis, padded left or right."""
-    text = one_line(text)
-    if width <= 0:
-        return ""
-    if cell_len(text) > width:
-        text = set_cell_size(text, width - 1) + "…"
-    pad = " " * (width - cell_len(text))
-    return pad + text if right else text + pad
-
-
-def line(*parts: tuple[str, str] | str | Text) -> Text:
-    """A chart line that never wraps (the caller sized it)."""
-    out = Text(no_wrap=True, overflow="crop", end="")
-    for part in parts:
-        if isinstance(part, (str, Text)):
-            out.append(part)
-        else:
-            out.append(*part)
-    return out
 
 
 def name_width(names: Sequence[str], width: int, floor: int = 6) -> int:

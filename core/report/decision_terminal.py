@@ -14,14 +14,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rich.cells import cell_len, set_cell_size
+from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from core.decide.model import Decision
 from core.report import decision_format as F
-from core.report.format import fmt, nice_step
+from core.report.format import cell, fmt, line, nice_step
 from core.report.matchups import Matchups
 from core.style import StyleControl
 from core.text import one_line
@@ -29,26 +29,6 @@ from core.text import one_line
 GREEN, BLUE, GREY = "#4aa36b", "#4a78c2", "#888888"
 EIGHTHS = "▏▎▍▌▋▊▉"
 MARKERS = "123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-
-
-def _cell(text: str, width: int, right: bool = False) -> str:
-    text = one_line(text)
-    if width <= 0:
-        return ""
-    if cell_len(text) > width:
-        text = set_cell_size(text, width - 1) + "…"
-    pad = " " * (width - cell_len(text))
-    return pad + text if right else text + pad
-
-
-def _line(*parts: str | tuple[str, str]) -> Text:
-    out = Text(no_wrap=True, overflow="crop", end="")
-    for p in parts:
-        if isinstance(p, str):
-            out.append(p)
-        else:
-            out.append(*p)
-    return out
 
 
 def _bar(fraction: float, width: int) -> str:
@@ -73,8 +53,8 @@ def pbest_chart(d: Decision, width: int) -> list[Text]:
         elif m.name == d.best:
             note += " (best)"
         bar = _bar(m.p_best or 0.0, plot)
-        out.append(_line(_cell(m.name, nw), "  ", (bar, colour), " " * (plot - cell_len(bar)), " ",
-                         (_cell(note, tail - 1), "bold" if m.name == d.recommendation else "")))
+        out.append(line(cell(m.name, nw), "  ", (bar, colour), " " * (plot - cell_len(bar)), " ",
+                         (cell(note, tail - 1), "bold" if m.name == d.recommendation else "")))
     return out
 
 
@@ -119,7 +99,7 @@ def pareto_chart(d: Decision, attr: str, frontier: Sequence[str], width: int, he
     for r in range(height):
         label = f"{y_hi - r * (y_hi - y_lo) / (height - 1):.0f}" if r in (0, height // 2, height - 1) else ""
         t = Text(no_wrap=True, overflow="crop", end="")
-        t.append(_cell(label, label_w, right=True) + " ┤", "dim")
+        t.append(cell(label, label_w, right=True) + " ┤", "dim")
         start = 0
         for k in range(1, plot + 1):
             if k == plot or styles[r][k] != styles[r][start]:
@@ -138,12 +118,12 @@ def pareto_chart(d: Decision, attr: str, frontier: Sequence[str], width: int, he
         if start > taken + 1 and start + len(s) <= len(labels):
             labels[start:start + len(s)] = list(s)
             taken = start + len(s)
-    out.append(_line(" " * label_w + " └", ("".join(rule), "dim")))
-    out.append(_line(" " * (label_w + 2), ("".join(labels).rstrip(), "dim")))
+    out.append(line(" " * label_w + " └", ("".join(rule), "dim")))
+    out.append(line(" " * (label_w + 2), ("".join(labels).rstrip(), "dim")))
     for m, x in pts:
         on = m.name in frontier
         fig = F.money(x) if money else F.ms(x)
-        out.append(_line("  ", (marker[m.name], f"bold {GREEN}" if on else ""), " ",
+        out.append(line("  ", (marker[m.name], f"bold {GREEN}" if on else ""), " ",
                          one_line(f"{m.name}{' ◆ frontier' if on else ''} · {fig} · {fmt(m.rating)} "
                                   f"({F.interval(m.ci_low, m.ci_high)})" + ("" if m.feasible else " · infeasible"))))
     return out

@@ -12,7 +12,11 @@ from __future__ import annotations
 
 import math
 
+from rich.cells import cell_len, set_cell_size
+from rich.text import Text
+
 from core.ratings import Gap, ModelRating
+from core.text import one_line
 
 
 def fmt(x: float | None, digits: int = 0) -> str:
@@ -64,3 +68,25 @@ def nice_step(raw: float) -> float:
         if raw <= m * mag:
             return m * mag
     return 10 * mag
+
+
+def cell(text: str, width: int, *, right: bool = False) -> str:
+    """`text` in exactly `width` cells: cut with an ellipsis, padded left or right."""
+    text = one_line(text)
+    if width <= 0:
+        return ""
+    if cell_len(text) > width:
+        text = set_cell_size(text, width - 1) + "…"
+    pad = " " * (width - cell_len(text))
+    return pad + text if right else text + pad
+
+
+def line(*parts: tuple[str, str] | str | Text) -> Text:
+    """A chart line that never wraps (the caller sized it): text, or (text, style)."""
+    out = Text(no_wrap=True, overflow="crop", end="")
+    for part in parts:
+        if isinstance(part, (str, Text)):
+            out.append(part)
+        else:
+            out.append(*part)
+    return out
