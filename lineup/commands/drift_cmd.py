@@ -61,25 +61,10 @@ def canaries(args: argparse.Namespace) -> int:
     import sys
     import time
 
-    from core.config import ConfigError, load_config, resolve_models
-    from core.errors import UsageError
-    from core.sampleset import SampleSetError, load_sample_set
-    from lineup.commands import checked_params
-    from lineup.commands.run_cmd import execute, require_keys
+    from lineup.commands.run_cmd import execute, run_inputs
 
     interval = parse_every(args.every) if args.every else None
-    try:
-        config = load_config(args.config, probe_ollama=True)
-        models = resolve_models(config, args.models) if args.models else list(config.models.values())
-        sample_set = load_sample_set(args.set)
-    except (ConfigError, SampleSetError) as exc:
-        raise UsageError(str(exc)) from None
-    if not models:
-        raise UsageError("no models: name them with -m ALIAS (see `lineup models`)")
-    require_keys(config, models)
-    params = checked_params({"temperature": args.temperature, "max_tokens": args.max_tokens, "seed": args.seed})
-    if args.repeat < 1 or args.concurrency < 1:
-        raise UsageError("--repeat and --concurrency must be at least 1")
+    config, models, sample_set, params = run_inputs(args)
     done = 0
     while True:
         started = time.monotonic()

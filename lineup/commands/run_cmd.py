@@ -54,7 +54,10 @@ def require_keys(config, models) -> None:
                                    "which is not set" for alias, var in missing) + where)
 
 
-def run(args: argparse.Namespace) -> int:
+def run_inputs(args: argparse.Namespace):
+    """(config, models, sample set, sampling params) of a command that runs a
+    set (`run`, `drift`): each checked, exit 2 naming what is wrong, every
+    model's key in the environment before anything is recorded."""
     from core.config import ConfigError, load_config, resolve_models
     from core.errors import UsageError
     from core.sampleset import SampleSetError, load_sample_set
@@ -72,6 +75,13 @@ def run(args: argparse.Namespace) -> int:
     params = checked_params({"temperature": args.temperature, "max_tokens": args.max_tokens, "seed": args.seed})
     if args.repeat < 1 or args.concurrency < 1:
         raise UsageError("--repeat and --concurrency must be at least 1")
+    return config, models, sample_set, params
+
+
+def run(args: argparse.Namespace) -> int:
+    from core.errors import UsageError
+
+    config, models, sample_set, params = run_inputs(args)
     if args.batch:
         from providers.batch import BATCH_PROVIDERS
 
