@@ -51,6 +51,10 @@ refused (keys go in headers).
 Without a file (or a file that defines no models) aliases are autodetected
 from the environment's keys and, when asked, a reachable Ollama; with nothing
 found, the offline demo models are used (`Config.autodetected` is True).
+
+Why one file past 600 lines: every table of the config file is checked here,
+with its key paths in the errors (models, gateways, parameters typed as text,
+the run, report and tag tables), so that one reader owns what a config may say.
 """
 
 from __future__ import annotations
