@@ -48,7 +48,7 @@ def test_figures_follow_the_servers_growth_and_each_level_caps_the_requests_in_f
     sample = _set(tmp_path / "set.jsonl", 4)
     with TestServer() as srv:
         srv.script(Reply(text="a steady answer of some length", usage=(5, 12, None)))
-        srv.load_profile(base_ms=40, per_inflight_ms=30)
+        srv.load_profile(base_ms=50, per_inflight_ms=50)
         config = _config(tmp_path / "config.toml", srv, {"m0": {}})
         data = _load_json(capsys, ["load", str(sample), "-m", "m0", "--levels", "1,4,8", "--requests", "16",
                                    "--exceed-server-limit", "--json", "--quiet", "--db", str(db),
@@ -68,9 +68,9 @@ def test_figures_follow_the_servers_growth_and_each_level_caps_the_requests_in_f
         assert f["sent"] == f["complete"] == 16 and f["errors"] == {} and f["error_rate"] == 0.0
         assert f["ttft_ms"]["n"] == 16 and f["tokens_per_s_p50"] is not None and f["answers_per_s"] > 0
         assert f["ttft_ms"]["p95_low"] <= f["ttft_ms"]["p95"] <= f["ttft_ms"]["p95_high"]
-    # configured: first token after 40 ms + 30 ms per other request in flight (40, 130, 250 ms)
+    # configured: first token after 50 ms + 50 ms per other request in flight (50, 200, 400 ms)
     p95 = {level: f["ttft_ms"]["p95"] for level, f in figures.items()}
-    assert p95[1] >= 35 and p95[1] < p95[4] < p95[8]
+    assert p95[1] >= 45 and p95[1] < p95[4] < p95[8]
     g4, g8 = (figures[level]["ttft_p95_growth"]["ratio"] for level in (4, 8))
     assert g4 == pytest.approx(p95[4] / p95[1])
     assert 1.5 < g4 < 6 and 2.5 < g8 < 12 and g8 > 1.2 * g4

@@ -186,14 +186,8 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f}"
 
 
-def _interval(low: float | None, high: float | None) -> str:
-    return "" if low is None or high is None else f" [{low:,.0f}-{high:,.0f}]"
-
-
-def _growth(g) -> str:
-    if g is None:
-        return "-"
-    return f"x{g.ratio:.2f}" + ("" if g.low is None or g.high is None else f" [{g.low:.2f}-{g.high:.2f}]")
+def _interval(low: float | None, high: float | None, spec: str = ".0f") -> str:
+    return "" if low is None or high is None else f"{low:{spec}}-{high:{spec}}"
 
 
 def show(result, as_json: bool) -> None:
@@ -214,32 +208,33 @@ def show(result, as_json: bool) -> None:
         over = ", exceeded on purpose" if result.exceed_server_limit else ""
         table = Table(title=Text(one_line(f"{m.alias}: {result.requests} requests per level ({cap}{over})")),
                       title_justify="left")
-        for col in ("level", "done", "errors", "TTFT p50", "TTFT p95", "dur p50", "dur p95", "tok/s p50",
-                    "answers/s"):
+        for col in ("level", "done", "errors", "TTFT p50", "TTFT p95", "dur p50", "dur p95", "tok/s",
+                    "ans/s"):
             table.add_column(col, justify="left" if col == "errors" else "right")
-        growth = Table(title=Text(one_line(f"{m.alias}: p95 with its {pct} interval, and growth from level "
-                                           f"{result.levels[0] if result.levels else '-'}")),
+        growth = Table(title=Text(one_line(f"{m.alias}: p95 and its growth from level "
+                                           f"{result.levels[0] if result.levels else '-'}, {pct} intervals")),
                        title_justify="left")
-        for col in ("level", "TTFT p95", "TTFT growth", "dur p95", "dur growth"):
-            growth.add_column(col, justify="right")
+        for col in ("level", "of", "p95 ms", "interval", "growth", "interval "):
+            growth.add_column(col, justify="left" if col == "of" else "right")
         for f in m.levels:
-            errors = ", ".join(f"{k} {v}" for k, v in f.errors.items()) or "-"
+            errors = ", ".join(f"{k} {v}" for k, v in f.errors.items())
             if f.error_rate is not None and f.errors:
                 errors += f" ({100 * f.error_rate:.0f}%)"
             if f.stopped:
-                errors += f"; {f.stopped} stopped"
+                errors = "; ".join(x for x in (errors, f"{f.stopped} stopped") if x)
             table.add_row(
-                str(f.level), f"{f.complete}/{f.sent}", Text(one_line(errors)), _ms(f.ttft_ms.p50),
+                str(f.level), f"{f.complete}/{f.sent}", Text(one_line(errors or "-")), _ms(f.ttft_ms.p50),
                 _ms(f.ttft_ms.p95), _ms(f.duration_ms.p50), _ms(f.duration_ms.p95),
                 "-" if f.tokens_per_s_p50 is None else f"{f.tokens_per_s_p50:,.1f}",
                 "-" if f.answers_per_s is None else f"{f.answers_per_s:,.2f}")
-            growth.add_row(
-                str(f.level), _ms(f.ttft_ms.p95) + _interval(f.ttft_ms.p95_low, f.ttft_ms.p95_high),
-                _growth(f.ttft_p95_growth),
-                _ms(f.duration_ms.p95) + _interval(f.duration_ms.p95_low, f.duration_ms.p95_high),
-                _growth(f.duration_p95_growth))
+            for name, q, g in (("TTFT", f.ttft_ms, f.ttft_p95_growth),
+                               ("duration", f.duration_ms, f.duration_p95_growth)):
+                growth.add_row(str(f.level), name, _ms(q.p95), _interval(q.p95_low, q.p95_high),
+                               "-" if g is None else f"x{g.ratio:.2f}",
+                               "" if g is None else _interval(g.low, g.high, ".2f"))
         console.print(table)
         console.print(growth)
-    console.print(Text(f"session {result.session_id}: times in ms; growth = p95 at the level / p95 at level "
-                       f"{result.levels[0] if result.levels else '-'}. Kept out of ratings, the vote queue and "
-                       "the report unless named with --session."))
+    console.print(Text(f"session {result.session_id}: times in ms; tok/s: output tokens per second after the "
+                       "first token (median); ans/s: answers per second over the level; growth: p95 at the level "
+                       f"/ p95 at level {result.levels[0] if result.levels else '-'}. Kept out of ratings, the "
+                       "vote queue and the report unless named with --session."))
