@@ -102,11 +102,13 @@ class LoadProgress:
         return sum(p.planned for p in self.phases.values())
 
 
-def planned_cases(cases: Sequence["Case"], requests: int | None) -> list["Case"]:
-    """The cases sent at each level: the set in order, cycled to `requests`."""
+def planned_cases(cases: Sequence["Case"], requests: int | None, levels: Sequence[int] = (1,)) -> list["Case"]:
+    """The cases sent at each level: the set in order, cycled to `requests`
+    (default: every case once, and at least twice the highest level, so that
+    the highest level runs full for a while rather than only ramping up)."""
     if not cases:
         raise ValueError("the sample set has no cases")
-    n = len(cases) if requests is None else requests
+    n = max(len(cases), 2 * max(levels)) if requests is None else requests
     if n < 1:
         raise ValueError("requests are at least 1")
     return [cases[i % len(cases)] for i in range(n)]
@@ -125,7 +127,7 @@ class LoadRunner:
         self.sample_set = sample_set
         self.models = list(models)
         self.levels = check_levels(levels)
-        self.cases = planned_cases(sample_set.cases, requests)
+        self.cases = planned_cases(sample_set.cases, requests, self.levels)
         if not self.exceeding_allowed(exceed_server_limit):
             alias, cap, top = over_server_limit(self.models, self.levels)[0]
             raise ValueError(f"level {top} is above the {cap} requests at once the server of {alias!r} takes")

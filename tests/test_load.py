@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import threading
@@ -81,6 +82,11 @@ def test_figures_follow_the_servers_growth_and_each_level_caps_the_requests_in_f
         loaded = store.load_session(summary.id)
     assert loaded.session.kind == "load" and summary.id == data["session_id"]
     assert len(loaded.outputs) == 48 and {o.status for o in loaded.outputs} == {"complete"}
+    # the figures are the record's: level 4's p95, computed here independently of numpy
+    level_of = {t.id: (1, 4, 8)[t.repeat_index // 16] for t in loaded.turns}
+    ttft4 = [o.ttft_ms for o in loaded.outputs if level_of[o.turn_id] == 4]
+    assert p95[4] == pytest.approx(statistics.quantiles(ttft4, n=20, method="inclusive")[18])
+    assert figures[4]["ttft_ms"]["p50"] == pytest.approx(statistics.median(ttft4))
     # the record alone gives the same figures again
     again = _load_json(capsys, ["load", "--report", summary.id[:12], "--json", "--db", str(db),
                                 "--bootstrap", "200"])
@@ -150,7 +156,8 @@ def test_bad_arguments_exit_2_naming_the_flag(tmp_path: Path, capsys: pytest.Cap
                              (["-m", "m0", "--levels", "1,,4"], "--levels"),
                              (["-m", "m0", "--levels", "2,2"], "--levels"),
                              (["-m", "nope"], "-m/--model:"),
-                             (["-m", "m0", "--requests", "0"], "--requests")):
+                             (["-m", "m0", "--requests", "0"], "--requests"),
+                             (["-m", "m0", "--levels", "1,4", "--requests", "3"], "--requests 3 is below")):
             capsys.readouterr()
             assert main(["load", *common, *extra]) == 2, extra
             err = capsys.readouterr().err
@@ -215,13 +222,14 @@ def test_a_load_profile_stays_out_of_the_vote_queue_and_the_report_unless_named(
     with Store.open(db) as store:
         load = store.load_session(sid)
         (run,) = [s for s in store.list_sessions() if s.kind == "run"]
-        assert len(load.outputs) == 12 and build_items(load, rater="me") == []   # nothing to vote on
+        # 3 cases, 4 requests per level by default (twice the highest level), 2 models, 2 levels
+        assert len(load.outputs) == 16 and build_items(load, rater="me") == []   # nothing to vote on
         assert len(build_items(store.load_session(run.id), rater="me")) == 3
         everything = read_outputs(store, Scope())
         named = read_outputs(store, Scope(sessions=(sid,)))
     # the report's answers (latency, cost, errors) are the run's alone unless the profile is named
     assert sum(everything.answers.values()) == 6
-    assert sum(named.answers.values()) == 12
+    assert sum(named.answers.values()) == 16
     capsys.readouterr()
     assert main(["sessions", "--kind", "load", "--db", str(db), "--json"]) == 0
     assert [s["id"] for s in json.loads(capsys.readouterr().out)] == [sid]

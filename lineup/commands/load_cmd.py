@@ -16,7 +16,8 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--levels", default="1,4,16", metavar="L,L,...",
                    help="concurrency levels: requests of one model in flight at once (default 1,4,16)")
     p.add_argument("--requests", type=int, metavar="N",
-                   help="requests per model and level (default: one per case; the cases cycle when N is larger)")
+                   help="requests per model and level (default: one per case, and at least twice the highest level; "
+                        "the cases cycle when N is larger than the set)")
     p.add_argument("--exceed-server-limit", action="store_true",
                    help="go above a server's `concurrency` (configured, or the default: 1 for a local server); "
                         "without it a level above that limit is refused")
@@ -74,6 +75,9 @@ def profile(args: argparse.Namespace) -> int:
     levels = parse_levels(args.levels)
     if args.requests is not None and args.requests < 1:
         raise UsageError(f"--requests must be at least 1, not {args.requests}")
+    if args.requests is not None and args.requests < max(levels):
+        raise UsageError(f"--requests {args.requests} is below the highest of --levels ({max(levels)}): "
+                         "that level would never have that many requests in flight")
     if not 0 <= args.retries <= 10:
         raise UsageError(f"--retries must be between 0 and 10, not {args.retries}")
     try:
