@@ -58,6 +58,7 @@ from store.records import (
     OutputRecord,
     RevealRecord,
     TagRecord,
+    UNJUDGED_KINDS,
     TurnRecord,
     VoteRecord,
 )
@@ -105,7 +106,7 @@ def build_items(loaded: LoadedSession, *, rater: str | None, repeats: str = "sep
     a case `rater` revealed without a vote is left out (its names were seen).
     `rater` None: every judgeable case, voted or not (`lineup judge`)."""
     s = loaded.session
-    if len(s.contestants) < 2:
+    if len(s.contestants) < 2 or s.kind in UNJUDGED_KINDS:   # a load profile's answers are not voted on
         return []
     latest = _latest(loaded.outputs)
     checks: dict[str, list] = {}

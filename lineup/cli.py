@@ -34,6 +34,7 @@ COMMANDS: dict[str, str] = {
     "diff": "compare two runs case by case: pass rates, answers, latency, cost",
     "gate": "fail (exit 3) when a candidate run regressed significantly against a baseline",
     "drift": "canary runs of a set, and a report of what changed in a model over them",
+    "load": "the same cases at several concurrency levels: latency, speed and errors as load grows",
     "decide": "which model to ship for a traffic mix and limits: P(best), recommendation, routing",
     "export": "export a session as JSONL, CSV or Markdown",
     "import": "import our JSONL export, Chatbot Arena battles, or another lineup database",

@@ -14,7 +14,11 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from store.ids import new_ulid
 
-SessionKind = Literal["chat", "run", "rerun", "import"]
+#: "load": `lineup load` (the same cases at several concurrency levels); never voted on, and
+#: left out of the report unless its session is named (`store.report_queries.Scope`).
+SessionKind = Literal["chat", "run", "rerun", "import", "load"]
+#: Kinds whose answers are engineering measurements, not material to judge.
+UNJUDGED_KINDS: frozenset[str] = frozenset({"load"})
 OutputStatus = Literal["streaming", "complete", "error", "cancelled", "interrupted"]
 #: How an answer came: streamed from the provider, reused from the cache, or through a batch API.
 OutputOrigin = Literal["stream", "cache", "batch"]

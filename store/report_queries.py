@@ -14,7 +14,10 @@ needs as numpy columns or plain rows, never SQL:
   are not their (turn, model)'s answer (`stale`);
 - tags, check results, repeated answers and their texts, prices, counts.
 
-`Scope` is the report's filter as the store applies it. numpy is imported
+`Scope` is the report's filter as the store applies it. Without named
+sessions it leaves out the sessions of `store.records.UNJUDGED_KINDS` (a
+`lineup load` profile): their latency under forced concurrency is not the
+models' latency; naming such a session brings it in. numpy is imported
 here, not in `store/__init__`, so only the report pays for it. To read off
 the writer thread of a running app, `AsyncStore.read`.
 """
@@ -33,6 +36,7 @@ import numpy as np
 
 from store.bounds import COST_MAX, MS_MAX
 from store.db import Store
+from store.records import UNJUDGED_KINDS
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,10 @@ def _where(scope: Scope, *, time_col: str, rater_col: str | None, session_col: s
     if scope.sessions:
         clauses.append(f"{session_col} IN ({','.join('?' * len(scope.sessions))})")
         params.extend(scope.sessions)
+    else:
+        clauses.append(f"{session_col} NOT IN (SELECT id FROM session WHERE kind IN "
+                       f"({','.join('?' * len(UNJUDGED_KINDS))}))")
+        params.extend(sorted(UNJUDGED_KINDS))
     if scope.category is not None:
         clauses.append(f"{category_col} = ?")
         params.append(scope.category)

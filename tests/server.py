@@ -72,6 +72,15 @@ asked there) gets the reply's `text` as that tool's input, in fragments.
 `generationConfig`) this server does not support: a request carrying one gets
 HTTP 400 naming it, as servers without structured output answer.
 
+Load mode (`srv.load_profile(base_ms, per_inflight_ms)`): latency grows with
+concurrency. Each model request's first-token delay (added to its reply's
+`first_delay`) becomes `base_ms + per_inflight_ms * (requests in flight - 1)`,
+counting the requests in flight when it arrives, itself included. In every
+mode the server counts model requests in flight: `srv.in_flight` now and
+`srv.max_in_flight` since the start (or `srv.reset()` / `load_profile`), and
+each `Received.in_flight` at its arrival, which
+is how a test checks a client's concurrency cap.
+
 `srv.respond(fn)` answers every request with `fn(received)` (a `Reply` or
 `RawReply`) instead of the script: a tool loop that depends on what was sent.
 
@@ -210,6 +219,7 @@ class Received:
     closed_at: float | None = None             # perf_counter when the client hung up mid-reply
     done_at: float | None = None               # perf_counter when the server finished the reply
     chunk_times: list[float] = field(default_factory=list)
+    in_flight: int = 0                         # model requests in flight when it arrived, itself included
     _closed: threading.Event = field(default_factory=threading.Event, repr=False)
 
     @property
@@ -239,6 +249,9 @@ class TestServer:
         self._respond: Callable[[Received], Reply | RawReply] | None = None
         self.requests: list[Received] = []
         self.models: list[str] = ["test-model"]
+        self.in_flight = 0          # model requests being answered now
+        self.max_in_flight = 0      # the most at once since start / reset / load_profile
+        self._load: tuple[float, float] | None = None
         from tests.batch_api import BatchService
 
         self.batches = BatchService(self)      # the batch APIs (tests/batch_api.py)
@@ -325,6 +338,28 @@ class TestServer:
             self._respond = None
             self.requests = []
             self._azure = None
+            self._load = None
+            self.max_in_flight = self.in_flight
+
+    def load_profile(self, base_ms: float, per_inflight_ms: float) -> None:
+        """Load mode (see the module doc): the first-token delay grows by
+        `per_inflight_ms` for each other request in flight. Resets `max_in_flight`."""
+        if base_ms < 0 or per_inflight_ms < 0:
+            raise ValueError("load_profile takes delays of 0 ms or more")
+        with self._lock:
+            self._load = (base_ms, per_inflight_ms)
+            self.max_in_flight = self.in_flight
+
+    def _arrived(self) -> tuple[int, tuple[float, float] | None]:
+        """One more model request in flight: (how many now, the load profile)."""
+        with self._lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            return self.in_flight, self._load
+
+    def _left(self) -> None:
+        with self._lock:
+            self.in_flight -= 1
 
     def azure(self, deployment: str, api_version: str, key: str) -> str:
         """Azure OpenAI mode (see the module doc); returns the base URL a model
@@ -479,7 +514,18 @@ class _Responder:
             return await self.server.batches.respond(self, rec)
         if rec.method == "GET":
             return await self.listing()
-        reply = self.server._next_reply(rec)
+        count, load = self.server._arrived()
+        rec.in_flight = count
+        try:
+            reply = self.server._next_reply(rec)
+            if load is not None and isinstance(reply, Reply):
+                base_ms, per_ms = load
+                reply = replace(reply, first_delay=reply.first_delay + (base_ms + per_ms * (count - 1)) / 1000)
+            await self._reply(rec, reply)
+        finally:
+            self.server._left()
+
+    async def _reply(self, rec: Received, reply: Reply | RawReply) -> None:
         rec.reply = reply
         if isinstance(reply, RawReply):
             await self.head(reply.status, reply.headers)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-KINDS = ("chat", "run", "rerun", "import")
+KINDS = ("chat", "run", "rerun", "import", "load")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
