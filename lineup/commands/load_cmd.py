@@ -65,12 +65,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def profile(args: argparse.Namespace) -> int:
-    from core.config import ConfigError, load_config, resolve_models
     from core.errors import UsageError
     from core.load import over_server_limit
-    from core.sampleset import SampleSetError, load_sample_set
-    from lineup.commands import checked_params
-    from lineup.commands.run_cmd import StopSignals, require_keys
+    from lineup.commands.run_cmd import StopSignals, run_inputs
 
     levels = parse_levels(args.levels)
     if args.requests is not None and args.requests < 1:
@@ -80,22 +77,7 @@ def profile(args: argparse.Namespace) -> int:
                          "that level would never have that many requests in flight")
     if not 0 <= args.retries <= 10:
         raise UsageError(f"--retries must be between 0 and 10, not {args.retries}")
-    try:
-        config = load_config(args.config, probe_ollama=True)
-    except ConfigError as exc:
-        raise UsageError(str(exc)) from None
-    try:
-        models = resolve_models(config, args.models) if args.models else list(config.models.values())
-    except ConfigError as exc:
-        raise UsageError(f"-m/--model: {exc}") from None
-    try:
-        sample_set = load_sample_set(args.set)
-    except SampleSetError as exc:
-        raise UsageError(str(exc)) from None
-    if not models:
-        raise UsageError("no models: name them with -m ALIAS (see `lineup models`)")
-    require_keys(config, models)
-    params = checked_params({"temperature": args.temperature, "max_tokens": args.max_tokens, "seed": args.seed})
+    config, models, sample_set, params = run_inputs(args)
     over = over_server_limit(models, levels)
     if over and not args.exceed_server_limit:
         alias, cap, top = over[0]

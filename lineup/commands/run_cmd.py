@@ -56,7 +56,7 @@ def require_keys(config, models) -> None:
 
 def run_inputs(args: argparse.Namespace):
     """(config, models, sample set, sampling params) of a command that runs a
-    set (`run`, `drift`): each checked, exit 2 naming what is wrong, every
+    set (`run`, `drift`, `load`): each checked, exit 2 naming what is wrong, every
     model's key in the environment before anything is recorded."""
     from core.config import ConfigError, load_config, resolve_models
     from core.errors import UsageError
@@ -65,23 +65,35 @@ def run_inputs(args: argparse.Namespace):
 
     try:
         config = load_config(args.config, probe_ollama=True)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+    try:
         models = resolve_models(config, args.models) if args.models else list(config.models.values())
+    except ConfigError as exc:
+        raise UsageError(f"-m/--model: {exc}") from None
+    try:
         sample_set = load_sample_set(args.set)
-    except (ConfigError, SampleSetError) as exc:
+    except SampleSetError as exc:
         raise UsageError(str(exc)) from None
     if not models:
         raise UsageError("no models: name them with -m ALIAS (see `lineup models`)")
     require_keys(config, models)
     params = checked_params({"temperature": args.temperature, "max_tokens": args.max_tokens, "seed": args.seed})
+    return config, models, sample_set, params
+
+
+def check_repeats(args: argparse.Namespace) -> None:
+    from core.errors import UsageError
+
     if args.repeat < 1 or args.concurrency < 1:
         raise UsageError("--repeat and --concurrency must be at least 1")
-    return config, models, sample_set, params
 
 
 def run(args: argparse.Namespace) -> int:
     from core.errors import UsageError
 
     config, models, sample_set, params = run_inputs(args)
+    check_repeats(args)
     if args.batch:
         from providers.batch import BATCH_PROVIDERS
 
