@@ -56,7 +56,8 @@ def test_the_help_screen_shows_every_binding(tmp_path):
     async def scenario():
         store = await open_store(tmp_path / "t.db")
         app = LineupApp(store)
-        async with app.run_test(size=(160, 200)) as pilot:
+        # tall enough for every group at once (the help scrolls in a real terminal)
+        async with app.run_test(size=(160, 400)) as pilot:
             await pilot.press("f1")
             await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), "the help screen")
             await pilot.pause()

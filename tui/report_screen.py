@@ -261,7 +261,7 @@ class ReportScreen(Screen):
         Binding("c", "focus_category", "Category", id="report.category", tooltip="Pick one category (or all)"),
         Binding("r", "recompute", "Refresh", id="report.refresh", tooltip="Recompute from the record"),
         Binding("p", "show_decision", "Decision", id="report.decision",
-                tooltip="Scroll to the decision: P(best), recommendation, routing, Pareto charts"),
+                tooltip="Scroll to the decision: P(best), recommendation, routing, charts"),
         Binding("escape", "close", "Back", id="report.back"),
     ]
 
