@@ -199,8 +199,9 @@ def copy_report(text: str, env: Mapping[str, str] = os.environ, *, route: Route 
     """Copy `text` with the system tool (when one is usable) and check what
     the OSC 52 sequence (already written by the caller, when
     `osc52_written`) did: in tmux with `set-clipboard on`, the tmux buffer
-    is read back, for up to half a second, until it holds the text. Blocking:
-    run it off the event loop."""
+    is read back, for up to two seconds, until it holds the text (a busy
+    machine or a slow link takes more than half a second; a copy that got
+    there returns at once). Blocking: run it off the event loop."""
     route = route or terminal_route(env)
     found = system_tool(env)
     tool = problem = None
@@ -209,7 +210,7 @@ def copy_report(text: str, env: Mapping[str, str] = os.environ, *, route: Route 
         problem = _run_tool(argv, text, env)
     in_buffer = False
     if osc52_written and route.kind == "tmux" and route.set_clipboard == "on":
-        for _ in range(10):
+        for _ in range(40):
             if tmux_buffer(env) == text:
                 in_buffer = True
                 break
