@@ -22,6 +22,7 @@ from core.tools import ToolScript
 from providers.events import Message, SamplingParams
 from providers.model_config import ModelConfig
 from tui.commands import LineupCommands, PaletteCommand
+from tui.host import Host, PickerChoice, SettingsChoice
 
 if TYPE_CHECKING:
     # Type names only (never run): the record as the core hands it over. The TUI
@@ -30,8 +31,6 @@ if TYPE_CHECKING:
     from core.vote_queue import Repeats, Reveal
     from core.votes import LoadedSession
     from tui.chat_screen import ChatScreen
-    from tui.model_picker import PickerChoice
-    from tui.settings_screen import SettingsChoice
 
 
 @dataclass
@@ -87,7 +86,7 @@ class VoteOptions:
     case_seed: str | None = None        # a vote package's seed: each case's order from it and the rater
 
 
-class LineupApp(App[int]):
+class LineupApp(Host):
     CSS_PATH = "lineup.tcss"
     TITLE = "lineup"
     COMMANDS = App.COMMANDS | {LineupCommands}

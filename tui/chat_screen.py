@@ -43,12 +43,13 @@ from tui.commands import PaletteCommand
 from tui.compare_screen import CompareScreen
 from tui.dialogs import TextPrompt
 from tui.figures import record_figures
-from tui.model_picker import ModelPicker, PickerChoice
+from tui.host import PickerChoice, SettingsChoice
+from tui.model_picker import ModelPicker
 from tui.pane_tabs import Layout, PaneTabs, grid_shape, pane_layout
 from tui.panes import Pane
 from tui.prompt_box import PromptBox
 from tui.record_entries import Entry, answer_entries, pane_status, prompt_entry, status_note
-from tui.settings_screen import SettingsChoice, SettingsScreen, summary
+from tui.settings_screen import SettingsScreen, summary
 from tui.tag_picker import TagChoice, TagPicker, tag_summary
 from tui.vote_bar import VoteBar
 
@@ -58,7 +59,7 @@ if TYPE_CHECKING:
     from textual import getters
 
     from core.votes import LoadedSession
-    from tui.app import LineupApp
+    from tui.host import Host
 
 PANE_ACTIONS = {
     "cancel": "cancel the answer in flight",
@@ -75,7 +76,7 @@ class ChatScreen(Screen):
     """One live session."""
 
     if TYPE_CHECKING:
-        app = getters.app(LineupApp)   # how the type checker sees `self.app` (Textual's own at run time)
+        app = getters.app(Host)   # how the type checker sees `self.app` (Textual's own at run time)
 
     BINDINGS = [
         Binding("escape", "cancel_all", "Cancel all", id="chat.cancel_all", tooltip="Cancel every answer in flight"),

@@ -16,10 +16,10 @@ from core.clipboard import copy_report, default_copy_path, osc52, terminal_route
 from tui.dialogs import TextPrompt
 
 if TYPE_CHECKING:
-    from tui.app import LineupApp
+    from tui.host import Host
 
 
-def copy_and_tell(app: LineupApp, text: str, what: str) -> None:
+def copy_and_tell(app: Host, text: str, what: str) -> None:
     """Copy `text` ("what" names it in the notification: "the answer of A (1,234 characters)")."""
     app.copy_to_clipboard(text)
     app.last_copy = (text, what)
@@ -35,13 +35,13 @@ def copy_and_tell(app: LineupApp, text: str, what: str) -> None:
     app.run_worker(work, thread=True, group="copy", exit_on_error=False)
 
 
-def _write_passthrough(app: LineupApp, text: str) -> None:
+def _write_passthrough(app: Host, text: str) -> None:
     driver = app._driver
     if driver is not None:
         driver.write(osc52(text, tmux_passthrough=True))
 
 
-def _told(app: LineupApp, message: str, doubtful: bool, confirmed: bool) -> None:
+def _told(app: Host, message: str, doubtful: bool, confirmed: bool) -> None:
     app.copies_told += 1
     if doubtful:
         app.say(message, severity="warning")
@@ -50,7 +50,7 @@ def _told(app: LineupApp, message: str, doubtful: bool, confirmed: bool) -> None
         app.say(message, severity="information" if confirmed else "warning")
 
 
-def offer_file(app: LineupApp, why: str = "") -> None:
+def offer_file(app: Host, why: str = "") -> None:
     """Ask for a file and write the last copy there (the dialog says what failed)."""
     if app.last_copy is None:
         app.say("Nothing copied yet.")

@@ -9,7 +9,6 @@ name) but never which label or pane a model has or had."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rich.text import Text
@@ -26,19 +25,14 @@ from core.sessions import MAX_CONTESTANTS
 from core.text import one_line
 from providers.model_config import ModelConfig
 from tui.dialogs import KeyedInput
+from tui.host import PickerChoice
 
 if TYPE_CHECKING:
     from textual import getters
 
-    from tui.app import LineupApp
+    from tui.host import Host
 
 MIN_CONTESTANTS = 2
-
-
-@dataclass(frozen=True)
-class PickerChoice:
-    models: tuple[ModelConfig, ...]
-    blind: bool
 
 
 def matches(model: ModelConfig, needle: str) -> bool:
@@ -61,7 +55,7 @@ class ModelPicker(ModalScreen[PickerChoice | None]):
     """Type to search, Tab or Down to the list, Space to choose, Enter to start."""
 
     if TYPE_CHECKING:
-        app = getters.app(LineupApp)   # how the type checker sees `self.app` (Textual's own at run time)
+        app = getters.app(Host)   # how the type checker sees `self.app` (Textual's own at run time)
 
     BINDINGS = [
         Binding("escape", "cancel", "Cancel", id="picker.cancel", tooltip="Close without changing the models"),

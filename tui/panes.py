@@ -36,7 +36,7 @@ from tui.stream_view import StreamView
 if TYPE_CHECKING:
     from textual import getters
 
-    from tui.app import LineupApp
+    from tui.host import Host
 
 STATUS_STYLE = {
     "idle": "dim",
@@ -60,7 +60,7 @@ class Pane(Vertical):
     arrow keys scroll); the pane's keys work from there."""
 
     if TYPE_CHECKING:
-        app = getters.app(LineupApp)   # how the type checker sees `self.app` (Textual's own at run time)
+        app = getters.app(Host)   # how the type checker sees `self.app` (Textual's own at run time)
 
     ALLOW_MAXIMIZE = True
     BINDINGS = [

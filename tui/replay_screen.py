@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from textual import getters
 
     from core.votes import LoadedSession, OutputRecord, VoteRecord
-    from tui.app import LineupApp
+    from tui.host import Host
 
 REPLAY_ACTIONS = frozenset({"copy", "copy_code", "maximise", "reasoning"})
 
@@ -44,7 +44,7 @@ def vote_line(vote: VoteRecord, hidden: bool, label_by_model: dict[str, str] | N
 
 class ReplayScreen(Screen):
     if TYPE_CHECKING:
-        app = getters.app(LineupApp)   # how the type checker sees `self.app` (Textual's own at run time)
+        app = getters.app(Host)   # how the type checker sees `self.app` (Textual's own at run time)
 
     BINDINGS = [
         Binding("1", "play(1)", "Play 1x", id="replay.play1", tooltip="Play the answer at its recorded pace"),

@@ -40,7 +40,7 @@ from core.text import one_line
 from tui import charts
 
 if TYPE_CHECKING:
-    from tui.app import LineupApp
+    from tui.host import Host
 
 
 class Chart(Widget):
@@ -303,9 +303,9 @@ class ReportScreen(Screen):
         return [(Text(one_line(c)), c) for c in self.categories]
 
     @property
-    def lineup(self) -> LineupApp:
+    def lineup(self) -> Host:
         """The app, as the lineup app it is (its store, its notices)."""
-        return cast("LineupApp", self.app)
+        return cast("Host", self.app)
 
     # ----- computing ----------------------------------------------------------
     def filters(self) -> ReportFilters:

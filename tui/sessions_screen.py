@@ -24,7 +24,7 @@ from tui.dialogs import Confirm, TextPrompt
 if TYPE_CHECKING:
     from textual import getters
 
-    from tui.app import LineupApp
+    from tui.host import Host
 
 
 def when(ts: float) -> str:
@@ -51,7 +51,7 @@ class SessionsScreen(Screen[tuple[str, str] | None]):
     """Dismisses with (what, session_id): what is 'chat', 'replay' or 'vote'."""
 
     if TYPE_CHECKING:
-        app = getters.app(LineupApp)   # how the type checker sees `self.app` (Textual's own at run time)
+        app = getters.app(Host)   # how the type checker sees `self.app` (Textual's own at run time)
 
     BINDINGS = [
         Binding("enter", "open('chat')", "Continue", id="sessions.continue", tooltip="Continue the session"),

@@ -12,7 +12,6 @@ all (a model's own parameters could tell it apart), only the session's."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from rich.text import Text
@@ -26,6 +25,7 @@ from core.config import ParamsError, params_from_text
 from core.text import one_line
 from providers.catalogue import REASONING_EFFORT_PROVIDERS
 from providers.events import SamplingParams
+from tui.host import SettingsChoice
 
 if TYPE_CHECKING:
     from core.sessions import ChatSession
@@ -33,13 +33,6 @@ if TYPE_CHECKING:
 FIELDS = ("temperature", "top_p", "max_tokens", "seed", "reasoning_effort", "extra_body")
 HEADINGS = {"temperature": "temperature", "top_p": "top_p", "max_tokens": "max tokens", "seed": "seed",
             "reasoning_effort": "reasoning", "extra_body": "extra body (JSON)"}
-
-
-@dataclass(frozen=True)
-class SettingsChoice:
-    system: str | None
-    params: SamplingParams
-    contestant: dict[int, SamplingParams] = field(default_factory=dict)   # by contestant index
 
 
 def shown_value(params: SamplingParams, name: str) -> str:

@@ -33,14 +33,14 @@ if TYPE_CHECKING:
 
     from core.vote_queue import TurnRecord
     from core.votes import OutputRecord
-    from tui.app import LineupApp
+    from tui.host import Host
 
 QUEUE_PANE_ACTIONS = frozenset({"copy", "copy_code", "maximise", "reasoning", "tag"})
 
 
 class VoteQueueScreen(Screen):
     if TYPE_CHECKING:
-        app = getters.app(LineupApp)   # how the type checker sees `self.app` (Textual's own at run time)
+        app = getters.app(Host)   # how the type checker sees `self.app` (Textual's own at run time)
 
     BINDINGS = [
         Binding("s", "skip", "Skip", id="queue.skip", tooltip="Leave this case for later"),
