@@ -39,7 +39,7 @@ Where we differ from FastChat, on purpose:
   statistics (comparisons, score; summed in integers), and all rounds are
   solved together by a batched, damped Newton method started one shared
   chord step from the full-data fit (`_chord_start`), each round dropping out
-  when converged or when quadratic convergence predicts it (`fit_pairs`).
+  when converged (`fit_pairs`).
   The draws themselves (`Generator.multinomial`, about 0.1 ms per round for
   a thousand patterns) are then most of a bootstrap's time; they are what
   makes a round reproducible from its seed, so they are left as they are.
@@ -218,15 +218,11 @@ def fit_pairs(pd: PairData, n_models: int, *, lam: float, theta0: np.ndarray | N
     nearly quadratic: that is where Newton converges quadratically and where
     warm-started bootstrap rounds start).
 
-    A round drops out once converged: when the step it just took was at most
-    `tol`, or, when its last two steps were full Newton steps in that region,
-    when quadratic convergence predicts the next one at most `tol`
-    (next ~ K * step^2, K = step / previous_step^2 measured on the round
-    itself, and at least 1: measured from a first step that is not yet in
-    the quadratic region, K comes out too small). The prediction saves the
-    last, confirming solve of each bootstrap round (a quarter of the fit)
-    and moves no rating by more than about `tol` natural units (4e-5 Elo
-    points at the default; typically 1e-9 Elo).
+    Converged rounds drop out: a round stops once the step it took was at
+    most `tol`, so its last digits are those of the converged fit (a stop
+    predicted from quadratic convergence would save one solve per round, but
+    moves ratings by up to `tol` and with them every comparison made at an
+    exact tie: group boundaries, chart marks, split rounds of P(best)).
     """
     trust = 0.1
     n_obs = np.atleast_2d(pd.n).astype(np.float64)
@@ -244,7 +240,6 @@ def fit_pairs(pd: PairData, n_models: int, *, lam: float, theta0: np.ndarray | N
     off = np.concatenate([pd.i * n_models + pd.j, pd.j * n_models + pd.i])
     diag = np.arange(n_models) * (n_models + 1)
     active = np.arange(rounds)
-    prev = np.full(rounds, np.inf)          # each round's last step, when a full Newton step
     for _ in range(max_iter):
         if active.size == 0:
             break
@@ -282,14 +277,7 @@ def fit_pairs(pd: PairData, n_models: int, *, lam: float, theta0: np.ndarray | N
                 new[bad] = _loss(cand[long[bad]], pd, na_l[bad], sa_l[bad], lam)
                 bad = new > old + 1e-12 * np.abs(old)
         theta[active] = cand
-        taken = t * size
-        full = (t == 1.0) & (size <= trust)
-        last = prev[active]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            predicted = np.where(full & np.isfinite(last) & (last > 0),
-                                 np.maximum(size / last ** 2, 1.0) * size ** 2, np.inf)
-        prev[active] = np.where(full, size, np.inf)
-        active = active[(taken > tol) & (predicted > tol)]
+        active = active[t * size > tol]
     return theta
 
 
