@@ -402,7 +402,7 @@ def _chord_start(pd: PairData, n_full: np.ndarray, n_models: int, theta0: np.nda
     full-data fit `theta0` along the full data's Hessian there (a chord step:
     the same matrix for every round, inverted once), instead of a solve per
     round. A resampled round's Hessian differs from it by the counts' noise,
-    so the step lands about ten times closer to the round's fit than theta0
+    so the step lands typically 10-20 times closer to the round's fit than theta0
     is and the fit needs one Newton solve fewer. A round whose step would be
     long (over 0.1 natural units) starts from theta0 as before. Only the
     starting point changes: each round still converges to its own fit."""
