@@ -14,6 +14,13 @@ both sides.
 
 Prints the median of `--repeat` runs of each (and the spread), the ratio
 decide / baseline, and the recommendation (a planted favourite exists).
+Beside them, two figures that say where the time goes on a shared machine:
+decide's CPU time (all threads; the wall time is about CPU / threads on idle
+cores) and the draws alone: each category's multinomial counts over its unique
+vote patterns (`numpy.random.Generator.multinomial`, the same seeds), run one
+after another. The draws decide what each round resamples, so they stay as
+they are (a faster draw would change every interval by Monte Carlo noise);
+they are the floor of decide's CPU time.
 
     .venv/bin/python benchmarks/bench_decide.py [--votes N] [--models M] [--categories C]
                                                 [--rounds R] [--repeat K]
@@ -69,12 +76,25 @@ def run_decide(bs: R.BattleSet, cat: np.ndarray, cats: list[str], rounds: int):
     return decide(results, [], [], mix=mix, rounds=rounds, seed=0)
 
 
-def timed(fn, repeat: int) -> tuple[list[float], object]:
+def draws_only(bs: R.BattleSet, cat: np.ndarray, cats: list[str], rounds: int) -> None:
+    """Each category's bootstrap draws, nothing else (the floor)."""
+    for k, name in enumerate(cats):
+        sub = bs.subset(np.flatnonzero(cat == k))
+        m = len(sub.models)
+        _, counts = np.unique((sub.a * m + sub.b) * 3 + np.rint(sub.score * 2).astype(np.int64),
+                              return_counts=True)
+        rng = np.random.default_rng(R.stream_seed(0, name))
+        rng.multinomial(int(counts.sum()), counts / counts.sum(), size=rounds)
+
+
+def timed(fn, repeat: int, cpu: list[float] | None = None) -> tuple[list[float], object]:
     times, out = [], None
     for _ in range(repeat):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         out = fn()
         times.append(time.perf_counter() - start)
+        if cpu is not None:
+            cpu.append(time.process_time() - start_cpu)
     return times, out
 
 
@@ -90,11 +110,16 @@ def main(argv: list[str]) -> int:
     print(f"{args.votes} votes, {args.models} models, {args.categories} categories, {args.rounds} rounds, "
           f"{RATING_THREADS} rating thread(s)")
     base_t, _ = timed(lambda: R.rate(bs, rounds=args.rounds, seed=0), args.repeat)
-    dec_t, decision = timed(lambda: run_decide(bs, cat, cats, args.rounds), args.repeat)
+    dec_cpu: list[float] = []
+    dec_t, decision = timed(lambda: run_decide(bs, cat, cats, args.rounds), args.repeat, dec_cpu)
+    draw_t, _ = timed(lambda: draws_only(bs, cat, cats, args.rounds), args.repeat)
     b, d = statistics.median(base_t), statistics.median(dec_t)
     print(f"baseline (plain report ratings): median {b:.3f} s  (min {min(base_t):.3f}, max {max(base_t):.3f})")
     print(f"decide (10 category fits + P(best), routing): median {d:.3f} s  "
           f"(min {min(dec_t):.3f}, max {max(dec_t):.3f})")
+    print(f"decide CPU time (all threads): median {statistics.median(dec_cpu):.3f} s;  "
+          f"the draws alone (one thread): median {statistics.median(draw_t):.3f} s "
+          f"({statistics.median(draw_t) / d:.0%} of decide's wall time)")
     print(f"ratio decide / baseline: {d / b:.2f}x;  target {TARGET_S:.1f} s: {'met' if d < TARGET_S else 'MISSED'}")
     top = max(decision.models, key=lambda m: m.p_best)              # type: ignore[attr-defined]
     print(f"recommendation: {decision.recommendation} (favourite {top.name}, P(best) {top.p_best:.2f})")  # type: ignore[attr-defined]

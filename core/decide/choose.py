@@ -32,6 +32,14 @@ from core.ratings import MIN_VOTES_TO_RANK, RatingResult
 if TYPE_CHECKING:   # names only: the report's package imports this module (its builder decides)
     from core.report.model import CheckRate, Engineering
 
+#: Mix scores of one round closer than this (Elo points) are equal: the fits
+#: converge to 4e-5 Elo (`core.ratings.fit_pairs`), so two models with the
+#: same record in a round (frequent in small resampled sets) come out equal
+#: only up to the path each fit took; such a round is split between them
+#: (P(best)) and their difference counts as 0 (tie groups), whatever the
+#: last digits say.
+TIE_ELO = 1e-3
+
 #: The limits, each with how a model's figure is read and how it is said.
 LIMIT_NAMES = {
     "max_p95_ttft_ms": ("p95_ttft_ms", "p95 time to first token", "ms", "max"),
@@ -112,20 +120,20 @@ def _column(result: RatingResult, name: str) -> int | None:
 
 
 def _p_best(scores: np.ndarray) -> np.ndarray:
-    """Share of rounds (rows) each column tops; a tie splits the round."""
+    """Share of rounds (rows) each column tops; a tie (within TIE_ELO) splits the round."""
     if scores.shape[1] == 0:
         return np.zeros(0)
     top = scores.max(axis=1, keepdims=True)
-    at_top = scores >= top
+    at_top = scores >= top - TIE_ELO
     return (at_top / at_top.sum(axis=1, keepdims=True)).mean(axis=0)
 
 
 def _tied(scores: np.ndarray, best: int, confidence: float) -> np.ndarray:
     """Columns whose difference to `best`, round by round, has a `confidence`
-    interval that includes 0 (the best itself included)."""
+    interval that includes 0 (the best itself included; within TIE_ELO)."""
     diff = scores[:, [best]] - scores
     low = np.percentile(diff, (1.0 - confidence) / 2.0 * 100.0, axis=0)
-    return low <= 0.0
+    return low <= TIE_ELO
 
 
 def _cheapest(names: Sequence[str], cost: Mapping[str, float | None], fallback: str) -> str:
