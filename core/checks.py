@@ -30,6 +30,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from core.structured import STRUCTURED_FAILURES
 from core.text import escape_controls
 from core.tools import StructuredOutput, ToolScript, arguments_match, compact, schema_problem
 from store.records import AnswerTrace, TraceCall
@@ -267,8 +268,6 @@ CHECK_TYPES: tuple[str, ...] = (
 )
 #: Checks that read an answer's tool trace (a case must declare tools to use them).
 TOOL_CHECK_TYPES = frozenset({"tool_called", "tool_not_called", "max_steps", "tool_args_valid"})
-#: The failure modes of structured output, as the report lists them.
-STRUCTURED_FAILURES = ("invalid_json", "missing_field", "wrong_type", "other")
 
 
 @dataclass(frozen=True)

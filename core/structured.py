@@ -16,8 +16,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from core.checks import STRUCTURED_FAILURES
 from core.ratings import wilson_interval
+
+#: How a structured answer fails its schema (`core.checks` finds them; the report counts them).
+STRUCTURED_FAILURES = ("invalid_json", "missing_field", "wrong_type", "other")
 
 
 class Rate(BaseModel):

@@ -21,8 +21,6 @@ renderer routes it through `core.text`.
 
 from core.ratings import Gap, ModelRating
 from core.report.build import build_report
-from core.report.html import render_html
-from core.report.markdown import render_markdown
 from core.report.model import (
     NO_CATEGORY,
     CheckRate,
@@ -39,6 +37,19 @@ from core.report.model import (
     StabilityRow,
     TagStat,
 )
+
+
+
+def __getattr__(name: str):
+    """The renderers load on first use: `lineup report --json` needs neither."""
+    if name == "render_html":
+        from core.report.html import render_html
+        return render_html
+    if name == "render_markdown":
+        from core.report.markdown import render_markdown
+        return render_markdown
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "NO_CATEGORY", "CheckRate", "Consistency", "Engineering", "FailureModes", "Gap", "ModelRating", "PositionBias",
