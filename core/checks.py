@@ -30,9 +30,8 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from core.structured import STRUCTURED_FAILURES
 from core.text import escape_controls
-from core.tools import StructuredOutput, ToolScript, arguments_match, compact, schema_problem
+from core.tools import STRUCTURED_FAILURES, StructuredOutput, ToolScript, arguments_match, compact, schema_problem
 from store.records import AnswerTrace, TraceCall
 
 _REGEX_FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "x": re.VERBOSE}

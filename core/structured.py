@@ -17,9 +17,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from core.ratings import wilson_interval
-
-#: How a structured answer fails its schema (`core.checks` finds them; the report counts them).
-STRUCTURED_FAILURES = ("invalid_json", "missing_field", "wrong_type", "other")
+from core.tools import STRUCTURED_FAILURES
 
 
 class Rate(BaseModel):

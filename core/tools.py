@@ -73,6 +73,10 @@ class ScriptedResult(BaseModel):
     result: Any = Field(description="what the call returns: any JSON value")
 
 
+#: How a structured answer fails its schema (`core.checks` finds them, `core.structured` counts them).
+STRUCTURED_FAILURES = ("invalid_json", "missing_field", "wrong_type", "other")
+
+
 class StructuredOutput(ResponseFormat):
     """A case's `response_format`: the schema its answer must follow, and how
     to ask for it (`native`: the protocol's own structured output, falling

@@ -140,3 +140,12 @@ def test_the_report_loads_numpy_for_its_ratings_and_nothing_else_heavy(populated
     assert "numpy" in loaded
     assert loaded & (NEVER_AT_START - {"numpy"}) == set()
     assert "providers.demo" not in loaded    # the config is read for prices only
+
+
+def test_the_chat_app_loads_no_numpy_jsonschema_or_sqlite_utils():
+    # the chat's first paint: the TUI and the session core, not the statistics (a check's
+    # constant once pulled core.ratings, and numpy with it, into every chat)
+    loaded = loaded_after("import tui.app")
+    assert "textual" in loaded and "core.sessions" in loaded
+    assert loaded & {"numpy", "jsonschema", "sqlite_utils"} == set()
+    assert "core.ratings" not in loaded and "core.report" not in loaded
