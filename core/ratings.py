@@ -4,7 +4,10 @@ Why a module of its own: the statistics must be checkable without a database
 or a UI, so this file is pure numpy. `core.report` feeds it votes from the
 store; the tests and `benchmarks/bench_ratings.py` feed it arrays. Its
 results (`ModelRating`, `Gap`) are pydantic models because the report's JSON
-carries them as they are: one definition of a rating line, not two.
+carries them as they are: one definition of a rating line, not two. Past
+600 lines because the fit, its bootstrap (plain and per category, batched),
+the groups of models that cannot be told apart and the interval helpers are
+one piece of statistics, checked together against the reference recipe.
 
 The recipe (FastChat `compute_bt` / `compute_bootstrap_bt`):
 - every vote becomes pairwise outcomes (`decompose_vote`);
