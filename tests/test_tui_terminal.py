@@ -210,7 +210,9 @@ def test_picker_image_attach_and_copy_in_a_real_terminal(tmp_path):
         tmux("send-keys", "-t", "lineup", "Tab")                         # the first pane
         tmux.wait_for("y Copy")                                          # its keys are in the footer
         tmux("send-keys", "-t", "lineup", "y")
-        tmux.wait_for("tmux's clipboard")
+        # the toast's first words (its sentence wraps where the answer's length puts it: "tmux's" and
+        # "clipboard" fell on two lines in some runs); the buffer read back below says where it went
+        tmux.wait_for("Copied the answer")
         copied = tmux("show-buffer")
         assert "I looked at the 2 attached images" in copied or len(copied) > 20
         tmux("set", "-g", "set-clipboard", "external")
