@@ -301,7 +301,7 @@ class VoteQueue:
         self.judged = False
         self.revealed_current = False
         was_gold, self.gold = self.gold is not None, None
-        left = (self.planner.candidates or self._redo) if self.planner is not None else self.items
+        left = (self.planner.remaining or self._redo) if self.planner is not None else self.items
         if self.gold_rate and self.history and not was_gold and left and self._draw().random() < self.gold_rate:
             item = self._gold_item()
             if item is not None:
@@ -543,7 +543,7 @@ class VoteQueue:
         self.done -= 1
         if self.planner is not None:
             if waiting is not None and self.choice is not None:
-                self.planner.candidates.insert(0, self.choice.candidate)
+                self.planner.restore(self.choice.candidate)
             if last.choice is not None:
                 self.planner.retract(last.votes[0].id, last.choice)
                 for v in last.votes[1:]:
@@ -560,7 +560,7 @@ class VoteQueue:
     @property
     def finished(self) -> bool:
         if self.planner is not None:
-            return not self.planner.candidates and not self.waiting
+            return not self.planner.remaining and not self.waiting
         return not self.items and not self.waiting
 
     async def finish(self) -> list[Judged]:
