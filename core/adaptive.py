@@ -39,15 +39,17 @@ under the nominal 5%).
 The choice, after every vote:
 - until every model has `WARMUP` comparisons, the pair of the least-compared
   models (every model needs a place in the ranking first);
-- then the top (best-arm identification in the manner of LUCB, Kalyanakrishnan
-  et al. 2012): the leader against its challenger, the model whose test is
-  furthest from the stop (the smallest progress min(z / boundary, direct
-  votes / `MIN_PAIR_VOTES`)), since the stop waits on that pair, and a
-  leader that is not the best is found out there; the other pairs of the
-  leader follow in the order of their progress;
-- pairs without the leader only when the leader's pairs have no case left,
-  by the probability that their order is the other way round,
-  P = Phi(-|gap| / se(gap)), halved for models not next to each other;
+- then the top (best-arm identification in the manner of LUCB,
+  Kalyanakrishnan et al. 2012): the stop waits on the leader's challenger,
+  the model whose test is furthest from the stop (the smallest progress
+  min(z / boundary, direct votes / `MIN_PAIR_VOTES`)); a leader that is not
+  the best is found out there too. If the pair is short of direct votes,
+  that pair; otherwise the pair whose vote is expected to narrow the
+  leader-challenger gap most (its variance drops by
+  w (c' S e)^2 / (1 + w e' S e), Sherman-Morrison on the gap's covariance S,
+  c and e the two contrasts, w one vote's Fisher information at the current
+  ratings): usually the pair itself, and once its cases are used up, the
+  challenger against the models that tie it to the leader;
 - for that pair, a case it has not been voted on yet, from the category with
   the fewest votes so far (cases voted on least first), the model shown
   left less often on the left (positions balanced), a seeded draw between
@@ -66,8 +68,10 @@ from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Any
 
+import numpy as np
+
 from core.ppi import Items, WaldRatings, wald_ratings
-from core.ratings import MIN_VOTES_TO_RANK
+from core.ratings import ALPHA, MIN_VOTES_TO_RANK, SCALE
 
 #: Comparisons each model gets before the choice turns to the ranking's uncertainty.
 WARMUP = 4
@@ -286,21 +290,31 @@ class AdaptivePlanner:
                 out[(x, y)] = (float(max(need, 0)) + 1.0 / (1 + st.comparisons.get(x, 0) + st.comparisons.get(y, 0)),
                                "warm-up: the least-compared models")
             return out
-        rank = {m: i for i, m in enumerate(st.models)}
+        assert st.fit is not None
         leader = st.models[0]
+        steps = {o: (st.direct(leader, o) / MIN_PAIR_VOTES, progress(st, leader, o, self.level))
+                 for o in st.models[1:]}
+        challenger = min(steps, key=lambda o: (steps[o][1], o))
+        direct_pair = (leader, challenger) if leader < challenger else (challenger, leader)
+        short_of_direct = steps[challenger][0] <= steps[challenger][1]
+        index, cov = st.index, st.fit.cov
+        target = np.zeros(len(st.rated))
+        target[index[leader]], target[index[challenger]] = 1.0, -1.0
+        var = float(target @ cov @ target)
         for x, y in open_pairs:
-            if leader in (x, y):
-                other = y if x == leader else x
-                done = min(max(progress(st, leader, other, self.level), 0.0), 1.0)
-                out[(x, y)] = (2.0 - done, "the top: the leader against the model least separated from it")
+            if short_of_direct and (x, y) == direct_pair:
+                out[(x, y)] = (3.0, "the top: the direct votes the stop needs between the leader and its "
+                                    "least separated challenger")
                 continue
-            upper, lower = (x, y) if rank[x] < rank[y] else (y, x)
-            p = misorder(st, upper, lower)
-            if abs(rank[x] - rank[y]) == 1:
-                rule = "neighbours in the ranking whose order is uncertain (the leader's pairs have no case left)"
-            else:
-                p, rule = 0.5 * p, "models apart in the ranking whose order is uncertain (the leader's pairs have no case left)"
-            out[(x, y)] = (p, rule)
+            e = np.zeros(len(st.rated))
+            e[index[x]], e[index[y]] = 1.0, -1.0
+            d = float(st.fit.rating[index[x]] - st.fit.rating[index[y]])
+            p = 1.0 / (1.0 + 10.0 ** (-d / SCALE))
+            w = (ALPHA / SCALE) ** 2 * p * (1.0 - p)     # one vote's information on the Elo scale
+            ce, ee = float(target @ cov @ e), float(e @ cov @ e)
+            gain = w * ce * ce / (1.0 + w * ee) / var if var > 0 else 0.0
+            out[(x, y)] = (1.0 + min(gain, 1.0), "the top: the vote that narrows the gap between the leader "
+                                                 "and its least separated challenger most")
         return out
 
     def next(self) -> Choice | None:
