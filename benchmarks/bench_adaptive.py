@@ -19,8 +19,8 @@ model on top at the end is the true best (top-1 accuracy), how many runs
 ran into the cap (counted at the cap: their medians are a lower bound); then
 the ratio of the medians adaptive / uniform with its bootstrap interval.
 
-    .venv/bin/python benchmarks/bench_adaptive.py            # 30 seeds (a few minutes)
-    .venv/bin/python benchmarks/bench_adaptive.py --quick    # 6 seeds (under a minute)
+    .venv/bin/python benchmarks/bench_adaptive.py            # 30 seeds (about 10 minutes on a busy core)
+    .venv/bin/python benchmarks/bench_adaptive.py --quick    # 6 seeds (about 2 minutes)
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def ratio_interval(a: list[int], u: list[int], rng: random.Random, rounds: int =
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, default=30)
-    ap.add_argument("--quick", action="store_true", help="6 seeds, for a check in under a minute")
+    ap.add_argument("--quick", action="store_true", help="6 seeds, a check in about 2 minutes")
     ap.add_argument("--error", type=float, default=0.1, help="raters' error rate (a vote flipped), both queues")
     ap.add_argument("--cap", type=int, default=30000, help="votes a run may take at most (both queues)")
     args = ap.parse_args()

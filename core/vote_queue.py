@@ -261,7 +261,8 @@ class VoteQueue:
         self.items, self.total, self.done = items, len(items), 0
         self._pool = list(items) or list(self._by_key.values())
         if self.adaptive:
-            self.planner = AdaptivePlanner(candidates, battles=battles, rng=self.rng or random.Random())
+            self.planner = AdaptivePlanner(candidates, battles=battles, rng=self.rng or random.Random(),
+                                           level=self.confidence)
             self.total = len(candidates)
 
     def _candidates(self, loaded: LoadedSession) -> list[Candidate]:
