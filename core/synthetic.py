@@ -4,7 +4,10 @@ store, because its votes are made as every vote is (`core.votes.make_votes`):
 the data the store, export and report benchmarks measure is data lineup
 could have written. Also stores with a planted truth (`planted_store`:
 per-category strengths, latency, cost, check pass rates and a length bias
-of the raters), for the tests and the benchmark of `lineup decide`."""
+of the raters), for the tests and the benchmark of `lineup decide`; and
+simulated raters voting through a vote queue, adaptive or uniform, until the
+adaptive stop (`simulate_queue`), for the tests and the benchmark of
+`lineup vote --adaptive`."""
 
 from __future__ import annotations
 
