@@ -19,7 +19,7 @@ model on top at the end is the true best (top-1 accuracy), how many runs
 ran into the cap (counted at the cap: their medians are a lower bound); then
 the ratio of the medians adaptive / uniform with its bootstrap interval.
 
-    .venv/bin/python benchmarks/bench_adaptive.py            # 30 seeds (about 10 minutes on a busy core)
+    .venv/bin/python benchmarks/bench_adaptive.py            # 30 seeds (about 7 minutes on a busy core)
     .venv/bin/python benchmarks/bench_adaptive.py --quick    # 6 seeds (about 2 minutes)
 """
 
