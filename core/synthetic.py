@@ -4,7 +4,10 @@ store, because its votes are made as every vote is (`core.votes.make_votes`):
 the data the store, export and report benchmarks measure is data lineup
 could have written. Also stores with a planted truth (`planted_store`:
 per-category strengths, latency, cost, check pass rates and a length bias
-of the raters), for the tests and the benchmark of `lineup decide`."""
+of the raters), for the tests and the benchmark of `lineup decide`; and
+simulated raters voting through a vote queue, adaptive or uniform, until the
+adaptive stop (`simulate_queue`), for the tests and the benchmark of
+`lineup vote --adaptive`."""
 
 from __future__ import annotations
 
@@ -191,3 +194,62 @@ def planted_store(store, truth: dict[str, dict[str, float]], votes: int | dict[s
                     store.add_vote(vote)
                     out.votes.append(PlantedVote(cat, first, second, outcome, words[first], words[second]))
     return out
+
+
+@dataclass(frozen=True)
+class QueuePass:
+    """One simulated pass of a vote queue (`simulate_queue`): the votes it
+    served, whether its stop fired, and the model on top when it ended."""
+
+    votes: int
+    stopped: bool
+    top: str
+
+
+def simulated_vote(rng: random.Random, true: dict[str, float], pair: tuple[str, str], error: float) -> float:
+    """A simulated rater's score of pair[0]: a Bradley-Terry draw from the true
+    (Elo) ratings, flipped with probability `error` (the rater's error rate)."""
+    x, y = pair
+    win = rng.random() < 1.0 / (1.0 + 10.0 ** ((true[y] - true[x]) / 400.0))
+    if rng.random() < error:
+        win = not win
+    return 1.0 if win else 0.0
+
+
+def simulate_queue(kind: str, true: dict[str, float], *, seed: int, cases: int, error: float = 0.1,
+                   cap: int = 3000, level: float = 0.95, categories: int = 4, look: float = 0.0) -> QueuePass:
+    """Simulated raters voting through a queue of every (case, pair) of the
+    models in `true`, until the adaptive stop (`core.adaptive.separated`,
+    checked after every vote) fires or `cap` votes. `kind`: "adaptive" (the
+    `AdaptivePlanner`'s choice) or "uniform" (every item in a seeded random
+    order: the baseline). The same seed gives both kinds the same raters'
+    random stream, and the stop is the same rule for both."""
+    from itertools import combinations
+
+    from core.adaptive import AdaptivePlanner, Candidate, Choice, separated
+
+    if kind not in ("adaptive", "uniform"):
+        raise ValueError(f"the queue is adaptive or uniform, not {kind!r}")
+    rng = random.Random(seed)
+    items = [Candidate(key=f"case{k}", pair=pair, category=f"cat{k % categories}")
+             for k in range(cases) for pair in combinations(sorted(true), 2)]
+    planner = AdaptivePlanner(list(items), rng=random.Random(seed + 1), level=level)
+    order = list(items)
+    random.Random(seed + 2).shuffle(order)
+    last = 0
+    for n in range(1, min(cap, len(items)) + 1):
+        if kind == "adaptive":
+            choice = planner.next()
+            assert choice is not None
+            planner.served(choice)
+        else:
+            cand = order[n - 1]
+            choice = Choice(cand, cand.pair[0], {})
+        planner.record(f"v{n}", choice, simulated_vote(rng, true, choice.candidate.pair, error))
+        if look and n > 100 and n - last < look * n:
+            continue
+        last = n
+        st = planner.standing()
+        if separated(st, level):
+            return QueuePass(n, True, st.models[0])
+    return QueuePass(min(cap, len(items)), False, planner.standing().models[0])

@@ -262,7 +262,8 @@ class VoteQueue:
         self.items, self.total, self.done = items, len(items), 0
         self._pool = list(items) or list(self._by_key.values())
         if self.adaptive:
-            self.planner = AdaptivePlanner(candidates, battles=battles, rng=self.rng or random.Random())
+            self.planner = AdaptivePlanner(candidates, battles=battles, rng=self.rng or random.Random(),
+                                           level=self.confidence)
             self.total = len(candidates)
 
     def _candidates(self, loaded: LoadedSession) -> list[Candidate]:
@@ -302,7 +303,7 @@ class VoteQueue:
         self.judged = False
         self.revealed_current = False
         was_gold, self.gold = self.gold is not None, None
-        left = (self.planner.candidates or self._redo) if self.planner is not None else self.items
+        left = (self.planner.remaining or self._redo) if self.planner is not None else self.items
         if self.gold_rate and self.history and not was_gold and left and self._draw().random() < self.gold_rate:
             item = self._gold_item()
             if item is not None:
@@ -544,7 +545,7 @@ class VoteQueue:
         self.done -= 1
         if self.planner is not None:
             if waiting is not None and self.choice is not None:
-                self.planner.candidates.insert(0, self.choice.candidate)
+                self.planner.restore(self.choice.candidate)
             if last.choice is not None:
                 self.planner.retract(last.votes[0].id, last.choice)
                 for v in last.votes[1:]:
@@ -561,7 +562,7 @@ class VoteQueue:
     @property
     def finished(self) -> bool:
         if self.planner is not None:
-            return not self.planner.candidates and not self.waiting
+            return not self.planner.remaining and not self.waiting
         return not self.items and not self.waiting
 
     async def finish(self) -> list[Judged]:
