@@ -27,7 +27,7 @@ from tests.server import TestServer
 from tests.test_hardening_runs import REPO, _config
 
 GUARD_S = 60.0
-KEY = "sk-ant-batch-test-0123456789abcdef"
+KEY = "test-anthropic-batch-key-0123456789abcdef"   # not shaped like a real key (secret scanners)
 
 
 @pytest.fixture(autouse=True)

@@ -19,7 +19,7 @@ copy logic each have their own module."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -378,10 +378,15 @@ class ChatScreen(Screen):
 
     @work(group="send", exit_on_error=False)
     async def _send(self, text: str, images: tuple[ImagePart, ...] = ()) -> None:
+        await self._sending("Sending failed", self.session.send(text, images, on_update=self._feed))
+
+    async def _sending(self, failed: str, sent: Awaitable[object]) -> None:
+        """Await a send (new or edited prompt); a failure (store full, provider bug) is told and the app kept;
+        then the vote is offered."""
         try:
-            await self.session.send(text, images, on_update=self._feed)
-        except Exception as exc:  # store full, provider bug: tell, keep the app
-            self.say_failure("Sending failed", exc)
+            await sent
+        except Exception as exc:
+            self.say_failure(failed, exc)
             for pane in self.panes:
                 if pane.status in ("waiting", "streaming"):
                     pane.status = "error"
@@ -407,17 +412,7 @@ class ChatScreen(Screen):
 
     @work(group="send", exit_on_error=False)
     async def _resend_edited(self, text: str) -> None:
-        try:
-            await self.session.resend_edited(text, on_update=self._feed)
-        except Exception as exc:
-            self.say_failure("Sending the edited prompt failed", exc)
-            for pane in self.panes:
-                if pane.status in ("waiting", "streaming"):
-                    pane.status = "error"
-        finally:
-            self.sending = False
-        self._offer_vote()
-        self.refresh_bindings()
+        await self._sending("Sending the edited prompt failed", self.session.resend_edited(text, on_update=self._feed))
 
     @work(group="send")
     async def _autoplay(self) -> None:
