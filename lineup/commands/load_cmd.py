@@ -101,6 +101,7 @@ def _profile(args, config, models, sample_set, params, levels, err, stop) -> int
     from core.load import LoadRunner, load_report
     from core.text import one_line
     from lineup.commands import open_store
+    from lineup.commands.run_cmd import run_live
     from store import AsyncStore
 
     store = open_store(args, write=True)
@@ -132,13 +133,7 @@ def _profile(args, config, models, sample_set, params, levels, err, stop) -> int
             with anyio.CancelScope(shield=True):
                 await astore.aclose()
 
-    if live is not None:
-        live.start()
-    try:
-        loaded, interrupted = anyio.run(main)
-    finally:
-        if live is not None:
-            live.stop()
+    loaded, interrupted = run_live(main, live)
     if loaded is None:
         err.print("interrupted before the load profile started; nothing recorded beyond the session")
         return 130

@@ -109,6 +109,20 @@ def run(args: argparse.Namespace) -> int:
                    batch=args.poll if args.batch else None)
 
 
+def run_live(main, live):
+    """`anyio.run(main)` with the progress display `live` (None: quiet) shown
+    while it runs and stopped however it ends (`run`, `load`)."""
+    import anyio
+
+    if live is not None:
+        live.start()
+    try:
+        return anyio.run(main)
+    finally:
+        if live is not None:
+            live.stop()
+
+
 def use_cache(args: argparse.Namespace, config) -> bool:
     """--cache, else not with --refresh, else the config's [run] cache."""
     if getattr(args, "refresh", False):
@@ -197,13 +211,7 @@ def _execute(args, config, models, sample_set, params, *, repeat, concurrency, s
             with anyio.CancelScope(shield=True):
                 await astore.aclose()
 
-    if live is not None:
-        live.start()
-    try:
-        progress, interrupted = anyio.run(main)
-    finally:
-        if live is not None:
-            live.stop()
+    progress, interrupted = run_live(main, live)
     if progress is None:
         err.print("interrupted before the run started; nothing recorded beyond the session")
         return 130
