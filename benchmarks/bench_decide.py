@@ -14,13 +14,14 @@ both sides.
 
 Prints the median of `--repeat` runs of each (and the spread), the ratio
 decide / baseline, and the recommendation (a planted favourite exists).
-Beside them, two figures that say where the time goes on a shared machine:
+Beside them, figures that say where the time goes on a shared machine:
 decide's CPU time (all threads; the wall time is about CPU / threads on idle
 cores) and the draws alone: each category's multinomial counts over its unique
-vote patterns (`numpy.random.Generator.multinomial`, the same seeds), run one
-after another. The draws decide what each round resamples, so they stay as
-they are (a faster draw would change every interval by Monte Carlo noise);
-they are the floor of decide's CPU time.
+vote patterns (`numpy.random.Generator.multinomial`, the same seeds, the
+patterns `core.ratings` draws over: a row and its mirror image are one), run
+one after another, the floor of decide's CPU time; and the same draws over
+the rows as written ((a, b, outcome), twice the patterns: what FastChat and
+the version before this one drew), with the ratio of the two.
 
     .venv/bin/python benchmarks/bench_decide.py [--votes N] [--models M] [--categories C]
                                                 [--rounds R] [--repeat K]
@@ -76,15 +77,26 @@ def run_decide(bs: R.BattleSet, cat: np.ndarray, cats: list[str], rounds: int):
     return decide(results, [], [], mix=mix, rounds=rounds, seed=0)
 
 
-def draws_only(bs: R.BattleSet, cat: np.ndarray, cats: list[str], rounds: int) -> None:
-    """Each category's bootstrap draws, nothing else (the floor)."""
-    for k, name in enumerate(cats):
+def pattern_counts(bs: R.BattleSet, cat: np.ndarray, cats: list[str], as_written: bool) -> list[np.ndarray]:
+    """Each category's pattern counts: those `core.ratings` draws over, or
+    the rows as written, (a, b, outcome)."""
+    out = []
+    for k in range(len(cats)):
         sub = bs.subset(np.flatnonzero(cat == k))
+        if not as_written:
+            out.append(R._patterns(sub).counts)
+            continue
         m = len(sub.models)
-        _, counts = np.unique((sub.a * m + sub.b) * 3 + np.rint(sub.score * 2).astype(np.int64),
-                              return_counts=True)
+        out.append(np.unique((sub.a * m + sub.b) * 3 + np.rint(sub.score * 2).astype(np.int64),
+                             return_counts=True)[1])
+    return out
+
+
+def draws_only(counts: list[np.ndarray], cats: list[str], rounds: int) -> None:
+    """Each category's bootstrap draws, nothing else (the floor)."""
+    for c, name in zip(counts, cats):
         rng = np.random.default_rng(R.stream_seed(0, name))
-        rng.multinomial(int(counts.sum()), counts / counts.sum(), size=rounds)
+        rng.multinomial(int(c.sum()), c / c.sum(), size=rounds)
 
 
 def timed(fn, repeat: int, cpu: list[float] | None = None) -> tuple[list[float], object]:
@@ -112,7 +124,9 @@ def main(argv: list[str]) -> int:
     base_t, _ = timed(lambda: R.rate(bs, rounds=args.rounds, seed=0), args.repeat)
     dec_cpu: list[float] = []
     dec_t, decision = timed(lambda: run_decide(bs, cat, cats, args.rounds), args.repeat, dec_cpu)
-    draw_t, _ = timed(lambda: draws_only(bs, cat, cats, args.rounds), args.repeat)
+    merged, written = (pattern_counts(bs, cat, cats, as_written) for as_written in (False, True))
+    draw_t, _ = timed(lambda: draws_only(merged, cats, args.rounds), args.repeat)
+    rows_t, _ = timed(lambda: draws_only(written, cats, args.rounds), args.repeat)
     b, d = statistics.median(base_t), statistics.median(dec_t)
     print(f"baseline (plain report ratings): median {b:.3f} s  (min {min(base_t):.3f}, max {max(base_t):.3f})")
     print(f"decide (10 category fits + P(best), routing): median {d:.3f} s  "
@@ -120,6 +134,10 @@ def main(argv: list[str]) -> int:
     print(f"decide CPU time (all threads): median {statistics.median(dec_cpu):.3f} s;  "
           f"the draws alone (one thread): median {statistics.median(draw_t):.3f} s "
           f"({statistics.median(draw_t) / d:.0%} of decide's wall time)")
+    print(f"the draws over {sum(c.size for c in merged) // len(cats)} patterns a category (mirror images merged): "
+          f"median {statistics.median(draw_t):.3f} s; over the {sum(c.size for c in written) // len(cats)} rows "
+          f"as written: median {statistics.median(rows_t):.3f} s; ratio "
+          f"{statistics.median(draw_t) / statistics.median(rows_t):.2f}")
     print(f"ratio decide / baseline: {d / b:.2f}x;  target {TARGET_S:.1f} s: {'met' if d < TARGET_S else 'MISSED'}")
     top = max(decision.models, key=lambda m: m.p_best)              # type: ignore[attr-defined]
     print(f"recommendation: {decision.recommendation} (favourite {top.name}, P(best) {top.p_best:.2f})")  # type: ignore[attr-defined]

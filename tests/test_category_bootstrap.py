@@ -3,9 +3,10 @@ breakdowns) against the straightforward path written here from scratch.
 
 `core.ratings.rate` fits all rounds of a category together (batched damped
 Newton started one shared chord step from the point fit, rounds dropping out
-when converged) and sums the resampled counts per pair in integers. Here each category is done the plain way: the same multinomial
-draws over the unique (a, b, outcome) patterns (the documented resampling,
-same seed), the per-pair counts added up by hand, and every round fitted by
+when converged) and sums the resampled counts per pair in integers. Here each
+category is done the plain way: the same multinomial draws over the unique
+(lower model, higher model, outcome of the lower) classes, a row and its
+mirror image being one class (the documented resampling, same seed), the per-pair counts added up by hand, and every round fitted by
 an undamped full Newton iteration run to 1e-12, then put on the Elo scale.
 Ratings, interval bounds, every bootstrap round and P(best) for a mix must
 agree within TOL_ELO (both converge to the same fit: here the largest
@@ -70,7 +71,9 @@ def plain_category(bs: BattleSet, rounds: int, seed: int | None):
     """(point ratings, rounds x models ratings) the straightforward way."""
     m = len(bs.models)
     code = np.rint(bs.score * 2).astype(np.int64)
-    keys, counts = np.unique((bs.a * m + bs.b) * 3 + code, return_counts=True)
+    lo, hi = np.minimum(bs.a, bs.b), np.maximum(bs.a, bs.b)
+    code_lo = np.where(bs.a < bs.b, code, 2 - code)    # a row and its mirror image: one class
+    keys, counts = np.unique((lo * m + hi) * 3 + code_lo, return_counts=True)
     draws = np.random.default_rng(seed).multinomial(int(counts.sum()), counts / counts.sum(), size=rounds)
     a, b, c = (keys // 3) // m, (keys // 3) % m, keys % 3
 

@@ -160,12 +160,25 @@ def test_same_seed_same_intervals_other_seed_other_intervals():
 
 
 def _reference_fastchat(bs: BattleSet, rounds: int, seed: int):
-    """FastChat's compute_bt / compute_bootstrap_bt, written out with scipy."""
+    """FastChat's compute_bt / compute_bootstrap_bt, written out with scipy, with
+    lineup's resampling: the multinomial draws are over the unique rows with
+    each row and its mirror image ((a, b, o) and (b, a, 1 - o): the same
+    outcome of the same pair) as one class, classes in order of (lower model
+    index, higher, outcome of the lower), each class's draw put on one of
+    its rows. FastChat draws over the rows as they are; both resample votes
+    with replacement, so the intervals agree in distribution, and with the
+    same draws they agree to the fit's precision."""
     optimize = pytest.importorskip("scipy.optimize")
     m = len(bs.models)
-    sched = np.stack([bs.a, bs.b, np.rint(bs.score * 2).astype(np.int64)], axis=1)
+    code = np.rint(bs.score * 2).astype(np.int64)
+    sched = np.stack([bs.a, bs.b, code], axis=1)
     rows, weights = np.unique(sched, return_counts=True, axis=0)
     matchups, outcomes, weights = rows[:, :2], rows[:, 2] / 2.0, weights.astype(float)
+    canon = np.stack([np.minimum(bs.a, bs.b), np.maximum(bs.a, bs.b), np.where(bs.a < bs.b, code, 2 - code)], axis=1)
+    classes, class_of_vote, class_weights = np.unique(canon, return_inverse=True, return_counts=True, axis=0)
+    row_of_vote = np.unique(sched, return_inverse=True, axis=0)[1].ravel()
+    carrier = np.zeros(classes.shape[0], dtype=np.int64)   # the row that carries each class's draw
+    carrier[class_of_vote.ravel()] = row_of_vote
 
     def loss_grad(r, w):
         d = ALPHA * (r[matchups[:, 0]] - r[matchups[:, 1]])
@@ -183,8 +196,10 @@ def _reference_fastchat(bs: BattleSet, rounds: int, seed: int):
 
     point = fit(weights)
     n = int(weights.sum())
-    draws = np.random.default_rng(seed).multinomial(n, weights / weights.sum(), size=rounds) / n
-    boot = np.array([fit(w) for w in draws])
+    draws = np.random.default_rng(seed).multinomial(n, class_weights / n, size=rounds) / n
+    row_draws = np.zeros((rounds, rows.shape[0]))
+    row_draws[:, carrier] = draws
+    boot = np.array([fit(w) for w in row_draws])
     lo, hi = np.percentile(boot, [2.5, 97.5], axis=0)
     return point, lo, hi
 
@@ -195,9 +210,28 @@ def test_agrees_with_the_fastchat_recipe():
     rows = by_name(rate(bs, rounds=100, seed=9))
     for k, name in enumerate(bs.models):
         assert abs(rows[name].rating - point[k]) < 1.0
-        # same seed, same multinomial draws over the same unique rows: same intervals
+        # same seed, same multinomial draws over the same classes of rows: same intervals
         assert abs(rows[name].ci_low - lo[k]) < 1.0
         assert abs(rows[name].ci_high - hi[k]) < 1.0
+
+
+def test_how_the_models_were_placed_does_not_change_the_intervals():
+    """"m0 beat m1" and "m1 lost to m0" are one outcome: the same votes with
+    some pairs written the other way round (as a shuffled screen places
+    them) give the same bootstrap rounds with the same seed."""
+    bs = synthetic(4, 2000, [0.0, 0.1, 0.3, -0.2], tie=0.1)
+    flip = np.random.default_rng(1).random(bs.a.size) < 0.5
+    # the votes up to every model's first appearance as model_a stay as they were:
+    # the models keep their order (first appearance), which orders the draws
+    flip[:max(int(np.flatnonzero(bs.a == k)[0]) for k in range(len(bs.models))) + 1] = False
+    names = np.array(bs.models)
+    a, b = np.where(flip, bs.b, bs.a), np.where(flip, bs.a, bs.b)
+    score = np.where(flip, 1.0 - bs.score, bs.score)
+    other = BattleSet.from_arrays(names[a].tolist(), names[b].tolist(), score.tolist())
+    assert other.models == bs.models and not np.array_equal(other.a, bs.a)
+    one, two = rate(bs, rounds=200, seed=3), rate(other, rounds=200, seed=3)
+    np.testing.assert_array_equal(one.replicates, two.replicates)
+    assert [(m.name, m.ci_low, m.ci_high) for m in one.models] == [(m.name, m.ci_low, m.ci_high) for m in two.models]
 
 
 def test_ties_count_half_a_win_each_way():
