@@ -101,3 +101,48 @@ def test_lineup_serve_answers_on_loopback_without_blind_mappings(owner, tmp_path
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def _serving(url: str) -> bool:
+    try:
+        _get(url)
+        return True
+    except (urllib.error.URLError, ConnectionError):
+        return False
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
+def test_stopping_lineup_serve_stops_datasette_and_removes_the_copy(owner, tmp_path, sig):
+    """A service manager's stop (SIGTERM) or a closed terminal (SIGHUP) reaches
+    `lineup serve` alone, not Datasette, its child: it must stop serving and
+    delete the published copy, not leave a server and the copy behind."""
+    import os
+    import signal
+
+    db, hidden, shown = _prepare(owner, tmp_path)
+    port = _free_port()
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "lineup", "serve", "--db", str(db), "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+                            env={**os.environ, "TMPDIR": str(tmp)})
+    url = f"http://127.0.0.1:{port}/lineup.json"
+    try:
+        for _ in range(300):
+            if _serving(url):
+                break
+            if proc.poll() is not None:
+                pytest.fail(proc.stdout.read().decode())
+            time.sleep(0.1)
+        assert [p.name for p in tmp.iterdir()]           # the published copy, while it serves
+        proc.send_signal(getattr(signal, sig))
+        code = proc.wait(20)
+        assert not _serving(url)
+        assert list(tmp.iterdir()) == []
+        assert code == 128 + getattr(signal, sig)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)          # whatever is left of the group (Datasette)
+        except ProcessLookupError:
+            pass
+        proc.wait(10)

@@ -40,9 +40,48 @@ def run(args: argparse.Namespace) -> int:
         meta.write_text(json.dumps(metadata("lineup")))
         print(f"serving {counts['session']} sessions read-only at http://{args.host}:{args.port}/lineup "
               "(unrevealed blind sessions left out); Ctrl-C stops", flush=True)
-        try:
-            return subprocess.call([sys.executable, "-m", "datasette", "serve", "--immutable", str(copy),
-                                    "--metadata", str(meta), "--host", args.host, "--port", str(args.port),
-                                    "--setting", "allow_download", "off"])
-        except KeyboardInterrupt:
-            return 130
+        return _serve([sys.executable, "-m", "datasette", "serve", "--immutable", str(copy),
+                       "--metadata", str(meta), "--host", args.host, "--port", str(args.port),
+                       "--setting", "allow_download", "off"])
+
+
+class _Stop(Exception):
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+
+
+def _serve(cmd: list[str]) -> int:
+    """Datasette's exit status, or 128 + the signal that stopped lineup.
+
+    Ctrl-C reaches the whole foreground group, Datasette too; SIGTERM (a
+    service manager's stop) and SIGHUP (a closed terminal) reach lineup
+    alone. Left to Python's default, they ended lineup at once: Datasette
+    went on serving, orphaned, and the published copy stayed on disk. Here
+    each stops Datasette (terminate, then kill after 10 s) before the copy's
+    folder is removed."""
+    import signal
+    import subprocess
+
+    def stop(signum: int, frame: object) -> None:
+        raise _Stop(signum)
+
+    proc = subprocess.Popen(cmd)
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        return 130
+    except _Stop as e:
+        return 128 + e.signum
+    finally:
+        for sig in previous:        # a second signal while Datasette stops must not cut the clean-up short
+            signal.signal(sig, signal.SIG_IGN)
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
