@@ -2,7 +2,9 @@
 Chatbot Arena recipe (FastChat `compute_bt` + `compute_bootstrap_bt`: unique
 (a, b, outcome) rows with counts, multinomial resampling of those counts with
 `default_rng(seed)`, one scipy L-BFGS-B fit per round from zero, gtol 1e-6,
-maxiter 100) in the same process, on the same synthetic votes.
+maxiter 100) in the same process, on the same synthetic votes. The reference
+draws over the classes lineup draws over (a row and its mirror image are one:
+`merged_classes`), so that the intervals can be compared draw for draw.
 
 Prints, per case: median time of each (and p95 over repeats), the speedup,
 and the largest difference in point ratings and in interval bounds.
@@ -13,7 +15,8 @@ Last, the whole report on a store of that size (100,000 votes, 20 models,
 200,000 answers; built in a temp folder with `core.synthetic`, ~25 s):
 `build_report` in this process, and `lineup report --json` as a command with
 this code and with the code of a baseline commit (`--baseline`, default the
-last one before the report's rework; extracted with `git archive`), taking
+last one before the bootstrap merged mirror-image rows; extracted with `git
+archive`, run from its own folder), taking
 turns: medians of 3 of wall and CPU time, their ratio, whether both print
 the same JSON, against the 0.5 s target.
 
@@ -24,6 +27,7 @@ the same JSON, against the 0.5 s target.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import random
@@ -86,13 +90,30 @@ def ref_fit(matchups, outcomes, weights, n, alpha, tol=1e-6):
     return res.x
 
 
+def merged_classes(matchups, outcomes, weights):
+    """The classes lineup draws over: a row and its mirror image ((a, b, o)
+    and (b, a, 1 - o)) are one, in order of (lower index, higher, outcome of
+    the lower); returns their weights and, for each, the row that carries its
+    draw. FastChat draws over the rows themselves: the same distribution,
+    other draws, so the intervals would differ by Monte Carlo noise."""
+    a, b, code = matchups[:, 0], matchups[:, 1], np.rint(outcomes * 2).astype(np.int64)
+    m = int(matchups.max()) + 1
+    key = (np.minimum(a, b) * m + np.maximum(a, b)) * 3 + np.where(a < b, code, 2 - code)
+    keys, cls = np.unique(key, return_inverse=True)
+    carrier = np.zeros(keys.size, dtype=np.int64)
+    carrier[cls] = np.arange(key.size)
+    return np.bincount(cls, weights=weights, minlength=keys.size), carrier
+
+
 def reference(model_a, model_b, winner, rounds, seed):
     matchups, outcomes, models, weights = ref_preprocess(model_a, model_b, winner)
     alpha = math.log(10.0)
     point = ref_fit(matchups, outcomes, weights, len(models), alpha) * 400 + 1000
     rng = np.random.default_rng(seed)
     n = len(model_a)
-    boot_w = rng.multinomial(n, weights / weights.sum(), size=rounds) / n
+    class_w, carrier = merged_classes(matchups, outcomes, weights)
+    boot_w = np.zeros((rounds, weights.size))
+    boot_w[:, carrier] = rng.multinomial(n, class_w / class_w.sum(), size=rounds) / n
     boot = np.array([ref_fit(matchups, outcomes, w, len(models), alpha) for w in boot_w]) * 400 + 1000
     lo, hi = np.percentile(boot, [2.5, 97.5], axis=0)
     return models, point, lo, hi
@@ -163,9 +184,13 @@ def build_report_db(path: Path) -> float:
     return time.perf_counter() - t0
 
 
-#: The code the whole report is compared with: the last commit before the report
-#: became a package with its reads in the store (1.4-1.9 s on this machine then).
-BASELINE = "61ebddc"
+#: The code the whole report is compared with: the last commit before the
+#: bootstrap drew mirror-image rows as one pattern (the same schema as the store
+#: this script builds). The commit before the report's rework (61ebddc), the
+#: baseline until then, reads schema 6 at most and so cannot open that store;
+#: it was run from this checkout's folder, which put this checkout's modules
+#: first on its path, so the script compared this checkout with itself.
+BASELINE = "7b719b4"
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -199,11 +224,22 @@ def _command(db: Path, rounds: int, code: Path | None) -> tuple[float, float, by
            "report", "--db", str(db), "--json", "--bootstrap", str(rounds)]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    out = subprocess.run(cli, check=True, capture_output=True, env=env).stdout
+    # run from the code's own folder: `python -c` puts the working folder first
+    # on the path, ahead of PYTHONPATH, so run from this checkout the baseline
+    # would import this checkout's modules (its report and ratings, not the
+    # baseline's: the two printed the same JSON whatever the baseline was)
+    out = subprocess.run(cli, check=True, capture_output=True, env=env, cwd=code or ROOT).stdout
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return wall, cpu, re.sub(rb'"generated_at": [^,]+,', b"", out, count=1)
+
+
+def _point_ratings(out: bytes) -> list:
+    """What of a report JSON does not depend on the bootstrap's draws: each
+    model's rating, votes, wins, ties and losses."""
+    return [[m["name"], round(m["rating"], 9), m["votes"], m["wins"], m["ties"], m["losses"]]
+            for m in json.loads(out)["models"]]
 
 
 def run_report(db: Path, rounds: int, repeat: int = 3, baseline: str | None = BASELINE) -> None:
@@ -229,7 +265,12 @@ def run_report(db: Path, rounds: int, repeat: int = 3, baseline: str | None = BA
         for _ in range(repeat):
             runs["after"].append(_command(db, rounds, None))
             if old_code is not None:
-                runs["before"].append(_command(db, rounds, old_code))
+                try:
+                    runs["before"].append(_command(db, rounds, old_code))
+                except subprocess.CalledProcessError as e:   # e.g. a schema it cannot read: said, not hidden
+                    print(f"  the baseline ({baseline}) could not report on this store: "
+                          f"{e.stderr.decode(errors='replace').strip()[-300:]}")
+                    old_code = None
     med = {k: (statistics.median(r[0] for r in v), statistics.median(r[1] for r in v))
            for k, v in runs.items() if v}
     wall, cpu = med["after"]
@@ -241,9 +282,13 @@ def run_report(db: Path, rounds: int, repeat: int = 3, baseline: str | None = BA
         print(f"  ratio before/after: {old_wall / wall:.2f}x wall, {old_cpu / cpu:.2f}x CPU")
         same = all(o == runs["after"][0][2] for o in (r[2] for r in runs["after"] + runs["before"]))
         print(f"  the same JSON from both (generated_at aside): {'yes' if same else 'NO'}")
+        if not same:   # since the draws merged mirror-image rows, every bootstrap figure moved by noise
+            points = {json.dumps(_point_ratings(r[2]), sort_keys=True) for r in runs["after"] + runs["before"]}
+            print(f"  the same point ratings, votes and wins/ties/losses (the bootstrap's draws differ "
+                  f"from {baseline}'s: mirror-image rows are one pattern): {'yes' if len(points) == 1 else 'NO'}")
     else:
         print(f"  lineup report --json   median {wall:6.3f} s wall, {cpu:6.3f} s CPU   (n={repeat}; "
-              f"no baseline: commit {baseline} not found)")
+              f"no baseline: {'none asked for' if not baseline else f'commit {baseline} not run'})")
     print(f"target: the whole command < 0.5 s ({wall:.3f} s: {'met' if wall < 0.5 else 'NOT met'})")
 
 
