@@ -35,6 +35,24 @@ def _get(url: str):
         return json.loads(r.read())
 
 
+def _serving(url: str) -> bool:
+    try:
+        _get(url)
+        return True
+    except (urllib.error.URLError, ConnectionError):
+        return False
+
+
+def _wait_until_serving(proc: subprocess.Popen, url: str) -> None:
+    """Up to 30 s for `lineup serve` to answer at url (its output shown if it ends first)."""
+    for _ in range(300):
+        if _serving(url):
+            return
+        if proc.poll() is not None:
+            pytest.fail(proc.stdout.read().decode())
+        time.sleep(0.1)
+
+
 def _hidden_strings(db: Path, sid: str) -> list[str]:
     with Store.open(db) as store:
         ls = store.load_session(sid)
@@ -74,14 +92,7 @@ def test_lineup_serve_answers_on_loopback_without_blind_mappings(owner, tmp_path
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(300):
-            try:
-                _get(f"{base}/lineup.json")
-                break
-            except (urllib.error.URLError, ConnectionError):
-                if proc.poll() is not None:
-                    pytest.fail(proc.stdout.read().decode())
-                time.sleep(0.1)
+        _wait_until_serving(proc, f"{base}/lineup.json")
         tables = {t["name"] for t in _get(f"{base}/lineup.json")["tables"]}
         assert "share_map" not in tables and {"session", "output", "vote"} <= tables
         sessions = _get(f"{base}/lineup/session.json?_shape=array")
@@ -103,14 +114,6 @@ def test_lineup_serve_answers_on_loopback_without_blind_mappings(owner, tmp_path
         proc.wait(10)
 
 
-def _serving(url: str) -> bool:
-    try:
-        _get(url)
-        return True
-    except (urllib.error.URLError, ConnectionError):
-        return False
-
-
 @pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
 def test_stopping_lineup_serve_stops_datasette_and_removes_the_copy(owner, tmp_path, sig):
     """A service manager's stop (SIGTERM) or a closed terminal (SIGHUP) reaches
@@ -128,12 +131,7 @@ def test_stopping_lineup_serve_stops_datasette_and_removes_the_copy(owner, tmp_p
                             env={**os.environ, "TMPDIR": str(tmp)})
     url = f"http://127.0.0.1:{port}/lineup.json"
     try:
-        for _ in range(300):
-            if _serving(url):
-                break
-            if proc.poll() is not None:
-                pytest.fail(proc.stdout.read().decode())
-            time.sleep(0.1)
+        _wait_until_serving(proc, url)
         assert [p.name for p in tmp.iterdir()]           # the published copy, while it serves
         proc.send_signal(getattr(signal, sig))
         code = proc.wait(20)
@@ -146,3 +144,31 @@ def test_stopping_lineup_serve_stops_datasette_and_removes_the_copy(owner, tmp_p
         except ProcessLookupError:
             pass
         proc.wait(10)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
+def test_a_killed_lineup_serve_takes_datasette_with_it(owner, tmp_path):
+    """kill -9 cannot be handled: Datasette must still not outlive lineup
+    (the published copy stays on disk then; nothing can remove it)."""
+    import os
+    import signal
+
+    db, hidden, shown = _prepare(owner, tmp_path)
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "lineup", "serve", "--db", str(db), "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}/lineup.json"
+    try:
+        _wait_until_serving(proc, url)
+        proc.kill()
+        proc.wait(10)
+        for _ in range(100):                              # Datasette's own shutdown takes a moment
+            if not _serving(url):
+                break
+            time.sleep(0.1)
+        assert not _serving(url)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass

@@ -6,6 +6,7 @@ descriptions, readable views, canned queries. Needs `pip install lineup[serve]`.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -58,14 +59,19 @@ def _serve(cmd: list[str]) -> int:
     alone. Left to Python's default, they ended lineup at once: Datasette
     went on serving, orphaned, and the published copy stayed on disk. Here
     each stops Datasette (terminate, then kill after 10 s) before the copy's
-    folder is removed."""
+    folder is removed. kill -9 cannot be handled: on Linux Datasette is
+    started to get SIGTERM when lineup dies (`_dies_with`), so even then it
+    stops serving (the copy stays, with nothing left to remove it)."""
+    import os
     import signal
     import subprocess
+    import sys
 
     def stop(signum: int, frame: object) -> None:
         raise _Stop(signum)
 
-    proc = subprocess.Popen(cmd)
+    linux = sys.platform.startswith("linux")
+    proc = subprocess.Popen(cmd, preexec_fn=_dies_with(os.getpid()) if linux else None)
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
         return proc.wait()
@@ -85,3 +91,17 @@ def _serve(cmd: list[str]) -> int:
                 proc.wait()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _dies_with(parent: int) -> Callable[[], None]:
+    """What the child runs before exec: ask Linux for SIGTERM when its parent
+    dies (prctl PR_SET_PDEATHSIG), then exit if the parent already has."""
+    def child() -> None:
+        import ctypes
+        import os
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)     # 1 = PR_SET_PDEATHSIG
+        if os.getppid() != parent:
+            os._exit(1)
+    return child
