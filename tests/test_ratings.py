@@ -172,13 +172,12 @@ def _reference_fastchat(bs: BattleSet, rounds: int, seed: int):
     m = len(bs.models)
     code = np.rint(bs.score * 2).astype(np.int64)
     sched = np.stack([bs.a, bs.b, code], axis=1)
-    rows, weights = np.unique(sched, return_counts=True, axis=0)
+    rows, row_of_vote, weights = np.unique(sched, return_inverse=True, return_counts=True, axis=0)
     matchups, outcomes, weights = rows[:, :2], rows[:, 2] / 2.0, weights.astype(float)
     canon = np.stack([np.minimum(bs.a, bs.b), np.maximum(bs.a, bs.b), np.where(bs.a < bs.b, code, 2 - code)], axis=1)
     classes, class_of_vote, class_weights = np.unique(canon, return_inverse=True, return_counts=True, axis=0)
-    row_of_vote = np.unique(sched, return_inverse=True, axis=0)[1].ravel()
     carrier = np.zeros(classes.shape[0], dtype=np.int64)   # the row that carries each class's draw
-    carrier[class_of_vote.ravel()] = row_of_vote
+    carrier[class_of_vote.ravel()] = row_of_vote.ravel()
 
     def loss_grad(r, w):
         d = ALPHA * (r[matchups[:, 0]] - r[matchups[:, 1]])
