@@ -1,12 +1,12 @@
-"""Votes to a correct top-1: the adaptive vote queue (`core.adaptive`,
+"""Votes to a correct top-1: the adaptive vote queue (`core.stats.adaptive`,
 `lineup vote --adaptive`) against a uniform queue (every (case, pair) in a
 seeded random order: the baseline), in the same run, with the same simulated
 raters, the same error rate and the same stop.
 
-Simulated raters (`core.synthetic.simulate_queue`) vote on pairs of eight
+Simulated raters (`tests.synthetic.simulate_queue`) vote on pairs of eight
 models whose true ratings are known (Bradley-Terry outcomes, the best 45 Elo
 points ahead of the second), each vote flipped with probability `--error`.
-Each queue serves votes until the sequential stop (`core.adaptive.separated`:
+Each queue serves votes until the sequential stop (`core.stats.adaptive.separated`:
 the leader ahead of every other model by an always-valid test, Bonferroni
 over its comparisons, at 95%) fires, or `--cap` votes. The stop is looked at
 after every vote for the first 100 and then whenever the votes grew by 1%
@@ -35,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from core.synthetic import QueuePass, simulate_queue  # noqa: E402
+from tests.synthetic import QueuePass, simulate_queue  # noqa: E402
 
 #: Eight models, the best 45 Elo points ahead of the second.
 TRUE = {"m1": 1160.0, "m2": 1115.0, "m3": 1090.0, "m4": 1050.0, "m5": 1010.0, "m6": 980.0, "m7": 930.0,

@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from core.compare import compare_runs  # noqa: E402
+from core.decide.compare import compare_runs  # noqa: E402
 from store import Store  # noqa: E402
 from store import rows as R  # noqa: E402
 from store.ids import new_ulid  # noqa: E402

@@ -1,11 +1,11 @@
 """Decision benchmark: what `lineup decide` computes, on 100,000 votes, 20
 models, 10 categories and 1000 bootstrap rounds (target: under 1 s), beside
 a baseline measured in the same run: the plain report's overall ratings
-(`core.ratings.rate` on the same 100,000 votes, the same rounds).
+(`core.stats.ratings.rate` on the same 100,000 votes, the same rounds).
 
 The decide side is its whole computation once the votes are read: the ten
 per-category fits with their bootstraps (run two at a time, as
-`core.decide.build` does with `core.report.build.RATING_THREADS`), then
+`core.report.decision` does with `core.report.build.RATING_THREADS`), then
 `core.decide.choose.decide` (P(best) for the mix replicate by replicate,
 the tie group, routing, the frontiers). Reading the store is the report's
 own read and is measured by bench_ratings. Votes are synthetic, drawn in
@@ -18,7 +18,7 @@ Beside them, figures that say where the time goes on a shared machine:
 decide's CPU time (all threads; the wall time is about CPU / threads on idle
 cores) and the draws alone: each category's multinomial counts over its unique
 vote patterns (`numpy.random.Generator.multinomial`, the same seeds, the
-patterns `core.ratings` draws over: a row and its mirror image are one), run
+patterns `core.stats.ratings` draws over: a row and its mirror image are one), run
 one after another, the floor of decide's CPU time; and the same draws over
 the rows as written ((a, b, outcome), twice the patterns: what FastChat and
 the version before this one drew), with the ratio of the two.
@@ -44,7 +44,7 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from core import ratings as R  # noqa: E402
+from core.stats import ratings as R  # noqa: E402
 from core.decide.choose import decide  # noqa: E402
 from core.report.build import RATING_THREADS  # noqa: E402
 
@@ -78,7 +78,7 @@ def run_decide(bs: R.BattleSet, cat: np.ndarray, cats: list[str], rounds: int):
 
 
 def pattern_counts(bs: R.BattleSet, cat: np.ndarray, cats: list[str], as_written: bool) -> list[np.ndarray]:
-    """Each category's pattern counts: those `core.ratings` draws over, or
+    """Each category's pattern counts: those `core.stats.ratings` draws over, or
     the rows as written, (a, b, outcome)."""
     out = []
     for k in range(len(cats)):

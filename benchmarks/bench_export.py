@@ -21,9 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from core.export import FORMATS, export_session
-from core.importing import import_file
-from core.synthetic import synthetic_session, write_synthetic
+from core.exchange.export import FORMATS, export_session
+from core.exchange.importing import import_file
+from tests.synthetic import synthetic_session, write_synthetic
 from store import Store
 
 LINEAR_LIMIT = 4.4   # 20k/5k total-time ratio counted as linear (4.0 ideal)

@@ -1,7 +1,7 @@
 """identity_leak detection: precision and recall on the labelled set of
 tests/identity_cases.py, and the time to judge one answer, for the
-self-identification detector (core.identity) against the keyword matcher it
-replaced (a copy below, as it was in core.sessions.names_itself), both run
+self-identification detector (core.answering.identity) against the keyword matcher it
+replaced (a copy below, as it was in core.answering.sessions.names_itself), both run
 in this process on the same answers.
 
     .venv/bin/python benchmarks/bench_identity.py [--repeat 200]
@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from core.identity import self_identification  # noqa: E402
+from core.answering.identity import self_identification  # noqa: E402
 from tests.identity_cases import CASES, HELD_OUT, MODELS  # noqa: E402
 
 # ---- the baseline: the old keyword matcher, verbatim in behaviour

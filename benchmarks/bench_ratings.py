@@ -1,4 +1,4 @@
-"""Ratings benchmark: core.ratings beside a reference implementation of the
+"""Ratings benchmark: core.stats.ratings beside a reference implementation of the
 Chatbot Arena recipe (FastChat `compute_bt` + `compute_bootstrap_bt`: unique
 (a, b, outcome) rows with counts, multinomial resampling of those counts with
 `default_rng(seed)`, one scipy L-BFGS-B fit per round from zero, gtol 1e-6,
@@ -12,7 +12,7 @@ Target: large case >= 2x faster than the reference and under 2 s, medium
 under 0.5 s, ratings within ~0.01 points.
 
 Last, the whole report on a store of that size (100,000 votes, 20 models,
-200,000 answers; built in a temp folder with `core.synthetic`, ~25 s):
+200,000 answers; built in a temp folder with `tests.synthetic`, ~25 s):
 `build_report` in this process, and `lineup report --json` as a command with
 this code and with the code of a baseline commit (`--baseline`, default the
 last one before the bootstrap merged mirror-image rows; extracted with `git
@@ -48,7 +48,7 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from core.ratings import BattleSet, rate  # noqa: E402
+from core.stats.ratings import BattleSet, rate  # noqa: E402
 
 try:
     from scipy.optimize import minimize
@@ -158,7 +158,7 @@ def run_case(label, n_votes, n_models, rounds, repeat, ref_repeat, seed=0):
                   for k, m in enumerate(models))
     mo, mr = statistics.median(t_ours), statistics.median(t_ref)
     print(f"{label}: {n_votes:,} votes / {n_models} models / {rounds} rounds")
-    print(f"  core.ratings   median {mo * 1000:8.1f} ms   p95 {p95(t_ours) * 1000:8.1f} ms   (n={repeat})")
+    print(f"  core.stats.ratings   median {mo * 1000:8.1f} ms   p95 {p95(t_ours) * 1000:8.1f} ms   (n={repeat})")
     print(f"  reference L-BFGS median {mr * 1000:8.1f} ms   p95 {p95(t_ref) * 1000:8.1f} ms   (n={ref_repeat})")
     print(f"  speedup {mr / mo:6.1f}x   max |rating diff| {d_point:.4f}   max |interval bound diff| {d_bound:.4f}")
     return mo, mr, d_point, d_bound
@@ -171,7 +171,7 @@ def build_report_db(path: Path) -> float:
     """100,000 two-way votes among 20 models (500 sessions of 200 turns, two
     answers per turn), as /tmp/mkbig.py did; returns the seconds it took."""
     from store import Store
-    from core.synthetic import synthetic_session, write_synthetic
+    from tests.synthetic import synthetic_session, write_synthetic
 
     models = [f"model-{i:02d}" for i in range(20)]
     rng = random.Random(1)
@@ -294,7 +294,7 @@ def run_report(db: Path, rounds: int, repeat: int = 3, baseline: str | None = BA
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--repeat", type=int, default=5, help="timed runs of core.ratings per case")
+    ap.add_argument("--repeat", type=int, default=5, help="timed runs of core.stats.ratings per case")
     ap.add_argument("--ref-repeat", type=int, default=1, help="timed runs of the reference per case")
     ap.add_argument("--rounds", type=int, default=1000)
     ap.add_argument("--quick", action="store_true", help="100 rounds, for a smoke run")

@@ -30,8 +30,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from core.logs import read_logs  # noqa: E402
-from core.sampling import dedupe  # noqa: E402
+from core.exchange.logs import read_logs  # noqa: E402
+from core.exchange.sampling import dedupe  # noqa: E402
 
 WORDS = ("invoice refund password shipping warranty discount address login export report plan tier "
          "order account billing team access token reset delete update change cancel upgrade").split()

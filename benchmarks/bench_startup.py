@@ -14,7 +14,7 @@ holds the title of its last pane; then it is sent Ctrl+Q.
 
 Every run gets an empty home, no API keys and no config file (so `models`
 lists the offline demo models, after its quick look for a local Ollama),
-and databases built here with `core.synthetic`: an empty one (migrated, no
+and databases built here with `tests.synthetic`: an empty one (migrated, no
 sessions), one of 150 sessions of 4 turns each (a third of them blind), and a
 small one of 12 sessions for `report --json`.
 
@@ -73,7 +73,7 @@ def clean_env(home: Path) -> dict[str, str]:
 
 def build_databases(folder: Path) -> dict[str, Path]:
     from store import Store
-    from core.synthetic import synthetic_session, write_synthetic
+    from tests.synthetic import synthetic_session, write_synthetic
 
     dbs = {"empty": folder / "empty.db", "populated": folder / "populated.db", "small": folder / "small.db",
            "tui": folder / "tui.db"}

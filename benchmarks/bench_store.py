@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from core.synthetic import synthetic_session, write_synthetic
+from tests.synthetic import synthetic_session, write_synthetic
 from store import OutputRecord, Store, TurnRecord
 from store.ids import new_ulid
 from store.rows import VOTE_COLS, VOTE_CONTESTANT_COLS, dumps, insert_sql, vote_contestant_rows

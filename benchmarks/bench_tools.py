@@ -1,5 +1,5 @@
 """The tool loop's cost on the client: CPU per streamed answer through
-`core.tools.AnswerLoop` against the same requests streamed straight from the
+`core.answering.tools.AnswerLoop` against the same requests streamed straight from the
 provider (the baseline, measured in the same run), over real HTTP on loopback
 (the server runs in another process, so its CPU is not counted).
 
@@ -26,7 +26,7 @@ import anyio
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from core.tools import AnswerLoop, StructuredOutput, ToolScript  # noqa: E402
+from core.answering.tools import AnswerLoop, StructuredOutput, ToolScript  # noqa: E402
 from providers import make_provider  # noqa: E402
 from providers.events import ChatRequest, Message, ResponseFormat, ToolCall, ToolResultPart  # noqa: E402
 from providers.model_config import ModelConfig  # noqa: E402

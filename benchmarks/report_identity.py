@@ -200,7 +200,7 @@ def reports(path: Path, seed: int) -> dict[str, str]:
 
 
 class _Price:
-    """A config price (what `core.config` gives): `cost(input, output)`."""
+    """A config price (what `core.answering.config` gives): `cost(input, output)`."""
 
     def __init__(self, inp: float, outp: float):
         self.inp, self.outp = inp, outp

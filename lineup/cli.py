@@ -11,7 +11,7 @@ import io
 import os
 import sys
 
-from core.errors import (
+from core.ground.errors import (
     EXIT_CLOSED_PIPE,
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         code = int(module.run(args) or 0)
     except UsageError as exc:
         # messages quote file names, case ids, model names: shown, never acted on
-        from core.text import neutralise
+        from core.ground.text import neutralise
 
         print(f"lineup {args.command}: {neutralise(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         found = store_error_in(exc)
         if found is None:
             raise
-        from core.text import neutralise
+        from core.ground.text import neutralise
 
         print(f"lineup {args.command}: {neutralise(str(found))}", file=sys.stderr)
         return EXIT_FAILURE

@@ -15,14 +15,14 @@ def run_app(db, config, **options) -> int:
         try:
             store = await AsyncStore.open(db)
         except StoreError as exc:
-            from core.errors import UsageError
+            from core.ground.errors import UsageError
 
             raise UsageError(str(exc)) from None
         opened = store.store   # set by `open`
         if opened is not None and opened.readonly and "replay" not in options:
             # chat and vote record as they go: refuse now, not at the first vote
             await store.aclose()
-            from core.errors import UsageError
+            from core.ground.errors import UsageError
 
             raise UsageError(f"{opened.path} is read-only: nothing could be recorded there "
                              "(lineup replay, report, sessions and export still work)")

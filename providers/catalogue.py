@@ -57,7 +57,7 @@ def default_base_url(provider: str) -> str:
 REASONING_EFFORT_PROVIDERS: frozenset[str] = frozenset(n for n, e in CATALOGUE.items() if e.reasoning_effort)
 
 
-#: The key variable a model uses when its table names none (see core.config).
+#: The key variable a model uses when its table names none (see core.answering.config).
 PROVIDER_DEFAULT_KEY_ENV: dict[str, str | None] = {n: e.default_key_env for n, e in CATALOGUE.items()}
 
 OPENROUTER_BASE_URL = "https://openrouter.ai/api/v1"

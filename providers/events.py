@@ -113,7 +113,7 @@ class ServedBy(_Event):
     `modelVersion`, Ollama `model`. Sent when first seen and again whenever
     a value changes; the last one wins (`StreamResult.served_model`). Values
     are the server's text (cut to `SERVED_LIMIT`): untrusted, shown only
-    through `core.text`, and never before a blind vote is revealed."""
+    through `core.ground.text`, and never before a blind vote is revealed."""
 
     type: Literal["served_by"] = "served_by"
     model: str | None = None
@@ -151,7 +151,7 @@ class Finish(_Event):
 class StreamError(_Event):
     """Terminal failure. `message` never contains a key or an Authorization
     header; it may name the model, its host or vendor (it is stored as it is;
-    a blind screen shows only `kind` and the status: `core.votes.error_line`)."""
+    a blind screen shows only `kind` and the status: `core.stats.votes.error_line`)."""
 
     type: Literal["error"] = "error"
     kind: ErrorKind
@@ -194,7 +194,7 @@ class ToolSpec(BaseModel):
 
 #: The forced tool that carries an Anthropic structured answer (its input is
 #: the answer): defined here, with the request contract, so that a module that
-#: only needs the name (core.tools, and through it exports and the report)
+#: only needs the name (core.answering.tools, and through it exports and the report)
 #: does not load the HTTP client with `providers.anthropic`.
 ANSWER_TOOL = "structured_answer"
 

@@ -16,7 +16,7 @@ it arrives, or one whole JSON response (a gateway that ignores `stream: true`),
 collected and read at the end, its answer marked not streamed. A body that is
 neither is reported as `bad_response` saying what it was: status, content
 type and its first bytes, quoted with Python's escapes so nothing in them acts
-on a terminal (the screens neutralise it again through `core.text`).
+on a terminal (the screens neutralise it again through `core.ground.text`).
 
 The request loop (`HttpProvider._events`) runs in named steps: `_prepare`
 (key, auth and configured headers, URL and query, body, limits; once), then
@@ -685,7 +685,7 @@ class HttpProvider(Provider):
         except (ValueError, TypeError) as exc:
             return StreamError(kind=ErrorKind.bad_request, t=perf_counter(),
                                message=scrub(short(f"cannot build the request: {exc}"), secrets))
-        headers.setdefault("content-type", "application/json")   # a configured header cannot replace it (core.config)
+        headers.setdefault("content-type", "application/json")   # a configured header cannot replace it (core.answering.config)
         max_text = self.cfg.max_answer_bytes
         # The whole answer has a deadline: keep-alive comments (or a trickle of
         # bytes) reset the read timeout but not this.

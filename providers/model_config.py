@@ -1,7 +1,7 @@
 """What one model alias is, as the providers read it: protocol, model, server,
 key variable, how the key is sent (`auth`), extra headers and query
 parameters (gateways, Azure), sampling parameters, price, timeouts, limits,
-and the server it shares with other aliases. `core.config` loads these from
+and the server it shares with other aliases. `core.answering.config` loads these from
 TOML (and autodetects them); the providers and the sessions only read them."""
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ class ModelConfig(BaseModel):
     @field_validator("headers")
     @classmethod
     def _headers_are_safe(cls, value: dict[str, str | EnvValue]) -> dict[str, str | EnvValue]:
-        # The last line (core.config checks first, naming the key path): nothing
+        # The last line (core.answering.config checks first, naming the key path): nothing
         # that could end a header line or start another one.
         for name, v in value.items():
             if not HEADER_NAME.fullmatch(name):

@@ -5,7 +5,7 @@ before anything is sent, marked "submitted" with the provider's batch id the
 moment the provider has it, and "collected" once every result is saved; so a
 run killed at any point finds its batches here and resumes them instead of
 submitting them again. Each answer collected is written in the same
-transaction as the item that names it. (`core.batch_run` drives this; the
+transaction as the item that names it. (`core.answering.batch_run` drives this; the
 tables are created by migration m008.)"""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What an import writes: records that `core.importing` read and checked from
+"""What an import writes: records that `core.exchange.importing` read and checked from
 a file (our JSONL export, Chatbot Arena battles), in one transaction, and
 another lineup database (a teammate's votes) merged idempotently after it
 has been checked whole. Re-importing adds nothing: records keep their ids."""
@@ -227,7 +227,7 @@ def _snapshot(src: Path, dst: Path) -> None:
 
 
 # A consistent copy of a database file, and SQLite's own check of it: what a
-# merge does first, and what reading a vote package (`core.share`) does too.
+# merge does first, and what reading a vote package (`core.exchange.share`) does too.
 snapshot = _snapshot
 check_sound = _check_sound
 

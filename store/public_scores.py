@@ -1,7 +1,7 @@
 """The rows of scores from outside lineup (tables `leaderboard_score` and
 `online_metric`, migration `m008_public_scores`): written by `lineup import
 --leaderboard / --online`, read by the report. The parsing and the figures
-are `core.public_scores`; this module is only their SQL."""
+are `core.stats.public_scores`; this module is only their SQL."""
 
 from __future__ import annotations
 

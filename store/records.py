@@ -164,7 +164,7 @@ class OutputRecord(_Record):
     system_fingerprint: str | None = None    # OpenAI-compatible servers' backend configuration
     origin: OutputOrigin = "stream"
     cached_from: str | None = None           # origin "cache": the output whose answer this reuses
-    request_key: str | None = None           # `core.cache.request_key` of the request
+    request_key: str | None = None           # `core.answering.cache.request_key` of the request
     # The user message this attempt answered when it was edited after the turn
     # was first sent (the chat's "edit and re-send"); None: the turn's own.
     prompt: str | None = None
@@ -184,7 +184,7 @@ class VoteRecord(_Record):
     note: str | None = None
     supersedes: str | None = None
     retracted_at: float | None = None           # withdrawn (undo): kept, no longer counts
-    # Who cast it: a person, or an LLM judge (`lineup judge`; `core.votes` says
+    # Who cast it: a person, or an LLM judge (`lineup judge`; `core.stats.votes` says
     # what counts where: a judge's vote is never in a human figure unless asked).
     rater_kind: RaterKind = "human"
     judge: str | None = None                    # the judge's alias (rater_kind "judge")
@@ -279,7 +279,7 @@ class SessionSummary(_Record):
     is_demo: bool
     blind: bool = False
     # Judged units (sample-set cases per repeat, chat turns) and those whose models
-    # may be shown (`core.votes.Reveal`); None when all are (not blind, or revealed as a whole).
+    # may be shown (`core.stats.votes.Reveal`); None when all are (not blind, or revealed as a whole).
     units: int | None = None
     revealed_units: int | None = None
     judge_votes: int = 0    # current votes of LLM judges (not in `votes`, which are people's)
@@ -377,7 +377,7 @@ class LoadedSession(_Record):
 # ---------------------------------------------------------------------- vote integrity
 # The shape of a vote record, checked wherever one is written, and what the
 # store derives from it for its own columns (`vote.winner`, the per-contestant
-# `vote_contestant.outcome`). core.votes builds votes and says what they mean,
+# `vote_contestant.outcome`). core.stats.votes builds votes and says what they mean,
 # on top of these functions (it re-exports `label_of` and `model_of`); the
 # store cannot import the core, so the record's own rules live here, once.
 
@@ -413,7 +413,7 @@ def outcome_of(choice: str, mapping: Mapping[str, str], label: str) -> VoteOutco
     """What a vote (`choice` on `mapping`) says of the contestant shown as
     `label`: "tie", "bad" (both / all bad), else "win" for the pick and
     "loss" for the others. A ranking adds no per-contestant outcome here:
-    its pairwise outcomes are `core.votes.decompose_vote`'s."""
+    its pairwise outcomes are `core.stats.votes.decompose_vote`'s."""
     shared = shared_outcome(choice)
     if shared is not None:
         return shared

@@ -174,7 +174,7 @@ class OutputColumns:
     `stale`: ids of attempts that are not their (turn, model)'s answer;
     `raw`: the recorded (input tokens, output tokens, cost, session) per row
     when some cost was not recorded (it is then priced from the tokens);
-    `cached`: answers reused from the response cache (`core.cache`), which
+    `cached`: answers reused from the response cache (`core.answering.cache`), which
     made no request, so the engineering figures leave them out."""
 
     models: list[tuple[str, np.ndarray]]

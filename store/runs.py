@@ -1,5 +1,5 @@
 """Reads of runs beyond one session: the answer already recorded for a
-request key (the response cache: `core.cache` says what a key covers and how
+request key (the response cache: `core.answering.cache` says what a key covers and how
 a reused answer is recorded) and the canary runs of the drift watch."""
 
 from __future__ import annotations

@@ -238,7 +238,7 @@ def m006_reveal(db: Database) -> None:
     """A judged unit (a case, a chat turn) revealed by the rater without a
     vote: one row per turn whose models were shown, by whom and when. A
     unit is revealed once a vote on it was revealed or it has such a row
-    (`core.votes.reveal_state`)."""
+    (`core.stats.votes.reveal_state`)."""
     db.execute("""CREATE TABLE reveal (
         id TEXT PRIMARY KEY,
         session_id TEXT NOT NULL REFERENCES session(id) ON DELETE CASCADE,
@@ -278,7 +278,7 @@ def m009_served_cache_batch(db: Database) -> None:
     by `lineup run --cache`: no request made, so no timings and no cost) or
     "batch" (through a provider's batch API: no time to first token);
     `request_key`: the hash of everything that determines the answer
-    (`core.cache.request_key`), what the cache looks up.
+    (`core.answering.cache.request_key`), what the cache looks up.
 
     `batch_job`: one provider batch (one model, one round of a run: the
     opening turns, then each follow-up), recorded before it is submitted so a
@@ -356,7 +356,7 @@ def m011_judge(db: Database) -> None:
     (its alias, the hash of its instructions and template, the rubric that
     replaced the default instructions), its reply (the reason and verdict as
     it came, keys scrubbed) and what the request cost. Judge votes never count
-    in a human figure unless asked (`core.votes.HUMAN`)."""
+    in a human figure unless asked (`core.stats.votes.HUMAN`)."""
     for sql in (
         "ALTER TABLE vote ADD COLUMN rater_kind TEXT NOT NULL DEFAULT 'human'",
         "ALTER TABLE vote ADD COLUMN judge TEXT",
@@ -418,7 +418,7 @@ def m013_rater_quality(db: Database) -> None:
 
 @_migration(name="m014_share")
 def m014_share(db: Database) -> None:
-    """Blind vote packages (`lineup share`, `core.share`). In the owner's
+    """Blind vote packages (`lineup share`, `core.exchange.share`). In the owner's
     database: each package shared (`share_package`) and, per package, which
     opaque id stands for which session, turn, answer and contestant, with the
     content hash of each turn and answer as shared (`share_map`: the blind
@@ -446,7 +446,7 @@ def m014_share(db: Database) -> None:
         id TEXT PRIMARY KEY,                    -- the package id (share_package.id in the owner's database)
         origin TEXT NOT NULL,                   -- the owner's database share identity
         created REAL NOT NULL,
-        format INTEGER NOT NULL,                -- core.share.PACKAGE_FORMAT
+        format INTEGER NOT NULL,                -- core.exchange.share.PACKAGE_FORMAT
         seed TEXT NOT NULL,                     -- the per-case shuffle seed of the vote queue
         tags TEXT NOT NULL DEFAULT '[]'         -- JSON: the failure-mode tags offered
     ) WITHOUT ROWID""")
@@ -455,7 +455,7 @@ def m014_share(db: Database) -> None:
 @_migration(name="m015_public_scores")
 def m015_public_scores(db: Database) -> None:
     """Scores from outside lineup, shown beside its own ratings
-    (`core.public_scores`): public leaderboard scores (`lineup import
+    (`core.stats.public_scores`): public leaderboard scores (`lineup import
     --leaderboard`) and online canary metrics (`lineup import --online`).
     Importing the same (model, source, date) or (model, metric, period)
     again replaces the row."""

@@ -1,6 +1,6 @@
 """The SQL of blind vote packages (`lineup share`, `lineup vote FILE`,
 `lineup import FILE`); what goes into a package and what comes back is
-decided by `core.share`.
+decided by `core.exchange.share`.
 
 Why a module of its own: a package is a lineup database of its own (the
 same schema, so the vote queue, tags, undo and resume work on it as on any

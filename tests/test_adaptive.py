@@ -1,10 +1,10 @@
-"""The adaptive vote queue (`core.adaptive`, `lineup vote --adaptive`): the
+"""The adaptive vote queue (`core.stats.adaptive`, `lineup vote --adaptive`): the
 warm-up serves the least-compared models, then the leader against the model
 least separated from it; unvoted cases, categories and left/right positions
 are balanced; the stop message comes only once the leader is separated, by
 a sequential test whose false-stop rate on a planted tie at the top stays
 under its nominal level (seeded simulations) and which fires on a clear gap; and
-through `core.vote_queue.VoteQueue` on a real store: items are pairs, the
+through `core.answering.vote_queue.VoteQueue` on a real store: items are pairs, the
 choice reason is recorded with each vote, a judge's verdicts never steer
 it, undo serves the same pair again, a resumed pass offers only the pairs
 this rater has not voted on."""
@@ -18,9 +18,9 @@ from itertools import combinations
 import anyio
 from test_tui_vote_queue import ALIASES, CASES, make_run
 
-from core.adaptive import WARMUP, AdaptivePlanner, Candidate, Choice, boundary, misorder, standing, stop_message
-from core.synthetic import simulate_queue
-from core.vote_queue import VoteQueue
+from core.stats.adaptive import WARMUP, AdaptivePlanner, Candidate, Choice, boundary, misorder, standing, stop_message
+from tests.synthetic import simulate_queue
+from core.answering.vote_queue import VoteQueue
 from store import AsyncStore, Store
 from store.records import VoteRecord
 
@@ -289,7 +289,7 @@ def _long_run(tmp_path):
 
 
 def test_gold_pairs_are_mixed_in_and_recorded_as_checks_never_votes(tmp_path):
-    from core.vote_queue import DEGRADED, degraded_copy
+    from core.answering.vote_queue import DEGRADED, degraded_copy
 
     db, sid = _long_run(tmp_path)
     text = "One. Two is next. Three comes after. Four ends it all here now."
@@ -464,8 +464,8 @@ def test_a_sample_sets_gold_answers_become_gold_pairs(tmp_path, monkeypatch):
 
     import pytest
 
-    from core.sampleset import Case
-    from core.vote_queue import GOLD_BETTER, GOLD_WORSE
+    from core.answering.sampleset import Case
+    from core.answering.vote_queue import GOLD_BETTER, GOLD_WORSE
     from lineup.cli import main
 
     with pytest.raises(ValueError, match="better"):

@@ -181,7 +181,7 @@ def test_the_layers_hold():
 def test_the_report_has_no_sql():
     """The SQL the report runs lives with the schema (`store.report_queries`):
     nothing in `core.report` imports sqlite3 or runs a statement. (Only the
-    report: `core.sampling` reads a foreign SQLite file of its own.)"""
+    report: `core.exchange.sampling` reads a foreign SQLite file of its own.)"""
     _, edges = graph()
     assert [f"{e.source}:{e.line} imports {e.target}" for e in edges if e.source.startswith("core.report")
             and (e.target == "sqlite3" or e.target.startswith("sqlite3."))] == []

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from core.cache import request_key
-from core.config import ConfigError, parse_config
+from core.answering.cache import request_key
+from core.answering.config import ConfigError, parse_config
 from core.report import ReportFilters, build_report
 from lineup.cli import main
 from providers.events import ChatRequest, ImagePart, Message, SamplingParams

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from core import calibration as C
-from core.judge import JudgePrompt
+from core.stats import calibration as C
+from core.answering.judge import JudgePrompt
 from core.report import ReportFilters, build_report
-from core.votes import JudgeFields, judge_rater, make_votes
+from core.stats.votes import JudgeFields, judge_rater, make_votes
 from store import Store
 from store.records import ContestantRecord, SessionRecord, TurnRecord
 

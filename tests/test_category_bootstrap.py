@@ -1,7 +1,7 @@
 """The per-category bootstraps behind `lineup decide` (and the report's
 breakdowns) against the straightforward path written here from scratch.
 
-`core.ratings.rate` fits all rounds of a category together (batched damped
+`core.stats.ratings.rate` fits all rounds of a category together (batched damped
 Newton started one shared chord step from the point fit, rounds dropping out
 when converged) and sums the resampled counts per pair in integers. Here each
 category is done the plain way: the same multinomial draws over the unique
@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from core.decide.choose import TIE_ELO, decide
-from core.ratings import BattleSet, rate, stream_seed
+from core.stats.ratings import BattleSet, rate, stream_seed
 
 TOL_ELO = 1e-6
 LAM = (400.0 / 4000.0) ** 2          # the default prior: prior_sd 4000 Elo points

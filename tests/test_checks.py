@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from core.checks import CHECK_TYPES, Check, count_words, extract_json, run_case_checks, run_checks
+from core.answering.checks import CHECK_TYPES, Check, count_words, extract_json, run_case_checks, run_checks
 
 _adapter = TypeAdapter(Check)
 
@@ -286,8 +286,8 @@ def test_every_type_has_a_runner_and_outcome_fields():
         "tool_args_valid": {}, "structured_output": {},
     }
     assert set(specs) == set(CHECK_TYPES)
-    from core.checks import AnswerFacts
-    from core.tools import StructuredOutput, ToolScript
+    from core.answering.checks import AnswerFacts
+    from core.answering.tools import StructuredOutput, ToolScript
     from store.records import AnswerTrace, TraceCall, TraceStep
 
     facts = AnswerFacts(

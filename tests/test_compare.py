@@ -1,4 +1,4 @@
-"""`lineup diff` and `lineup gate` (core.compare): runs paired case by case,
+"""`lineup diff` and `lineup gate` (core.decide.compare): runs paired case by case,
 McNemar's test (exact below 25 discordant pairs) with Holm's correction,
 planted regressions caught and identical runs passed, latency at the
 configured threshold, cost, ratings, blind runs, the stable JSON, exit codes.
@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from scipy import stats
 
-from core.compare import SCHEMA, compare_runs, holm, mcnemar, similarity
-from core.errors import UsageError
+from core.decide.compare import SCHEMA, compare_runs, holm, mcnemar, similarity
+from core.ground.errors import UsageError
 from lineup.cli import main
 from store import Store
 from store.ids import new_ulid

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from core import config as cfgmod
-from core.config import (
+from core.answering import config as cfgmod
+from core.answering.config import (
     DEFAULT_TAGS,
     ConfigError,
     autodetect,
@@ -23,7 +23,7 @@ from core.config import (
     redact_url,
     resolve_models,
 )
-from core.errors import UsageError
+from core.ground.errors import UsageError
 from providers.events import SamplingParams
 
 NO_KEYS: dict[str, str] = {}

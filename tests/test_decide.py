@@ -1,4 +1,4 @@
-"""`lineup decide` on stores with a planted truth (`core.synthetic.planted_store`):
+"""`lineup decide` on stores with a planted truth (`tests.synthetic.planted_store`):
 P(best) against a brute-force bootstrap written here from scratch (its own
 resampling of votes, its own Bradley-Terry fit by Zermelo's iteration), limits
 that flip feasibility, routing that finds the planted winner of each
@@ -12,13 +12,13 @@ import json
 import numpy as np
 import pytest
 
-from core.decide.build import build_decision
+from core.report.decision import build_decision
 from core.decide.choose import decide
 from core.decide.model import Limits
-from core.ratings import BattleSet, rate
+from core.stats.ratings import BattleSet, rate
 from lineup.cli import main
 from store import Store
-from core.synthetic import Profile, planted_store
+from tests.synthetic import Profile, planted_store
 
 
 @pytest.fixture

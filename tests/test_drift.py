@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from core.drift import drift_report, fisher_greater
+from core.decide.drift import drift_report, fisher_greater
 from lineup.cli import main
 from store import Store
 from store.runs import canary_session_ids

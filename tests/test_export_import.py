@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from core.synthetic import synthetic_session, write_synthetic
+from tests.synthetic import synthetic_session, write_synthetic
 from lineup.cli import main
 from store import (
     SCHEMA_VERSION,
@@ -145,7 +145,7 @@ def test_csv_and_markdown_hide_identities_until_revealed(tmp_path, capsys):
     for text in (md, table):
         assert "model-0" not in text and "model-1" not in text  # aliases, model names, error messages
     assert "### A" in md and "### B" in md and "identities hidden" in md
-    # core.votes.error_line, Markdown-escaped like every line of the export
+    # core.stats.votes.error_line, Markdown-escaped like every line of the export
     assert r"_(error \(rate limited\) — details after the vote)_" in md
     assert {r["models"] for r in csv.DictReader(io.StringIO(table))} == {"hidden"}
     assert "\x1b" not in md and "\\x1b[31mred" in md and "\\x9b2J" in md

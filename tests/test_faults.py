@@ -15,10 +15,10 @@ import threading
 import anyio
 import pytest
 
-from core.runner import Runner
-from core.sampleset import load_sample_set
-from core.sessions import ChatSession
-from core.votes import error_line
+from core.answering.runner import Runner
+from core.answering.sampleset import load_sample_set
+from core.answering.sessions import ChatSession
+from core.stats.votes import error_line
 from providers.model_config import ModelConfig
 from store import AsyncStore, Store
 from tests.server import Reply, TestServer

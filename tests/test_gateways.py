@@ -14,9 +14,9 @@ import tomllib
 import anyio
 import pytest
 
-from core.config import ConfigError, missing_key, parse_config
-from core.sessions import ChatSession
-from core.text import one_line
+from core.answering.config import ConfigError, missing_key, parse_config
+from core.answering.sessions import ChatSession
+from core.ground.text import one_line
 from providers.events import ErrorKind
 from providers.http import RetryPolicy
 from store import AsyncStore, Store
@@ -145,7 +145,7 @@ def test_a_reply_that_is_neither_says_status_content_type_and_first_bytes(srv, p
     assert err.kind == ErrorKind.bad_response and err.status == 200
     assert "HTTP 200" in err.message and "'text/plain; charset=utf-8'" in err.message
     assert "Hello from a captive portal" in err.message
-    # quoted with escapes: nothing in it acts on a terminal, raw or shown through core.text
+    # quoted with escapes: nothing in it acts on a terminal, raw or shown through core.ground.text
     assert "\x1b" not in err.message and "\x07" not in err.message and "\u202e" not in err.message
     assert "\\x1b[31m" in err.message
     assert one_line(err.message) == err.message
@@ -523,7 +523,7 @@ def test_streamed_column_comes_with_a_migration_and_older_answers_read_as_stream
 
 
 def test_a_not_streamed_answer_survives_export_import_and_merge(tmp_path, capsys):
-    from core.synthetic import synthetic_session, write_synthetic
+    from tests.synthetic import synthetic_session, write_synthetic
     from lineup.cli import main
 
     a, b, c = tmp_path / "a.db", tmp_path / "b.db", tmp_path / "c.db"

@@ -2,7 +2,7 @@
 
 Every command that reads a file the user names (a sample set for `run`,
 request logs for `sample`, a file to `import`, the config) reads it one way
-(`core.inputs`): a regular file only, bounded in size and line length,
+(`core.ground.inputs`): a regular file only, bounded in size and line length,
 strict UTF-8, JSON nested at most 100 levels, no NaN or Infinity; a lone
 surrogate written as a JSON escape becomes U+FFFD. What is refused is
 refused with exit 2 and `FILE:LINE: what`, never a traceback or a hang, and

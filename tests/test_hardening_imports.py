@@ -36,7 +36,7 @@ from pathlib import Path
 
 import pytest
 
-from core.synthetic import synthetic_session, write_synthetic
+from tests.synthetic import synthetic_session, write_synthetic
 from store import Store, TagRecord
 
 REPO = Path(__file__).resolve().parents[1]

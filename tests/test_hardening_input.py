@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from core.synthetic import synthetic_session, write_synthetic
+from tests.synthetic import synthetic_session, write_synthetic
 from store import Store
 from tests.server import Reply, TestServer
 

@@ -82,7 +82,7 @@ def _kill(proc: subprocess.Popen) -> list[str]:
 VOTER = textwrap.dedent("""
     import sys, anyio
     from providers.demo import DEMO_MODELS
-    from core.sessions import ChatSession
+    from core.answering.sessions import ChatSession
     from store import AsyncStore
 
     async def main():
@@ -241,7 +241,7 @@ def test_sigkill_during_an_import_is_all_or_nothing(tmp_path):
     for fraction in (0.5, 0.9, "wal"):
         db = tmp_path / f"kill-{fraction}.db"
         with Store.open(db) as store:   # something recorded before, which must survive
-            from core.synthetic import synthetic_session, write_synthetic
+            from tests.synthetic import synthetic_session, write_synthetic
 
             write_synthetic(store, *synthetic_session(turns=2, seed=3))
         base = _counts(db)

@@ -23,9 +23,9 @@ from collections import Counter
 import anyio
 import pytest
 
-from core.runner import Runner
-from core.sampleset import load_sample_set
-from core.sessions import ChatSession
+from core.answering.runner import Runner
+from core.answering.sampleset import load_sample_set
+from core.answering.sessions import ChatSession
 from providers.model_config import ModelConfig
 from store import AsyncStore, Store
 from tests.server import Reply, TestServer

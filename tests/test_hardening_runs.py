@@ -332,7 +332,7 @@ def _max_in_flight(requests) -> int:
 def test_aliases_on_one_local_server_take_turns_in_chat(tmp_path, concurrency):
     import anyio
 
-    from core.sessions import ChatSession
+    from core.answering.sessions import ChatSession
     from store import AsyncStore
     from tests.server import model_config
 
@@ -367,7 +367,7 @@ def test_aliases_on_one_local_server_take_turns_in_chat(tmp_path, concurrency):
 def test_cancel_while_queued_is_recorded_as_cancelled(tmp_path):
     import anyio
 
-    from core.sessions import ChatSession
+    from core.answering.sessions import ChatSession
     from store import AsyncStore
     from tests.server import model_config
 
@@ -397,8 +397,8 @@ def test_cancel_while_queued_is_recorded_as_cancelled(tmp_path):
 def test_run_shares_one_local_server_between_aliases(tmp_path):
     import anyio
 
-    from core.runner import Runner
-    from core.sampleset import load_sample_set
+    from core.answering.runner import Runner
+    from core.answering.sampleset import load_sample_set
     from store import AsyncStore
     from tests.server import model_config
 
@@ -487,7 +487,7 @@ def test_lone_surrogates_are_storable_everywhere_not_only_in_run(tmp_path):
     a prompt, a tag note and a checkpoint alike."""
     import anyio
 
-    from core.sessions import ChatSession
+    from core.answering.sessions import ChatSession
     from store import AsyncStore
     from tests.server import model_config
 

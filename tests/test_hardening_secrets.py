@@ -22,8 +22,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from core.config import load_config
-from core.sessions import ChatSession
+from core.answering.config import load_config
+from core.answering.sessions import ChatSession
 from store import AsyncStore, Store
 from tests.server import Reply, TestServer
 

@@ -12,10 +12,10 @@ import json
 import anyio
 import pytest
 
-from core.identity import self_identification
-from core.runner import Runner
-from core.sampleset import load_sample_set
-from core.sessions import ChatSession
+from core.answering.identity import self_identification
+from core.answering.runner import Runner
+from core.answering.sampleset import load_sample_set
+from core.answering.sessions import ChatSession
 from store import AsyncStore, Store
 from tests.identity_cases import CASES, HELD_OUT, MODELS
 from tests.server import Reply, TestServer, model_config

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from core.judge import DEFAULT_INSTRUCTIONS, JudgePrompt, parse_verdict
+from core.answering.judge import DEFAULT_INSTRUCTIONS, JudgePrompt, parse_verdict
 from lineup.cli import main
 from store import Store
 from tests.server import PairwiseJudge, Reply, TestServer, request_texts
@@ -105,7 +105,7 @@ def test_demo_judge_records_both_orders_and_resumes_without_asking_twice(tmp_pat
 
 def test_judge_votes_are_in_no_human_figure(tmp_path):
     from core.report import ReportFilters, build_report
-    from core.vote_queue import build_items
+    from core.answering.vote_queue import build_items
 
     sid = _run_set(tmp_path)
     with Store.open(tmp_path / "lineup.db") as store:
@@ -128,7 +128,7 @@ def test_judge_votes_are_in_no_human_figure(tmp_path):
     assert per_model == [] and sum(c.votes for c in judge_counts) == 36
     assert with_judge.judge is not None and with_judge.judge.verdicts == 18
     assert with_judge.judge.position.rate == 1.0
-    from core.export import export_csv
+    from core.exchange.export import export_csv
 
     rows = export_csv(loaded).splitlines()
     assert rows[0].endswith("rater_kind,judge,judge_reason")

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from core.vote_queue import build_items
+from core.answering.vote_queue import build_items
 from lineup.cli import main
 from store import Store
 from store.report_queries import Scope, read_outputs

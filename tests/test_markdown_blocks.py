@@ -1,4 +1,4 @@
-"""The Markdown block splitter (core.markdown_blocks), without Textual or Rich.
+"""The Markdown block splitter (tui.markdown_blocks), without Textual or Rich.
 
 This module imports neither: the splitter is plain text work, tested on its
 own (a subprocess checks that importing this test module loads neither).
@@ -13,7 +13,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.markdown_blocks import BlockSplitter, fenced_code_blocks
+from tui.markdown_blocks import BlockSplitter, fenced_code_blocks
 
 ROOT = Path(__file__).resolve().parents[1]
 

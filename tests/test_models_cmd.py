@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from core import config as cfgmod
+from core.answering import config as cfgmod
 from lineup.cli import main
 
 SECRET = "sk-proj-UNIQUEsecretVALUE0123456789abcdef"

@@ -1,4 +1,4 @@
-"""Prediction-powered Bradley-Terry (`core.ppi`) on simulated people and
+"""Prediction-powered Bradley-Terry (`core.stats.ppi`) on simulated people and
 judges: its 95% intervals cover the true ratings in about 95% of seeded
 repetitions whatever the judge's quality, are narrower than people's
 intervals alone when the judge agrees with people 80% of the time, and do
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from core import ratings as R
-from core.ppi import Items, wald_ratings
+from core.stats import ratings as R
+from core.stats.ppi import Items, wald_ratings
 
 TRUE = np.array([1120.0, 1060.0, 1000.0, 820.0])
 TRUE_CENTRED = TRUE - TRUE.mean() + 1000.0

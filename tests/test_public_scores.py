@@ -1,5 +1,5 @@
 """`lineup import --leaderboard / --online` and the report's section on
-them (`core.public_scores`): rows stored and replaced, Kendall tau between
+them (`core.stats.public_scores`): rows stored and replaced, Kendall tau between
 public and own ranks (checked against a count of pairs written here) with a
 bootstrap interval, the models whose rank changes most, Wilson intervals of
 online rates and whether the orderings agree; bad CSV -> FILE:LINE: field,
@@ -12,10 +12,10 @@ import json
 
 import pytest
 
-from core.ratings import wilson_interval
+from core.stats.ratings import wilson_interval
 from lineup.cli import main
 from store import Store
-from core.synthetic import planted_store
+from tests.synthetic import planted_store
 
 TRUTH = {"general": {"a": 150, "b": 75, "c": 0, "d": -75}}
 

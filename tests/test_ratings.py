@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from core.ratings import (
+from core.stats.ratings import (
     ALPHA,
     Battle,
     BattleSet,

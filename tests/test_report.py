@@ -290,7 +290,7 @@ def test_stability_from_repeats(db):
     assert rows["steady"].cases == 1 and rows["steady"].runs == 3
     assert rows["steady"].flaky_checks == 0 and rows["steady"].pass_rate_sd_mean == 0
     assert rows["shaky"].flaky_checks == 1 and rows["shaky"].pass_rate_sd_mean > 0.4
-    if rows["steady"].exact_match_rate is not None:       # core.stability present
+    if rows["steady"].exact_match_rate is not None:       # core.report.stability present
         assert rows["steady"].exact_match_rate == 1.0 and rows["shaky"].exact_match_rate == 0.0
 
 
@@ -324,7 +324,7 @@ def test_markdown_html_and_terminal_escape_recorded_text(db, tmp_path, capsys):
 
 
 def test_report_ratings_match_the_ratings_module(db):
-    from core.ratings import BattleSet, decompose_vote, rate
+    from core.stats.ratings import BattleSet, decompose_vote, rate
 
     b = Builder(db)
     pairs = {("a", "b"): 7, ("b", "a"): 4, ("b", "c"): 6, ("c", "b"): 3, ("c", "a"): 2, ("a", "c"): 5}

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import anyio
 
-from core.runner import Runner
-from core.sampleset import load_sample_set
+from core.answering.runner import Runner
+from core.answering.sampleset import load_sample_set
 from lineup.cli import main
 from store import AsyncStore, Store
 from tests.server import Reply, TestServer, model_config

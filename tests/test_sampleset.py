@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from core.checks import CHECK_TYPES, AnswerFacts, run_case_checks
-from core.sampleset import MAX_IMAGE_BYTES, Case, SampleSetError, load_image, load_sample_set
+from core.answering.checks import CHECK_TYPES, AnswerFacts, run_case_checks
+from core.answering.sampleset import MAX_IMAGE_BYTES, Case, SampleSetError, load_image, load_sample_set
 from store.records import AnswerTrace, TraceCall, TraceStep
 
 REPO = Path(__file__).resolve().parent.parent

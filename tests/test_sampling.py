@@ -15,10 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.errors import UsageError
-from core.logs import read_logs
-from core.sampleset import load_sample_set
-from core.sampling import allocate, dedupe, sample_records
+from core.ground.errors import UsageError
+from core.exchange.logs import read_logs
+from core.answering.sampleset import load_sample_set
+from core.exchange.sampling import allocate, dedupe, sample_records
 from lineup.commands import sample_cmd
 
 TOPICS = ["invoice", "refund", "password", "shipping", "warranty", "discount", "address", "login", "export", "report"]

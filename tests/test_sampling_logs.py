@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import UsageError
-from core.language import detect_language
-from core.logs import (
+from core.ground.errors import UsageError
+from core.exchange.language import detect_language
+from core.exchange.logs import (
     SKIP_ATTACHMENT,
     SKIP_EARLIER_IMAGE,
     SKIP_EMPTY,
@@ -29,9 +29,9 @@ from core.logs import (
     SKIP_TOOLS,
     read_logs,
 )
-from core.runner import case_turn_texts
-from core.sampleset import load_sample_set
-from core.sampling import dedupe, sample_records, template_text, to_cases, write_set
+from core.answering.runner import case_turn_texts
+from core.answering.sampleset import load_sample_set
+from core.exchange.sampling import dedupe, sample_records, template_text, to_cases, write_set
 from lineup.commands import sample_cmd
 from tests.llm_logs import CHART_PNG, NOTES, PIXEL_PNG, png
 

@@ -8,8 +8,8 @@ import contextlib
 import anyio
 import pytest
 
-from core.config import Config
-from core.sessions import ChatSession
+from core.answering.config import Config
+from core.answering.sessions import ChatSession
 from store import AsyncStore, Store
 from tests.server import Reply, TestServer, model_config
 
@@ -75,8 +75,8 @@ def test_three_models_stream_and_follow_ups_keep_separate_threads(servers, tmp_p
 def test_blind_keeps_the_true_error_text_and_screens_mask_it(servers, tmp_path):
     """Blind: labels only; an error is stored and reported as it came (keys
     aside), never scrubbed by a list of names; what is shown before the
-    reveal is decided at display time (`core.votes.error_line`)."""
-    from core.votes import error_line
+    reveal is decided at display time (`core.stats.votes.error_line`)."""
+    from core.stats.votes import error_line
 
     body = "The model `gpt-4o` does not exist at api.openai.com"
     servers[0].script(Reply(status=404, message=body))

@@ -19,9 +19,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from core.runner import Runner
-from core.sampleset import load_sample_set
-from core.vote_queue import VoteQueue
+from core.answering.runner import Runner
+from core.answering.sampleset import load_sample_set
+from core.answering.vote_queue import VoteQueue
 from lineup.cli import main
 from providers.events import SamplingParams
 from providers.model_config import Price

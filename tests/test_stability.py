@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import TypeAdapter
 
-from core.checks import Check, run_checks
-from core.stability import exact_match_rate, normalise, similarity, stability
+from core.answering.checks import Check, run_checks
+from core.report.stability import exact_match_rate, normalise, similarity, stability
 
 
 def test_identical_answers_are_fully_stable():

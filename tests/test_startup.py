@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from core.synthetic import synthetic_session, write_synthetic
+from tests.synthetic import synthetic_session, write_synthetic
 from store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,13 +67,13 @@ def test_the_parser_alone_loads_no_command_machinery():
     """`lineup --version`, `lineup run --help`: building the parser imports
     every command module, and each keeps its heavy imports inside run()."""
     loaded = loaded_after("from lineup.cli import build_parser\nbuild_parser().format_help()")
-    heavy = {"pydantic", "rich", "store", "store.db", "store.records", "core.config", "core.text", "providers"}
+    heavy = {"pydantic", "rich", "store", "store.db", "store.records", "core.answering.config", "core.ground.text", "providers"}
     assert loaded & (NEVER_AT_START | heavy) == set()
     assert "lineup.commands.run_cmd" in loaded and "lineup.commands.models_cmd" in loaded
 
 
 def test_the_store_s_small_modules_load_without_the_rest_of_it():
-    loaded = loaded_after("import store.bounds, store.ids\nimport core.text")
+    loaded = loaded_after("import store.bounds, store.ids\nimport core.ground.text")
     assert {"store.db", "store.records", "store.schema", "pydantic", "sqlite_utils"} & loaded == set()
 
 
@@ -131,7 +131,7 @@ def test_models_without_a_local_ollama_never_loads_httpx():
     env = {"OLLAMA_HOST": f"127.0.0.1:{_closed_port()}", "LINEUP_CONFIG": ""}
     loaded = loaded_after(run_cli("models"), env=env)
     assert loaded & NEVER_AT_START == set()
-    assert "core.config" in loaded
+    assert "core.answering.config" in loaded
     assert "providers.demo" not in loaded    # the demo models are listed without the demo's streaming code
 
 
@@ -144,8 +144,8 @@ def test_the_report_loads_numpy_for_its_ratings_and_nothing_else_heavy(populated
 
 def test_the_chat_app_loads_no_numpy_jsonschema_or_sqlite_utils():
     # the chat's first paint: the TUI and the session core, not the statistics (a check's
-    # constant once pulled core.ratings, and numpy with it, into every chat)
+    # constant once pulled core.stats.ratings, and numpy with it, into every chat)
     loaded = loaded_after("import tui.app")
-    assert "textual" in loaded and "core.sessions" in loaded
+    assert "textual" in loaded and "core.answering.sessions" in loaded
     assert loaded & {"numpy", "jsonschema", "sqlite_utils"} == set()
-    assert "core.ratings" not in loaded and "core.report" not in loaded
+    assert "core.stats.ratings" not in loaded and "core.report" not in loaded

@@ -13,7 +13,7 @@ import anyio
 import pytest
 from sqlite_utils import Database
 
-from core.synthetic import synthetic_session, write_synthetic
+from tests.synthetic import synthetic_session, write_synthetic
 from lineup.cli import main
 from store import (
     SCHEMA_VERSION,
@@ -428,7 +428,7 @@ def test_sqlite_connection_uses_wal_even_for_a_second_store(db):
 def test_a_withdrawn_vote_is_kept_but_no_longer_counts(tmp_path):
     """Undo in the vote queue: the vote stays in the record with `retracted_at`,
     drops out of current votes and counts, and a merge carries the withdrawal."""
-    from core.synthetic import synthetic_session, write_synthetic
+    from tests.synthetic import synthetic_session, write_synthetic
     from store.imports import merge_database
 
     made = synthetic_session(turns=2, contestants=2, seed=3)

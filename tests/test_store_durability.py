@@ -17,7 +17,7 @@ pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs PO
 STREAMER = textwrap.dedent("""
     import sys, anyio
     from store import AsyncStore, OutputRecord, TurnRecord
-    from core.synthetic import synthetic_session
+    from tests.synthetic import synthetic_session
 
     async def main():
         s, turns, outs, votes = synthetic_session(turns=3, seed=7)
@@ -50,7 +50,7 @@ STREAMER = textwrap.dedent("""
 BATCHER = textwrap.dedent("""
     import sys
     from store import Store
-    from core.synthetic import synthetic_session, write_synthetic
+    from tests.synthetic import synthetic_session, write_synthetic
 
     store = Store.open(sys.argv[1])
     write_synthetic(store, *synthetic_session(turns=2, seed=1))
@@ -65,7 +65,7 @@ BATCHER = textwrap.dedent("""
 WRITER = textwrap.dedent("""
     import os, sys, time
     from store import Store, TagRecord
-    from core.synthetic import synthetic_session
+    from tests.synthetic import synthetic_session
 
     db, gate, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
     while not os.path.exists(gate):

@@ -8,7 +8,7 @@ import pytest
 from textual.app import App, ComposeResult
 from textual.geometry import Region
 
-from core.text import neutralise
+from core.ground.text import neutralise
 from tui.stream_view import StreamView
 
 pytestmark = pytest.mark.anyio

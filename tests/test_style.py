@@ -1,6 +1,6 @@
-"""Style control (`core.style`, `lineup report --style-control`) and the
+"""Style control (`core.stats.style`, `lineup report --style-control`) and the
 model-vs-model matrix (`core.report.matchups`) on stores with a planted
-truth (`core.synthetic.planted_store`): a planted taste for long answers
+truth (`tests.synthetic.planted_store`): a planted taste for long answers
 is recovered, and none is found where none was planted; the win / tie /
 loss counts are the planted votes' and the predicted win probability is
 Bradley-Terry's on the fitted ratings."""
@@ -15,7 +15,7 @@ import pytest
 from core.report import ReportFilters, build_report
 from lineup.cli import main
 from store import Store
-from core.synthetic import Profile, planted_store
+from tests.synthetic import Profile, planted_store
 
 # two models equally good, one writing much longer answers, one in between
 TRUTH = {"general": {"terse": 0, "verbose": 0, "mid": 0}}

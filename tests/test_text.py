@@ -1,4 +1,4 @@
-"""core.text: the one place untrusted text is made inert (screen and file forms)."""
+"""core.ground.text: the one place untrusted text is made inert (screen and file forms)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.text import (
+from core.ground.text import (
     csv_cell,
     escape_controls,
     html_text,
@@ -58,9 +58,9 @@ def test_no_form_lets_a_terminal_control_through(text):
 
 
 def test_no_module_keeps_a_neutraliser_of_its_own():
-    """One owner: control characters are matched or translated only in core/text.py."""
+    """One owner: control characters are matched or translated only in core/ground/text.py."""
     found = subprocess.run(
         ["git", "grep", "-nE", r"x00-\\x1f|x00-\\x08|0x2400|:02x\}|unicodedata\.category\(ch\)|isprintable\(\) else",
-         "--", "*.py", ":!tests/*", ":!core/text.py"],
+         "--", "*.py", ":!tests/*", ":!core/ground/text.py"],
         cwd=REPO, capture_output=True, text=True)
     assert found.returncode == 1, found.stdout

@@ -15,8 +15,8 @@ from typing import Any
 import anyio
 import pytest
 
-from core.runner import Runner, sample_set_from_run
-from core.sampleset import SampleSetError, load_sample_set, load_tool_script
+from core.answering.runner import Runner, sample_set_from_run
+from core.answering.sampleset import SampleSetError, load_sample_set, load_tool_script
 from lineup.cli import main
 from store import AsyncStore, Store
 from tests.server import Received, Reply, TestServer, model_config
@@ -129,7 +129,7 @@ def test_step_limit_stops_the_loop_and_records_why(tmp_path):
 
 
 def test_scripted_results_match_by_name_then_arguments_in_order():
-    from core.tools import ToolScript
+    from core.answering.tools import ToolScript
     from providers.events import ToolCall
 
     script = ToolScript(tools=[WEATHER], tool_results=[
@@ -273,8 +273,8 @@ def test_a_key_echoed_in_tool_arguments_never_reaches_the_record(tmp_path, monke
 
 
 def test_a_cancelled_tool_answer_records_where_it_stopped(tmp_path):
-    from core.sessions import ChatSession
-    from core.tools import ToolScript
+    from core.answering.sessions import ChatSession
+    from core.answering.tools import ToolScript
 
     script = ToolScript(tools=[WEATHER], tool_results=[{"name": "get_weather", "result": {"temp_c": 18}}])
     with TestServer() as srv:
@@ -313,7 +313,7 @@ def test_a_cancelled_tool_answer_records_where_it_stopped(tmp_path):
 
 
 def _config():
-    from core.config import Config
+    from core.answering.config import Config
 
     return Config()
 
@@ -396,7 +396,7 @@ def test_a_chat_tools_file_is_checked_like_a_case(tmp_path, monkeypatch):
 def test_chat_reads_its_tools_file_and_a_resume_refuses_one(tmp_path, monkeypatch):
     import argparse
 
-    from core.errors import UsageError
+    from core.ground.errors import UsageError
     from lineup.commands.chat_cmd import configure, prepare
 
     monkeypatch.delenv("LINEUP_CONFIG", raising=False)
@@ -485,7 +485,7 @@ def test_exports_carry_the_trace(tmp_path, capsys):
 
 def test_the_report_gives_structured_rates_with_wilson_intervals(tmp_path):
     from core.report import ReportFilters, build_report, render_html, render_markdown
-    from core.structured import structured_rows
+    from core.report.structured import structured_rows
 
     cases = [dict(dog_case(), id=f"dog{i}") for i in range(4)]
     set_path = write_set(tmp_path / "set.jsonl", *cases)

@@ -10,7 +10,7 @@ import pytest
 from textual.binding import Binding
 from tui_support import ModelServers, Reply, leaks, models_config, open_store, run, visible_text, wait_for
 
-from core.config import DEFAULT_TAGS
+from core.answering.config import DEFAULT_TAGS
 from store import Store
 from tui.app import ChatOptions, LineupApp
 from tui.tag_picker import TagPicker
@@ -524,7 +524,7 @@ def test_chat_command_uses_demo_models_with_a_hint_when_nothing_is_configured(tm
     db, config, opts = prepare(p.parse_args(["--db", str(tmp_path / "x.db"), "--blind", "--seed", "4"]))
     assert all(m.is_demo for m in opts.models) and len(opts.models) >= 2
     assert opts.hint and "lineup models" in opts.hint and opts.blind and opts.seed == 4
-    from core.errors import UsageError
+    from core.ground.errors import UsageError
 
     with pytest.raises(UsageError, match="unknown model alias"):
         prepare(p.parse_args(["-m", "nope"]))

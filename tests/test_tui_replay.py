@@ -9,7 +9,7 @@ import pytest
 from test_tui_vote_queue import CASES, make_run
 from tui_support import ModelServers, leaks, models_config, open_store, run, visible_text, wait_for
 
-from core.errors import UsageError
+from core.ground.errors import UsageError
 from store import Store
 from store.records import ContestantRecord, OutputRecord, SessionRecord, TagRecord, TurnRecord, VoteRecord
 from tui.app import ChatOptions, LineupApp, ReplayOptions

@@ -16,7 +16,7 @@ from report_tui_data import MODELS, ODD, make_report_db
 from rich.cells import cell_len
 from tui_support import open_store, run, screen_text, wait_for
 
-from core.ratings import ModelRating
+from core.stats.ratings import ModelRating
 from core.report import ReportFilters, build_report
 from lineup.cli import main
 from providers.demo import DEMO_MODELS

@@ -81,7 +81,7 @@ def test_chat_with_answers(snap_compare, store):
 
 
 def test_chat_with_tool_calls(snap_compare, store):
-    from core.tools import ToolScript
+    from core.answering.tools import ToolScript
 
     script = ToolScript(tools=[{"name": "get_weather", "description": "Current weather for a city.",
                                 "parameters": {"type": "object", "properties": {"city": {"type": "string"}},

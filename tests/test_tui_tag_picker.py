@@ -9,9 +9,9 @@ import json
 from textual.widgets import SelectionList
 from tui_support import ModelServers, Reply, models_config, open_store, run, wait_for
 
-from core.config import DEFAULT_TAGS
-from core.runner import Runner
-from core.sampleset import load_sample_set
+from core.answering.config import DEFAULT_TAGS
+from core.answering.runner import Runner
+from core.answering.sampleset import load_sample_set
 from store import Store
 from tui.app import ChatOptions, LineupApp, VoteOptions
 from tui.tag_picker import TagPicker

@@ -11,9 +11,9 @@ import json
 import anyio
 from tui_support import ModelServers, Reply, leaks, models_config, open_store, run, visible_text, wait_for
 
-from core.runner import Runner
-from core.sampleset import load_sample_set
-from core.tools import ToolScript
+from core.answering.runner import Runner
+from core.answering.sampleset import load_sample_set
+from core.answering.tools import ToolScript
 from store import AsyncStore, Store
 from tui.app import ChatOptions, LineupApp, ReplayOptions, VoteOptions
 from tui.replay_screen import ReplayScreen

@@ -12,7 +12,7 @@ import pytest
 from test_tui_snapshots import SIZE, _deterministic, mask, store  # noqa: F401  (fixtures)
 from tui_support import ModelServers, Reply, models_config, wait_for
 
-from core.config import Config
+from core.answering.config import Config
 from providers.demo import DEMO_MODELS
 from tui.app import ChatOptions, LineupApp
 from tui.compare_screen import CompareScreen

@@ -1,5 +1,5 @@
-"""What a vote means (core/votes.py) and the vote queue's logic
-(core/vote_queue.py), without a UI: kinds and validation, warnings before a
+"""What a vote means (core/stats/votes.py) and the vote queue's logic
+(core/answering/vote_queue.py), without a UI: kinds and validation, warnings before a
 pick that failed, attribution through the vote's own mapping, reveal per judged
 unit, undo as a kept withdrawal, reveal at the end."""
 
@@ -12,9 +12,9 @@ import anyio
 import pytest
 from test_tui_vote_queue import ALIASES, CASES, make_run
 
-from core import votes as V
-from core.synthetic import synthetic_session, write_synthetic
-from core.vote_queue import VoteQueue, build_items, shuffled_positions
+from core.stats import votes as V
+from tests.synthetic import synthetic_session, write_synthetic
+from core.answering.vote_queue import VoteQueue, build_items, shuffled_positions
 from store import AsyncStore, Store, StoreError
 from store.records import UNIT_KEY_SQL, LoadedSession, OutputRecord, VoteRecord
 
@@ -169,7 +169,7 @@ def test_a_verdict_names_the_model_whatever_the_layout():
 
 
 def test_ratings_decompose_through_the_same_function():
-    from core import ratings
+    from core.stats import ratings
 
     assert ratings.decompose_vote is V.decompose_vote and ratings.Battle is V.Battle
 
@@ -204,7 +204,7 @@ def test_a_unit_revealed_without_a_vote_is_revealed_everywhere(tmp_path):
     """The rater reveals a case without voting (the queue's reveal): it is
     recorded as a reveal of that unit, and every view counts it revealed;
     the rater's queue no longer offers it (the names were seen)."""
-    from core.export import export_csv, export_markdown
+    from core.exchange.export import export_csv, export_markdown
 
     db = tmp_path / "q.db"
     sid = make_run(db, CASES, blind=True)
@@ -245,7 +245,7 @@ def test_a_unit_revealed_without_a_vote_is_revealed_everywhere(tmp_path):
 
 
 def test_chat_reveal_without_a_vote(tmp_path):
-    from core.sessions import ChatSession
+    from core.answering.sessions import ChatSession
     from providers.model_config import ModelConfig
 
     models = [ModelConfig(alias=f"demo/{m}", provider="demo", model=m, extra_body={"speed": 0})
@@ -406,7 +406,7 @@ def test_queue_asks_to_confirm_a_pick_that_failed(tmp_path):
 # ---------------------------------------------------------------------- the chat
 
 def test_chat_vote_checks_rankings_and_a_mistaken_vote_can_be_withdrawn(tmp_path):
-    from core.sessions import ChatSession
+    from core.answering.sessions import ChatSession
     from providers.model_config import ModelConfig
 
     # demo styles that never fail, without delays
@@ -454,7 +454,7 @@ _VOTES = [   # (choice, ranking, mapping): every kind of vote
 @pytest.mark.parametrize("choice, ranking, mapping", _VOTES)
 def test_the_store_s_vote_columns_say_what_core_votes_says(tmp_path, choice, ranking, mapping):
     """The stored `winner` and each `vote_contestant.outcome` are what
-    core.votes reads from the same vote: written by the store, and backfilled
+    core.stats.votes reads from the same vote: written by the store, and backfilled
     by the migration that created the table, with one rule."""
     from sqlite_utils import Database
 
@@ -496,7 +496,7 @@ def test_the_store_s_vote_columns_say_what_core_votes_says(tmp_path, choice, ran
 def test_a_choice_differing_in_case_is_read_the_same_by_the_record_and_every_view():
     """Imported records may write a label in another case: the record's
     `winner` (which fills the stored column), its per-contestant outcomes and
-    core.votes resolve it through the one lookup."""
+    core.stats.votes resolve it through the one lookup."""
     from store.rows import vote_contestant_rows
 
     v = VoteRecord(session_id="S", turn_id="T", choice="b", mapping={"A": "heron", "B": "wren"}, positions=["A", "B"])
@@ -508,7 +508,7 @@ def test_a_choice_differing_in_case_is_read_the_same_by_the_record_and_every_vie
 
 
 def test_new_votes_are_built_only_by_make_votes():
-    """Outside core/votes.py no module of the application calls VoteRecord(...)
+    """Outside core/stats/votes.py no module of the application calls VoteRecord(...)
     (the store reads its rows back without building new votes; tests may)."""
     import ast
     from pathlib import Path
@@ -517,7 +517,7 @@ def test_new_votes_are_built_only_by_make_votes():
     found = []
     for pkg in ("core", "store", "providers", "tui", "lineup"):
         for path in sorted((root / pkg).rglob("*.py")):
-            if path.relative_to(root).as_posix() == "core/votes.py":
+            if path.relative_to(root).as_posix() == "core/stats/votes.py":
                 continue
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
                 if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "VoteRecord":
@@ -545,13 +545,13 @@ def test_synthetic_votes_are_votes_lineup_could_have_written():
 
 
 def test_exports_word_a_vote_as_core_votes_does(tmp_path):
-    """The Markdown transcript words tie / bad votes with core.votes' words,
+    """The Markdown transcript words tie / bad votes with core.stats.votes' words,
     and the CSV's `current` is the record's own rule: a withdrawn vote is not
     current (neither is a superseded one)."""
     import csv
     import io
 
-    from core.export import export_csv, export_markdown
+    from core.exchange.export import export_csv, export_markdown
 
     s, turns, outs, _ = synthetic_session(turns=3, votes=False)
     mapping = {c.label: c.alias for c in s.contestants}

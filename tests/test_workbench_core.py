@@ -21,8 +21,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from core.answer_diff import Gap, compare, tokens
-from core.attachments import (
+from tui.answer_diff import Gap, compare, tokens
+from core.answering.attachments import (
     AttachError,
     common_completion,
     complete_path,
@@ -30,12 +30,12 @@ from core.attachments import (
     pasted_paths,
     placeholder,
 )
-from core.clipboard import Route, copy_report, osc52, terminal_route, write_copy
-from core.config import Config, ParamsError, params_from_assignments, params_from_text
-from core.errors import UsageError
-from core.model_status import model_notes, probe_servers
-from core.prompt_history import PromptHistory
-from core.sessions import ChatSession
+from tui.clipboard import Route, copy_report, osc52, terminal_route, write_copy
+from core.answering.config import Config, ParamsError, params_from_assignments, params_from_text
+from core.ground.errors import UsageError
+from tui.model_status import model_notes, probe_servers
+from tui.prompt_history import PromptHistory
+from core.answering.sessions import ChatSession
 from providers.events import SamplingParams
 from providers.model_config import ModelConfig
 from store import AsyncStore, Store
@@ -396,8 +396,8 @@ def test_deleting_a_session_removes_everything_and_leaves_a_tombstone(tmp_path):
 
 
 def test_a_merge_or_an_import_never_brings_a_deleted_session_back(tmp_path):
-    from core.export import export_session
-    from core.importing import import_file
+    from core.exchange.export import export_session
+    from core.exchange.importing import import_file
 
     image = tmp_path / "i.png"
     image.write_bytes(PNG)

@@ -11,7 +11,7 @@ from contextlib import ExitStack
 
 from rich.console import Console
 
-from core.config import Config
+from core.answering.config import Config
 from providers.model_config import ModelConfig
 from store import AsyncStore
 

@@ -1,6 +1,6 @@
 """`LineupApp`: the Textual application behind `lineup chat`, `lineup replay`
 and `lineup vote`. It owns nothing but the screens: sessions come from
-`core.sessions`, records from the `AsyncStore` it is given (the command
+`core.answering.sessions`, records from the `AsyncStore` it is given (the command
 opens and closes it). Every notification goes through `say`, which never
 parses markup and keeps a log the tests read."""
 
@@ -16,9 +16,9 @@ from textual.app import App
 from textual.binding import Binding
 from textual.notifications import SeverityLevel
 
-from core.config import DEFAULT_TAGS, Config
-from core.sessions import ChatSession, default_rater
-from core.tools import ToolScript
+from core.answering.config import DEFAULT_TAGS, Config
+from core.answering.sessions import ChatSession, default_rater
+from core.answering.tools import ToolScript
 from providers.events import Message, SamplingParams
 from providers.model_config import ModelConfig
 from tui.commands import LineupCommands, PaletteCommand
@@ -28,8 +28,8 @@ if TYPE_CHECKING:
     # Type names only (never run): the record as the core hands it over. The TUI
     # never imports the store (tests/test_architecture.py); the screens import
     # this module the same way, for `self.app`, without a cycle at run time.
-    from core.vote_queue import Repeats, Reveal
-    from core.votes import LoadedSession
+    from core.answering.vote_queue import Repeats, Reveal
+    from core.stats.votes import LoadedSession
     from tui.chat_screen import ChatScreen
 
 
@@ -79,7 +79,7 @@ class VoteOptions:
     reveal: Reveal = "each"
     repeats: Repeats = "separate"
     shuffle_seed: int | None = None     # tests and snapshots; None = a fresh shuffle every time
-    adaptive: bool = False              # `--adaptive`: pairs chosen by core.adaptive
+    adaptive: bool = False              # `--adaptive`: pairs chosen by core.stats.adaptive
     confidence: float = 0.95            # ... and the confidence of its stop message
     gold_rate: float = 0.0              # `--gold-rate`: the chance of a gold pair after each case
     blinding_audit: bool = False        # `--blinding-audit`: "who wrote A?" after each vote

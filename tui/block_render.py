@@ -7,7 +7,7 @@ Markdown (one shared parser, hyperlinks off, raw HTML shown as text), fenced
 code straight from pygments tokens to segments (rich's Syntax with wrapping
 costs ~0.5 ms a line), user prompts, reasoning and notes as plain rich Text.
 
-Model output is untrusted: it reaches here neutralised (`core.text`), is
+Model output is untrusted: it reaches here neutralised (`core.ground.text`), is
 never parsed as Rich/Textual markup, and every rendered line goes through
 `_clean`, the last line of defence (no control segments, control characters
 or links leave this module).
@@ -29,8 +29,8 @@ from rich.syntax import Syntax
 from rich.text import Text, TextType
 from textual.strip import Strip
 
-from core.markdown_blocks import Piece
-from core.text import one_line, shows_as_is_on_one_line
+from tui.markdown_blocks import Piece
+from core.ground.text import one_line, shows_as_is_on_one_line
 from tui.lean_strip import LeanStrip
 
 if TYPE_CHECKING:

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from rich.cells import cell_len
 from rich.text import Text
 
-from core.ratings import ModelRating
+from core.stats.ratings import ModelRating
 from core.report.format import cell, fmt_ci, fmt_rank, line, nice_step
 from core.report.model import CheckRate, Engineering, FailureModes, Quantiles
-from core.text import one_line
+from core.ground.text import one_line
 
 GROUP_COLOURS = ("#4a78c2", "#c2574a", "#4aa36b", "#8a5ac2", "#c29a4a", "#4ab0c2")
 TAG_COLOURS = ("#c2574a", "#4a78c2", "#4aa36b", "#8a5ac2", "#c29a4a", "#4ab0c2", "#999999", "#b04ab0",

@@ -2,7 +2,7 @@
 one `ChatSession`. Sends run in workers on the app's loop; the session calls
 `_on_update` for every stream event and the pane it names renders it. While a
 blind session is unrevealed it names labels only, and an answer's error, or
-a failure's text, shows only what `core.votes` says may be seen before the
+a failure's text, shows only what `core.stats.votes` says may be seen before the
 reveal (kind and HTTP status); the rest is shown once revealed.
 
 The workbench around the panes: the session bar (system prompt and
@@ -32,12 +32,12 @@ from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
-from core.attachments import MAX_ATTACHMENTS, AttachError, complete_path, load_attachment, placeholder
-from core.config import DEFAULT_TAGS
-from core.prompt_history import PromptHistory
-from core.sessions import ChatSession, PaneUpdate
-from core.text import one_line
-from core.votes import VoteNeedsConfirmation, describe, exception_line, human_votes
+from core.answering.attachments import MAX_ATTACHMENTS, AttachError, complete_path, load_attachment, placeholder
+from core.answering.config import DEFAULT_TAGS
+from tui.prompt_history import PromptHistory
+from core.answering.sessions import ChatSession, PaneUpdate
+from core.ground.text import one_line
+from core.stats.votes import VoteNeedsConfirmation, describe, exception_line, human_votes
 from providers.events import ImagePart, Message
 from tui.commands import PaletteCommand
 from tui.compare_screen import CompareScreen
@@ -58,7 +58,7 @@ __all__ = ["ChatScreen", "PANE_ACTIONS", "grid_shape"]   # grid_shape: the repla
 if TYPE_CHECKING:
     from textual import getters
 
-    from core.votes import LoadedSession
+    from core.stats.votes import LoadedSession
     from tui.host import Host
 
 PANE_ACTIONS = {
@@ -257,7 +257,7 @@ class ChatScreen(Screen):
         self.app.say(message, severity=severity)
 
     def say_failure(self, what: str, exc: BaseException) -> None:
-        """`what` failed: the exception's text as `core.votes.exception_line`
+        """`what` failed: the exception's text as `core.stats.votes.exception_line`
         allows before the reveal; the whole of it is told at the reveal."""
         hidden = not self.session.revealed
         shown = exception_line(exc, hidden=hidden)

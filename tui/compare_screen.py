@@ -1,5 +1,5 @@
 """The compare view: the answers to the last turn aligned line by line
-(`core.answer_diff`), with what differs highlighted (words and symbols in one
+(`tui.answer_diff`), with what differs highlighted (words and symbols in one
 colour, numbers in another, code lines on their own background) and a
 "differences only" toggle that folds identical lines into one marker.
 
@@ -22,8 +22,8 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
-from core.answer_diff import Cell, Comparison, Gap, Row, compare, tokens
-from core.text import one_line
+from tui.answer_diff import Cell, Comparison, Gap, Row, compare, tokens
+from core.ground.text import one_line
 
 MIN_COLUMN = 30
 

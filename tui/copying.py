@@ -1,4 +1,4 @@
-"""Copy text and say what happened (`core.clipboard` decides and words it):
+"""Copy text and say what happened (`tui.clipboard` decides and words it):
 the terminal clipboard sequence is written at once (Textual's
 `copy_to_clipboard`, and wrapped for tmux's passthrough where that is the
 only way out), the system clipboard tool runs off the event loop, and the
@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from core.clipboard import copy_report, default_copy_path, osc52, terminal_route, write_copy
+from tui.clipboard import copy_report, default_copy_path, osc52, terminal_route, write_copy
 from tui.dialogs import TextPrompt
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ from textual.screen import ModalScreen
 from textual.suggester import Suggester
 from textual.widgets import Input, Label, Static
 
-from core.text import one_line
+from core.ground.text import one_line
 
 
 class KeyedInput(Input):

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from providers.events import StreamResult
 
 if TYPE_CHECKING:
-    from core.votes import OutputRecord
+    from core.stats.votes import OutputRecord
 
 
 def format_figures(ttft_ms: float | None, tokens: int | None, estimated: bool,

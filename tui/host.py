@@ -23,8 +23,8 @@ from providers.events import SamplingParams
 from providers.model_config import ModelConfig
 
 if TYPE_CHECKING:
-    from core.config import Config
-    from core.sessions import AsyncStore, ChatSession   # the store as the core hands it over
+    from core.answering.config import Config
+    from core.answering.sessions import AsyncStore, ChatSession   # the store as the core hands it over
 
 
 @dataclass(frozen=True)

@@ -20,9 +20,9 @@ from textual.screen import ModalScreen
 from textual.widgets import Checkbox, Input, Label, SelectionList, Static
 from textual.widgets.selection_list import Selection
 
-from core.model_status import model_notes, probe_servers
-from core.sessions import MAX_CONTESTANTS
-from core.text import one_line
+from tui.model_status import model_notes, probe_servers
+from core.answering.sessions import MAX_CONTESTANTS
+from core.ground.text import one_line
 from providers.model_config import ModelConfig
 from tui.dialogs import KeyedInput
 from tui.host import PickerChoice

@@ -19,7 +19,7 @@ from textual import events
 from textual.message import Message
 from textual.widgets import Static
 
-from core.text import one_line
+from core.ground.text import one_line
 
 MIN_PANE_WIDTH = 32        # columns of text inside a pane's border
 MIN_PANE_HEIGHT = 6        # rows of text inside a pane's border

@@ -15,8 +15,8 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from core.tools import call_line, result_line
-from core.votes import error_line
+from core.answering.tools import call_line, result_line
+from core.stats.votes import error_line
 from providers.events import (
     Finish,
     Queued,
@@ -178,7 +178,7 @@ class Pane(Vertical):
         self.status = "waiting"
 
     def apply(self, event: StreamEvent, result: StreamResult, output_id: str | None = None) -> None:
-        """One stream event from the session (see `core.sessions.PaneUpdate`)."""
+        """One stream event from the session (see `core.answering.sessions.PaneUpdate`)."""
         if output_id is not None:
             if output_id in self._stale:
                 return

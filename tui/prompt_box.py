@@ -1,9 +1,9 @@
 """The prompt box: a multi-line text area where Enter sends and Ctrl+J (or
 Alt+Enter) starts a new line; pasted text keeps its newlines. Up on the first
-line and Down on the last walk earlier prompts (`core.prompt_history`: this
+line and Down on the last walk earlier prompts (`tui.prompt_history`: this
 session's, then every chat's). A paste that names image files only (a path,
 several, or a terminal's drag and drop) attaches them instead of typing the
-path (`core.attachments.pasted_paths`). In edit mode (the last prompt recalled
+path (`core.answering.attachments.pasted_paths`). In edit mode (the last prompt recalled
 to be changed and sent again) Enter re-sends it as new attempts of that turn
 and Esc leaves the mode."""
 
@@ -14,8 +14,8 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import TextArea
 
-from core.attachments import pasted_paths
-from core.prompt_history import PromptHistory
+from core.answering.attachments import pasted_paths
+from tui.prompt_history import PromptHistory
 
 
 class PromptBox(TextArea):

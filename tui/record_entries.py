@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from core.attachments import placeholder
-from core.tools import trace_lines
-from core.votes import output_note
+from core.answering.attachments import placeholder
+from core.answering.tools import trace_lines
+from core.stats.votes import output_note
 
 if TYPE_CHECKING:
-    from core.sessions import TurnRecord
-    from core.votes import OutputRecord
+    from core.answering.sessions import TurnRecord
+    from core.stats.votes import OutputRecord
 
 Entry = tuple[str, str]
 _ROLE = {"text": "assistant", "call": "tool", "result": "tool", "notice": "note", "stop": "note"}
@@ -26,7 +26,7 @@ def prompt_entry(turn: TurnRecord, out: OutputRecord | None = None) -> Entry:
 
 def answer_entries(out: OutputRecord, note: str | None = None, *, hidden: bool = False) -> list[Entry]:
     """One saved answer: its reasoning, its text (for a traced answer: each
-    step's text, calls and results in order, `core.tools.trace_lines`), then
+    step's text, calls and results in order, `core.answering.tools.trace_lines`), then
     a note line if any. While `hidden` (blind, before the reveal) the notice
     that a server refused native structured output is left out: which
     servers do could tell which model this is."""
@@ -50,6 +50,6 @@ def pane_status(out: OutputRecord) -> str:
 
 def status_note(out: OutputRecord, *, hidden: bool) -> str | None:
     """'error (kind): message' ('error (kind, HTTP n) — details after the vote'
-    while `hidden`: see `core.votes.error_line`), 'cancelled' or
+    while `hidden`: see `core.stats.votes.error_line`), 'cancelled' or
     'interrupted'; None when complete."""
     return output_note(out, hidden=hidden)

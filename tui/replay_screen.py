@@ -3,7 +3,7 @@ attempts), the votes and the tags; an answer can be played back at its
 recorded pace (1x, 4x) or instantly. Blind sessions show labels only on the
 panes until every judged unit is revealed; a revealed case or turn names its
 models in the info line. Votes are shown on the session's labels, read
-through each vote's own mapping (`core.votes`)."""
+through each vote's own mapping (`core.stats.votes`)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from textual.dom import DOMNode
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
-from core.votes import CHOICE_WORDS, describe, reveal_state  # noqa: F401  (CHOICE_WORDS re-exported)
+from core.stats.votes import CHOICE_WORDS, describe, reveal_state  # noqa: F401  (CHOICE_WORDS re-exported)
 from tui.figures import record_figures
 from tui.pane_tabs import grid_shape
 from tui.panes import Pane
@@ -30,7 +30,7 @@ from tui.record_entries import Entry, answer_entries, pane_status, prompt_entry,
 if TYPE_CHECKING:
     from textual import getters
 
-    from core.votes import LoadedSession, OutputRecord, VoteRecord
+    from core.stats.votes import LoadedSession, OutputRecord, VoteRecord
     from tui.host import Host
 
 REPLAY_ACTIONS = frozenset({"copy", "copy_code", "maximise", "reasoning"})

@@ -27,16 +27,16 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Checkbox, Footer, Header, Select, Static
 
-from core.ratings import DEFAULT_ROUNDS
+from core.stats.ratings import DEFAULT_ROUNDS
 from core.report import decision_format as DF
 from core.report.build import build_report
 from core.report.decision_terminal import pareto_chart, pbest_chart
 from core.report.format import gap_hint as report_gap_hint
 from core.report.model import NO_CATEGORY, Report, ReportFilters
 from core.report.stretch import stretch_blocks
-from core.structured import HEADER as STRUCTURED_HEADER
-from core.structured import table_rows as structured_table
-from core.text import one_line
+from core.report.structured import HEADER as STRUCTURED_HEADER
+from core.report.structured import table_rows as structured_table
+from core.ground.text import one_line
 from tui import charts
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Input, Static
 
-from core.text import format_time, one_line
+from core.ground.text import format_time, one_line
 from tui.dialogs import Confirm, TextPrompt
 
 if TYPE_CHECKING:

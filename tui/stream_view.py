@@ -3,7 +3,7 @@
 Why this shape (DESIGN.md, "Rendering streams"): re-rendering a growing
 Markdown document per token is quadratic, and Textual's Markdown widget pays
 for one child widget per block. Here the stream is split at Markdown block
-boundaries outside code fences (`core.markdown_blocks`); each finished
+boundaries outside code fences (`tui.markdown_blocks`); each finished
 block is rendered once (`block_render`: rich Markdown, highlighted code) into
 Strips cached at the current width (`lean_strip`); only the small unfinished
 tail is re-rendered, on a timer. Only visible lines are painted
@@ -16,7 +16,7 @@ painting that follows the growth cheaply is in `line_scroll_view`.
 
 Model output is untrusted: it is never parsed as Rich/Textual markup, and
 escape sequences, control and bidi-override characters are replaced by
-visible stand-ins (`core.text.neutralise`) before anything is rendered.
+visible stand-ins (`core.ground.text.neutralise`) before anything is rendered.
 
 Why this file is past 600 lines: it is one widget whose parts all share the
 block list, the unfinished tail and the scroll position (buffered ops and
@@ -41,8 +41,8 @@ from textual.strip import Strip
 from textual.timer import Timer
 from textual.widget import Widget
 
-from core.markdown_blocks import BlockSplitter, Piece, fenced_code_blocks
-from core.text import neutralise
+from tui.markdown_blocks import BlockSplitter, Piece, fenced_code_blocks
+from core.ground.text import neutralise
 from tui.block_render import estimate_height, render_piece
 from tui.flush_clock import FlushClock
 from tui.line_scroll_view import LineScrollView

@@ -11,7 +11,7 @@ from textual.containers import Horizontal
 from textual.message import Message
 from textual.widgets import Button, Static
 
-from core.votes import bad_choice, ranking_missing, ranking_with_last_implied
+from core.stats.votes import bad_choice, ranking_missing, ranking_with_last_implied
 
 LETTERS = "abcdefgh"
 

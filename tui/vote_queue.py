@@ -3,8 +3,8 @@ time, its answers in freshly shuffled positions (recorded in the vote),
 vote, tag, note, skip, undo; progress n/total; resumable because the queue
 is rebuilt from the record each time. Names appear after each vote or only
 at the end (`reveal`). With `adaptive`, two answers at a time, the pair
-chosen by `core.adaptive`, and the info line says when the top of the
-ranking is separated ("you can stop: ..."). The logic is `core.vote_queue.VoteQueue`; this screen
+chosen by `core.stats.adaptive`, and the info line says when the top of the
+ranking is separated ("you can stop: ..."). The logic is `core.answering.vote_queue.VoteQueue`; this screen
 draws it and forwards keys."""
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from textual.containers import Container
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, Static
 
-from core.vote_queue import LABELS, QueueItem, Repeats, Reveal, VoteQueue, check_summary
-from core.votes import VoteError, VoteNeedsConfirmation, describe
+from core.answering.vote_queue import LABELS, QueueItem, Repeats, Reveal, VoteQueue, check_summary
+from core.stats.votes import VoteError, VoteNeedsConfirmation, describe
 from tui.pane_tabs import grid_shape
 from tui.panes import Pane
 from tui.record_entries import Entry, answer_entries, pane_status, prompt_entry, status_note
@@ -31,8 +31,8 @@ from tui.vote_bar import VoteBar
 if TYPE_CHECKING:
     from textual import getters
 
-    from core.vote_queue import TurnRecord
-    from core.votes import OutputRecord
+    from core.answering.vote_queue import TurnRecord
+    from core.stats.votes import OutputRecord
     from tui.host import Host
 
 QUEUE_PANE_ACTIONS = frozenset({"copy", "copy_code", "maximise", "reasoning", "tag"})

@@ -9,8 +9,8 @@ tests can feed it directly. The meaning of every field is documented in
 `core.decide.model`.
 
 How P(best) carries the uncertainty: each category's ratings come with
-their own bootstrap rounds (`core.ratings.rate`, seeded per category with
-`core.ratings.stream_seed`, so the categories' draws are independent); round
+their own bootstrap rounds (`core.stats.ratings.rate`, seeded per category with
+`core.stats.ratings.stream_seed`, so the categories' draws are independent); round
 r of the mix is the share-weighted sum of round r of every category, and a
 model's P(best) is the share of rounds it tops among the feasible models.
 Two models "cannot be told apart" when the `confidence` interval of their
@@ -27,13 +27,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from core.decide.model import Decision, DecisionModel, Limits, Route
-from core.ratings import MIN_VOTES_TO_RANK, RatingResult
+from core.stats.ratings import MIN_VOTES_TO_RANK, RatingResult
 
 if TYPE_CHECKING:   # names only: the report's package imports this module (its builder decides)
     from core.report.model import CheckRate, Engineering
 
 #: Mix scores of one round closer than this (Elo points) are equal: the fits
-#: converge to 4e-5 Elo (`core.ratings.fit_pairs`), so two models with the
+#: converge to 4e-5 Elo (`core.stats.ratings.fit_pairs`), so two models with the
 #: same record in a round (frequent in small resampled sets) come out equal
 #: only up to the path each fit took; such a round is split between them
 #: (P(best)) and their difference counts as 0 (tie groups), whatever the
@@ -105,7 +105,7 @@ def _feasibility(row: DecisionModel, limits: Limits) -> list[str]:
 
 def _column(result: RatingResult, name: str) -> int | None:
     """The model's column in the result's rounds, when it is ranked there (as
-    the report ranks: enough votes, `core.ratings.MIN_VOTES_TO_RANK`, so that
+    the report ranks: enough votes, `core.stats.ratings.MIN_VOTES_TO_RANK`, so that
     one lucky win never tops a decision either) in the result's main
     (largest) component; else None."""
     try:

@@ -1,8 +1,8 @@
 """The traffic mix a decision is made for: shares given on the command line
 (`--mix code=0.3 writing=0.7`, any positive numbers, scaled to sum to 1), or
 the strata of request logs (`--mix-from LOGS --by FIELD`: each stratum's share
-of the logged records, read by `core.logs` and counted by
-`core.sampling.strata_sizes`, exactly the strata `lineup sample` shows).
+of the logged records, read by `core.exchange.logs` and counted by
+`core.exchange.sampling.strata_sizes`, exactly the strata `lineup sample` shows).
 
 Why a module of its own: both forms end as {category: share} with a line
 saying where it came from; bad input is a `ValueError` that names the
@@ -14,7 +14,7 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
-from core.text import one_line
+from core.ground.text import one_line
 
 
 def parse_mix(items: Sequence[str]) -> dict[str, float]:
@@ -45,9 +45,9 @@ def parse_mix(items: Sequence[str]) -> dict[str, float]:
 
 def mix_from_logs(path: str | Path, by: str) -> tuple[dict[str, float], str]:
     """The strata of a request log as shares, and where they came from.
-    `core.logs.LogError` (naming FILE:LINE) for unreadable logs."""
-    from core.logs import read_logs
-    from core.sampling import strata_sizes
+    `core.exchange.logs.LogError` (naming FILE:LINE) for unreadable logs."""
+    from core.exchange.logs import read_logs
+    from core.exchange.sampling import strata_sizes
 
     logs = read_logs(path, by)
     sizes = strata_sizes(logs)

@@ -51,7 +51,7 @@ What the fields mean:
   mix score against cost per 1,000 answers and against p95 duration (no
   other feasible model is at least as good on both and better on one).
 - `style_control`, `style_by_category`: with `--style-control`, P(best) is
-  computed from each category's style-adjusted ratings (`core.style`), whose
+  computed from each category's style-adjusted ratings (`core.stats.style`), whose
   fits are given per category.
 """
 
@@ -59,7 +59,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from core.style import StyleControl
+from core.stats.style import StyleControl
 
 
 class DecisionModel(BaseModel):

@@ -6,7 +6,7 @@ The package, one concern per module:
 - `model`: the pydantic data model; its JSON is the stable shape;
 - `build`: `build_report(store, filters)` fills it from the store's reads
   (`store.report_queries`: the SQL lives with the schema, none here);
-- `patterns`: the votes as distinct patterns, decomposed once (`core.votes`
+- `patterns`: the votes as distinct patterns, decomposed once (`core.stats.votes`
   decides what a vote means);
 - `figures`: the derived numbers (quantiles, rates, intervals, groups);
 - `format`: how numbers, intervals, ranks and hints are written;
@@ -16,10 +16,10 @@ The package, one concern per module:
   screen and charts draw the same model.
 
 All text that came from a model, a config or a rater is untrusted: every
-renderer routes it through `core.text`.
+renderer routes it through `core.ground.text`.
 """
 
-from core.ratings import Gap, ModelRating
+from core.stats.ratings import Gap, ModelRating
 from core.report.build import build_report
 from core.report.model import (
     NO_CATEGORY,

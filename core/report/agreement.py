@@ -11,7 +11,7 @@ counts) so the report can say how far chance explains it.
 
 A unit is one prompt (case id, else prompt text) shown with one set of
 models; a rater's value in it is the verdict of that rater's last vote there
-(`core.votes.verdict`: which models won, whatever the labels); a unit counts
+(`core.stats.votes.verdict`: which models won, whatever the labels); a unit counts
 when at least two raters judged it. Alpha is 1 - D_o / D_e from the
 coincidence matrix (Krippendorff 2011, "Computing Krippendorff's alpha-
 reliability"); the interval resamples units with replacement (seeded).

@@ -1,7 +1,7 @@
 """Building the report from the store: `build_report(store, filters)`.
 
 Why a module of its own: this is where the reads (`store.report_queries`),
-the vote patterns (`core.report.patterns`), the ratings (`core.ratings`) and
+the vote patterns (`core.report.patterns`), the ratings (`core.stats.ratings`) and
 the figures (`core.report.figures`) meet to fill the model
 (`core.report.model`); nothing here reads SQL or draws anything.
 
@@ -33,9 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from core import ratings as R
+from core.stats import ratings as R
 from core.decide.choose import decide
-from core.public_scores import public_scores
+from core.stats.public_scores import public_scores
 from core.report import figures
 from core.report.agreement import Agreement, agreement
 from core.report.judge import judge_report as judge_section
@@ -44,7 +44,7 @@ from core.report.model import NO_CATEGORY, RatingTable, Report, ReportFilters
 from core.report.patterns import Votes, battle_set, read_votes
 from core.report.rater_quality import rater_quality
 from core.report.style_section import style_for
-from core.style import StyleControl
+from core.stats.style import StyleControl
 from store import public_scores as P
 from store import report_queries as Q
 from store.db import Store
@@ -71,7 +71,7 @@ def build_report(store: Store, filters: ReportFilters | None = None, *, rounds: 
     """Read the store and compute everything. `prices`: alias -> `Price` from
     the config, used when an answer has no recorded cost and its session
     recorded no price. `breakdowns=False` skips per-category / per-rater ratings;
-    `style_control` adds the style fit (`core.style`) of the answers the votes judged.
+    `style_control` adds the style fit (`core.stats.style`) of the answers the votes judged.
     `judge`: an LLM judge's alias, for its section (calibration against
     people's votes, combined ratings); `judge_prompt` a prefix of the hash of
     the prompt to read (default: its newest)."""
@@ -173,7 +173,7 @@ def start_breakdown(pool: ThreadPoolExecutor, bs: R.BattleSet, votes: Votes, use
     """The ratings of each part of the votes (`attr`: "by_category" or
     "by_rater"), started in `pool`: {name: its ratings, or None when its votes
     are all the votes (the whole's table)}. A category's bootstrap is seeded
-    from (seed, its name) (`core.ratings.stream_seed`), so that categories
+    from (seed, its name) (`core.stats.ratings.stream_seed`), so that categories
     draw independently of each other: P(best) for a mix combines them round
     by round (`core.decide.choose`)."""
     index, code = breakdown_codes(votes, used, attr)

@@ -3,7 +3,7 @@ model, style control, public and online scores) are said, the same in every
 rendering: the sentences, the figures, the rows of their tables.
 
 Why a module of its own: the terminal, Markdown, HTML and TUI renderings
-each escape text their own way (`core.text`), but say the same thing; these
+each escape text their own way (`core.ground.text`), but say the same thing; these
 functions return plain strings (recorded names inside them stay untrusted:
 each renderer escapes the whole string)."""
 

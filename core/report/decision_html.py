@@ -6,7 +6,7 @@ quality (mix score with its interval) against cost and against p95 duration,
 the frontier drawn as a line through its models.
 
 Why a module of its own: these sections are self-contained blocks of the
-report (issue 13). Every recorded string goes through `core.text.html_text`
+report (issue 13). Every recorded string goes through `core.ground.text.html_text`
 (element text and attributes alike)."""
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from core.decide.model import Decision, DecisionModel
 from core.report import decision_format as F
 from core.report.format import fmt, nice_step
 from core.report.matchups import Matchups
-from core.style import StyleControl
-from core.text import html_text
+from core.stats.style import StyleControl
+from core.ground.text import html_text
 
 _BOX = "background:#eef8ee;padding:.7em 1em;border-left:4px solid #4aa36b;font-size:1.1em"
 _NONE = "background:#fff4e0;padding:.7em 1em;border-left:4px solid #e8a33d;font-size:1.1em"

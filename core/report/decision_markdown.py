@@ -4,7 +4,7 @@ puts in place, and the whole of `lineup decide --md`.
 
 Why a module of its own: these sections are self-contained blocks of the
 report (issue 13), kept apart from the other sections' code. Every recorded
-string goes through `core.text.markdown_inline`."""
+string goes through `core.ground.text.markdown_inline`."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from core.decide.model import Decision
 from core.report import decision_format as F
 from core.report.format import fmt
 from core.report.matchups import Matchups
-from core.style import StyleControl
-from core.text import markdown_inline
+from core.stats.style import StyleControl
+from core.ground.text import markdown_inline
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:

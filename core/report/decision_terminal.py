@@ -8,7 +8,7 @@ draws the same charts (`pbest_chart`, `pareto_chart`) for its width.
 Why a module of its own: these sections are self-contained blocks of the
 report (issue 13). Charts are plain functions of (decision, width) returning
 lines of `rich.text.Text`; every recorded string goes in through
-`core.text.one_line`, never as markup."""
+`core.ground.text.one_line`, never as markup."""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ from core.decide.model import Decision
 from core.report import decision_format as F
 from core.report.format import cell, fmt, line, nice_step
 from core.report.matchups import Matchups
-from core.style import StyleControl
-from core.text import one_line
+from core.stats.style import StyleControl
+from core.ground.text import one_line
 
 GREEN, BLUE, GREY = "#4aa36b", "#4a78c2", "#888888"
 EIGHTHS = "▏▎▍▌▋▊▉"

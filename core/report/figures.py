@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from core.ratings import wilson_interval
+from core.stats.ratings import wilson_interval
 from core.report.model import (
     NO_CATEGORY,
     CheckRate,
@@ -36,8 +36,8 @@ from core.report.model import (
     TagStat,
 )
 from core.report.patterns import Votes, pattern_counts
-from core.structured import StructuredRow, structured_rows
-from core.votes import TIE_CHOICES
+from core.report.structured import StructuredRow, structured_rows
+from core.stats.votes import TIE_CHOICES
 from store.report_queries import OutputColumns, codes
 
 
@@ -270,9 +270,9 @@ def stability(answers: Sequence[Sequence[Any]], per_output: Mapping[str, list[tu
               texts_of: Callable[[list[str]], Mapping[str, str]]) -> list[StabilityRow]:
     """Groups the answers to the same case (session, case id or prompt,
     follow-up) by model across repeat_index, and measures their spread with
-    `core.stability` (`texts_of(ids)`: the answers' texts, read only then)."""
-    from core import stability as stab
-    from core.checks import CheckOutcome
+    `core.report.stability` (`texts_of(ids)`: the answers' texts, read only then)."""
+    from core.report import stability as stab
+    from core.answering.checks import CheckOutcome
 
     found: defaultdict[tuple[Any, ...], dict[int, Sequence[Any]]] = defaultdict(dict)
     for o in answers:

@@ -6,7 +6,7 @@ and the step between axis ticks.
 Why a module of its own: each renderer and the charts import these and
 nothing else of each other. The results are plain strings of our own words
 and numbers; the recorded names inside `gap_hint` stay untrusted, and each
-renderer escapes them its own way (`core.text`)."""
+renderer escapes them its own way (`core.ground.text`)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import math
 from rich.cells import cell_len, set_cell_size
 from rich.text import Text
 
-from core.ratings import Gap, ModelRating
-from core.text import one_line
+from core.stats.ratings import Gap, ModelRating
+from core.ground.text import one_line
 
 
 def fmt(x: float | None, digits: int = 0) -> str:

@@ -4,7 +4,7 @@ nothing fetched.
 
 Why a module of its own: a renderer is a plain function of the model
 (`render_html(report)`). Every recorded string goes through
-`core.text.html_text` before it reaches the page (element text and
+`core.ground.text.html_text` before it reaches the page (element text and
 attributes alike)."""
 
 from __future__ import annotations
@@ -12,16 +12,16 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from core.ratings import Gap, ModelRating
+from core.stats.ratings import Gap, ModelRating
 from core.report import agreement as AG
 from core.report.decision_html import decision_html, matchups_html, style_html
 from core.report.format import fmt, fmt_ci, fmt_rank, nice_step, pct
 from core.report.model import Engineering, FailureModes, Report
 from core.report.public_section import public_html
 from core.report.stretch import Block, stretch_blocks
-from core.structured import HEADER as STRUCTURED_HEADER
-from core.structured import table_rows as structured_table
-from core.text import html_text
+from core.report.structured import HEADER as STRUCTURED_HEADER
+from core.report.structured import table_rows as structured_table
+from core.ground.text import html_text
 
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}

@@ -10,9 +10,9 @@ say they combine them. The section's pydantic models (its JSON shape, under
 renderers draw them with their own functions.
 
 Comparisons are (case, pair of models): a person's vote on a case says
-something about each pair it decides (`core.votes.pair_score`, through its
+something about each pair it decides (`core.stats.votes.pair_score`, through its
 own decomposition); the judge's verdicts on one pair and case, in both
-orders, say one thing (`core.votes.combine_orders`: a flip is a tie and
+orders, say one thing (`core.stats.votes.combine_orders`: a flip is a tie and
 position-inconsistent). A judge asked with several prompts is several raters:
 one prompt (the newest, or `--judge-prompt`) is read, the others named.
 """
@@ -27,10 +27,10 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
-from core import calibration as C
-from core import ppi
-from core.ratings import MIN_VOTES_TO_RANK, _components, wilson_interval
-from core.votes import combine_orders, judge_rater, pair_of, pair_score
+from core.stats import calibration as C
+from core.stats import ppi
+from core.stats.ratings import MIN_VOTES_TO_RANK, _components, wilson_interval
+from core.stats.votes import combine_orders, judge_rater, pair_of, pair_score
 from store import report_queries as Q
 from store.db import Store
 

@@ -5,7 +5,7 @@ consistency, failure modes, speed/errors/cost, checks and stability.
 Why a module of its own: a renderer is a plain function of the model
 (`render_markdown(report)`), so the model needs no renderer and no renderer
 needs another. Every recorded string (model names, categories, tags, checks,
-warnings that quote them) goes through `core.text.markdown_inline`: a pipe
+warnings that quote them) goes through `core.ground.text.markdown_inline`: a pipe
 or a backtick in a name cannot break the table, an escape cannot reach the
 reader's terminal."""
 
@@ -13,16 +13,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from core.ratings import Gap, ModelRating
+from core.stats.ratings import Gap, ModelRating
 from core.report import agreement as AG
 from core.report.decision_markdown import decision_lines, matchups_lines, style_lines
 from core.report.format import fmt, fmt_ci, fmt_rank, pct
 from core.report.model import Report
 from core.report.public_section import public_lines
 from core.report.stretch import Block, stretch_blocks
-from core.structured import HEADER as STRUCTURED_HEADER
-from core.structured import table_rows as structured_table
-from core.text import markdown_inline
+from core.report.structured import HEADER as STRUCTURED_HEADER
+from core.report.structured import table_rows as structured_table
+from core.ground.text import markdown_inline
 
 
 def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:

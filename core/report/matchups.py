@@ -3,7 +3,7 @@ and the win probability the fitted ratings predict for every pair of the
 same component (met or not), with its bootstrap interval.
 
 Why a module of its own: the counts come from the pairwise outcomes the
-ratings were fitted on (`core.ratings.BattleSet`) and the predictions from
+ratings were fitted on (`core.stats.ratings.BattleSet`) and the predictions from
 the fit and its rounds (`RatingResult.replicates`); every renderer draws the
 result as a matrix. The prediction is Bradley-Terry's
 P(i beats j) = 1 / (1 + 10 ** ((R_j - R_i) / 400)), where, as in the fit, a
@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, Field
 
-from core.ratings import SCALE, BattleSet, RatingResult
+from core.stats.ratings import SCALE, BattleSet, RatingResult
 
 
 class MatchupCell(BaseModel):

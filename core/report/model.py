@@ -4,7 +4,7 @@
 Why a module of its own: everything else in the package either fills it
 (`build`) or draws it (`markdown`, `html`, `terminal`, and the TUI's report
 screen and charts); none of them needs the others. A rating line and a gap
-between neighbours are `core.ratings`' own `ModelRating` and `Gap`, carried
+between neighbours are `core.stats.ratings`' own `ModelRating` and `Gap`, carried
 as they are.
 
 The shape, top level: `generated_at` (epoch seconds), `database`, `filters`,
@@ -23,8 +23,8 @@ win probability, `core.report.matchups`), `decision` (P(best) for the mix of
 the report's own votes, the recommendation, routing and the Pareto frontiers:
 `core.decide.model`), `style` (with `--style-control`: the style covariates'
 coefficients and the style-adjusted ratings beside the raw ones,
-`core.style`), `public` (imported leaderboard scores and online metrics
-beside the ratings, `core.public_scores`; None when none were imported).
+`core.stats.style`), `public` (imported leaderboard scores and online metrics
+beside the ratings, `core.stats.public_scores`; None when none were imported).
 Fields are only ever added.
 """
 
@@ -33,14 +33,14 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from core.decide.model import Decision
-from core.public_scores import PublicScores
-from core.ratings import Gap, ModelRating
+from core.stats.public_scores import PublicScores
+from core.stats.ratings import Gap, ModelRating
 from core.report.agreement import Agreement
 from core.report.judge import JudgeReport
 from core.report.matchups import Matchups
 from core.report.rater_quality import RaterQuality
-from core.structured import StructuredRow
-from core.style import StyleControl
+from core.report.structured import StructuredRow
+from core.stats.style import StyleControl
 
 #: The category of turns that have none, in the per-category tables.
 NO_CATEGORY = "(none)"

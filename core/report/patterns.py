@@ -4,7 +4,7 @@ mapping, positions) read, checked and decomposed once.
 Why a module of its own: what a vote means depends only on those four
 texts, and 100k votes carry a few thousand distinct ones, so the ratings,
 position bias and rater consistency all work on codes into the patterns
-rather than on 100k records. What a vote means is decided by `core.votes`
+rather than on 100k records. What a vote means is decided by `core.stats.votes`
 (labels through the vote's own mapping, pairwise outcomes, verdicts); this
 module only applies it once per pattern, leaves out unreadable votes (with a
 warning naming each) and votes involving a demo model (unless asked), and
@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from core import ratings as R
-from core import votes as V
+from core.stats import ratings as R
+from core.stats import votes as V
 from store import report_queries as Q
 from store.db import Store
 
@@ -64,7 +64,7 @@ class Pattern:
         return V.verdict(self.choice, self.mapping)
 
     def battles(self, vote_id: Any = None) -> list[V.Battle]:
-        """The pairwise outcomes (`core.votes.battles_of`); ValueError
+        """The pairwise outcomes (`core.stats.votes.battles_of`); ValueError
         (naming the vote) when the choice or the ranking does not fit the mapping."""
         if self._battles is None:
             self._battles = V.battles_of(self.choice, self.ranking, self.mapping, self.positions, vote_id)

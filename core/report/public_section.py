@@ -1,4 +1,4 @@
-"""The report's section on scores from outside lineup (`core.public_scores`:
+"""The report's section on scores from outside lineup (`core.stats.public_scores`:
 public leaderboards, online canary metrics), said the same way in the
 terminal, Markdown and HTML: `public_tables` gives the titles, notes and
 table rows as plain strings, each renderer escapes them its own way (the
@@ -9,9 +9,9 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
-from core.public_scores import PublicScores
+from core.stats.public_scores import PublicScores
 from core.report import decision_format as F
-from core.text import html_text, markdown_inline, one_line
+from core.ground.text import html_text, markdown_inline, one_line
 
 Table = tuple[str, list[str], list[str], list[list[str]]]   # title, notes, header, rows
 

@@ -7,7 +7,7 @@ far the votes can be trusted. The section's pydantic models (under
 `rater_quality` in the report's JSON) are here beside the code that fills them.
 
 - Gold accuracy: the share of gold pairs where the rater picked the better
-  answer (a tie or "both bad" counts as a miss, `core.votes.gold_correct`),
+  answer (a tie or "both bad" counts as a miss, `core.stats.votes.gold_correct`),
   with its Wilson 95% interval. Chance is 1/2 (a rater who picks a side
   without reading); a rater whose interval reaches down to 1/2 cannot be told
   from chance and is flagged, once they have judged `MIN_GOLD` gold pairs.
@@ -26,8 +26,8 @@ from itertools import combinations
 
 from pydantic import BaseModel, Field
 
-from core.ratings import wilson_interval
-from core.votes import pair_of
+from core.stats.ratings import wilson_interval
+from core.stats.votes import pair_of
 from store import report_queries as Q
 from store.db import Store
 

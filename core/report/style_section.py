@@ -1,6 +1,6 @@
 """The report's style control (`lineup report --style-control`, and `lineup
 decide --style-control` per category): the texts of the answers each vote
-judged, their style counts, and the fit of `core.style`.
+judged, their style counts, and the fit of `core.stats.style`.
 
 Why a module of its own: it is the one place that joins votes to the texts
 they judged (read by `store.report_queries.voted_answers`); the fit itself
@@ -14,8 +14,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from core import ratings as R
-from core.style import StyleControl, counts_for, style_control, style_counts
+from core.stats import ratings as R
+from core.stats.style import StyleControl, counts_for, style_control, style_counts
 from store import report_queries as Q
 from store.db import Store
 

@@ -3,7 +3,7 @@
 Why a module of its own: a renderer is a plain function of the model
 (`print_report(report)`), and Rich is loaded only when tables are printed
 (`--json` never imports this). Every recorded string goes in as a Rich
-`Text` built from `core.text.one_line` (never markup), so a name holding
+`Text` built from `core.ground.text.one_line` (never markup), so a name holding
 `[bold]` or an escape sequence prints as it is, made visible."""
 
 from __future__ import annotations
@@ -15,16 +15,16 @@ from rich.console import Console, JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
-from core.ratings import Gap, ModelRating
+from core.stats.ratings import Gap, ModelRating
 from core.report import agreement as AG
 from core.report.decision_terminal import print_decision_section, print_matchups, print_style
 from core.report.format import fmt, fmt_ci, fmt_rank, gap_hint, pct
 from core.report.model import Report
 from core.report.public_section import print_public
 from core.report.stretch import Block, stretch_blocks
-from core.structured import HEADER as STRUCTURED_HEADER
-from core.structured import table_rows as structured_table
-from core.text import one_line
+from core.report.structured import HEADER as STRUCTURED_HEADER
+from core.report.structured import table_rows as structured_table
+from core.ground.text import one_line
 
 
 def _t(value: Any) -> Text:

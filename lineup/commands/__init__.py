@@ -13,7 +13,7 @@ def open_store(args: argparse.Namespace, *, write: bool):
     works on a read-only file. Either way a file that is not a lineup
     database (or is from a newer lineup) is bad input: `UsageError`, exit 2.
     """
-    from core.errors import UsageError
+    from core.ground.errors import UsageError
     from store import Store, StoreError, default_db_path
 
     try:
@@ -33,7 +33,7 @@ def checked_params(values: dict, *, where: str = "flag"):
     2`) when `where` is "flag", else as `WHERE: field: problem`."""
     from pydantic import ValidationError
 
-    from core.errors import UsageError
+    from core.ground.errors import UsageError
     from providers.events import SamplingParams, params_problems
 
     try:

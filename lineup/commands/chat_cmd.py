@@ -36,9 +36,9 @@ def configure(p: argparse.ArgumentParser) -> None:
 def prepare(args: argparse.Namespace):
     """(store path, config, ChatOptions) from the arguments; UsageError when wrong.
     Kept apart from `run` so it is tested without a terminal."""
-    from core.config import ConfigError, config_path, load_config, params_from_assignments, resolve_models
-    from core.errors import UsageError
-    from core.sessions import MAX_CONTESTANTS
+    from core.answering.config import ConfigError, config_path, load_config, params_from_assignments, resolve_models
+    from core.ground.errors import UsageError
+    from core.answering.sessions import MAX_CONTESTANTS
     from lineup.commands import checked_params
     from store import default_db_path
     from tui.app import ChatOptions
@@ -62,7 +62,7 @@ def prepare(args: argparse.Namespace):
     if getattr(args, "tools", None):
         if args.resume:
             raise UsageError("--tools starts a new chat: a resumed one keeps the tools it was started with")
-        from core.sampleset import SampleSetError, load_tool_script
+        from core.answering.sampleset import SampleSetError, load_tool_script
 
         try:
             script = load_tool_script(args.tools)

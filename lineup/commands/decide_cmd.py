@@ -42,7 +42,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def _limits(args: argparse.Namespace):
     from core.decide.model import Limits
-    from core.errors import UsageError
+    from core.ground.errors import UsageError
 
     for name in ("max_p95_ttft_ms", "max_p95_duration_ms", "max_cost_per_1k"):
         value = getattr(args, name)
@@ -59,8 +59,8 @@ def run(args: argparse.Namespace) -> int:
 
     _single_threaded_blas()
     from core.decide.mix import mix_from_logs, parse_mix
-    from core.errors import UsageError
-    from core.logs import LogError
+    from core.ground.errors import UsageError
+    from core.exchange.logs import LogError
     from core.report import ReportFilters
     from store import Store, StoreError, default_db_path
 
@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
         store = Store.open(path, readonly=True)
     except StoreError as exc:
         raise UsageError(str(exc)) from None
-    from core.decide.build import build_decision
+    from core.report.decision import build_decision
 
     try:
         try:
@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
         known = set(decision.votes_by_category)
         unknown = [c for c in mix if c not in known]
         if unknown and not known & set(mix):
-            from core.text import one_line
+            from core.ground.text import one_line
 
             raise UsageError(f"no votes in any category of the mix ({one_line(', '.join(unknown))}); the "
                              f"votes' categories are: {one_line(', '.join(sorted(known))) or 'none'}")

@@ -1,5 +1,5 @@
 """`lineup diff RUN_A RUN_B [--json]`: two recorded runs compared case by
-case (`core.compare`): pass rates with paired tests, answers that changed,
+case (`core.decide.compare`): pass rates with paired tests, answers that changed,
 latency and cost with intervals, the cases that flipped. Reads the record
 only; never calls a provider."""
 
@@ -31,8 +31,8 @@ def add_common(p: argparse.ArgumentParser) -> None:
 
 def compare(args: argparse.Namespace, baseline: str, candidate: str):
     """The `DiffReport` for two session ids given on the command line."""
-    from core.compare import compare_runs
-    from core.errors import UsageError
+    from core.decide.compare import compare_runs
+    from core.ground.errors import UsageError
     from lineup.commands import open_store
     from store import StoreError
 
@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
 def show(report, as_json: bool) -> None:
     """Print `report`: one line of JSON, or tables (untrusted names as Text)."""
     if as_json:
-        from core.text import json_line
+        from core.ground.text import json_line
 
         print(json_line(report.model_dump(mode="json", by_alias=True)))
         return
@@ -90,7 +90,7 @@ def render(c, report) -> list:
     from rich.table import Table
     from rich.text import Text
 
-    from core.text import one_line
+    from core.ground.text import one_line
 
     def side(s) -> str:
         served = f", served {', '.join(s.served_models[:3])}" if s.served_models else ""

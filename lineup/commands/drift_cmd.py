@@ -1,7 +1,7 @@
 """`lineup drift SET -m A [--every 6h]`: canary runs of a set (a run marked
 canary, deterministic by default: temperature 0, seed 0), once or every so
 often; `lineup drift --report`: what changed in each model over its canary
-runs (`core.drift`). The report reads the record only."""
+runs (`core.decide.drift`). The report reads the record only."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def parse_every(text: str) -> float:
-    from core.errors import UsageError
+    from core.ground.errors import UsageError
 
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd])\s*", text)
     if not m or float(m.group(1)) <= 0:
@@ -43,7 +43,7 @@ def parse_every(text: str) -> float:
 
 
 def run(args: argparse.Namespace) -> int:
-    from core.errors import UsageError
+    from core.ground.errors import UsageError
 
     if args.report:
         if args.set:
@@ -81,8 +81,8 @@ def canaries(args: argparse.Namespace) -> int:
 
 
 def report(args: argparse.Namespace) -> int:
-    from core.drift import drift_report
-    from core.errors import UsageError
+    from core.decide.drift import drift_report
+    from core.ground.errors import UsageError
     from lineup.commands import open_store
     from store.runs import canary_session_ids
 
@@ -92,7 +92,7 @@ def report(args: argparse.Namespace) -> int:
         loaded = [store.load_session(sid) for sid in canary_session_ids(store)]
     result = drift_report(loaded, models=args.models, alpha=args.alpha, latency_pct=args.latency_change)
     if args.json:
-        from core.text import json_line
+        from core.ground.text import json_line
 
         print(json_line(result.model_dump(mode="json", by_alias=True)))
         return 0
@@ -105,7 +105,7 @@ def show(result) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from core.text import format_time, one_line
+    from core.ground.text import format_time, one_line
 
     console = Console(highlight=False, markup=False)
     if not result.models:

@@ -19,10 +19,10 @@ def run(args: argparse.Namespace) -> int:
     import sys
     from pathlib import Path
 
-    from core.errors import UsageError
-    from core.export import export_session
-    from core.files import write_stdout, write_text_atomic
-    from core.text import one_line
+    from core.ground.errors import UsageError
+    from core.exchange.export import export_session
+    from core.ground.files import write_stdout, write_text_atomic
+    from core.ground.text import one_line
     from lineup.cli import stdout_failed
     from lineup.commands import open_store
     from store import StoreError

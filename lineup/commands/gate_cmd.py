@@ -19,8 +19,8 @@ def configure(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import sys
 
-    from core.errors import EXIT_REGRESSED
-    from core.text import one_line
+    from core.ground.errors import EXIT_REGRESSED
+    from core.ground.text import one_line
     from lineup.commands.diff_cmd import compare, show
 
     report = compare(args, args.baseline, args.candidate)

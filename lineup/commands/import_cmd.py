@@ -2,7 +2,7 @@
 or JSONL), or another lineup database, merged idempotently. All or nothing:
 a bad line (reported with its number) means nothing from FILE is imported.
 `--leaderboard CSV` and `--online CSV`: public leaderboard scores and online
-canary metrics, shown in the report beside the ratings (`core.public_scores`)."""
+canary metrics, shown in the report beside the ratings (`core.stats.public_scores`)."""
 
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def _import_public(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from core.errors import UsageError
-    from core.public_scores import PublicScoreError, parse_leaderboard, parse_online
+    from core.ground.errors import UsageError
+    from core.stats.public_scores import PublicScoreError, parse_leaderboard, parse_online
     from lineup.commands import open_store
     from store import public_scores as P
 
@@ -47,7 +47,7 @@ def _import_public(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from core.errors import UsageError
+    from core.ground.errors import UsageError
 
     if args.leaderboard or args.online:
         if args.file:
@@ -58,8 +58,8 @@ def run(args: argparse.Namespace) -> int:
     import sys
     from pathlib import Path
 
-    from core.importing import import_file
-    from core.inputs import InputError, open_input, shown_name
+    from core.exchange.importing import import_file
+    from core.ground.inputs import InputError, open_input, shown_name
     from lineup.commands import open_store
     from store import StoreError
     from store.db import SQLITE_HEADER
@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
         parts = ", ".join(f"{n} {table.replace('_', ' ')}{'s' if n != 1 else ''}" for table, n in added.items())
         print(f"{shown} ({summary.format}): imported {parts}")
     if summary.deleted_here:
-        from core.text import one_line
+        from core.ground.text import one_line
 
         n = len(summary.deleted_here)
         print(f"{shown}: left out {n} session{'s' if n != 1 else ''} deleted here "

@@ -1,6 +1,6 @@
 """`lineup judge [SESSION ...] -m JUDGE [--rubric FILE] [--swap/--no-swap]
 [--only-voted | --only-unvoted] [--limit N]`: an LLM judges pairs of answers
-blind; its verdicts are votes of rater kind "judge" (`core.judge`)."""
+blind; its verdicts are votes of rater kind "judge" (`core.answering.judge`)."""
 
 from __future__ import annotations
 
@@ -31,10 +31,10 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from core.config import ConfigError, load_config, resolve_models
-    from core.errors import UsageError
-    from core.inputs import InputError, decode, read_input
-    from core.judge import JudgePrompt
+    from core.answering.config import ConfigError, load_config, resolve_models
+    from core.ground.errors import UsageError
+    from core.ground.inputs import InputError, decode, read_input
+    from core.answering.judge import JudgePrompt
     from lineup.commands.run_cmd import require_keys
 
     if args.limit is not None and args.limit < 1:
@@ -62,9 +62,9 @@ def _execute(args: argparse.Namespace, judge, prompt) -> int:
     import anyio
     from rich.console import Console
 
-    from core.errors import UsageError
-    from core.judge import JudgeRunner, Only, plan_units
-    from core.text import one_line
+    from core.ground.errors import UsageError
+    from core.answering.judge import JudgeRunner, Only, plan_units
+    from core.ground.text import one_line
     from lineup.commands import open_store
     from lineup.commands.run_cmd import StopSignals
     from store import AsyncStore, StoreError

@@ -1,7 +1,7 @@
 """`lineup load SET -m A -m B --levels 1,4,16 [--requests N]`: the same
 cases at each concurrency level, every answer recorded (a session of kind
 `load`), then per model and level TTFT and duration p50/p95, tokens/s,
-errors by kind and the growth from the first level (`core.load`).
+errors by kind and the growth from the first level (`core.answering.load`).
 `lineup load --report SESSION` shows a recorded profile again."""
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def parse_levels(text: str) -> list[int]:
-    from core.errors import UsageError
-    from core.load import check_levels
+    from core.ground.errors import UsageError
+    from core.answering.load import check_levels
 
     levels = []
     for part in text.split(","):
@@ -51,7 +51,7 @@ def parse_levels(text: str) -> list[int]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from core.errors import UsageError
+    from core.ground.errors import UsageError
 
     if args.bootstrap < 0:
         raise UsageError("--bootstrap must be 0 or more")
@@ -65,8 +65,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def profile(args: argparse.Namespace) -> int:
-    from core.errors import UsageError
-    from core.load import over_server_limit
+    from core.ground.errors import UsageError
+    from core.answering.load import over_server_limit
     from lineup.commands.run_cmd import StopSignals, run_inputs
 
     levels = parse_levels(args.levels)
@@ -98,8 +98,8 @@ def _profile(args, config, models, sample_set, params, levels, err, stop) -> int
     from rich.live import Live
     from rich.text import Text
 
-    from core.load import LoadRunner, load_report
-    from core.text import one_line
+    from core.answering.load import LoadRunner, load_report
+    from core.ground.text import one_line
     from lineup.commands import open_store
     from lineup.commands.run_cmd import run_live
     from store import AsyncStore
@@ -146,8 +146,8 @@ def _profile(args, config, models, sample_set, params, levels, err, stop) -> int
 
 
 def report(args: argparse.Namespace) -> int:
-    from core.errors import UsageError
-    from core.load import load_report
+    from core.ground.errors import UsageError
+    from core.answering.load import load_report
     from lineup.commands import open_store
     from store import StoreError
 
@@ -172,12 +172,12 @@ def _interval(low: float | None, high: float | None, spec: str = ".0f") -> str:
 
 
 def show(result, as_json: bool) -> None:
-    """The figures: JSON (`core.load.SCHEMA`), or a table per model on stdout."""
+    """The figures: JSON (`core.answering.load.SCHEMA`), or a table per model on stdout."""
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
-    from core.text import json_line, one_line
+    from core.ground.text import json_line, one_line
 
     if as_json:
         print(json_line(result.model_dump(mode="json", by_alias=True)))

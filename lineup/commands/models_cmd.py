@@ -35,8 +35,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from core.config import ConfigError, config_path, load_config, redact_url
-    from core.text import one_line
+    from core.answering.config import ConfigError, config_path, load_config, redact_url
+    from core.ground.text import one_line
     from providers.model_config import EnvValue
 
     try:
@@ -92,7 +92,7 @@ def _unset(name: str) -> bool:
 
 
 def _print_table(rows: list[dict], with_check: bool) -> None:
-    from core.text import one_line
+    from core.ground.text import one_line
 
     headers = ["ALIAS", "PROVIDER", "MODEL", "BASE URL", "KEY"] + (["CHECK"] if with_check else [])
     table = []
@@ -118,7 +118,7 @@ def _print_table(rows: list[dict], with_check: bool) -> None:
 
 def _print_routes(rows: list[dict]) -> None:
     """Per checked model: the route and auth used, and on failure which part was wrong."""
-    from core.text import one_line
+    from core.ground.text import one_line
 
     shown = [r for r in rows if r["check"].get("route")]
     if not shown:
@@ -172,7 +172,7 @@ async def _check_all(models: list, config, timeout: float) -> list[dict]:
 async def _check(model, config, timeout: float) -> dict:
     import anyio
 
-    from core.config import missing_key, redact_url
+    from core.answering.config import missing_key, redact_url
     from providers import make_provider
     from providers.events import ChatRequest, Message, SamplingParams, StreamResult
 

@@ -15,8 +15,8 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from core.config import load_config, resolve_models
-    from core.errors import UsageError
+    from core.answering.config import load_config, resolve_models
+    from core.ground.errors import UsageError
     from lineup.commands import checked_params, open_store
     from providers.events import SamplingParams
     from store import StoreError, default_db_path
@@ -55,10 +55,10 @@ def _rerun_run(args: argparse.Namespace, config, models, original, params: dict)
     from pydantic import ValidationError
     from rich.console import Console
 
-    from core.errors import UsageError
-    from core.runner import sample_set_from_run
-    from core.sampleset import _validation_problems
-    from core.text import one_line
+    from core.ground.errors import UsageError
+    from core.answering.runner import sample_set_from_run
+    from core.answering.sampleset import _validation_problems
+    from core.ground.text import one_line
     from lineup.commands import checked_params, open_store
     from lineup.commands.run_cmd import execute, require_keys
 

@@ -40,7 +40,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def parse_since(text: str) -> float:
     """ISO date or date-time (local time when no offset) -> epoch seconds."""
-    from core.errors import UsageError
+    from core.ground.errors import UsageError
 
     try:
         when = datetime.fromisoformat(text.strip())
@@ -60,7 +60,7 @@ def _single_threaded_blas() -> None:
 
 def run(args: argparse.Namespace) -> int:
     _single_threaded_blas()
-    from core.errors import UsageError
+    from core.ground.errors import UsageError
     from core.report import ReportFilters, build_report
     from store import Store, StoreError, default_db_path
 
@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_tui(args: argparse.Namespace, path: Path, filters) -> int:
     """The app opened straight on the report screen (Textual imported only here)."""
-    from core.config import Config, ConfigError, load_config
+    from core.answering.config import Config, ConfigError, load_config
     from lineup.launch import run_app
     from tui.app import ReportOptions
 
@@ -137,7 +137,7 @@ def _run_tui(args: argparse.Namespace, path: Path, filters) -> int:
 def _config_prices(args: argparse.Namespace) -> dict:
     """alias -> Price from the config, for answers with no recorded cost. A
     broken config only costs the prices: the report still runs."""
-    from core.config import ConfigError, load_config
+    from core.answering.config import ConfigError, load_config
 
     try:
         config = load_config(args.config)

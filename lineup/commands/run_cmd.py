@@ -44,8 +44,8 @@ def configure(p: argparse.ArgumentParser) -> None:
 def require_keys(config, models) -> None:
     """Every model's key is in the environment: checked before any request,
     and before a session is recorded."""
-    from core.config import missing_key
-    from core.errors import UsageError
+    from core.answering.config import missing_key
+    from core.ground.errors import UsageError
 
     missing = [(m.alias, missing_key(m)) for m in models if missing_key(m)]
     if missing:
@@ -58,9 +58,9 @@ def run_inputs(args: argparse.Namespace):
     """(config, models, sample set, sampling params) of a command that runs a
     set (`run`, `drift`, `load`): each checked, exit 2 naming what is wrong, every
     model's key in the environment before anything is recorded."""
-    from core.config import ConfigError, load_config, resolve_models
-    from core.errors import UsageError
-    from core.sampleset import SampleSetError, load_sample_set
+    from core.answering.config import ConfigError, load_config, resolve_models
+    from core.ground.errors import UsageError
+    from core.answering.sampleset import SampleSetError, load_sample_set
     from lineup.commands import checked_params
 
     try:
@@ -83,14 +83,14 @@ def run_inputs(args: argparse.Namespace):
 
 
 def check_repeats(args: argparse.Namespace) -> None:
-    from core.errors import UsageError
+    from core.ground.errors import UsageError
 
     if args.repeat < 1 or args.concurrency < 1:
         raise UsageError("--repeat and --concurrency must be at least 1")
 
 
 def run(args: argparse.Namespace) -> int:
-    from core.errors import UsageError
+    from core.ground.errors import UsageError
 
     config, models, sample_set, params = run_inputs(args)
     check_repeats(args)
@@ -158,8 +158,8 @@ def _execute(args, config, models, sample_set, params, *, repeat, concurrency, s
     from rich.table import Table
     from rich.text import Text
 
-    from core.runner import Runner, format_eta, summary_rows
-    from core.text import one_line
+    from core.answering.runner import Runner, format_eta, summary_rows
+    from core.ground.text import one_line
     from lineup.commands import open_store
     from store import AsyncStore
 
@@ -188,7 +188,7 @@ def _execute(args, config, models, sample_set, params, *, repeat, concurrency, s
                        system=system, new_session=new, rerun_of=rerun_of, cache=cache, canary=canary,
                        on_progress=on_progress)
         if batch is not None:
-            from core.batch_run import BatchRunner
+            from core.answering.batch_run import BatchRunner
 
             def said(line: str) -> None:
                 if not quiet:

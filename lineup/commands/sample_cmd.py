@@ -38,11 +38,11 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
     from rich.text import Text
 
-    from core.errors import UsageError
-    from core.logs import DEFAULT_MAX_CHARS, LogError, read_logs
-    from core.sampleset import SampleSetError, load_sample_set
-    from core.sampling import DEFAULT_THRESHOLD, image_folder, sample_records, to_cases, write_set
-    from core.text import one_line
+    from core.ground.errors import UsageError
+    from core.exchange.logs import DEFAULT_MAX_CHARS, LogError, read_logs
+    from core.answering.sampleset import SampleSetError, load_sample_set
+    from core.exchange.sampling import DEFAULT_THRESHOLD, image_folder, sample_records, to_cases, write_set
+    from core.ground.text import one_line
 
     threshold = DEFAULT_THRESHOLD if args.threshold is None else args.threshold
     if not 0.0 < threshold <= 1.0:
@@ -128,8 +128,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _skips_line(logs: object) -> str:
-    from core.logs import LoadedLogs
-    from core.text import one_line
+    from core.exchange.logs import LoadedLogs
+    from core.ground.text import one_line
 
     assert isinstance(logs, LoadedLogs)
     if not logs.skipped:

@@ -23,7 +23,7 @@ def run(args: argparse.Namespace) -> int:
     import tempfile
     from pathlib import Path
 
-    from core.errors import UsageError
+    from core.ground.errors import UsageError
     from lineup.commands import open_store
     from store.publish import metadata, write_published_copy
 

@@ -25,8 +25,8 @@ def delete(args: argparse.Namespace) -> int:
     """`--delete ID`: say what goes, ask (on a terminal), delete, say it is done."""
     import sys
 
-    from core.errors import UsageError
-    from core.text import one_line
+    from core.ground.errors import UsageError
+    from core.ground.text import one_line
     from lineup.commands import open_store
     from store import StoreError
 
@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     import sys
     from pathlib import Path
 
-    from core.text import format_time, one_line
+    from core.ground.text import format_time, one_line
     from lineup.commands import open_store
     from store import StoreError, default_db_path
     from store.bounds import finite_or_none, time_ok

@@ -1,5 +1,5 @@
 """`lineup share SESSION... -o FILE [--reasoning]`: a blind vote package of
-these sessions for other raters (`core.share` says what goes in: the cases
+these sessions for other raters (`core.exchange.share` says what goes in: the cases
 and answers, nothing that tells a model apart), its mapping kept in this
 database for `lineup import FILE`."""
 
@@ -18,10 +18,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from core.config import ConfigError, load_config
-    from core.errors import UsageError
-    from core.share import ShareError, share_sessions
-    from core.text import one_line
+    from core.answering.config import ConfigError, load_config
+    from core.ground.errors import UsageError
+    from core.exchange.share import ShareError, share_sessions
+    from core.ground.text import one_line
     from lineup.commands import open_store
     from store import StoreError
 

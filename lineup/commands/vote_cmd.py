@@ -4,7 +4,7 @@
 database or in a vote package (`lineup share`), which needs no config and no
 network: its votes are saved in the package. `--adaptive` serves the (case,
 pair of models) that does the most for the ranking next and says when its
-top is separated (`core.adaptive`); `--gold-rate` mixes in gold pairs (an
+top is separated (`core.stats.adaptive`); `--gold-rate` mixes in gold pairs (an
 answer against a spoiled copy of it) to measure each rater's accuracy
 (`lineup report`, rater quality); `--blinding-audit` asks after each vote
 which model wrote A."""
@@ -37,7 +37,7 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from core.errors import UsageError
+    from core.ground.errors import UsageError
     from lineup.commands import open_store
     from lineup.launch import run_app
     from store import StoreError, default_db_path
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
             # a package holds no model identities to steer by, plant gold from or ask about
             raise UsageError("--adaptive, --gold-rate and --blinding-audit work on a database, not a vote package")
         return _vote_package(Path(args.session), args, rater)
-    from core.config import load_config
+    from core.answering.config import load_config
 
     db = args.db or default_db_path()
     session_id = None
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _rater(name: str | None) -> str | None:
-    from core.errors import UsageError
+    from core.ground.errors import UsageError
 
     if name is None:
         return None
@@ -87,10 +87,10 @@ def _rater(name: str | None) -> str | None:
 def _vote_package(path: Path, args: argparse.Namespace, rater: str | None) -> int:
     """The queue over a package: no config is read and nothing is sent; the
     package's own tags and shuffle seed."""
-    from core.config import Config
-    from core.errors import UsageError
-    from core.inputs import shown_name
-    from core.share import package_tags
+    from core.answering.config import Config
+    from core.ground.errors import UsageError
+    from core.ground.inputs import shown_name
+    from core.exchange.share import package_tags
     from lineup.launch import run_app
     from store.imports import ImportFileError
     from store.share import package_info_at

@@ -1,0 +1,831 @@
+"""Configuration: which models exist (aliases), how to reach them, and the
+sampling parameters fixed for a session. Keys are never stored here: only the
+*name* of the environment variable that holds one.
+
+The file is TOML (``LINEUP_CONFIG``, else ``config.toml`` in the platform's
+user config dir; see `default_config_path`)::
+
+    tags = ["too_formal", "wrong_language"]   # custom failure-mode tags (top level)
+
+    [run]
+    cache = true               # `lineup run` reuses identical requests' answers (--refresh: not this time)
+
+    [defaults]                 # sampling parameters for every model
+    temperature = 0.7
+    max_tokens = 1024
+
+    [models.gpt4o]             # the table key is the alias
+    provider = "openai"        # openai | anthropic | ollama | gemini | demo
+    model = "gpt-4o"
+    base_url = "https://api.openai.com/v1"   # provider default when omitted
+    api_key_env = "OPENAI_API_KEY"           # the variable's NAME, never the key
+    params = { temperature = 0.2 }
+    price = { input_per_mtok = 2.5, output_per_mtok = 10.0 }
+
+    [models.azure-4o]          # gateways and enterprise endpoints
+    provider = "openai"
+    model = "gpt-4o"
+    base_url = "https://RESOURCE.openai.azure.com/openai/deployments/DEPLOYMENT"
+    api_key_env = "AZURE_OPENAI_API_KEY"
+    auth = "api-key"           # bearer | x-api-key | api-key | x-goog-api-key | none | { header, scheme }
+    query = { "api-version" = "2024-10-21" }
+    headers = { "X-Org" = "research", "X-Gateway-Key" = { env = "GATEWAY_KEY" } }
+
+Key rules: when ``api_key_env`` is omitted, openai models without their own
+``base_url`` use ``OPENAI_API_KEY`` and anthropic / gemini models always use
+their vendor's variable; ollama and local OpenAI-compatible servers (own
+``base_url``) send no key. ``api_key_env = ""`` means "no key" explicitly.
+A literal key written where a variable name belongs, or a key inside a
+``base_url``, is refused without ever repeating it.
+
+``auth`` says how the key is sent (the protocol's own way when omitted:
+``Authorization: Bearer`` for openai and ollama, ``x-api-key`` for anthropic,
+``x-goog-api-key`` for gemini). ``headers`` adds request headers: a literal
+value for what is not a secret, ``{ env = "NAME" }`` for what is (read when a
+request is built, never stored, scrubbed from text like a key). A literal in a
+header whose name says credential (key, token, secret, auth, password,
+cookie), or one that looks like a key, is refused without repeating it.
+``query`` adds query parameters (``api-version``); a credential there is
+refused (keys go in headers).
+
+Without a file (or a file that defines no models) aliases are autodetected
+from the environment's keys and, when asked, a reachable Ollama; with nothing
+found, the offline demo models are used (`Config.autodetected` is True).
+
+Why one file past 600 lines: every table of the config file is checked here,
+with its key paths in the errors (models, gateways, parameters typed as text,
+the run, report and tag tables), so that one reader owns what a config may say.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from core.ground.errors import UsageError
+from core.ground.inputs import InputError, read_input, shown_name
+from providers.catalogue import (
+    AUTODETECT,
+    CATALOGUE,
+    DEMO_STYLE_NAMES,
+    PROVIDER_DEFAULT_BASE_URL,
+    PROVIDER_DEFAULT_KEY_ENV,
+    PROVIDERS,
+    default_base_url,
+)
+from providers.events import PARAM_NAMES, SamplingParams
+from providers.model_config import DEMO_JUDGE, DEMO_MODELS, ModelConfig, Price  # noqa: F401  (Price: part of a model's table)
+
+OLLAMA_PROBE_TIMEOUT = 0.3
+
+
+class Config(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    defaults: SamplingParams = SamplingParams()
+    models: dict[str, ModelConfig] = Field(default_factory=dict)
+    tags: tuple[str, ...] = ()          # custom failure-mode tags, after the default taxonomy
+    run_cache: bool = False             # [run] cache: `lineup run` reuses identical requests' answers
+    source: str | None = None           # the file it came from, for messages
+    autodetected: bool = False          # no config file: aliases from the environment (or demo)
+    warnings: tuple[str, ...] = ()      # things the loader fixed or ignored (never containing a secret)
+
+    @property
+    def all_tags(self) -> tuple[str, ...]:
+        """The default failure-mode taxonomy followed by the custom tags."""
+        return DEFAULT_TAGS + tuple(t for t in self.tags if t not in DEFAULT_TAGS)
+
+    @property
+    def demo_only(self) -> bool:
+        return bool(self.models) and all(m.is_demo for m in self.models.values())
+
+    def params_for(self, model: ModelConfig, override: SamplingParams | None = None) -> SamplingParams:
+        """Effective sampling params: [defaults], then the model's own, then `override`."""
+        return self.defaults.merged(model.params).merged(override)
+
+
+DEFAULT_TAGS: tuple[str, ...] = (
+    "format_error", "factual_error", "reasoning_break", "instruction_violation",
+    "unwarranted_refusal", "hallucination", "truncated", "too_verbose",
+    "off_topic", "identity_leak", "unsafe",
+)
+
+
+# --------------------------------------------------------------------------- errors
+
+
+class ConfigError(UsageError):
+    """A bad config (exit 2). Each problem names the file and the key path,
+    e.g. ``config.toml: models.gpt4o.params.temperature: must be a number``.
+    Messages never contain a key."""
+
+    def __init__(self, problems: list[tuple[str, str]], file: str | None = None) -> None:
+        self.file = file
+        self.problems = problems
+        prefix = f"{file}: " if file else ""
+        lines = [f"{prefix}{path}: {what}" if path else f"{prefix}{what}" for path, what in problems]
+        super().__init__("\n".join(lines))
+
+
+def _key(part: Any) -> str:
+    """A key path segment as TOML writes it: bare when it can be, else quoted."""
+    s = str(part)
+    return s if re.fullmatch(r"[A-Za-z0-9_-]+", s) else '"' + s.replace('"', '\\"') + '"'
+
+
+def _join(*parts: Any) -> str:
+    return ".".join(_key(p) for p in parts if p != "")
+
+
+_TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "a boolean",
+               list: "an array", dict: "a table", tuple: "an array"}
+
+
+def _describe(value: Any) -> str:
+    return _TYPE_NAMES.get(type(value), type(value).__name__)
+
+
+def _validation_problems(exc: ValidationError, prefix: tuple[Any, ...]) -> list[tuple[str, str]]:
+    """pydantic errors as (key path, what is wrong); input values are never
+    repeated (only their type), since a misplaced key could be among them."""
+    out = []
+    for err in exc.errors(include_url=False):
+        loc = [p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-"))]
+        path = _join(*prefix, *loc)
+        kind = err["type"]
+        if kind == "extra_forbidden":
+            what = "unknown key"
+            if loc and str(loc[-1]).lower() in ("api_key", "key", "token", "apikey", "secret"):
+                what += ' (keys never go in the config: put it in an environment variable and set api_key_env = "ITS_NAME")'
+        elif kind == "missing":
+            what = "required key is missing"
+        elif kind == "value_error":   # our own checks (SamplingParams ranges): the message says it all
+            what = err["msg"].removeprefix("Value error, ")
+        else:
+            what = err["msg"][0].lower() + err["msg"][1:]
+            what = what.replace("valid tuple", "valid array").replace("valid dictionary", "valid table")
+            if "input" in err and kind not in ("greater_than", "greater_than_equal", "less_than_equal",
+                                               "less_than"):
+                what += f" (got {_describe(err['input'])})"
+        out.append((path, what))
+    return out
+
+
+# --------------------------------------------------------------------------- secrets
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_KEY_PREFIXES = ("sk-", "sk_", "sk-ant-", "sk-or-", "AIza", "gsk_", "xai-", "hf_", "ghp_", "github_pat_",
+                 "pplx-", "nvapi-", "r8_", "AKIA", "ya29.", "Bearer ")
+_SECRET_QUERY = re.compile(r"(key|api[_-]?key|apikey|token|access[_-]?token|secret|password|auth|sig)",
+                           re.IGNORECASE)
+
+
+_TOKEN_RUN = re.compile(r"[A-Za-z0-9+/=_.~-]{32,}")
+_SCHEMES = ("bearer ", "basic ", "token ", "apikey ")
+
+
+def looks_like_secret(value: str) -> bool:
+    """Whether a literal value (a header's, a query parameter's) looks like a
+    key or token: a vendor key prefix or an auth scheme, or a word that mixes
+    cases and digits (20 characters or more) or is a long run of key
+    characters with digits and lower case (32 or more: hex and base64 keys)."""
+    v = value.strip()
+    if v.startswith(_KEY_PREFIXES) or v.lower().startswith(_SCHEMES):
+        return True
+    for word in v.split():
+        has_lower, has_upper = any(c.islower() for c in word), any(c.isupper() for c in word)
+        has_digit = any(c.isdigit() for c in word)
+        if len(word) >= 20 and has_lower and has_upper and has_digit:
+            return True
+        if has_digit and has_lower and _TOKEN_RUN.fullmatch(word):
+            return True
+    return False
+
+
+def looks_like_key(value: str) -> bool:
+    """Whether `value` (meant to be a variable *name*) looks like a key itself."""
+    if not _ENV_NAME.fullmatch(value):
+        return True     # not a variable name at all: treat as a possible secret, never echo
+    # variable names are UPPER_SNAKE (sometimes lower); keys mix cases and digits
+    return len(value) >= 40 or looks_like_secret(value)
+
+
+def url_secrets(url: str) -> list[str]:
+    """What in `url` looks like a credential: 'userinfo' and/or query names."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return []
+    found = []
+    if "@" in parts.netloc:
+        found.append("user:password@")
+    for name, _ in parse_qsl(parts.query, keep_blank_values=True):
+        if _SECRET_QUERY.search(name):
+            found.append(f"?{name}=")
+    return found
+
+
+def redact_url(url: str) -> str:
+    """`url` with any userinfo and credential-like query values replaced by ***."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparseable URL>"
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = "***@" + netloc.rsplit("@", 1)[1]
+    query = "&".join(
+        f"{name}=***" if _SECRET_QUERY.search(name) else (f"{name}={value}" if value else name)
+        for name, value in parse_qsl(parts.query, keep_blank_values=True)
+    )
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+# --------------------------------------------------------------------------- paths
+
+
+def default_config_path() -> Path:
+    """``config.toml`` in the platform's user config dir for "lineup"."""
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir("lineup", appauthor=False)) / "config.toml"
+
+
+def config_path(path: str | os.PathLike | None = None, env: Mapping[str, str] = os.environ) -> tuple[Path, bool]:
+    """(the file to read, whether it was named explicitly by argument or LINEUP_CONFIG)."""
+    if path:
+        return Path(path).expanduser(), True
+    if env.get("LINEUP_CONFIG"):
+        return Path(env["LINEUP_CONFIG"]).expanduser(), True
+    return default_config_path(), False
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def load_config(path: str | os.PathLike | None = None, env: Mapping[str, str] = os.environ, *,
+                probe_ollama: bool = False) -> Config:
+    """Read the config (see the module doc for where and what).
+
+    A file named explicitly (argument or ``LINEUP_CONFIG``) must exist. With
+    no file, or one that defines no ``[models.*]``, aliases are autodetected
+    from `env` (and from Ollama when `probe_ollama`), else the demo models.
+    Raises `ConfigError` naming the file, the key path and what is wrong.
+    """
+    file, explicit = config_path(path, env)
+    if not file.exists():
+        if explicit:
+            raise ConfigError([("", "config file not found")], str(file))
+        return autodetect(env, probe_ollama=probe_ollama)
+    try:
+        raw = read_input(file).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError([("", f"not UTF-8 text (byte {exc.start})")], str(file)) from None
+    except InputError as exc:
+        raise ConfigError([("", exc.problem if exc.shown == shown_name(file) else str(exc))], str(file)) from None
+    try:
+        data = tomllib.loads(raw)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError([("", _toml_error(exc))], str(file)) from None
+    config = parse_config(data, source=str(file))
+    if not config.models:
+        found = autodetect(env, probe_ollama=probe_ollama)
+        config = config.model_copy(update={"models": found.models, "autodetected": True,
+                                           "warnings": config.warnings + found.warnings})
+    return config
+
+
+def _toml_error(exc: tomllib.TOMLDecodeError) -> str:
+    msg = str(exc)
+    m = re.search(r"\(at line (\d+), column (\d+)\)", msg)
+    if m:
+        what = msg[: m.start()].strip()
+        return f"line {m.group(1)}, column {m.group(2)}: TOML syntax error: {what}"
+    m = re.search(r"\(at end of document\)", msg)
+    if m:
+        return f"end of file: TOML syntax error: {msg[: m.start()].strip()}"
+    return f"TOML syntax error: {msg}"
+
+
+def parse_config(data: Mapping[str, Any], source: str | None = None) -> Config:
+    """A `Config` from already-parsed TOML data; collects every problem found."""
+    problems: list[tuple[str, str]] = []
+    for key in data:
+        if key not in ("defaults", "models", "tags", "run"):
+            problems.append((_key(key), "unknown key (expected defaults, models, tags or run)"))
+
+    defaults = SamplingParams()
+    if "defaults" in data:
+        if not isinstance(data["defaults"], dict):
+            problems.append(("defaults", f"must be a table (got {_describe(data['defaults'])})"))
+        else:
+            defaults_p = _params(data["defaults"], ("defaults",), problems)
+            defaults = defaults_p or defaults
+
+    tags = _tags(data.get("tags", []), problems)
+    run_cache = _run_table(data.get("run", {}), problems)
+
+    models: dict[str, ModelConfig] = {}
+    raw_models = data.get("models", {})
+    if not isinstance(raw_models, dict):
+        problems.append(("models", f"must be a table of [models.ALIAS] tables (got {_describe(raw_models)})"))
+        raw_models = {}
+    for alias, table in raw_models.items():
+        model = _model(alias, table, problems)
+        if model is not None:
+            models[alias] = model
+
+    if problems:
+        raise ConfigError(problems, source)
+    return Config(defaults=defaults, models=models, tags=tags, run_cache=run_cache, source=source)
+
+
+def _run_table(raw: Any, problems: list) -> bool:
+    """`[run]`: defaults of `lineup run` (`cache = true`: reuse the answers of identical requests)."""
+    if not isinstance(raw, dict):
+        problems.append(("run", f"must be a table (got {_describe(raw)})"))
+        return False
+    for key in raw:
+        if key != "cache":
+            problems.append((_join("run", key), "unknown key (expected cache)"))
+    cache = raw.get("cache", False)
+    if not isinstance(cache, bool):
+        problems.append(("run.cache", f"must be true or false (got {_describe(cache)})"))
+        return False
+    return cache
+
+
+def _params(table: dict, prefix: tuple[str, ...], problems: list) -> SamplingParams | None:
+    """Sampling parameters, their ranges checked by `SamplingParams` itself."""
+    try:
+        return SamplingParams.model_validate(table)
+    except ValidationError as exc:
+        problems.extend(_validation_problems(exc, prefix))
+        return None
+
+
+def _tags(raw: Any, problems: list) -> tuple[str, ...]:
+    if not isinstance(raw, list):
+        problems.append(("tags", f"must be an array of strings (got {_describe(raw)})"))
+        return ()
+    out: list[str] = []
+    for i, tag in enumerate(raw):
+        if not isinstance(tag, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]{0,39}", tag):
+            problems.append((f"tags[{i}]", "must be a word of letters, digits, _ or - (at most 40 characters)"))
+        elif tag in out:
+            problems.append((f"tags[{i}]", f"duplicate tag {tag!r}"))
+        elif tag not in DEFAULT_TAGS:
+            out.append(tag)
+    return tuple(out)
+
+
+#: The path each protocol adds to `base_url` (a base_url already ending with it is refused).
+_ROUTE_SUFFIX = {"openai": "/chat/completions", "anthropic": "/v1/messages", "ollama": "/api/chat"}
+
+
+def _model(alias: str, table: Any, problems: list) -> ModelConfig | None:
+    where = ("models", alias)
+    if not isinstance(table, dict):
+        problems.append((_join(*where), f"must be a table (got {_describe(table)})"))
+        return None
+    before = len(problems)
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,63}", alias):
+        problems.append((_join(*where), "alias must start with a letter or digit and hold only letters, digits "
+                                        "and . _ / : @ + - (at most 64 characters)"))
+    data = dict(table)
+    if "alias" in data:
+        problems.append((_join(*where, "alias"), "unknown key (the alias is the table's name: [models.ALIAS])"))
+        data.pop("alias")
+
+    provider = data.get("provider")
+    if provider is None:
+        problems.append((_join(*where, "provider"), f"required key is missing (one of {', '.join(PROVIDERS)})"))
+    elif provider not in PROVIDERS:
+        shown = repr(provider) if isinstance(provider, str) and len(provider) < 30 and not looks_like_key(
+            provider.replace("-", "_")) else "this value"
+        problems.append((_join(*where, "provider"),
+                         f"unknown provider {shown}; expected one of {', '.join(PROVIDERS)}"))
+
+    key_env = data.get("api_key_env")
+    if isinstance(key_env, str) and key_env != "":
+        if looks_like_key(key_env):
+            problems.append((_join(*where, "api_key_env"),
+                             "this looks like an API key, not the name of an environment variable (value not "
+                             "shown). Put the key in the environment, e.g. export MY_API_KEY=..., and write "
+                             'api_key_env = "MY_API_KEY"'))
+            data.pop("api_key_env")
+
+    base_url = data.get("base_url")
+    if isinstance(base_url, str):
+        secrets = url_secrets(base_url)
+        if secrets:
+            problems.append((_join(*where, "base_url"),
+                             f"contains credentials ({', '.join(secrets)}; shown redacted: {redact_url(base_url)}). "
+                             "Keys come from the environment: set api_key_env to the variable's name"))
+            data.pop("base_url")
+        else:
+            try:
+                parts = urlsplit(base_url)
+                ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+            except ValueError:
+                ok = False
+            if not ok:
+                problems.append((_join(*where, "base_url"), "must be an http:// or https:// URL with a host"))
+            elif isinstance(provider, str) and provider in _ROUTE_SUFFIX and \
+                    parts.path.rstrip("/").endswith(_ROUTE_SUFFIX[provider]):
+                # a whole endpoint pasted (Azure's portal shows one): lineup adds the route itself
+                problems.append((_join(*where, "base_url"), (
+                    f"ends with {_ROUTE_SUFFIX[provider]}, which lineup adds itself: give the URL without it "
+                    "(and any ?api-version=... as query = { \"api-version\" = \"...\" })")))
+                data.pop("base_url")
+
+    _gateway(data, table, where, problems)
+
+    if "params" in data:
+        if isinstance(data["params"], dict):
+            params = _params(data["params"], (*where, "params"), problems)
+            if params is None:
+                data.pop("params")
+        else:
+            problems.append((_join(*where, "params"), f"must be a table (got {_describe(data['params'])})"))
+            data.pop("params")
+
+    if provider == "demo" and isinstance(data.get("model"), str):
+        if data["model"] not in DEMO_STYLE_NAMES:
+            problems.append((_join(*where, "model"),
+                             f"unknown demo style {data['model']!r}; expected one of {', '.join(DEMO_STYLE_NAMES)}"))
+
+    if provider not in PROVIDERS:
+        data["provider"] = "demo"   # already reported; a placeholder so the other fields are still checked
+    if provider in PROVIDERS:
+        if "base_url" not in data and "base_url" not in table:
+            data["base_url"] = PROVIDER_DEFAULT_BASE_URL[provider]
+        if "api_key_env" not in table:
+            default_key = PROVIDER_DEFAULT_KEY_ENV[provider]
+            if provider == "openai" and "base_url" in table:
+                default_key = None
+            data["api_key_env"] = default_key
+    if data.get("api_key_env") == "":
+        data["api_key_env"] = None
+    auth = data.get("auth")
+    if isinstance(auth, dict) and auth.get("header") is None and "api_key_env" not in table:
+        data["api_key_env"] = None   # auth = "none": the protocol's default key variable is not read
+    elif isinstance(auth, dict) and auth.get("header") is not None and not data.get("api_key_env"):
+        problems.append((_join(*where, "auth"), "says how the key is sent, but this model has no key: set "
+                                                'api_key_env = "VARIABLE" (or remove auth)'))
+    elif data.get("api_key_env") and provider in PROVIDERS:
+        into = auth["header"] if isinstance(auth, dict) else CATALOGUE[provider].auth_header
+        clash = next((h for h in data.get("headers", {}) if h.lower() == into.lower()), None)
+        if clash is not None:
+            problems.append((_join(*where, "headers", clash), f"the key from api_key_env already goes in header "
+                                                              f"{into} (auth): remove one of them"))
+    try:
+        model = ModelConfig.model_validate({"alias": alias, **data})
+    except ValidationError as exc:
+        problems.extend(p for p in _validation_problems(exc, where) if p[0] != _join(*where, "alias"))
+        return None
+    return model if len(problems) == before else None
+
+
+# --------------------------------------------------------------------------- gateways
+
+#: Headers lineup sets itself (the body's type and length, the connection).
+RESERVED_HEADERS = frozenset({"host", "content-length", "content-type", "transfer-encoding", "connection",
+                              "te", "upgrade", "trailer", "keep-alive", "proxy-connection", "content-encoding"})
+_CREDENTIAL_WORDS = frozenset({"key", "apikey", "token", "secret", "password", "passwd", "auth", "authorization",
+                               "cookie", "signature", "sig", "credential", "credentials", "session"})
+
+
+def _credential_header(name: str) -> bool:
+    """Whether a header's name says it carries a credential (one of its words:
+    `X-Api-Key`, `Authorization`, `X-Auth-Token`; not `x-portkey-provider`)."""
+    return any(word in _CREDENTIAL_WORDS for word in re.split(r"[-_.]", name.lower()))
+
+
+def _gateway(data: dict, table: dict, where: tuple[str, ...], problems: list) -> None:
+    """`auth`, `headers` and `query` of a model table: checked with their key
+    paths (a value that is or may be a secret never repeated), put in the
+    shape `ModelConfig` takes; a bad one is reported and dropped."""
+    from providers.model_config import AUTH_PRESETS, HEADER_NAME
+
+    if "auth" in data:
+        auth = data.pop("auth")
+        path = _join(*where, "auth")
+        if isinstance(auth, str):
+            preset = AUTH_PRESETS.get(auth.lower())
+            if preset is None:
+                shown = repr(auth) if len(auth) < 30 and not looks_like_secret(auth) else "this value"
+                problems.append((path, f"unknown auth {shown}; expected one of {', '.join(AUTH_PRESETS)}, or a "
+                                       'table { header = "NAME", scheme = "Bearer" }'))
+            else:
+                data["auth"] = preset.model_dump()
+        elif isinstance(auth, dict):
+            ok = True
+            for k in auth:
+                if k not in ("header", "scheme"):
+                    problems.append((_join(*where, "auth", k), "unknown key (expected header and scheme)"))
+                    ok = False
+            header, scheme = auth.get("header"), auth.get("scheme")
+            if not isinstance(header, str) or not HEADER_NAME.fullmatch(header):
+                problems.append((_join(*where, "auth", "header"), "must be an HTTP header name (letters, digits "
+                                                                  "and -), e.g. \"api-key\""))
+                ok = False
+            elif header.lower() in RESERVED_HEADERS:
+                problems.append((_join(*where, "auth", "header"), f"{header} is set by lineup itself"))
+                ok = False
+            if scheme is not None and not (isinstance(scheme, str) and re.fullmatch(r"[A-Za-z][A-Za-z0-9_.-]{0,30}",
+                                                                                    scheme)):
+                problems.append((_join(*where, "auth", "scheme"), "must be one word, e.g. \"Bearer\" (the key "
+                                                                  "follows it after a space)"))
+                ok = False
+            if ok:
+                data["auth"] = {"header": header, "scheme": scheme}
+        else:
+            problems.append((path, f"must be a string or a table (got {_describe(auth)})"))
+        if isinstance(data.get("auth"), dict) and data["auth"]["header"] is None and table.get("api_key_env"):
+            problems.append((path, 'is "none", which sends no key, but api_key_env names one: remove one of them'))
+
+    if "headers" in data:
+        raw = data.pop("headers")
+        if not isinstance(raw, dict):
+            problems.append((_join(*where, "headers"), f"must be a table of header names (got {_describe(raw)})"))
+        else:
+            data["headers"] = _headers(raw, (*where, "headers"), problems)
+
+    if "query" in data:
+        raw = data.pop("query")
+        if not isinstance(raw, dict):
+            problems.append((_join(*where, "query"), f"must be a table of query parameters (got {_describe(raw)})"))
+        else:
+            query: dict[str, str] = {}
+            for name, value in raw.items():
+                path = _join(*where, "query", name)
+                if _SECRET_QUERY.search(name):
+                    problems.append((path, "looks like a credential (value not shown): keys never go in a URL; "
+                                           "send them in a header (api_key_env with auth, or headers = { NAME = "
+                                           '{ env = "VARIABLE" } })'))
+                elif not isinstance(value, str):
+                    problems.append((path, f"must be a string (got {_describe(value)})"))
+                elif looks_like_secret(value):
+                    problems.append((path, "this looks like a key or token (value not shown): keys never go in a "
+                                           "URL; send them in a header"))
+                elif not value.isprintable() or not name.isprintable():
+                    problems.append((path, "holds a control character"))
+                else:
+                    query[name] = value
+            data["query"] = query
+
+
+def _headers(raw: dict, where: tuple[str, ...], problems: list) -> dict[str, Any]:
+    from providers.model_config import HEADER_NAME
+
+    out: dict[str, Any] = {}
+    seen: dict[str, str] = {}
+    for name, value in raw.items():
+        path = _join(*where, name)
+        if not HEADER_NAME.fullmatch(name):
+            problems.append((path, "not an HTTP header name (letters, digits and - only)"))
+            continue
+        if name.lower() in RESERVED_HEADERS:
+            problems.append((path, f"{name} is set by lineup itself"))
+            continue
+        if name.lower() in seen:
+            problems.append((path, f"given twice (as {seen[name.lower()]} too; header names ignore case)"))
+            continue
+        seen[name.lower()] = name
+        if isinstance(value, dict):
+            extra = [k for k in value if k != "env"]
+            env = value.get("env")
+            if extra:
+                problems.append((_join(*where, name, extra[0]), 'unknown key (expected { env = "VARIABLE" })'))
+            elif not isinstance(env, str) or not env:
+                problems.append((_join(*where, name, "env"), "must be the name of an environment variable"))
+            elif looks_like_key(env):
+                problems.append((_join(*where, name, "env"), "this looks like a secret, not the name of an "
+                                                             "environment variable (value not shown). Put it in "
+                                                             'the environment and write { env = "ITS_NAME" }'))
+            else:
+                out[name] = {"env": env}
+        elif isinstance(value, str):
+            if _credential_header(name):
+                problems.append((path, "a credential header (value not shown): its value never goes in the file; "
+                                       'write { env = "VARIABLE" } and export VARIABLE'))
+            elif looks_like_secret(value):
+                problems.append((path, "this looks like a key or token (value not shown): write "
+                                       '{ env = "VARIABLE" } and export VARIABLE instead'))
+            elif not value.isascii() or not value.isprintable():
+                problems.append((path, "a header value must be printable ASCII (no control characters)"))
+            else:
+                out[name] = value
+        else:
+            problems.append((path, f'must be a string or {{ env = "VARIABLE" }} (got {_describe(value)})'))
+    return out
+
+
+# --------------------------------------------------------------------------- parameters typed as text
+
+class ParamsError(UsageError):
+    """Parameters typed as text (`-p KEY=VALUE`, the settings panel) that
+    cannot be used: `problems` are (key, what is wrong); values are never
+    repeated (a key typed in the wrong place could be among them)."""
+
+    def __init__(self, problems: list[tuple[str, str]], where: str = "-p") -> None:
+        self.problems = problems
+        super().__init__("; ".join(f"{where} {key}: {what}" if key else f"{where}: {what}" for key, what in problems))
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON has")
+
+
+def param_value(key: str, raw: str) -> Any:
+    """A parameter typed as text, read as TOML's simple values are: JSON
+    when it parses (numbers, true/false, arrays, objects; no NaN or
+    infinity), else the text itself; `stop` takes one string or an array."""
+    text = raw.strip()
+    try:
+        value: Any = json.loads(text, parse_constant=_reject_constant)
+    except ValueError:
+        value = text
+    if key == "stop" and isinstance(value, str):
+        value = [value]
+    return value
+
+
+def params_from_text(values: Mapping[str, str], where: str = "-p") -> SamplingParams:
+    """Sampling parameters from text: KEY -> VALUE, `extra_body.NAME` for one
+    field of the extra body, blank values left out. Checked as a config's
+    `params` are (`SamplingParams`); `ParamsError` names each bad key."""
+    data: dict[str, Any] = {}
+    problems: list[tuple[str, str]] = []
+    for key, raw in values.items():
+        key = key.strip()
+        if not raw.strip():
+            continue
+        if key.startswith("extra_body."):
+            name = key.removeprefix("extra_body.")
+            if not name:
+                problems.append((key, "name the field: extra_body.NAME=VALUE"))
+                continue
+            body = data.setdefault("extra_body", {})
+            if isinstance(body, dict):
+                body[name] = param_value(key, raw)
+            continue
+        if key not in PARAM_NAMES:
+            close = difflib.get_close_matches(key, PARAM_NAMES, n=1)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,39}", key) or looks_like_key(key):
+                key, hint = "(a name not shown: it looks like a key)", ""
+            problems.append((key, f"unknown parameter (one of {', '.join(PARAM_NAMES)}, or extra_body.NAME){hint}"))
+            continue
+        value = param_value(key, raw)
+        if key == "extra_body" and not isinstance(value, dict):
+            problems.append((key, "must be a JSON object, e.g. {\"top_k\": 40}"))
+            continue
+        if key == "extra_body" and isinstance(data.get("extra_body"), dict):
+            value = {**value, **data["extra_body"]}
+        data[key] = value
+    if not problems:
+        try:
+            return SamplingParams.model_validate(data)
+        except ValidationError as exc:
+            problems.extend(_validation_problems(exc, ()))
+    raise ParamsError(problems, where)
+
+
+def params_from_assignments(items: list[str], where: str = "-p") -> SamplingParams:
+    """`-p KEY=VALUE` (repeated) as sampling parameters; `ParamsError` naming each bad key."""
+    values: dict[str, str] = {}
+    problems: list[tuple[str, str]] = []
+    for item in items:
+        key, eq, raw = item.partition("=")
+        if not eq or not key.strip():
+            problems.append(("", "expected KEY=VALUE, e.g. -p temperature=0.2"))
+            continue
+        if not raw.strip():
+            problems.append((key.strip(), "no value after ="))
+            continue
+        values[key.strip()] = raw
+    if problems:
+        raise ParamsError(problems, where)
+    return params_from_text(values, where)
+
+
+# --------------------------------------------------------------------------- autodetect
+
+def autodetect(env: Mapping[str, str] = os.environ, *, probe_ollama: bool = False) -> Config:
+    """Aliases for the keys present in `env` (and a reachable Ollama when
+    `probe_ollama`); the demo models when nothing is found."""
+    models: dict[str, ModelConfig] = {}
+    warnings: list[str] = []
+    for a in AUTODETECT:
+        if env.get(a.env_var, "").strip() and a.alias not in models:
+            models[a.alias] = ModelConfig(alias=a.alias, provider=a.provider, model=a.model, api_key_env=a.env_var,
+                                          base_url=a.base_url or PROVIDER_DEFAULT_BASE_URL[a.provider])
+    if probe_ollama:
+        base, warning = ollama_base_url(env)
+        if warning:
+            warnings.append(warning)
+        for name in list_ollama_models(base):
+            alias = "ollama/" + name.removesuffix(":latest")
+            models.setdefault(alias, ModelConfig(alias=alias, provider="ollama", model=name, base_url=base))
+    if not models:
+        models = {m.alias: m for m in DEMO_MODELS}
+    return Config(models=models, autodetected=True, warnings=tuple(warnings))
+
+
+def ollama_base_url(env: Mapping[str, str] = os.environ) -> tuple[str, str | None]:
+    """(Ollama's base URL from OLLAMA_HOST or the default, a warning or None).
+    Accepts the forms Ollama itself does: ``host``, ``host:port``, ``http://host:port``."""
+    host = env.get("OLLAMA_HOST", "").strip()
+    if not host:
+        return default_base_url("ollama"), None
+    if "://" not in host:
+        host = "http://" + host
+    warning = None
+    if url_secrets(host):
+        warning = f"OLLAMA_HOST contains credentials; they were removed (using {redact_url(host)})"
+    try:
+        parts = urlsplit(host)
+        hostname = parts.hostname or "localhost"
+        port = parts.port or (443 if parts.scheme == "https" else 11434)   # Ollama's own defaults
+    except ValueError:
+        return default_base_url("ollama"), "OLLAMA_HOST is not a valid host[:port]; using the default"
+    if hostname in ("0.0.0.0", "::"):
+        hostname = "127.0.0.1"     # a listen-everywhere address; connect locally
+    netloc = f"[{hostname}]" if ":" in hostname else hostname
+    return urlunsplit((parts.scheme, f"{netloc}:{port}", parts.path.rstrip("/"), "", "")), warning
+
+
+def list_ollama_models(base_url: str, timeout: float = OLLAMA_PROBE_TIMEOUT) -> list[str]:
+    """Model names from Ollama's GET /api/tags; [] when it is not reachable
+    quickly or answers something else."""
+    if not _accepts_connections(base_url, timeout):
+        return []   # nothing listens there (no Ollama: the usual case), known without loading httpx
+    import httpx
+
+    try:
+        with httpx.Client(timeout=timeout, trust_env=False) as client:
+            response = client.get(base_url.rstrip("/") + "/api/tags")
+        if response.status_code != 200:
+            return []
+        names = [m.get("name") or m.get("model") for m in response.json().get("models", [])]
+    except (httpx.HTTPError, ValueError, AttributeError, TypeError):
+        return []
+    return [n for n in names if isinstance(n, str) and n and n.isprintable()]
+
+
+def _accepts_connections(base_url: str, timeout: float) -> bool:
+    """Whether anything accepts a TCP connection at `base_url`'s host and port."""
+    import socket
+
+    try:
+        parts = urlsplit(base_url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        with socket.create_connection((parts.hostname or "localhost", port), timeout=timeout):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
+# --------------------------------------------------------------------------- use
+
+
+def resolve_models(config: Config, aliases: list[str]) -> list[ModelConfig]:
+    """The models for `aliases`, in order; all configured models when empty.
+    ``demo/...`` aliases always resolve, configured or not."""
+    if not aliases:
+        return list(config.models.values())
+    demo = {m.alias: m for m in (*DEMO_MODELS, DEMO_JUDGE)}
+    out: list[ModelConfig] = []
+    seen: set[str] = set()
+    for alias in aliases:
+        if alias in seen:
+            raise ConfigError([("", f"model alias {alias!r} given twice")], config.source)
+        seen.add(alias)
+        model = config.models.get(alias) or demo.get(alias)
+        if model is None:
+            known = list(config.models) + [a for a in demo if a not in config.models]
+            close = difflib.get_close_matches(alias, known, n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise ConfigError([("", f"unknown model alias {alias!r}.{hint} Known aliases: {', '.join(known)} "
+                                    "(see `lineup models`)")], config.source)
+        out.append(model)
+    return out
+
+
+def missing_key(model: ModelConfig, env: Mapping[str, str] = os.environ) -> str | None:
+    """The name of the first secret variable `model` needs (its key, then its
+    `{ env = ... }` headers) that `env` lacks, else None."""
+    for name in model.secret_envs:
+        if not env.get(name, "").strip():
+            return name
+    return None

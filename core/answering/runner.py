@@ -1,0 +1,547 @@
+"""`lineup run`: every case of a sample set (with its scripted follow-ups)
+against every model, repeated, with fixed parameters; resumable.
+
+A run is one session (kind "run"). Each user message of each case and repeat
+is a turn shared by all contestants; each contestant answers it in its own
+thread. Running the same set, models, parameters and repeat count again finds
+that session (its `run_key`) and does only what is missing: answers that never
+completed get a new attempt, completed ones are never redone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import random
+import statistics
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager, nullcontext
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import anyio
+
+from core.answering.cache import cached_answer, request_key
+from core.ground.errors import store_error_in
+from core.answering.identity import prompt_texts, tag_self_identification
+from core.answering.sessions import LABELS, Contestant, ServerLimits, contestant_record, record_stream
+from core.answering.tools import answer_messages
+from providers.events import ChatRequest, Message, SamplingParams
+from providers.model_config import ModelConfig
+from store import AsyncStore
+from store.db import process_token
+from store.ids import new_ulid
+from store.records import CheckResultRecord, OutputRecord, SessionRecord, TurnRecord
+from store.runs import find_cached
+
+if TYPE_CHECKING:
+    from core.answering.sampleset import SampleSet
+
+
+@dataclass
+class ModelTally:
+    """Per-model progress and the figures of the end-of-run summary."""
+
+    planned: int = 0
+    done: int = 0
+    failed: int = 0
+    skipped: int = 0
+    cached: int = 0          # answers reused from the cache (no request made)
+    elsewhere: int = 0       # being run by another process on the same database
+    errors: Counter = field(default_factory=Counter)
+    ttft_ms: list[float] = field(default_factory=list)
+    tokens_per_s: list[float] = field(default_factory=list)
+    cost: float = 0.0
+    cost_known: bool = False
+
+
+@dataclass
+class RunProgress:
+    """What a progress display needs; updated in place as answers finish."""
+
+    session_id: str
+    resumed: bool
+    total: int
+    tallies: dict[str, ModelTally]
+    started: float = field(default_factory=time.monotonic)
+    #: why an earlier run of the same command was not resumed: (its id, differences)
+    drift: tuple[str, list[str]] | None = None
+    others: set[str] = field(default_factory=set)   # processes that ran part of this run meanwhile
+    stopped: str | None = None   # why the run stopped early, resumable (a batch API that failed)
+
+    @property
+    def finished(self) -> int:
+        return sum(t.done + t.failed for t in self.tallies.values())
+
+    @property
+    def already_done(self) -> int:
+        return sum(t.skipped for t in self.tallies.values())
+
+    @property
+    def failed(self) -> int:
+        return sum(t.failed for t in self.tallies.values())
+
+    @property
+    def elsewhere(self) -> int:
+        return sum(t.elsewhere for t in self.tallies.values())
+
+    def eta_s(self) -> float | None:
+        fresh = self.finished - self.already_done
+        if fresh <= 0:
+            return None
+        rate = fresh / max(time.monotonic() - self.started, 1e-6)
+        return max(self.total - self.finished - self.elsewhere, 0) / rate
+
+
+def run_key(set_hash: str, models: Sequence[ModelConfig], params: SamplingParams, system: str | None,
+            repeat: int) -> str:
+    """Identifies "the same run" so that running it again resumes it."""
+    blob = json.dumps({
+        "set": set_hash, "models": sorted(m.alias for m in models), "repeat": repeat,
+        "params": params.model_dump(exclude_none=True), "system": system,
+    }, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+
+class Runner:
+    """Runs one sample set; `run()` is cancellable at any point (Ctrl-C)."""
+
+    def __init__(self, store: AsyncStore, sample_set, models: Sequence[ModelConfig], *,
+                 repeat: int = 1, concurrency: int = 8, params: SamplingParams = SamplingParams(),
+                 defaults: SamplingParams = SamplingParams(), system: str | None = None,
+                 new_session: bool = False, rerun_of: str | None = None, cache: bool = False,
+                 canary: bool = False, on_progress: Callable[[RunProgress], None] | None = None) -> None:
+        if repeat < 1:
+            raise ValueError("--repeat must be at least 1")
+        if concurrency < 1:
+            raise ValueError("--concurrency must be at least 1")
+        self.store = store
+        self.sample_set = sample_set
+        self.models = list(models)
+        self.repeat = repeat
+        self.concurrency = concurrency
+        self.params = params
+        self.defaults = defaults
+        self.system = system
+        self.new_session = new_session
+        self.rerun_of = rerun_of
+        #: answer identical requests from the database (`core.answering.cache`) instead of the provider
+        self.cache = cache
+        #: a drift-watch run (`lineup drift`): always a new session, marked `canary` in its meta
+        self.canary = canary
+        self.on_progress = on_progress
+        self.owner = process_token()
+        self.progress: RunProgress | None = None   # set by `run` before any unit starts
+        self._contestants: list[Contestant] = []
+
+    # ----- session --------------------------------------------------------
+    async def _open_session(self) -> tuple[SessionRecord, bool, tuple[str, list[str]] | None]:
+        key = run_key(self.sample_set.sha256, self.models, self.params, self.system, self.repeat)
+        if self.canary:   # never resumed by (nor resuming) a plain run of the same set
+            key = "canary:" + key
+        label_seed = random.SystemRandom().getrandbits(32)
+        order = list(self.models)
+        random.Random(label_seed).shuffle(order)
+        contestants = [
+            Contestant(config=m, label=LABELS[i], position=i,
+                       params=self.defaults.merged(m.params).merged(self.params))
+            for i, m in enumerate(order)
+        ]
+        record = SessionRecord(
+            id=new_ulid(), created=time.time(), kind="run", title=f"run {self.sample_set.name}",
+            contestants=[contestant_record(c) for c in contestants], system=self.system,
+            params=self.params.model_dump(exclude_none=True), seed=self.params.seed, blind=True,
+            revealed_at=None, sample_set_name=self.sample_set.name, sample_set_hash=self.sample_set.sha256,
+            rerun_of=self.rerun_of, meta={"run_key": key, "repeat": self.repeat, "label_seed": label_seed,
+                                          # shown after the vote in the queue; the set file may move later
+                                          "references": {c.id: c.reference for c in self.sample_set.cases
+                                                         if c.reference},
+                                          # gold pairs for the vote queue (`--gold-rate`), never contestants
+                                          "gold": {c.id: c.gold.model_dump() for c in self.sample_set.cases
+                                                   if c.gold is not None},
+                                          # what turns do not hold, for a re-run (`sample_set_from_run`)
+                                          "cases": _case_extras(self.sample_set.cases),
+                                          **({"canary": True} if self.canary else {})},
+        )
+        if self.new_session or self.canary:
+            await self.store.create_session(record)
+            return record, False, None
+        wanted = {c.alias: contestant_record(c) for c in contestants}
+        return await self.store.open_run_session(
+            record, key, lambda existing: contestant_differences(existing, wanted, self.system))
+
+    # ----- the run --------------------------------------------------------
+    async def run(self) -> RunProgress:
+        session, work = await self._plan()
+        limit = anyio.CapacityLimiter(self.concurrency)
+        servers = ServerLimits(c.config for c in self._contestants)
+        try:
+            async with anyio.create_task_group() as tg:
+                for case, r, c in work:
+                    tg.start_soon(self._unit, case, r, c, limit, servers.limiter(c.config) or nullcontext())
+        finally:
+            with anyio.CancelScope(shield=True):
+                for c in self._contestants:
+                    if c.provider is not None:
+                        await c.provider.aclose()
+                await self._release(session.id)
+        assert self.progress is not None
+        return self.progress
+
+    async def _release(self, session_id: str) -> None:
+        try:   # what this process took on and did not finish is free again at once
+            await self.store.release_claims(session_id, self.owner)
+        except Exception:
+            pass   # a dead owner's claims are taken over anyway
+
+    async def _plan(self) -> tuple[SessionRecord, list[tuple]]:
+        """Open (or resume) the session and list the units still to do:
+        (case, repeat, contestant) whose answers or checks are missing."""
+        session, resumed, drift = await self._open_session()
+        by_alias = {m.alias: m for m in self.models}
+        self._contestants = [
+            Contestant(config=by_alias[c.alias], label=c.label, position=c.position,
+                       params=SamplingParams(**c.params))
+            for c in session.contestants if c.alias in by_alias
+        ]
+        turns, outputs, checks = await self._existing(session.id) if resumed else ({}, {}, Counter())
+        work = []  # (case, repeat, contestant)
+        tallies = {c.alias: ModelTally() for c in self._contestants}
+        for case in self.sample_set.cases:
+            n_turns = len(case_turn_texts(case))
+            for r in range(self.repeat):
+                for c in self._contestants:
+                    tallies[c.alias].planned += 1
+                    answers = [outputs.get((t.id, c.alias)) if (t := turns.get((case.id, r, k))) else None
+                               for k in range(n_turns)]
+                    complete = [a for a in answers if a is not None and a.status == "complete"]
+                    done = len(complete) == n_turns
+                    if done and _checks_missing(case, complete, checks):
+                        done = False   # the answers are kept; only the checks run again
+                    if done:
+                        tallies[c.alias].done += 1
+                        tallies[c.alias].skipped += 1
+                    else:
+                        work.append((case, r, c))
+        self.progress = RunProgress(session.id, resumed, total=sum(t.planned for t in tallies.values()),
+                                    tallies=tallies, drift=drift)
+        self._turns = turns
+        self._turn_lock = anyio.Lock()
+        self._emit()
+        return session, work
+
+    def _running(self) -> RunProgress:
+        """The progress of the run in flight."""
+        if self.progress is None:
+            raise RuntimeError("the run has not started")
+        return self.progress
+
+    async def _existing(self, session_id: str):
+        loaded = await self.store.load_session(session_id)
+        turns = {(t.case_id, t.repeat_index, t.follow_up_index): t for t in loaded.turns}
+        return turns, _latest_outputs(loaded.outputs), _check_keys(loaded.checks)
+
+    async def _turn(self, case, repeat: int, k: int, text: str, images) -> TurnRecord:
+        """The shared turn for (case, repeat, k), created once (across processes too)."""
+        async with self._turn_lock:
+            turn = self._turns.get((case.id, repeat, k))
+            if turn is None:
+                turn = await self.store.ensure_turn(TurnRecord(
+                    id=new_ulid(), session_id=self._running().session_id, position=0,
+                    case_id=case.id, category=case.category, user_message=text,
+                    images=[{"path": i.path, "sha256": i.sha256, "mime": i.mime} for i in images],
+                    follow_up_index=k, repeat_index=repeat, created=time.time(),
+                ))
+                self._turns[(case.id, repeat, k)] = turn
+            return turn
+
+    async def _unit(self, case, repeat: int, c: Contestant, limit: anyio.CapacityLimiter,
+                    server_limit: AbstractAsyncContextManager) -> None:
+        """One unit of work, claimed so that no other process runs it at the
+        same time, then read fresh (another process may have done part of it)."""
+        progress = self._running()
+        tally = progress.tallies[c.alias]
+        async with server_limit, limit:   # the server first: a slot is never held while queued
+            sid = progress.session_id
+            unit = json.dumps([case.id, repeat, c.alias])
+            holder = await self.store.claim_unit(sid, unit, self.owner)
+            if holder == "done":
+                tally.done += 1
+                tally.skipped += 1
+                self._emit()
+                return
+            if holder != "mine":
+                tally.elsewhere += 1
+                progress.others.add(holder)
+                self._emit()
+                return
+            ok = False
+            try:
+                ok = await self._conversation(case, repeat, c)
+            except Exception as exc:
+                if store_error_in(exc) is not None:
+                    raise
+                # a fault in our own handling of one answer fails that unit, not the run
+                tally.errors[f"internal ({type(exc).__name__})"] += 1
+            with anyio.CancelScope(shield=True):
+                await self.store.finish_claim(sid, unit, self.owner, ok)
+        if ok:
+            tally.done += 1
+        else:
+            tally.failed += 1
+        self._emit()
+
+    async def _conversation(self, case, repeat: int, c: Contestant) -> bool:
+        """One contestant through one case: the opening request, then each
+        scripted follow-up after its previous answer, in its own thread; then
+        the case's checks that are not recorded yet. True when all is saved."""
+        progress = self._running()
+        tally = progress.tallies[c.alias]
+        params = c.params.merged(case.params)
+        rows = await self.store.run_unit(progress.session_id, case.id, repeat, c.alias)
+        for t in rows[0]:
+            self._turns.setdefault((case.id, repeat, t.follow_up_index), t)
+        recorded = _latest_outputs(rows[1])
+        answers: list[OutputRecord] = []
+        history: list[Message] = []
+        for k, text in enumerate(case_turn_texts(case)):
+            if k == 0:
+                images = self.sample_set.images_for(case)
+                history.extend(case.opening_messages(images))
+            else:
+                images = ()
+                history.append(Message(role="user", content=text))
+            turn = await self._turn(case, repeat, k, text, images)
+            prev = recorded.get((turn.id, c.alias))
+            if prev is not None and prev.status == "complete":
+                history.extend(answer_messages(prev))
+                answers.append(prev)
+                continue
+            request = ChatRequest(model=c.config.model, messages=tuple(history),
+                                  system=case.system or self.system, params=params)
+            tooling = case.model_dump(mode="json", include=_TOOLING) if case.tools or case.response_format else None
+            key = request_key(c.config, request, repeat, tooling=tooling)
+            base = _new_output(turn, c, attempt=(prev.attempt + 1) if prev else 1).model_copy(
+                update={"request_key": key})
+            hit = await self.store.call(lambda s: find_cached(s, key)) if self.cache else None
+            if hit is not None:
+                final = cached_answer(hit, base)
+                await self.store.call(lambda s: s.finish_output(final))
+                tally.cached += 1
+            else:
+                final, result = await record_stream(self.store, c, request, base, contestants=self._contestants,
+                                                    script=case.tool_script(), structured=case.response_format)
+            await tag_self_identification(self.store, final, c.config, prompt_texts(history, request.system))
+            if final.status != "complete":
+                tally.errors[final.error_kind or final.status] += 1
+                return False
+            answers.append(final)
+            history.extend(answer_messages(final))
+            if hit is not None:
+                continue   # no request: nothing to time, nothing spent
+            if final.ttft_ms is not None:
+                tally.ttft_ms.append(final.ttft_ms)
+            tps = result.tokens_per_s()
+            if tps is not None:
+                tally.tokens_per_s.append(tps)
+            if final.cost is not None:
+                tally.cost += final.cost
+                tally.cost_known = True
+        await self._checks(case, answers, _check_keys(rows[2]))
+        return True
+
+    async def _checks(self, case, answers: list[OutputRecord], recorded: Counter) -> None:
+        """Each check of the case on the answer its `turn` names (default: the
+        last), except those already recorded (a run that stopped in between)."""
+        from core.answering.checks import AnswerFacts, run_case_checks
+
+        checks = case.all_checks
+        if not checks:
+            return
+        script = case.tool_script()
+        facts = [AnswerFacts(trace=a.trace, script=script, structured=case.response_format) for a in answers]
+        outcomes = run_case_checks(checks, [a.text for a in answers], facts)
+        for check, outcome in zip(checks, outcomes):
+            target = answers[-1 if check.turn is None else check.turn]
+            key = (target.id, outcome.name)
+            if recorded[key] > 0:
+                recorded[key] -= 1
+                continue
+            await self.store.add_check_result(CheckResultRecord(
+                id=new_ulid(), output_id=target.id, check=outcome.name,
+                spec={**outcome.spec, "score": outcome.score, **outcome.extra}, passed=outcome.passed,
+                detail=outcome.detail,
+            ))
+
+    def _emit(self) -> None:
+        if self.on_progress is not None and self.progress is not None:
+            self.on_progress(self.progress)
+
+
+def contestant_differences(existing: SessionRecord, wanted: dict, system: str | None) -> list[str]:
+    """What differs between a recorded run and the contestants about to run:
+    everything that defines a contestant (provider, model, server, parameters)
+    and the system prompt. Empty when the recorded run can be resumed."""
+    found = []
+    if existing.system != system:
+        found.append(f"system prompt {existing.system!r} -> {system!r}")
+    had = {c.alias: c for c in existing.contestants}
+    for alias in sorted(set(had) | set(wanted)):
+        old, new = had.get(alias), wanted.get(alias)
+        if old is None or new is None:
+            found.append(f"model {alias!r} {'added' if old is None else 'removed'}")
+            continue
+        for name in ("provider", "model", "base_url", "params"):
+            before, after = getattr(old, name), getattr(new, name)
+            if before != after:
+                found.append(f"{alias}: {name} {before!r} -> {after!r}")
+    return found
+
+
+def _latest_outputs(outputs) -> dict[tuple[str, str], OutputRecord]:
+    """Per (turn, contestant): a complete answer wins over any attempt; else the latest attempt."""
+    latest: dict[tuple[str, str], OutputRecord] = {}
+    for out in outputs:
+        prev = latest.get((out.turn_id, out.contestant))
+        if prev is None or (prev.status != "complete" and (out.status == "complete" or out.attempt > prev.attempt)):
+            latest[(out.turn_id, out.contestant)] = out
+    return latest
+
+
+def _check_keys(checks) -> Counter:
+    return Counter((c.output_id, c.check) for c in checks)
+
+
+def _checks_missing(case, answers: list[OutputRecord], recorded: Counter) -> bool:
+    """Whether some check of the case has no result on the answer it targets."""
+    want = Counter((answers[-1 if ch.turn is None else ch.turn].id, ch.label) for ch in case.all_checks
+                   if -len(answers) <= (-1 if ch.turn is None else ch.turn) < len(answers))
+    return any(recorded[key] < n for key, n in want.items())
+
+
+def _case_extras(cases) -> dict[str, dict]:
+    """Per case, what its turns do not record: its own system prompt, its
+    sampling overrides, the scripted messages before its last user message."""
+    extras = {}
+    for c in cases:
+        extra = {}
+        if c.system is not None:
+            extra["system"] = c.system
+        if c.params is not None:
+            extra["params"] = c.params.model_dump(exclude_none=True)
+        if c.messages is not None:
+            extra["messages"] = [m.model_dump() for m in c.messages]
+        for name in ("tools", "tool_results", "tool_default", "max_steps", "response_format"):
+            if name in c.model_fields_set:
+                extra[name] = c.model_dump(mode="json", by_alias=True)[name]
+        if extra:
+            extras[c.id] = extra
+    return extras
+
+
+def sample_set_from_run(loaded) -> tuple["SampleSet", list[str]]:
+    """The cases of a recorded `run` session, rebuilt from its turns so that it
+    can be re-run case by case: ids, categories, prompts, scripted follow-ups,
+    checks (from the recorded results' specs) and references. Also returns
+    what the record does not hold and is therefore not re-sent."""
+    from core.answering.sampleset import Case, SampleSet
+
+    session = loaded.session
+    by_case: dict[str, list[TurnRecord]] = {}
+    first_repeat: dict[str, int] = {}
+    for t in sorted(loaded.turns, key=lambda t: t.position):
+        if t.case_id is None:
+            continue
+        r = first_repeat.setdefault(t.case_id, t.repeat_index or 0)
+        if (t.repeat_index or 0) == r:
+            by_case.setdefault(t.case_id, []).append(t)
+    outputs_of: dict[str, list[OutputRecord]] = {}
+    for out in loaded.outputs:
+        outputs_of.setdefault(out.turn_id, []).append(out)
+    checks_of: dict[str, list] = {}
+    for check in loaded.checks:
+        checks_of.setdefault(check.output_id, []).append(check)
+    references = session.meta.get("references") or {}
+    golds = session.meta.get("gold") or {}
+    cases, lost = [], []
+    for case_id, turns in by_case.items():
+        turns.sort(key=lambda t: t.follow_up_index or 0)
+        specs: list[dict] = []
+        # the checks of one contestant's answers (each check is stored on the answer it targets)
+        contestant = next((o.contestant for t in turns for o in outputs_of.get(t.id, ())), None)
+        extra = (session.meta.get("cases") or {}).get(case_id, {})
+        for k, t in enumerate(turns):
+            mine = [o for o in outputs_of.get(t.id, ()) if o.contestant == contestant]
+            best = next((o for o in mine if o.status == "complete"), mine[-1] if mine else None)
+            for check in checks_of.get(best.id, ()) if best is not None else ():
+                if check.spec.get("type") == "structured_output" and "response_format" in extra:
+                    continue   # implied by the response_format, added again by the case
+                spec = {key: v for key, v in check.spec.items() if key not in _RESULT_KEYS}
+                if k != len(turns) - 1:
+                    spec.setdefault("turn", k)
+                specs.append(spec)
+        if any(t.images for t in turns):
+            lost.append(f"case {case_id}: its images (the record keeps their names, not the files)")
+        opening = {"messages": extra["messages"]} if "messages" in extra else {"prompt": turns[0].user_message}
+        tooling = {k: extra[k] for k in ("tools", "tool_results", "tool_default", "max_steps", "response_format")
+                   if k in extra}
+        cases.append(Case(id=case_id, category=turns[0].category or "uncategorised", **opening,
+                          follow_ups=tuple(t.user_message for t in turns[1:]), system=extra.get("system"),
+                          params=extra.get("params"), checks=tuple(specs), reference=references.get(case_id),
+                          gold=golds.get(case_id), **tooling))
+    digest = hashlib.sha256(json.dumps([session.id, [c.model_dump(mode="json") for c in cases]],
+                                       sort_keys=True).encode()).hexdigest()
+    name = session.sample_set_name or session.id
+    return SampleSet(name=name, path=f"session {session.id}", sha256=digest, cases=tuple(cases)), lost
+
+
+#: The fields of a case that shape its answer beyond the request: the tools,
+#: their scripted results and the structured output (in its cache key).
+_TOOLING = {"tools", "tool_results", "tool_default", "max_steps", "response_format"}
+
+#: What a recorded check result adds to its check's spec (not part of the spec itself).
+_RESULT_KEYS = frozenset({"score", "failures", "structured"})
+
+
+def _new_output(turn: TurnRecord, c: Contestant, attempt: int) -> OutputRecord:
+    return OutputRecord(
+        id=new_ulid(), session_id=turn.session_id, turn_id=turn.id, contestant=c.alias, label=c.label,
+        attempt=attempt, status="streaming", text="", reasoning=None, error_kind=None, error_message=None,
+        finish_reason=None, sent_at=None, ttft_ms=None, duration_ms=None, chunk_ms=[], chunk_chars=[],
+        input_tokens=None, output_tokens=None, tokens_estimated=False, reasoning_tokens=None, cost=None,
+        is_demo=c.config.is_demo, created=time.time(),
+    )
+
+
+def case_turn_texts(case) -> list[str]:
+    """The user message recorded for each request of a case: the opening
+    prompt (the last user message of a `messages` case), then each follow-up."""
+    opening = case.prompt if case.prompt is not None else case.opening_messages()[-1].content
+    return [opening, *case.follow_ups]
+
+
+def summary_rows(progress: RunProgress) -> list[dict]:
+    """One row per model for the end-of-run table."""
+    rows = []
+    for alias, t in progress.tallies.items():
+        rows.append({
+            "model": alias,
+            "answers": t.done,
+            "failed": t.failed,
+            "cached": t.cached,
+            "errors": dict(t.errors),
+            "ttft_p50_ms": statistics.median(t.ttft_ms) if t.ttft_ms else None,
+            "tokens_per_s_p50": statistics.median(t.tokens_per_s) if t.tokens_per_s else None,
+            "cost": t.cost if t.cost_known else None,
+        })
+    return rows
+
+
+def format_eta(seconds: float | None) -> str:
+    if seconds is None or math.isinf(seconds):
+        return "--:--"
+    seconds = int(seconds)
+    return f"{seconds // 60:02d}:{seconds % 60:02d}" if seconds < 3600 else f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"

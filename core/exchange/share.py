@@ -1,0 +1,422 @@
+"""Blind vote packages: several raters judge the same answers without the
+owner's database, and their votes come back to it mapped to the real models.
+
+Why a module of its own: a package is the one place where records leave
+the owner's hands for someone who must not learn which model wrote what, so
+what goes in is decided here, in one function per record (`_session`,
+`_turn`, `_answer`, `_check`), as an allow-list: a field not copied is not
+shared. A package holds the cases (prompts, follow-ups, categories,
+references shown after the vote), the answers (text, tool-call trace without
+protocol ids or signatures, the error's kind and HTTP status only, and the
+reasoning only with `reasoning=True`), check names and results, the blind
+labels and the vote queue's shuffle seed; and nothing about a contestant:
+no alias, model, provider, base URL, parameters, prices, error bodies,
+finish reasons, token counts, costs, timings, attempts, writers, tags, nor
+other sessions. Sessions, turns and answers get fresh ids (every one with
+the same time part, so no order or time shows through them), contestants
+random opaque names in a random order; the mapping back, with a content hash
+of every turn and answer as shared, stays in the owner's database
+(`share_map`, written through `store.share`).
+
+A package is a lineup database, so `lineup vote FILE` is the ordinary
+blind queue (`core.answering.vote_queue`: per-case shuffle, tags, notes, undo, skip,
+resume) working on it. `import_package` merges its votes and tags back:
+refused whole (with the reason) when the package came from another database
+or its answers, cases or contestants differ from what was shared; idempotent
+otherwise, so several packages of one run, and the same package imported
+again after more votes, merge into one record."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from core.stats.votes import LABELS, error_status, record_problem
+from store.db import Store, StoreError
+from store.ids import new_ulid
+from store.imports import ImportFileError, ImportSummary, check_sound, snapshot, write_imported
+from store.records import (
+    AnswerTrace,
+    CheckResultRecord,
+    ContestantRecord,
+    LoadedSession,
+    OutputRecord,
+    SessionRecord,
+    TagRecord,
+    TraceCall,
+    TraceStep,
+    TurnRecord,
+    VoteRecord,
+)
+from store.share import (
+    PackageInfo,
+    SharedPackage,
+    ShareRow,
+    merge_package_records,
+    read_package_info,
+    record_share,
+    share_origin,
+    shared_package,
+    tags_with_removals,
+    write_package_info,
+)
+
+PACKAGE_FORMAT = 1
+#: The provider every contestant of a package has (the real one stays with the owner).
+STANDIN_PROVIDER = "blind"
+_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
+
+
+class ShareError(ValueError):
+    """Sessions that cannot be shared as asked (the message says why)."""
+
+
+class ShareSummary(BaseModel):
+    package_id: str
+    path: str
+    sessions: int
+    cases: int
+    answers: int
+
+
+# --------------------------------------------------------------------------- what a package holds
+
+
+def opaque_name(rng: secrets.SystemRandom) -> str:
+    """A contestant's name in a package: random, meaningless, short enough to read."""
+    return "x" + "".join(rng.choice(_ALPHABET) for _ in range(7))
+
+
+def blind_trace(trace: AnswerTrace | None) -> AnswerTrace | None:
+    """A tool-call trace without what tells a protocol or a server apart:
+    call ids (`call_...`, `toolu_...`), Gemini's signatures, and whether the
+    server refused native structured output. Steps, calls, arguments,
+    scripted results and why it stopped stay: the rater judges them."""
+    if trace is None:
+        return None
+    return AnswerTrace(
+        steps=[TraceStep(text=s.text, calls=[TraceCall(name=c.name, arguments=c.arguments, result=c.result,
+                                                       rule=c.rule) for c in s.calls]) for s in trace.steps],
+        stopped=trace.stopped, max_steps=trace.max_steps)
+
+
+def _digest(value: object) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, ensure_ascii=False,
+                                     separators=(",", ":")).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def turn_digest(t: TurnRecord) -> str:
+    """The content hash of a turn as shared (what a rater is shown of it)."""
+    return _digest(["turn", t.session_id, t.position, t.case_id, t.category, t.user_message, t.images,
+                    t.follow_up_index, t.repeat_index])
+
+
+def answer_digest(o: OutputRecord) -> str:
+    """The content hash of an answer as shared."""
+    return _digest(["output", o.session_id, o.turn_id, o.contestant, o.label, o.status, o.text, o.reasoning,
+                    o.error_kind, o.error_message,
+                    None if o.trace is None else o.trace.model_dump(mode="json")])
+
+
+def _latest_answers(loaded: LoadedSession) -> list[OutputRecord]:
+    """The answer a rater judges per (turn, contestant): the latest attempt that is not still streaming."""
+    out: dict[tuple[str, str], OutputRecord] = {}
+    for o in loaded.outputs:
+        if o.status == "streaming":
+            continue
+        key = (o.turn_id, o.contestant)
+        if key not in out or o.attempt >= out[key].attempt:
+            out[key] = o
+    return list(out.values())
+
+
+@dataclass
+class Package:
+    """The records of a package and the owner's mapping to them."""
+
+    sessions: list[SessionRecord] = field(default_factory=list)
+    records: list[TurnRecord | OutputRecord | CheckResultRecord] = field(default_factory=list)
+    rows: list[ShareRow] = field(default_factory=list)
+    cases: int = 0
+    answers: int = 0
+
+
+def build_package(loaded: Sequence[LoadedSession], *, reasoning: bool = False,
+                  created: float | None = None) -> Package:
+    """The package's records for these sessions (see the module doc for what
+    goes in), with the owner's mapping and content hashes."""
+    created = time.time() if created is None else created
+    ms = int(created * 1000)
+    rng = secrets.SystemRandom()
+    pkg = Package()
+    for ls in loaded:
+        s = ls.session
+        sid = new_ulid(ms)
+        pkg.rows.append(ShareRow(kind="session", shared_id=sid, owner_id=s.id, session_id=s.id))
+        demo = s.is_demo
+        order = list(s.contestants)
+        rng.shuffle(order)                         # positions and labels tell nothing of the owner's order
+        names: dict[str, ContestantRecord] = {}
+        for i, c in enumerate(order):
+            name = opaque_name(rng)
+            while name in {n.alias for n in names.values()}:
+                name = opaque_name(rng)
+            names[c.alias] = ContestantRecord(alias=name, provider=STANDIN_PROVIDER, model=name, label=LABELS[i],
+                                              position=i, is_demo=demo)
+            pkg.rows.append(ShareRow(kind="contestant", shared_id=name, owner_id=c.alias, session_id=s.id))
+        pkg.sessions.append(_session(s, sid, list(names.values()), created))
+        turn_ids: dict[str, str] = {}
+        for t in sorted(ls.turns, key=lambda t: t.position):
+            shared_turn = _turn(t, new_ulid(ms), sid, created)
+            turn_ids[t.id] = shared_turn.id
+            pkg.records.append(shared_turn)
+            pkg.rows.append(ShareRow(kind="turn", shared_id=shared_turn.id, owner_id=t.id, session_id=s.id,
+                                     digest=turn_digest(shared_turn)))
+        pkg.cases += len({(t.case_id, t.repeat_index) if t.case_id else t.id for t in ls.turns})
+        checks: dict[str, list[CheckResultRecord]] = {}
+        for chk in ls.checks:
+            checks.setdefault(chk.output_id, []).append(chk)
+        answers = sorted(_latest_answers(ls), key=lambda o: rng.random())   # no order shows through
+        for o in answers:
+            if o.contestant not in names or o.turn_id not in turn_ids:
+                continue
+            shared = _answer(o, new_ulid(ms), sid, turn_ids[o.turn_id], names[o.contestant], created,
+                             reasoning=reasoning)
+            pkg.records.append(shared)
+            pkg.rows.append(ShareRow(kind="output", shared_id=shared.id, owner_id=o.id, session_id=s.id,
+                                     digest=answer_digest(shared)))
+            pkg.records += [_check(c, new_ulid(ms), shared.id) for c in checks.get(o.id, ())]
+            pkg.answers += 1
+    return pkg
+
+
+def _session(s: SessionRecord, sid: str, contestants: list[ContestantRecord], created: float) -> SessionRecord:
+    references = s.meta.get("references") or {}
+    return SessionRecord(id=sid, created=created, kind=s.kind, title=s.sample_set_name or "shared session",
+                         contestants=contestants, blind=True,
+                         sample_set_name=s.sample_set_name, sample_set_hash=s.sample_set_hash,
+                         meta={"references": dict(references)} if references else {})
+
+
+def _turn(t: TurnRecord, tid: str, sid: str, created: float) -> TurnRecord:
+    # an image's name only (the owner's path is not the rater's business; the bytes are not carried)
+    images = [{"path": os.path.basename(str(i.get("path", ""))), "sha256": i.get("sha256"), "mime": i.get("mime")}
+              for i in t.images if isinstance(i, dict)]
+    return TurnRecord(id=tid, session_id=sid, position=t.position, case_id=t.case_id, category=t.category,
+                      user_message=t.user_message, images=images, follow_up_index=t.follow_up_index,
+                      repeat_index=t.repeat_index, created=created)
+
+
+def _answer(o: OutputRecord, oid: str, sid: str, tid: str, c: ContestantRecord, created: float, *,
+            reasoning: bool) -> OutputRecord:
+    status = error_status(o.error_message) if o.status == "error" else None
+    return OutputRecord(id=oid, session_id=sid, turn_id=tid, contestant=c.alias, label=c.label, attempt=1,
+                        status=o.status, text=o.text, reasoning=o.reasoning if reasoning else None,
+                        error_kind=o.error_kind if o.status == "error" else None,
+                        # what the vote queue shows of an error before the vote: its kind and HTTP status
+                        error_message=f"HTTP {status}" if status else None,
+                        is_demo=c.is_demo, created=created, trace=blind_trace(o.trace))
+
+
+def _check(c: CheckResultRecord, cid: str, oid: str) -> CheckResultRecord:
+    # its detail is left out: it may quote an error or what a check found, and the queue shows pass/fail only
+    return CheckResultRecord(id=cid, output_id=oid, check=c.check, spec=c.spec, passed=c.passed)
+
+
+# --------------------------------------------------------------------------- lineup share
+
+
+def share_sessions(store: Store, session_ids: Sequence[str], out: str | os.PathLike, *,
+                   tags: Sequence[str] = (), reasoning: bool = False) -> ShareSummary:
+    """Write a package of these sessions to `out` (never over an existing
+    file) and keep its mapping in `store`. ShareError for sessions that
+    cannot be judged or a file that exists."""
+    out = Path(out)
+    if out.exists() or out.is_symlink():
+        raise ShareError(f"{out} already exists (a package may hold votes: it is never overwritten)")
+    ids: list[str] = []
+    for sid in session_ids:
+        full = store.resolve_session(sid)
+        if full in ids:
+            raise ShareError(f"session {full} is named twice")
+        ids.append(full)
+    if not ids:
+        raise ShareError("no session to share")
+    loaded = [store.load_session(sid) for sid in ids]
+    for ls in loaded:
+        if len(ls.session.contestants) < 2:
+            raise ShareError(f"session {ls.session.id} has {len(ls.session.contestants)} contestant: "
+                             "there is nothing to compare")
+        if not _latest_answers(ls):
+            raise ShareError(f"session {ls.session.id} has no answers to judge")
+    created = time.time()
+    pkg = build_package(loaded, reasoning=reasoning, created=created)
+    package_id = new_ulid()
+    origin = share_origin(store) or new_ulid()
+    info = PackageInfo(id=package_id, origin=origin, created=created, format=PACKAGE_FORMAT,
+                       seed=secrets.token_hex(16), tags=list(tags))
+    folder = out.parent if str(out.parent) else Path(".")
+    if not folder.is_dir():
+        raise ShareError(f"{folder}: no such folder")
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=folder)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        tmp.unlink()   # Store.open creates it, as a lineup database
+        package = Store.open(tmp)
+        try:
+            write_imported(package, pkg.sessions, pkg.records, str(out))
+            write_package_info(package, info)
+            package.conn.execute("PRAGMA journal_mode = DELETE")   # one file to hand over, no -wal beside it
+        finally:
+            package.close()
+        record_share(store, SharedPackage(id=package_id, created=created, origin=origin, sessions=ids,
+                                          file_name=str(out.resolve()), rows=pkg.rows))
+        try:
+            os.link(tmp, out)    # never over a file that appeared meanwhile
+        except FileExistsError:
+            raise ShareError(f"{out} already exists (a package may hold votes: it is never overwritten)") from None
+        except OSError:          # a file system without hard links
+            if out.exists():
+                raise ShareError(f"{out} already exists") from None
+            os.replace(tmp, out)
+    finally:
+        for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm"), Path(f"{tmp}-journal")):
+            leftover.unlink(missing_ok=True)
+    return ShareSummary(package_id=package_id, path=str(out), sessions=len(ids), cases=pkg.cases,
+                        answers=pkg.answers)
+
+
+# --------------------------------------------------------------------------- lineup vote FILE
+
+
+def package_tags(info: PackageInfo, where: str) -> tuple[str, ...]:
+    """The custom tags a package offers, checked like a config's (the file is untrusted)."""
+    from core.answering.config import ConfigError, parse_config
+
+    try:
+        return parse_config({"tags": list(info.tags)}, source=f"{where}: package_info").tags
+    except ConfigError as exc:
+        raise ImportFileError(str(exc)) from None
+
+
+# --------------------------------------------------------------------------- lineup import FILE
+
+
+def import_package(store: Store, path: str | os.PathLike) -> ImportSummary:
+    """Merge a package's votes and tags into `store` (the owner's database),
+    mapped to the real sessions, turns, answers and models. ImportFileError
+    (nothing imported) when it is no package, came from another database, or
+    differs from what was shared; idempotent otherwise."""
+    path = Path(path)
+    summary = ImportSummary(source=str(path), format="lineup-package")
+    with tempfile.TemporaryDirectory(prefix="lineup-package-") as tmp:
+        copy = Path(tmp) / "package.db"
+        snapshot(path, copy)
+        check_sound(copy, path)
+        try:
+            src = Store.open(copy)
+        except StoreError as exc:
+            raise ImportFileError(str(exc).replace(str(copy), str(path))) from None
+        try:
+            info = read_package_info(src.conn)
+            if info is None:
+                raise ImportFileError(f"{path} is not a vote package (no package_info row)")
+            votes, tags = _mapped_records(store, src, info, path)
+        finally:
+            src.close()
+    summary.records = len(votes)
+    added = merge_package_records(store, votes, tags, str(path))
+    summary.added = {k: v for k, v in added.items()}
+    return summary
+
+
+def _mapped_records(store: Store, src: Store, info: PackageInfo, path: Path
+                    ) -> tuple[list[VoteRecord], list[tuple[TagRecord, float | None]]]:
+    """The package's votes and tags in the owner's terms, after checking that
+    the package is one this database issued, unchanged."""
+    issued = shared_package(store, info.id)
+    if issued is None:
+        raise ImportFileError(f"{path} was not shared from this database ({store.path}): its package "
+                              f"{info.id} is unknown here; it came from another database (import it into that "
+                              "one), or this database was replaced since; nothing was imported")
+    if issued.origin != info.origin:
+        raise ImportFileError(f"{path} says it came from database {info.origin}, but this database shared it "
+                              f"as {issued.origin}: it was altered; nothing was imported")
+    ours: dict[tuple[str, str], ShareRow] = {(r.kind, r.shared_id): r for r in issued.rows}
+
+    def altered(what: str) -> ImportFileError:
+        return ImportFileError(f"{path} was altered since it was shared: {what}; nothing was imported")
+
+    loaded = [src.load_session(sid) for sid in _session_ids(src)]
+    shared_sessions = {r.shared_id for r in issued.rows if r.kind == "session"}
+    if {ls.session.id for ls in loaded} != shared_sessions:
+        extra = sorted({ls.session.id for ls in loaded} - shared_sessions)
+        raise altered(f"session {extra[0]} was not in it" if extra else "a session shared in it is missing")
+    alias_of: dict[tuple[str, str], str] = {}      # (package session, opaque name) -> the owner's alias
+    for ls in loaded:
+        sid = ls.session.id
+        owner_sid = ours[("session", sid)].owner_id
+        names = {c.alias for c in ls.session.contestants}
+        wanted = {r.shared_id for r in issued.rows if r.kind == "contestant" and r.session_id == owner_sid}
+        if names != wanted:
+            raise altered(f"the contestants of session {sid} are not those shared")
+        for n in names:
+            alias_of[(sid, n)] = ours[("contestant", n)].owner_id
+        for t in ls.turns:
+            row = ours.get(("turn", t.id))
+            if row is None or row.session_id != owner_sid:
+                raise altered(f"turn {t.id} was not shared")
+            if row.digest != turn_digest(t):
+                raise altered(f"the prompt of turn {t.id}" + (f" (case {t.case_id})" if t.case_id else "")
+                              + " differs from what was shared (content hash)")
+        for o in ls.outputs:
+            row = ours.get(("output", o.id))
+            if row is None or row.session_id != owner_sid:
+                raise altered(f"answer {o.id} was not shared")
+            if row.digest != answer_digest(o):
+                raise altered(f"answer {o.id} differs from what was shared (content hash)")
+        if len(ls.turns) != sum(1 for r in issued.rows if r.kind == "turn" and r.session_id == owner_sid) or \
+                len(ls.outputs) != sum(1 for r in issued.rows if r.kind == "output" and r.session_id == owner_sid):
+            raise altered(f"turns or answers of session {sid} are missing")
+
+    votes: list[VoteRecord] = []
+    for ls in loaded:
+        sid = ls.session.id
+        for v in ls.votes:
+            problem = record_problem(v)
+            if problem:
+                raise altered(problem)
+            turn = ours.get(("turn", v.turn_id))
+            if v.session_id != sid or turn is None or turn.session_id != ours[("session", sid)].owner_id:
+                raise altered(f"vote {v.id} is on a turn that was not shared")
+            mapping: dict[str, str] = {}
+            for label, name in v.mapping.items():
+                if (sid, name) not in alias_of:
+                    raise altered(f"vote {v.id} names a contestant that was not shared")
+                mapping[label] = alias_of[(sid, name)]
+            # the rater saw opaque names only: in the owner's record nothing was revealed by this vote
+            votes.append(v.model_copy(update={"session_id": turn.session_id, "turn_id": turn.owner_id,
+                                              "mapping": mapping, "revealed_at": None}))
+    tags: list[tuple[TagRecord, float | None]] = []
+    for tag, removed_at in tags_with_removals(src):
+        row = ours.get(("output", tag.output_id))
+        if row is None:
+            raise altered(f"tag {tag.id} is on an answer that was not shared")
+        if tag.auto:
+            continue    # none were shared; an automatic tag in a package was not a rater's
+        tags.append((tag.model_copy(update={"output_id": row.owner_id}), removed_at))
+    return votes, tags
+
+
+def _session_ids(src: Store) -> list[str]:
+    return [s.id for s in src.list_sessions()]
