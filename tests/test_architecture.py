@@ -31,6 +31,15 @@ FORBIDDEN_THIRD_PARTY = {
     "store": ("textual", "httpx"),
     "tui": ("httpx", "sqlite3", "sqlite_utils"),
 }
+# The wings of the core, bottom to top: a wing imports only itself and the wings
+# below it (each wing's __init__ docstring says what it owns). Every module of the
+# core lives in a wing.
+CORE_WINGS = ("core.ground", "core.stats", "core.answering", "core.exchange", "core.decide", "core.report")
+# What the wings take from the ground floor of the house (providers, store).
+WING_MAY_IMPORT_FROM_BELOW = {
+    "core.ground": ("store.bounds",),
+    "core.stats": ("store.records", "store.ids", "store.db"),  # a vote's record, its ids, StoreError
+}
 # What the TUI may take from the floors below the core: the event contract and
 # a model's definition to show; no HTTP, and nothing of the store (records, SQL).
 TUI_MAY_IMPORT_FROM_BELOW = ("providers.events", "providers.model_config", "providers.catalogue")
@@ -188,6 +197,47 @@ def test_the_report_has_no_sql():
     for path in sorted((ROOT / "core" / "report").rglob("*.py")):
         text = path.read_text(encoding="utf-8")
         assert ".execute(" not in text and ".conn" not in text, path
+
+
+def wing_of(module: str) -> str | None:
+    return next((w for w in CORE_WINGS if module == w or module.startswith(w + ".")), None)
+
+
+def wing_violations(root: Path = ROOT) -> list[str]:
+    modules, edges = graph(root)
+    found = [f"{m}: every module of the core lives in a wing" for m in sorted(modules)
+             if top(m) == "core" and m != "core" and wing_of(m) is None]
+    for e in edges:
+        src = wing_of(e.source)
+        if src is None:
+            continue
+        where = f"{e.source}:{e.line} imports {e.target}"
+        dst = wing_of(e.target)
+        if dst is not None and CORE_WINGS.index(dst) > CORE_WINGS.index(src):
+            found.append(f"{where}: {dst} is not below {src}")
+        allowed = WING_MAY_IMPORT_FROM_BELOW.get(src)
+        if allowed is not None and top(e.target) in ("providers", "store") and not any(
+                e.target == ok or e.target.startswith(ok + ".") for ok in allowed):
+            found.append(f"{where}: {src} takes only {', '.join(allowed)} from below the core")
+    return found
+
+
+def test_each_wing_of_the_core_imports_only_the_wings_below():
+    assert wing_violations() == []
+
+
+def test_a_wing_reaching_up_is_reported(tmp_path):
+    """The wing check itself: a ground module importing a stats module is named."""
+    for d in ("core", "core/ground", "core/stats"):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "__init__.py").write_text("")
+    (tmp_path / "core/stats/votes.py").write_text("X = 1\n")
+    (tmp_path / "core/ground/text.py").write_text("from core.stats.votes import X\n")
+    (tmp_path / "core/loose.py").write_text("")
+    assert wing_violations(tmp_path) == [
+        "core.loose: every module of the core lives in a wing",
+        "core.ground.text:1 imports core.stats.votes: core.stats is not below core.ground",
+    ]
 
 
 def test_no_module_imports_itself_back():

@@ -734,7 +734,9 @@ def autodetect(env: Mapping[str, str] = os.environ, *, probe_ollama: bool = Fals
         base, warning = ollama_base_url(env)
         if warning:
             warnings.append(warning)
-        for name in list_ollama_models(base):
+        from providers.discovery import list_ollama_models
+
+        for name in list_ollama_models(base, OLLAMA_PROBE_TIMEOUT):
             alias = "ollama/" + name.removesuffix(":latest")
             models.setdefault(alias, ModelConfig(alias=alias, provider="ollama", model=name, base_url=base))
     if not models:
@@ -763,37 +765,6 @@ def ollama_base_url(env: Mapping[str, str] = os.environ) -> tuple[str, str | Non
         hostname = "127.0.0.1"     # a listen-everywhere address; connect locally
     netloc = f"[{hostname}]" if ":" in hostname else hostname
     return urlunsplit((parts.scheme, f"{netloc}:{port}", parts.path.rstrip("/"), "", "")), warning
-
-
-def list_ollama_models(base_url: str, timeout: float = OLLAMA_PROBE_TIMEOUT) -> list[str]:
-    """Model names from Ollama's GET /api/tags; [] when it is not reachable
-    quickly or answers something else."""
-    if not _accepts_connections(base_url, timeout):
-        return []   # nothing listens there (no Ollama: the usual case), known without loading httpx
-    import httpx
-
-    try:
-        with httpx.Client(timeout=timeout, trust_env=False) as client:
-            response = client.get(base_url.rstrip("/") + "/api/tags")
-        if response.status_code != 200:
-            return []
-        names = [m.get("name") or m.get("model") for m in response.json().get("models", [])]
-    except (httpx.HTTPError, ValueError, AttributeError, TypeError):
-        return []
-    return [n for n in names if isinstance(n, str) and n and n.isprintable()]
-
-
-def _accepts_connections(base_url: str, timeout: float) -> bool:
-    """Whether anything accepts a TCP connection at `base_url`'s host and port."""
-    import socket
-
-    try:
-        parts = urlsplit(base_url)
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        with socket.create_connection((parts.hostname or "localhost", port), timeout=timeout):
-            return True
-    except (OSError, ValueError):
-        return False
 
 
 # --------------------------------------------------------------------------- use

@@ -1,4 +1,4 @@
-"""The decision layer: from ratings to a choice of model (`lineup decide`).
+"""Decide: from ratings to a choice of model, and whether a new version regressed.
 
 Why a package of its own: the report (`core.report`) says how the models
 compare; this says which one to ship for a given traffic mix and within given
@@ -10,10 +10,12 @@ limits, and how sure that choice is. One concern per module:
   their bootstrap rounds, `core.stats.ratings.RatingResult.replicates`) and of the
   report's engineering and check figures: P(best), limits, the
   recommendation, routing, the Pareto frontiers;
-- `build`: reading the store for it (through `core.report`'s own reads);
+- `compare`, `drift`: two runs (or the canary runs) paired unit by unit, with
+  their tests, for `lineup diff`, `gate` and `drift`;
 - `mix`: the traffic mix, given as shares or read from request logs (the
   strata `lineup sample` computes, `core.exchange.sampling.strata_sizes`).
 
-This `__init__` imports nothing, so that `core.report.model` can import
-`core.decide.model` without a cycle through the report's builder.
+Reading the store for a decision is the report's (`core.report.decision`), so
+this wing sits below the report and never imports it. May import:
+`core.ground`, `core.stats`, `core.answering`, `core.exchange`.
 """

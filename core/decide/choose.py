@@ -22,15 +22,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from core.decide.model import Decision, DecisionModel, Limits, Route
+from core.decide.model import CheckRate, Decision, DecisionModel, Engineering, Limits, Route
 from core.stats.ratings import MIN_VOTES_TO_RANK, RatingResult
-
-if TYPE_CHECKING:   # names only: the report's package imports this module (its builder decides)
-    from core.report.model import CheckRate, Engineering
 
 #: Mix scores of one round closer than this (Elo points) are equal: the fits
 #: converge to 4e-5 Elo (`core.stats.ratings.fit_pairs`), so two models with the

@@ -136,3 +136,43 @@ class Decision(BaseModel):
 
     def to_json(self, indent: int | None = 2) -> str:
         return self.model_dump_json(indent=indent)
+
+
+# The report's per-model figures that a decision reads (the report's model re-exports them).
+class Quantiles(BaseModel):
+    n: int
+    p5: float
+    p25: float
+    p50: float
+    p75: float
+    p95: float
+
+
+class Engineering(BaseModel):
+    model: str
+    requests: int
+    completed: int
+    errors: int
+    error_rate: float | None
+    errors_by_kind: dict[str, int] = Field(default_factory=dict)
+    cancelled: int = 0
+    interrupted: int = 0
+    ttft_ms: Quantiles | None = None
+    duration_ms: Quantiles | None = None
+    output_tokens_per_s_p50: float | None = Field(
+        default=None, description="output tokens / (duration - time to first token), median")
+    input_tokens: int = 0
+    output_tokens: int = 0
+    mean_output_tokens: float | None = None
+    tokens_estimated: int = Field(default=0, description="answers whose token counts are estimates")
+    cost: float | None = Field(default=None, description="recorded cost, else from prices; None if unknown")
+    cost_known: int = Field(default=0, description="answers with a known cost")
+
+
+class CheckRate(BaseModel):
+    model: str
+    category: str | None = None
+    check: str | None = None
+    passed: int
+    total: int
+    rate: float

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from core.decide.model import Decision
+from core.decide.model import CheckRate, Decision, Engineering, Quantiles  # the figures a decision reads
 from core.stats.public_scores import PublicScores
 from core.stats.ratings import Gap, ModelRating
 from core.report.agreement import Agreement
@@ -107,45 +107,6 @@ class FailureModes(BaseModel):
     answers: int
     tagged: int = Field(description="answers with at least one tag")
     tags: dict[str, TagStat] = Field(default_factory=dict)
-
-
-class Quantiles(BaseModel):
-    n: int
-    p5: float
-    p25: float
-    p50: float
-    p75: float
-    p95: float
-
-
-class Engineering(BaseModel):
-    model: str
-    requests: int
-    completed: int
-    errors: int
-    error_rate: float | None
-    errors_by_kind: dict[str, int] = Field(default_factory=dict)
-    cancelled: int = 0
-    interrupted: int = 0
-    ttft_ms: Quantiles | None = None
-    duration_ms: Quantiles | None = None
-    output_tokens_per_s_p50: float | None = Field(
-        default=None, description="output tokens / (duration - time to first token), median")
-    input_tokens: int = 0
-    output_tokens: int = 0
-    mean_output_tokens: float | None = None
-    tokens_estimated: int = Field(default=0, description="answers whose token counts are estimates")
-    cost: float | None = Field(default=None, description="recorded cost, else from prices; None if unknown")
-    cost_known: int = Field(default=0, description="answers with a known cost")
-
-
-class CheckRate(BaseModel):
-    model: str
-    category: str | None = None
-    check: str | None = None
-    passed: int
-    total: int
-    rate: float
 
 
 class StabilityRow(BaseModel):

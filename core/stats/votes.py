@@ -172,7 +172,7 @@ def exception_line(exc: BaseException, *, hidden: bool) -> str:
     and store errors in full (they name labels and files, never a model);
     any other exception (from a client or a library: it may carry a host or a
     model id) by its type alone."""
-    from store import StoreError
+    from store.db import StoreError
 
     if not hidden or isinstance(exc, (VoteError, StoreError)):
         return str(exc) or type(exc).__name__

@@ -1,0 +1,6 @@
+"""Answering: getting answers and verdicts and recording them.
+
+Owns config (which models, with which settings), chat sessions, runs (local,
+batch, load), the tool loop, checks and tags on answers, the request cache,
+sample-set cases and the blind vote queue and judge that turn answers into
+votes. May import: `core.ground`, `core.stats`, `providers`, `store`."""

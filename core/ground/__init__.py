@@ -1,0 +1,6 @@
+"""Ground: the rules every module of lineup follows, importing nothing above.
+
+Owns errors and exit codes (`errors`), untrusted text made inert (`text`),
+bounded reading of input files (`inputs`, `jsonl`) and safe file writes
+(`files`). May import: the standard library and `providers.secrets`; nothing
+else of lineup."""
