@@ -96,7 +96,7 @@ def main() -> None:
                 a, keys = build(store, n, 1, 0.0)
                 b, _ = build(store, n, 2, 0.3)
 
-                def load() -> tuple:
+                def load(a: str = a, b: str = b) -> tuple:
                     return store.load_session(a), store.load_session(b)
 
                 def diff() -> None:
@@ -107,11 +107,11 @@ def main() -> None:
                 probe = random.Random(5).sample(keys, min(500, len(keys)))
                 some_id = store.conn.execute("SELECT id FROM output LIMIT 1").fetchone()[0]
 
-                def hits() -> None:
+                def hits(probe: list = probe) -> None:
                     for k in probe:
                         find_cached(store, k)
 
-                def pk_reads() -> None:
+                def pk_reads(probe: list = probe, some_id: str = some_id) -> None:
                     for _ in probe:
                         store.conn.execute(f"SELECT {R.cols(R.READ['output'])} FROM output WHERE id = ?",
                                            [some_id]).fetchone()
@@ -120,7 +120,7 @@ def main() -> None:
                 t_pk = median_time(pk_reads, args.repeat) / len(probe)
             cmd = [sys.executable, "-m", "lineup", "gate", "--baseline", a, "--candidate", b, "--db", str(db),
                    "--json"]
-            t_cmd = median_time(lambda: subprocess.run(cmd, capture_output=True, check=False), 3)
+            t_cmd = median_time(lambda cmd=cmd: subprocess.run(cmd, capture_output=True, check=False), 3)
         print(f"{n:>7} {t_load * 1000:>7.0f}ms {t_diff * 1000:>7.0f}ms {t_diff / t_load:>6.1f}x "
               f"{t_cmd * 1000:>7.0f}ms {t_hit * 1e6:>8.1f}us {t_pk * 1e6:>7.1f}us {t_hit / t_pk:>5.1f}x",
               flush=True)

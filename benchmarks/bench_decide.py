@@ -94,7 +94,7 @@ def pattern_counts(bs: R.BattleSet, cat: np.ndarray, cats: list[str], as_written
 
 def draws_only(counts: list[np.ndarray], cats: list[str], rounds: int) -> None:
     """Each category's bootstrap draws, nothing else (the floor)."""
-    for c, name in zip(counts, cats):
+    for c, name in zip(counts, cats, strict=True):
         rng = np.random.default_rng(R.stream_seed(0, name))
         rng.multinomial(int(c.sum()), c / c.sum(), size=rounds)
 

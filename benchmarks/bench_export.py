@@ -83,10 +83,10 @@ def main(argv: list[str] | None = None) -> int:
                 row["import"] = time.perf_counter() - t0
                 sid = store.latest_session_id()
                 for fmt in FORMATS:
-                    row[fmt] = median_s(lambda: export_session(store.load_session(sid), fmt), args.repeats)
+                    row[fmt] = median_s(lambda sid=sid, fmt=fmt: export_session(store.load_session(sid), fmt), args.repeats)
                 if n == min(sizes):
                     loaded = store.load_session(sid)
-                    baseline = median_s(lambda: _per_turn_scan(loaded), 1)
+                    baseline = median_s(lambda loaded=loaded: _per_turn_scan(loaded), 1)
             many = Path(tmp) / f"sessions{n}.db"
             with Store.open(many) as store:   # the list: n / 4 blind sessions of 4 turns
                 with store.batch():

@@ -28,6 +28,7 @@ Prints a table with each figure beside its target; asserts nothing.
 
 from __future__ import annotations
 
+from itertools import pairwise
 import asyncio
 import os
 import random
@@ -226,11 +227,11 @@ async def run_paced(streams: list[list[str]], preloaded: int = 0) -> dict:
         cpu = time.process_time()
         with Ticker() as ticker:
             await asyncio.gather(*(feeder(v, s, begin + i * 0.0005)
-                                   for i, (v, s) in enumerate(zip(views, streams))))
+                                   for i, (v, s) in enumerate(zip(views, streams, strict=True))))
             await wait_painted(pilot, views)
         wall = time.perf_counter() - begin
         cpu = time.process_time() - cpu
-        lags = [p - a for v in views for a, p in zip(v.arrivals, v.painted)]
+        lags = [p - a for v in views for a, p in zip(v.arrivals, v.painted, strict=True)]
         return {"wall": wall, "cpu": cpu, "p50": pct(lags, 0.5), "p95": pct(lags, 0.95),
                 "max_lag": max(lags), "stall": max(ticker.late), "stall_p99": pct(ticker.late, 0.99),
                 "tokens": sum(len(s) for s in streams)}
@@ -247,7 +248,7 @@ async def run_flat(streams: list[list[str]]) -> dict:
             for view in views:
                 view.start_answer()
             for index in range(max(len(s) for s in streams)):
-                for view, tokens in zip(views, streams):
+                for view, tokens in zip(views, streams, strict=True):
                     if index < len(tokens):
                         view.feed(tokens[index], time.perf_counter())
                         await asyncio.sleep(0)
@@ -255,7 +256,7 @@ async def run_flat(streams: list[list[str]]) -> dict:
                 view.end_answer()
             await wait_painted(pilot, views)
         wall = time.perf_counter() - start
-        text_ok = all(v.answer_text() == "".join(s) for v, s in zip(views, streams))
+        text_ok = all(v.answer_text() == "".join(s) for v, s in zip(views, streams, strict=True))
         return {"wall": wall, "cpu": time.process_time() - cpu, "tokens": sum(len(s) for s in streams),
                 "stall": max(ticker.late), "ok": text_ok}
 
@@ -272,7 +273,7 @@ async def run_get_stream(streams: list[list[str]], limit: float) -> dict:
         fed = 0
         markdown_streams = [Markdown.get_stream(w) for w in widgets]
         for index in range(max(len(s) for s in streams)):
-            for stream, tokens in zip(markdown_streams, streams):
+            for stream, tokens in zip(markdown_streams, streams, strict=True):
                 if index < len(tokens):
                     await stream.write(tokens[index])
                     fed += 1
@@ -296,7 +297,7 @@ async def run_update(streams: list[list[str]], limit: float) -> dict:
         cpu = time.process_time()
         fed = 0
         for index in range(max(len(s) for s in streams)):
-            for pane, (widget, tokens) in enumerate(zip(widgets, streams)):
+            for pane, (widget, tokens) in enumerate(zip(widgets, streams, strict=True)):
                 if index < len(tokens):
                     texts[pane] += tokens[index]
                     await widget.update(texts[pane])
@@ -401,7 +402,7 @@ async def main(quick: bool, runs: int, baselines: bool) -> None:
         print(f"{'flat-out throughput / get_stream':<52} {throughput / stream_rate:>9.1f}x  >= 3x: "
               f"{verdict(throughput / stream_rate >= 3)}")
         print(f"{'flat-out throughput / Markdown.update per token':<52} {throughput / update_rate:>9.1f}x")
-    for shorter, longer in zip(lengths, lengths[1:]):
+    for shorter, longer in pairwise(lengths):
         scaling = by_length[longer]["wall"] / by_length[shorter]["wall"]
         label = f"time {longer} tokens / time {shorter} tokens"
         target = f"  <= 2.1x: {verdict(scaling <= 2.1)}" if longer == lengths[-2] else ""

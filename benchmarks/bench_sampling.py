@@ -127,12 +127,12 @@ def main(argv: list[str]) -> int:
             print(f"  legacy responses table (baseline)   {base * 1e3:8.1f} ms  {args.n / base:9.0f} prompts/s")
             for label, name in (("0.36 turns, single-turn", "single.db"), ("0.36 turns, 10-turn conversations",
                                                                              "convo.db")):
-                t = median_s(lambda: read_logs(folder / name, "model"), args.repeat)
+                t = median_s(lambda name=name: read_logs(folder / name, "model"), args.repeat)
                 print(f"  {label:35s} {t * 1e3:8.1f} ms  {args.n / t:9.0f} prompts/s  ratio {t / base:4.2f}x")
             per_turn = {}
             for length in (200, 2000):
                 turns_db(folder / f"long{length}.db", texts[:4000], length)
-                t = median_s(lambda: read_logs(folder / f"long{length}.db", "model"), args.repeat)
+                t = median_s(lambda length=length: read_logs(folder / f"long{length}.db", "model"), args.repeat)
                 per_turn[length] = t / 4000
             print(f"  4000 turns in conversations of 200: {per_turn[200] * 1e6:7.1f} µs/turn; of 2000: "
                   f"{per_turn[2000] * 1e6:7.1f} µs/turn (ratio {per_turn[2000] / per_turn[200]:4.2f}x; "
@@ -141,7 +141,7 @@ def main(argv: list[str]) -> int:
     print(f"de-duplicating {args.n} prompts (median of {args.repeat}):")
     print(f"  plain (baseline)                    {base * 1e3:8.1f} ms")
     for mode in ("values", "names"):
-        t = median_s(lambda: dedupe(texts, template=mode), args.repeat)
+        t = median_s(lambda mode=mode: dedupe(texts, template=mode), args.repeat)
         r = dedupe(texts, template=mode)
         print(f"  template={mode:6s} (and plain, for the count) {t * 1e3:8.1f} ms  ratio {t / base:4.2f}x  "
               f"merged {r.template_merged}")

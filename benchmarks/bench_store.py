@@ -138,7 +138,7 @@ def bench_votes(folder: Path, n: int, repeats: int) -> dict:
     vc_sql = insert_sql("vote_contestant", VOTE_CONTESTANT_COLS)
     block, prev = 100_000, None
     pairs = [(a, b) for a in models for b in models if a != b]
-    pair_json = {p: dumps(dict(zip("AB", p))) for p in pairs}
+    pair_json = {p: dumps(dict(zip("AB", p, strict=True))) for p in pairs}
     label_json = {2: dumps(["A", "B"]), 4: dumps(["A", "B", "C", "D"])}
     id_prefix = new_ulid()[:10]
     for lo in range(0, n, block):
@@ -150,8 +150,8 @@ def bench_votes(folder: Path, n: int, repeats: int) -> dict:
                 mapping_json = pair_json[picked]
             else:
                 labels, picked = ("A", "B", "C", "D"), tuple(rng.sample(models, 4))
-                mapping_json = dumps(dict(zip(labels, picked)))
-            mapping = dict(zip(labels, picked))
+                mapping_json = dumps(dict(zip(labels, picked, strict=True)))
+            mapping = dict(zip(labels, picked, strict=True))
             choice = rng.choice(labels + ("tie", "both_bad" if len(labels) == 2 else "all_bad"))
             vid = f"{id_prefix}{i:016X}"  # a valid, unique ULID (time prefix + counter): cheap to make
             supersedes = prev if (prev and rng.random() < 0.05) else None

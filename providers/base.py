@@ -130,5 +130,5 @@ class Provider(ABC):
     def events(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
         """The raw event generator: `RequestSent` first, one terminal event last."""
 
-    async def aclose(self) -> None:
+    async def aclose(self) -> None:  # noqa: B027  (optional hook: most providers hold nothing)
         """Release connections (httpx client) held by this provider."""

@@ -304,7 +304,7 @@ class StreamParser(ABC):
         None (the default): its first non-space byte does (`whole_starts`)."""
         return None
 
-    def start(self, content_type: str) -> None:
+    def start(self, content_type: str) -> None:  # noqa: B027  (optional hook)
         """Called once with the response's content type, before the first chunk."""
 
     def opening(self, chunk: bytes) -> bytes:

@@ -209,7 +209,7 @@ def city_temperature_table() -> Canvas:
         y = top + r * 34
         if r == 0:
             c.rect(10, y - 6, 360, 32, LIGHT)
-        for x, cell in zip(col_x, row):
+        for x, cell in zip(col_x, row, strict=True):
             c.text(x, y + 4, cell, 2)
         c.rect(10, y + 26, 360, 1, GREY)
     for x in (170, 270):

@@ -98,9 +98,9 @@ def jobs(store: Store, session_id: str, states: tuple[str, ...] = OPEN_STATES) -
         found = []
         for row in conn.execute(f"SELECT {R.cols(_JOB_COLS)} FROM batch_job WHERE session_id = ? "
                                 f"AND state IN ({marks}) ORDER BY created, id", [session_id, *states]).fetchall():
-            d = dict(zip(_JOB_COLS, row))
+            d = dict(zip(_JOB_COLS, row, strict=True))
             d["counts"] = json.loads(d["counts"]) if d["counts"] else {}
-            items = [BatchItem(**dict(zip(_ITEM_COLS[1:], r))) for r in conn.execute(
+            items = [BatchItem(**dict(zip(_ITEM_COLS[1:], r, strict=True))) for r in conn.execute(
                 f"SELECT {R.cols(_ITEM_COLS[1:])} FROM batch_item WHERE batch_id = ? ORDER BY custom_id", [d["id"]])]
             found.append(BatchJob(**d, items=items))
     except sqlite3.DatabaseError as exc:

@@ -838,7 +838,7 @@ class Store:
             params.append(int(limit))
         try:
             out = []
-            for (sid, created, k, title, blind, revealed, demo, aliases, turns, votes, judge_votes, units,
+            for (sid, created, k, title, blind, _revealed, demo, aliases, turns, votes, judge_votes, units,
                  revealed_units) in self.conn.execute(sql, params):
                 # units None: not blind, or revealed as a whole
                 hidden = units is not None and (not units or revealed_units < units)
@@ -915,7 +915,7 @@ class Store:
         try:
             cur = self.conn.execute(sql, params)
             names = [d[0] for d in cur.description or ()]
-            return [dict(zip(names, r)) for r in cur.fetchall()]
+            return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
         except sqlite3.DatabaseError as exc:
             raise self._translate(exc, "query") from None
 

@@ -39,7 +39,7 @@ def _read(store: Store, table: str, cols: Sequence[str], order: str) -> list[dic
     if not conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (table,)).fetchone():
         return []     # a database from before the migration, opened read-only
     cur = conn.execute(f"SELECT {', '.join(cols)} FROM {table} ORDER BY {order}")
-    return [dict(zip(cols, r)) for r in cur.fetchall()]
+    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
 
 
 def read_leaderboard(store: Store) -> list[dict[str, Any]]:

@@ -254,7 +254,7 @@ def _unpriced(conn: sqlite3.Connection, turns: list[Any], cost: np.ndarray) -> t
     where it is None, whose recorded prices price it."""
     costs = [None if c != c else c for c in cost.tolist()]
     session_of = dict(conn.execute("SELECT id, session_id FROM turn"))
-    return costs, [session_of.get(t) if c is None else None for t, c in zip(turns, costs)]
+    return costs, [session_of.get(t) if c is None else None for t, c in zip(turns, costs, strict=True)]
 
 
 def read_outputs(store: Store, scope: Scope, *, plain: bool = False) -> OutputColumns:

@@ -211,21 +211,21 @@ def trusted(cls: type[M], values: dict[str, Any]) -> M:
 
 
 def session_from(row: tuple, contestants: list[ContestantRecord]) -> SessionRecord:
-    d = dict(zip(SESSION_COLS, row))
+    d = dict(zip(SESSION_COLS, row, strict=True))
     d.pop("is_demo")
     d["params"], d["meta"], d["blind"] = json.loads(d["params"]), json.loads(d["meta"]), bool(d["blind"])
     return SessionRecord(contestants=contestants, **d)
 
 
 def contestant_from(row: tuple) -> ContestantRecord:
-    d = dict(zip(CONTESTANT_COLS, row))
+    d = dict(zip(CONTESTANT_COLS, row, strict=True))
     d.pop("session_id")
     d["params"], d["price"], d["is_demo"] = json.loads(d["params"]), loads(d["price"]), bool(d["is_demo"])
     return ContestantRecord(**d)
 
 
 def turn_from(row: tuple) -> TurnRecord:
-    d = dict(zip(TURN_COLS, row))
+    d = dict(zip(TURN_COLS, row, strict=True))
     d["images"] = json.loads(d["images"])
     return trusted(TurnRecord, d)
 
@@ -255,7 +255,7 @@ _VOTE_READ = tuple(c for c in VOTE_COLS if c not in ("winner", "current"))
 
 
 def vote_from(row: tuple) -> VoteRecord:
-    d = dict(zip(_VOTE_READ, row))
+    d = dict(zip(_VOTE_READ, row, strict=True))
     d["ranking"], d["mapping"], d["positions"] = loads(d["ranking"]), json.loads(d["mapping"]), json.loads(d["positions"])
     d["choice_reason"] = loads(d["choice_reason"])
     return trusted(VoteRecord, d)
@@ -265,20 +265,20 @@ _TAG_READ = TAG_COLS[:-1]
 
 
 def tag_from(row: tuple) -> TagRecord:
-    d = dict(zip(_TAG_READ, row))
+    d = dict(zip(_TAG_READ, row, strict=True))
     d["auto"] = bool(d["auto"])
     return trusted(TagRecord, d)
 
 
 def check_from(row: tuple) -> CheckResultRecord:
-    d = dict(zip(CHECK_COLS, row))
+    d = dict(zip(CHECK_COLS, row, strict=True))
     d["check"] = d.pop("check_name")
     d["spec"], d["passed"] = json.loads(d["spec"]), bool(d["passed"])
     return trusted(CheckResultRecord, {k: d[k] for k in CheckResultRecord.model_fields})
 
 
 def reveal_from(row: tuple) -> RevealRecord:
-    return trusted(RevealRecord, dict(zip(REVEAL_COLS, row)))
+    return trusted(RevealRecord, dict(zip(REVEAL_COLS, row, strict=True)))
 
 
 def cols(names: tuple[str, ...], prefix: str = "") -> str:

@@ -110,7 +110,8 @@ class AsyncStore:
             if isinstance(job, str):  # a coalesced checkpoint: take the latest arguments
                 with self._lock:
                     pending = self._checkpoints.pop(job)
-                self._execute(lambda: self._require().checkpoint_output(job, *pending.args), pending.waiters)
+                args = (job, *pending.args)
+                self._execute(lambda: self._require().checkpoint_output(*args), pending.waiters)  # noqa: B023
             else:
                 fn, waiter = job
                 self._execute(fn, [waiter])

@@ -43,7 +43,7 @@ def synthetic_session(*, turns: int = 3, contestants: int = 2, blind: bool = Fal
                            base_url="http://127.0.0.1:9/v1", params={"temperature": 0.2 * i},
                            price={"input_per_mtok": 1.0, "output_per_mtok": 2.0},
                            label=LABELS[i] if blind else n, position=i, is_demo=n.startswith("demo"))
-          for i, n in zip(order, names)]
+          for i, n in zip(order, names, strict=True)]
     ms = int(created * 1000)
     session = SessionRecord(id=new_ulid(ms), created=created, kind=kind, title=f"synthetic {seed}",
                             contestants=cs, system="Be brief.", params={"temperature": 0.7, "max_tokens": 512},

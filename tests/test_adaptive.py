@@ -178,7 +178,7 @@ def test_the_adaptive_queue_serves_pairs_and_records_why(tmp_path):
         await store.aclose()
         return first
 
-    first = anyio.run(go)
+    anyio.run(go)
     with Store.open(db) as s:
         loaded = s.load_session(sid)
     mine = [v for v in loaded.current_votes() if v.rater == "tester"]

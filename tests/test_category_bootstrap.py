@@ -124,7 +124,7 @@ def test_per_category_bootstraps_match_the_straightforward_path(seed):
     expected = (top / top.sum(axis=1, keepdims=True)).mean(axis=0)
     got = {m.name: m.p_best for m in decision.models}
     assert max(expected) < 0.9                     # P(best) is really split
-    for n, e in zip(names, expected):
+    for n, e in zip(names, expected, strict=True):
         assert got[n] == pytest.approx(e, abs=1.0 / rounds + 1e-12)
 
 

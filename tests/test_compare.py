@@ -65,7 +65,7 @@ def test_holm_matches_its_definition() -> None:
             expected[i] = best
         assert holm(ps) == pytest.approx(expected)
         # never below the raw p, never above Bonferroni
-        assert all(p <= a <= min(1.0, m * p) + 1e-12 for p, a in zip(ps, holm(ps)))
+        assert all(p <= a <= min(1.0, m * p) + 1e-12 for p, a in zip(ps, holm(ps), strict=True))
 
 
 def test_similarity() -> None:

@@ -383,7 +383,7 @@ def _snapshot(db: Path) -> dict[str, list]:
             names = [d[0] for d in cur.description]
             rows = []
             for row in cur.fetchall():
-                rec = {k: v for k, v in zip(names, row) if k not in ("updated", "writer", "created")
+                rec = {k: v for k, v in zip(names, row, strict=True) if k not in ("updated", "writer", "created")
                        or table != "output"}
                 if table == "output" and rec["status"] == "streaming":
                     rec["status"] = "interrupted"

@@ -81,7 +81,7 @@ def test_two_processes_on_one_database_never_duplicate_work(tmp_path):
                                   stderr=subprocess.PIPE, text=True) for _ in range(2)]
         results = [p.communicate(timeout=GUARD_S) for p in procs]
         requests = len(srv.requests)
-    for p, (_, err) in zip(procs, results):
+    for p, (_, err) in zip(procs, results, strict=True):
         assert p.returncode == 0, err
         assert "Traceback" not in err
     assert _rows(db, "SELECT count(*) FROM session") == [(1,)]
@@ -459,7 +459,8 @@ def test_rerun_of_a_run_session_goes_case_by_case(tmp_path, monkeypatch, capsys)
         store.close()
     assert loaded.session.rerun_of == first.id
     assert [c.alias for c in loaded.session.contestants] == ["m2"]
-    shape = lambda s: sorted((t.case_id, t.category, t.follow_up_index, t.user_message) for t in s.turns)
+    def shape(s):
+        return sorted((t.case_id, t.category, t.follow_up_index, t.user_message) for t in s.turns)
     assert shape(loaded) == shape(original)
     assert len(loaded.outputs) == 6 and all(o.status == "complete" for o in loaded.outputs)
     # each request carries one case's conversation only, with the case's own system prompt and parameters

@@ -58,7 +58,7 @@ def test_lean_strips_are_in_use_with_one_shared_cache_that_keeps_nothing():
     strip = LeanStrip([Segment("abc")], 3)
     shared = {id(getattr(strip, name)) for name in CACHE_SLOTS}
     assert len(shared) == 1
-    assert isinstance(getattr(strip, "_crop_cache"), NoCache)
+    assert isinstance(strip._crop_cache, NoCache)
     for name, value in PLAIN_SLOTS.items():
         assert getattr(strip, name) == value
 
@@ -100,7 +100,7 @@ def test_a_lean_strip_behaves_like_a_strip_and_its_shared_cache_stays_empty():
     plain = Strip(list(segments), 11)
     lean = LeanStrip(list(segments), 11)
     assert _ops(lean, console) == _ops(plain, console)
-    shared = getattr(lean, "_crop_cache")
+    shared = lean._crop_cache
     assert len(shared) == 0, "a lean strip stored into the shared cache"
     # a second lean strip with other content is not answered from the first one's results
     other = LeanStrip([Segment("0123456789a")], 11)

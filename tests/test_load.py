@@ -65,7 +65,7 @@ def test_figures_follow_the_servers_growth_and_each_level_caps_the_requests_in_f
         assert max(seen) <= level
         assert max(seen) > level // 2   # and the level was really reached (concurrency happened)
     figures = _levels(data, "m0")
-    for level, f in figures.items():
+    for f in figures.values():
         assert f["sent"] == f["complete"] == 16 and f["errors"] == {} and f["error_rate"] == 0.0
         assert f["ttft_ms"]["n"] == 16 and f["tokens_per_s_p50"] is not None and f["answers_per_s"] > 0
         assert f["ttft_ms"]["p95_low"] <= f["ttft_ms"]["p95"] <= f["ttft_ms"]["p95_high"]

@@ -5,6 +5,7 @@ leak into messages."""
 
 from __future__ import annotations
 
+from itertools import pairwise
 import socket
 import time
 
@@ -261,7 +262,7 @@ def test_deltas_are_stamped_where_bytes_arrive(srv):
     texts = [e for e in events if e.type == "text"]
     assert len(texts) == 3
     assert texts[0].t - sent >= 0.1                      # the first-token delay is visible
-    assert all(b.t - a.t >= 0.045 for a, b in zip(texts, texts[1:]))   # each delta has its own time
+    assert all(b.t - a.t >= 0.045 for a, b in pairwise(texts))   # each delta has its own time
 
 
 # --- keys ---------------------------------------------------------------------

@@ -117,7 +117,7 @@ def test_out_of_range_counts_every_kind_of_bad_number(tmp_path):
         ids = [r[0] for r in store.conn.execute("SELECT id FROM output ORDER BY id LIMIT 7")]
         for oid, (column, value) in zip(ids, [("ttft_ms", "slow"), ("duration_ms", b"\x00\x01"),
                                               ("cost", float("inf")), ("input_tokens", -1),
-                                              ("output_tokens", 10 ** 13), ("ttft_ms", None), ("cost", 0.0)]):
+                                              ("output_tokens", 10 ** 13), ("ttft_ms", None), ("cost", 0.0)], strict=True):
             store.conn.execute(f"UPDATE output SET {column} = ? WHERE id = ?", [value, oid])
         n, named = store.out_of_range(tables=("output",), limit=10)
         assert n == 5 and named == [f"output {oid}" for oid in ids[:5]]

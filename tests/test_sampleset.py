@@ -25,7 +25,7 @@ PNG_1PX = (b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + struct.pack(">IIBBBBB"
 
 def write_set(tmp_path: Path, *lines: object, name: str = "x.jsonl") -> Path:
     path = tmp_path / name
-    path.write_text("\n".join(l if isinstance(l, str) else json.dumps(l) for l in lines) + "\n", encoding="utf-8")
+    path.write_text("\n".join(x if isinstance(x, str) else json.dumps(x) for x in lines) + "\n", encoding="utf-8")
     return path
 
 

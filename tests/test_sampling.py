@@ -179,7 +179,7 @@ def test_summary_shows_sizes_before_and_after_dedup(tmp_path, capsys):
     out = tmp_path / "set.jsonl"
     run_sample(str(logs), "--by", "team", "-n", "4", "-o", str(out))
     printed = capsys.readouterr().out
-    line = next(l for l in printed.splitlines() if f" {dup['team']} " in l)
+    line = next(ln for ln in printed.splitlines() if f" {dup['team']} " in ln)
     assert [x for x in line.replace("│", " ").split()][:4] == [dup["team"], "12", "10", "2"]
     assert "removed 2 exact and 0 near duplicate(s)" in printed
 

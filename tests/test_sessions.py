@@ -26,7 +26,7 @@ def servers():
 def _models(servers, names=("gpt-4o", "claude-sonnet", "gemini-pro")):
     return [
         model_config(srv, proto, alias=f"m-{proto}", model=name, max_retries=0, read_timeout=5)
-        for srv, proto, name in zip(servers, PROTOCOLS, names)
+        for srv, proto, name in zip(servers, PROTOCOLS, names, strict=True)
     ]
 
 
@@ -39,7 +39,7 @@ def _open(tmp_path):
 
 
 def test_three_models_stream_and_follow_ups_keep_separate_threads(servers, tmp_path):
-    for srv, word in zip(servers, ("alpha", "beta", "gamma")):
+    for srv, word in zip(servers, ("alpha", "beta", "gamma"), strict=True):
         srv.script(Reply(text=f"{word} first"), Reply(text=f"{word} second"))
     models = _models(servers)
     updates = []
@@ -58,7 +58,7 @@ def test_three_models_stream_and_follow_ups_keep_separate_threads(servers, tmp_p
     assert [t.user_message for t in loaded.turns] == ["question one", "question two"]
     texts = {(o.contestant, o.turn_id): o.text for o in loaded.outputs}
     assert all(o.status == "complete" for o in loaded.outputs) and len(loaded.outputs) == 6
-    for srv, proto, word in zip(servers, PROTOCOLS, ("alpha", "beta", "gamma")):
+    for srv, proto, word in zip(servers, PROTOCOLS, ("alpha", "beta", "gamma"), strict=True):
         assert texts[(f"m-{proto}", loaded.turns[0].id)] == f"{word} first"
         second = srv.requests[1].json
         flat = repr(second)
@@ -121,7 +121,7 @@ def test_labels_are_shuffled_reproducibly_from_the_recorded_seed(servers, tmp_pa
         await store.aclose()
         return [c.alias for c in s.contestants]
 
-    orders = {tuple(_run(lambda: go(seed))) for seed in range(12)}
+    orders = {tuple(_run(lambda seed=seed: go(seed))) for seed in range(12)}
     assert len(orders) > 1                                  # shuffled
     assert _run(lambda: go(7)) == _run(lambda: go(7))       # reproducible
 
@@ -221,7 +221,7 @@ def test_tag_and_retry_keep_the_old_attempt(servers, tmp_path):
 
 
 def test_resume_continues_each_thread(servers, tmp_path):
-    for srv, word in zip(servers, ("alpha", "beta", "gamma")):
+    for srv, word in zip(servers, ("alpha", "beta", "gamma"), strict=True):
         srv.script(Reply(text=f"{word} first"), Reply(text=f"{word} later"))
     models = _models(servers)
 
@@ -248,7 +248,7 @@ def test_resume_continues_each_thread(servers, tmp_path):
 
     loaded = _run(second)
     assert len(loaded.turns) == 2 and len(loaded.outputs) == 6
-    for srv, word in zip(servers, ("alpha", "beta", "gamma")):
+    for srv, word in zip(servers, ("alpha", "beta", "gamma"), strict=True):
         assert f"{word} first" in repr(srv.requests[1].json)
 
 

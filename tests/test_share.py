@@ -130,7 +130,7 @@ def _every_value(path: Path):
             cur = conn.execute(f'SELECT * FROM "{table}"')
             names = [d[0] for d in cur.description]
             for row in cur:
-                for name, value in zip(names, row):
+                for name, value in zip(names, row, strict=True):
                     if value is None:
                         continue
                     text = value.decode("latin-1") if isinstance(value, bytes) else str(value)

@@ -90,7 +90,7 @@ def test_the_store_s_names_load_on_first_use():
                     "SCHEMA_VERSION": "store.schema", "AsyncStore": "store.writer"}.get(name, "store.records")
         assert value is getattr(importlib.import_module(defining), name), name
     with pytest.raises(AttributeError, match="no_such_name"):
-        getattr(store, "no_such_name")
+        _ = store.no_such_name
     assert {"Store", "VoteRecord", "AsyncStore"} <= set(dir(store))
 
 

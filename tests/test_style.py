@@ -118,7 +118,7 @@ def test_style_control_on_imported_arena_battles_with_conversations(tmp_path, ca
         la, lb = rng.randint(5, 200), rng.randint(5, 200)
         if la == lb:
             lb += 1
-        conv = lambda n: [{"role": "user", "content": f"question {k}"},            # noqa: E731
+        conv = lambda n, k=k: [{"role": "user", "content": f"question {k}"},            # noqa: E731
                           {"role": "assistant", "content": " ".join(["word"] * n)}]
         battles.append({"model_a": a, "model_b": b, "winner": "model_a" if la > lb else "model_b",
                         "question_id": f"q{k}", "tstamp": 1.7e9 + k, "conversation_a": conv(la),

@@ -43,7 +43,7 @@ def make_chat(path, *, blind: bool, chunk_ms=(0, 100_000)) -> str:
         turn = TurnRecord(session_id=rec.id, position=0, user_message="sing something")
         store.add_turn(turn)
         outs = []
-        for c, text in zip(rec.contestants, ["la la la", "tweet tweet"]):
+        for c, text in zip(rec.contestants, ["la la la", "tweet tweet"], strict=True):
             half = len(text) // 2
             out = OutputRecord(session_id=rec.id, turn_id=turn.id, contestant=c.alias, label=c.label,
                                status="complete", text=text, chunk_ms=list(chunk_ms),
@@ -181,7 +181,7 @@ def test_rerun_sends_the_same_turns_as_a_linked_blind_session(tmp_path):
                 for prompt in ("one", "two"):
                     before = original.chat_screen.sends
                     original.chat_screen.send(prompt)
-                    await wait_for(pilot, lambda: original.chat_screen.sends > before
+                    await wait_for(pilot, lambda before=before: original.chat_screen.sends > before
                                    and not original.chat_screen.sending, "answers")
                 first_id = original.session.id
             rerun = LineupApp(store, cfg, chat=ChatOptions(models=list(reversed(models)), blind=True,

@@ -31,7 +31,7 @@ def make_run(path, cases, *, aliases=ALIASES, repeats=1, voted=(), created=1_700
             title="nightly set",
             contestants=[ContestantRecord(alias=a, provider="anthropic", model=f"{a}-{size}",
                                           label="ABC"[i] if blind else a, position=i)
-                         for i, (a, size) in enumerate(zip(aliases, ["large", "small", "mini"]))],
+                         for i, (a, size) in enumerate(zip(aliases, ["large", "small", "mini"], strict=True))],
             blind=blind)
         store.create_session(rec)
         pos = 0
@@ -104,7 +104,7 @@ def test_vote_reveal_each_records_the_shuffled_positions(tmp_path):
             await pilot.press("b")
             await wait_for(pilot, lambda: screen.judged, "the vote")
             await pilot.pause()
-            assert [p.name_shown for p in screen.panes] == [f"{l} · {a}" for l, a in zip("ABC", order)]
+            assert [p.name_shown for p in screen.panes] == [f"{lab} · {a}" for lab, a in zip("ABC", order, strict=True)]
             await pilot.press("enter")
             await wait_for(pilot, lambda: screen.current is not None and screen.current.case_id == "c2", "case 2")
             assert "case 2 of 2" in str(screen.info.render())
@@ -122,9 +122,9 @@ def test_vote_reveal_each_records_the_shuffled_positions(tmp_path):
         assert len(votes) == 2
         v1, v2 = votes
         assert v1.choice == "B" and v1.winner == order[1]
-        assert v1.mapping == dict(zip("ABC", order)) and v1.positions == ["A", "B", "C"]
+        assert v1.mapping == dict(zip("ABC", order, strict=True)) and v1.positions == ["A", "B", "C"]
         assert v1.revealed_at is not None
-        assert v2.choice == "all_bad" and v2.mapping == dict(zip("ABC", order2))
+        assert v2.choice == "all_bad" and v2.mapping == dict(zip("ABC", order2, strict=True))
         c2_last = next(t for t in loaded.turns if t.case_id == "c2" and t.follow_up_index == 1)
         assert v2.turn_id == c2_last.id
 
@@ -146,7 +146,7 @@ def test_reveal_a_case_without_voting(tmp_path):
             await pilot.press("f8")
             await wait_for(pilot, lambda: screen.queue.revealed_current, "the reveal")
             await pilot.pause()
-            assert [p.name_shown for p in screen.panes] == [f"{l} · {a}" for l, a in zip("ABC", order)]
+            assert [p.name_shown for p in screen.panes] == [f"{lab} · {a}" for lab, a in zip("ABC", order, strict=True)]
             assert "revealed without a vote" in str(screen.info.render())
             assert not screen.vote_bar.has_class("-visible")
             await pilot.press("a")                                    # no vote on a revealed case
@@ -291,7 +291,7 @@ def test_checks_and_reference_are_shown_after_the_vote_not_before(tmp_path):
             await pilot.press("a")
             await wait_for(pilot, lambda: screen.judged, "the vote")
             await pilot.pause()
-            headers = {a: str(p.header.render()) for a, p in zip(screen.order, screen.panes)}
+            headers = {a: str(p.header.render()) for a, p in zip(screen.order, screen.panes, strict=True)}
             assert "checks 1/1" in headers["heron"]
             assert "checks 0/1" in headers["kestrel"] and "failed: regex" in headers["kestrel"]
             assert "reference: four, exactly" in str(screen.info.render())

@@ -24,7 +24,7 @@ from tui.replay_screen import ReplayScreen
 from tui.sessions_screen import summary_row
 from tui.vote_queue import VoteQueueScreen
 
-SESSION_LABEL = dict(zip(ALIASES, "ABC"))      # make_run(blind=True): A, B, C by position
+SESSION_LABEL = dict(zip(ALIASES, "ABC", strict=True))      # make_run(blind=True): A, B, C by position
 IDENTITY = ALIASES + ["kestrel-large", "heron-small", "plover-mini", "anthropic"]
 
 

@@ -318,7 +318,7 @@ def test_repeats_separate_or_together(tmp_path):
     item, order, votes = anyio.run(go)
     assert item.case_id == "c2"
     assert [v.turn_id for v in votes] == [t.id for t in item.targets]
-    assert votes[0].mapping == dict(zip("ABC", order))
+    assert votes[0].mapping == dict(zip("ABC", order, strict=True))
     assert votes[0].positions == ["A", "B", "C"] and votes[0].winner == order[0]
 
 
@@ -462,7 +462,7 @@ def test_the_store_s_vote_columns_say_what_core_votes_says(tmp_path, choice, ran
 
     s, turns, outs, _ = synthetic_session(turns=1, contestants=len(mapping), votes=False, aliases=list(mapping.values()))
     s = s.model_copy(update={"contestants": [c.model_copy(update={"label": lab})
-                                             for c, lab in zip(s.contestants, mapping)]})
+                                             for c, lab in zip(s.contestants, mapping, strict=True)]})
     (v,) = V.make_votes(s.id, [turns[0].id], choice, mapping=mapping, positions=list(mapping)[::-1],
                         ranking=ranking, rater="r", revealed=True)
     with Store.open(tmp_path / "live.db") as store:
@@ -556,7 +556,7 @@ def test_exports_word_a_vote_as_core_votes_does(tmp_path):
     s, turns, outs, _ = synthetic_session(turns=3, votes=False)
     mapping = {c.label: c.alias for c in s.contestants}
     made = [V.make_votes(s.id, [t.id], choice, mapping=mapping, positions=list(mapping), rater="r", revealed=True)[0]
-            for t, choice in zip(turns, ("tie", "both_bad", "model-0"))]
+            for t, choice in zip(turns, ("tie", "both_bad", "model-0"), strict=True)]
     again = V.make_votes(s.id, [turns[2].id], "model-1", mapping=mapping, positions=list(mapping), rater="r",
                          revealed=True, supersedes={turns[2].id: made[2].id})[0]
     with Store.open(tmp_path / "x.db") as store:

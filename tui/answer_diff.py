@@ -91,7 +91,7 @@ class Comparison:
             keep = near
         out: list[Row | Gap] = []
         hidden = 0
-        for row, shown in zip(self.rows, keep):
+        for row, shown in zip(self.rows, keep, strict=True):
             if shown:
                 if hidden:
                     out.append(Gap(hidden))
@@ -181,7 +181,7 @@ def _changed_spans(line: str, others: Sequence[str]) -> tuple[tuple[tuple[int, i
     numbers = False
     pos = 0
     start = end = -1
-    for tok, ch in zip(toks, changed):
+    for tok, ch in zip(toks, changed, strict=True):
         if ch:
             numbers = numbers or bool(_NUMBER.match(tok))
             if start < 0:
@@ -200,10 +200,10 @@ def _row(texts: list[str | None], code: list[bool]) -> Row:
     present = [t for t in texts if t is not None]
     keys = {t.rstrip() for t in present}
     if len(present) == len(texts) and len(keys) == 1:
-        return Row(tuple(Cell(t, (), c) for t, c in zip(texts, code)), same=True)
+        return Row(tuple(Cell(t, (), c) for t, c in zip(texts, code, strict=True)), same=True)
     cells = []
     whole = len(present) < len(texts)     # some answers lack this line: it differs whole
-    for i, (text, is_code) in enumerate(zip(texts, code)):
+    for i, (text, is_code) in enumerate(zip(texts, code, strict=True)):
         if text is None:
             cells.append(Cell(None, (), False))
             continue

@@ -857,7 +857,7 @@ class ChatScreen(Screen):
         if self.vote_bar.has_class("-visible"):
             cmds.append(("Go to vote bar", "vote on the last turn", self.action_focus_vote))
             bar = self.vote_bar
-            for i, label in enumerate(bar.labels):
+            for i in range(len(bar.labels)):
                 cmds.append((f"Vote: {self.session.display_name(i)} best", "record the vote and reveal",
                              partial(bar.action_pick, "abcdefgh"[i])))
             cmds.append(("Vote: tie", "record a tie", lambda: bar.action_pick("tie")))

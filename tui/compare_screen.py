@@ -82,7 +82,7 @@ def render_comparison(comparison: Comparison, rows: list[Row | Gap], width: int)
             continue
         if k:
             stacked.add_row(Text(""), Text(""))
-        for label, cell in zip(comparison.labels, row.cells):
+        for label, cell in zip(comparison.labels, row.cells, strict=True):
             stacked.add_row(Text(one_line(label)), cell_text(cell, False))
     return stacked
 

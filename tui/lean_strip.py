@@ -54,7 +54,7 @@ def _lean_defaults() -> list[tuple[str, object]] | None:
         return None
     shared = NoCache(1)
     return [(name, shared if isinstance(value, FIFOCache) else value)
-            for name, value in zip(names, values)
+            for name, value in zip(names, values, strict=True)
             if name not in ("_segments", "_cell_length")]
 
 

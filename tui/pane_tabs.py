@@ -68,7 +68,7 @@ class PaneTabs(Static):
         self.names, self.statuses, self.active = names, statuses, active
         text = Text(no_wrap=True, overflow="ellipsis")
         self._spans = []
-        for i, (name, status) in enumerate(zip(names, statuses)):
+        for i, (name, status) in enumerate(zip(names, statuses, strict=True)):
             if i:
                 text.append(" │ ", style="dim")
             start = len(text)

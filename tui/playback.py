@@ -26,7 +26,7 @@ def answer_chunks(text: str, reasoning: str | None, chunk_ms: list[int], chunk_c
     if chunk_chars and len(chunk_ms) == len(chunk_chars) and sum(chunk_chars) == len(whole):
         out: list[Chunk] = []
         pos = 0
-        for at, n in zip(chunk_ms, chunk_chars):
+        for at, n in zip(chunk_ms, chunk_chars, strict=True):
             piece = whole[pos:pos + n]
             split = len(reasoning) - pos
             if 0 < split < n:   # a delta never spans both; be safe anyway

@@ -89,7 +89,7 @@ class ReplayScreen(Screen):
         contestants = sorted(rec.contestants, key=lambda c: c.position)
         self.aliases = [c.alias for c in contestants]
         self.labels = [c.label for c in contestants]
-        self.label_by_model = dict(zip(self.aliases, self.labels))
+        self.label_by_model = dict(zip(self.aliases, self.labels, strict=True))
         self.names = [c.label if self.hidden else (f"{c.label} · {c.alias}" if rec.blind else c.alias)
                       for c in contestants]
         grid = self.query_one("#panes", Container)
@@ -185,7 +185,7 @@ class ReplayScreen(Screen):
         if turn.case_id:
             line += f" · case {turn.case_id}" + (f" ({turn.category})" if turn.category else "")
         if self.hidden and self.reveal.turn(turn.id):
-            line += " · revealed: " + ", ".join(f"{lab} = {alias}" for lab, alias in zip(self.labels, self.aliases))
+            line += " · revealed: " + ", ".join(f"{lab} = {alias}" for lab, alias in zip(self.labels, self.aliases, strict=True))
         line += " · votes: " + ("; ".join(vote_line(v, not self.reveal.vote(v), self.label_by_model)
                                           for v in votes) if votes else "none")
         line += "  ([ ] choose the turn, 1 / 4 / i play the focused pane's answer)"
@@ -233,7 +233,7 @@ class ReplayScreen(Screen):
                 pane.status = "streaming"
                 pane.body.start_answer()
                 chunks = answer_chunks(out.text, out.reasoning, out.chunk_ms, out.chunk_chars)
-                for chunk, wait in zip(chunks, delays(chunks, speed)):
+                for chunk, wait in zip(chunks, delays(chunks, speed), strict=True):
                     if wait:
                         await anyio.sleep(wait)
                     (pane.body.append if chunk.kind == "text" else pane.body.append_reasoning)(chunk.text)

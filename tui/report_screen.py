@@ -124,7 +124,7 @@ def report_widgets(report: Report) -> list[Widget]:
 
         out.append(prose(Text("Agreement between raters"), "report-section"))
         rows = [Text(one_line(AG.summary_line(report.agreement)))]
-        rows += [Text(one_line(" · ".join(f"{h} {c}" for h, c in zip(AG.PAIR_HEADER, row))))
+        rows += [Text(one_line(" · ".join(f"{h} {c}" for h, c in zip(AG.PAIR_HEADER, row, strict=True))))
                  for row in AG.pair_rows(report.agreement)]
         out.append(prose(Text("\n").join(rows), "report-agreement"))
     out += decision_widgets(report)
@@ -149,7 +149,7 @@ def report_widgets(report: Report) -> list[Widget]:
     if report.structured:
         out.append(prose(Text("Structured output · schema-valid, completeness, failure modes (Wilson 95% intervals)"),
                          "report-section"))
-        lines = [Text(one_line(" · ".join(f"{h} {c}" if i else c for i, (h, c) in enumerate(zip(STRUCTURED_HEADER, row)))))
+        lines = [Text(one_line(" · ".join(f"{h} {c}" if i else c for i, (h, c) in enumerate(zip(STRUCTURED_HEADER, row, strict=True)))))
                  for row in structured_table(report.structured)]
         out.append(prose(Text("\n").join(lines), "report-structured"))
     out += stretch_widgets(report)
@@ -168,7 +168,7 @@ def stretch_widgets(report: Report) -> list[Widget]:
         else:
             cells = [list(b.header)] + [list(r) for r in b.rows]
             widths = [max(len(one_line(row[i])) for row in cells) for i in range(len(b.header))]
-            lines = [Text("  ".join(one_line(c).ljust(w) for c, w in zip(row, widths)).rstrip()) for row in cells]
+            lines = [Text("  ".join(one_line(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()) for row in cells]
             out.append(prose(Text("\n").join(lines), "report-table"))
     return out
 
@@ -203,8 +203,8 @@ def decision_widgets(report: Report) -> list[Widget]:
                          "report-section"))
         grid = DF.matchup_grid(mu)
         lines = [Text(one_line(a) + ": " + " · ".join(f"{one_line(b)} {DF.matchup_text(c)}"
-                                                      for b, c in zip(mu.models, row) if b != a))
-                 for a, row in zip(mu.models, grid)]
+                                                      for b, c in zip(mu.models, row, strict=True) if b != a))
+                 for a, row in zip(mu.models, grid, strict=True)]
         out.append(prose(Text("\n").join(lines), "report-hints"))
     return out
 

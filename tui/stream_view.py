@@ -680,7 +680,7 @@ class StreamView(LineScrollView, can_focus=True):
             self.refresh(self.size.region)
             return
         first = last = -1
-        for y, (was, now) in enumerate(zip(old[3], rows)):
+        for y, (was, now) in enumerate(zip(old[3], rows, strict=True)):
             if was is now and now is not _UNKNOWN:
                 continue
             if (was is not None and now is not None and was is not _UNKNOWN

@@ -107,7 +107,7 @@ class BatchRunner(Runner):
         units: list[_Unit] = []
         for case, r, c in work:
             key = _unit_key(case.id, r, c.alias)
-            holder = await self.store.call(lambda st: st.claim_unit(session.id, key, self.owner))
+            holder = await self.store.call(lambda st: st.claim_unit(session.id, key, self.owner))  # noqa: B023  (awaited here)
             tally = self.progress.tallies[c.alias]
             if holder == "done":
                 tally.done += 1
@@ -144,7 +144,7 @@ class BatchRunner(Runner):
                 job = BatchJob(session_id=session.id, contestant=alias, provider=c.config.provider,
                                base_url=self._client(c).base_url, round=min(k for k, _ in items),
                                items=[item for _, item in items])
-                await self.store.call(lambda s: create_job(s, job))
+                await self.store.call(lambda s: create_job(s, job))  # noqa: B023  (awaited here)
                 self._created.add(job.id)
                 self._say(f"batch {job.id} for {alias}: {len(job.items)} requests recorded, submitting")
         for u in units:
@@ -196,10 +196,10 @@ class BatchRunner(Runner):
             key = request_key(u.contestant.config, request, u.repeat)
             base = _new_output(turn, u.contestant, attempt=(prev.attempt + 1) if prev else 1).model_copy(
                 update={"request_key": key})
-            hit = await self.store.call(lambda st: find_cached(st, key)) if self.cache else None
+            hit = await self.store.call(lambda st: find_cached(st, key)) if self.cache else None  # noqa: B023  (awaited here)
             if hit is not None:   # answered from the record: no request (the next round asks what follows)
                 cached = cached_answer(hit, base)
-                await self.store.call(lambda st: st.finish_output(cached))
+                await self.store.call(lambda st: st.finish_output(cached))  # noqa: B023  (awaited here)
                 assert self.progress is not None
                 self.progress.tallies[u.contestant.alias].cached += 1
                 out.setdefault(u.contestant.alias, [])
@@ -316,8 +316,8 @@ class BatchRunner(Runner):
             if line != last:
                 self._say(line)
                 last = line
-                await self.store.call(lambda s: update_job(s, job.id, remote_status=status.remote_status,
-                                                           counts=status.counts))
+                remote, counts = status.remote_status, status.counts
+                await self.store.call(lambda s: update_job(s, job.id, remote_status=remote, counts=counts))  # noqa: B023  (awaited here)
             if status.state != "running":
                 return status
             await anyio.sleep(self.poll_s)

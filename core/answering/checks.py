@@ -445,7 +445,7 @@ def _find(check: _TextListCheck, answer: str) -> list[bool]:
 
 def _contains(check: ContainsCheck, answer: str) -> tuple[bool, float, str]:
     found = _find(check, answer)
-    missing = [v for v, f in zip(check.values, found) if not f]
+    missing = [v for v, f in zip(check.values, found, strict=True) if not f]
     passed = any(found) if check.mode == "any" else not missing
     if passed:
         return True, 1.0, f"found {sum(found)} of {len(found)}"
@@ -455,7 +455,7 @@ def _contains(check: ContainsCheck, answer: str) -> tuple[bool, float, str]:
 
 
 def _not_contains(check: NotContainsCheck, answer: str) -> tuple[bool, float, str]:
-    present = [v for v, f in zip(check.values, _find(check, answer)) if f]
+    present = [v for v, f in zip(check.values, _find(check, answer), strict=True) if f]
     if present:
         return False, 0.0, f"contains {present!r}"
     return True, 1.0, "none present"

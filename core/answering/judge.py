@@ -126,7 +126,7 @@ class JudgePrompt:
                                                              answer_b=answers_b[0])
 
         def conversation(label: str, answers: Sequence[str]) -> str:
-            return "\n\n".join(f"### User:\n{q}\n\n### Assistant {label}:\n{a}" for q, a in zip(turns, answers))
+            return "\n\n".join(f"### User:\n{q}\n\n### Assistant {label}:\n{a}" for q, a in zip(turns, answers, strict=True))
 
         return (self.instructions + MULTI_NOTE,
                 MULTI_TEMPLATE.format(conversation_a=conversation("A", answers_a),

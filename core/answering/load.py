@@ -198,7 +198,7 @@ class LoadRunner:
         tally = self._running().phases[(level, c.alias)]
         try:
             async with anyio.create_task_group() as tg:
-                for case, turn in zip(self.cases, turns):
+                for case, turn in zip(self.cases, turns, strict=True):
                     tg.start_soon(self._one, case, turn, c, everyone, tally, limit, server or nullcontext())
         finally:
             with anyio.CancelScope(shield=True):

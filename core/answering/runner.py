@@ -326,10 +326,10 @@ class Runner:
             key = request_key(c.config, request, repeat, tooling=tooling)
             base = _new_output(turn, c, attempt=(prev.attempt + 1) if prev else 1).model_copy(
                 update={"request_key": key})
-            hit = await self.store.call(lambda s: find_cached(s, key)) if self.cache else None
+            hit = await self.store.call(lambda s: find_cached(s, key)) if self.cache else None  # noqa: B023  (awaited here)
             if hit is not None:
                 final = cached_answer(hit, base)
-                await self.store.call(lambda s: s.finish_output(final))
+                await self.store.call(lambda s: s.finish_output(final))  # noqa: B023  (awaited here)
                 tally.cached += 1
             else:
                 final, result = await record_stream(self.store, c, request, base, contestants=self._contestants,
@@ -364,7 +364,7 @@ class Runner:
         script = case.tool_script()
         facts = [AnswerFacts(trace=a.trace, script=script, structured=case.response_format) for a in answers]
         outcomes = run_case_checks(checks, [a.text for a in answers], facts)
-        for check, outcome in zip(checks, outcomes):
+        for check, outcome in zip(checks, outcomes, strict=True):
             target = answers[-1 if check.turn is None else check.turn]
             key = (target.id, outcome.name)
             if recorded[key] > 0:

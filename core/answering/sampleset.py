@@ -9,6 +9,7 @@ missing, oversized or unsupported images).
 
 from __future__ import annotations
 
+from itertools import pairwise
 import base64
 import hashlib
 from pathlib import Path
@@ -150,7 +151,7 @@ class Case(BaseModel):
                     raise ValueError(f"messages.{i}: a system message may only come first")
             if self.messages[-1].role != "user":
                 raise ValueError("'messages' must end with a user message (the one the model answers)")
-            for a, b in zip(self.messages, self.messages[1:]):
+            for a, b in pairwise(self.messages):
                 if a.role == b.role:
                     raise ValueError("'messages' must alternate user and assistant")
             if self.messages[0].role != "user":

@@ -576,7 +576,7 @@ class ChatSession:
             c.history.append(Message(role="user", content=prompt, images=images))
             attempts.append((c.last_output.attempt + 1) if c.last_output and c.last_output.turn_id == turn.id else 1)
         async with anyio.create_task_group() as tg:
-            for c, attempt in zip(self.contestants, attempts):
+            for c, attempt in zip(self.contestants, attempts, strict=True):
                 tg.start_soon(self._answer, c, turn, attempt, on_update)
 
     async def retry(self, index: int, on_update: Callable[[PaneUpdate], None] | None = None) -> None:

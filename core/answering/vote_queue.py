@@ -385,7 +385,7 @@ class VoteQueue:
 
     @property
     def mapping(self) -> dict[str, str]:
-        return dict(zip(self.labels, self.order))
+        return dict(zip(self.labels, self.order, strict=True))
 
     def answers(self, item: QueueItem, target: TurnRecord) -> dict[str, OutputRecord | None]:
         """label -> the answer on screen under it for one turn of `item`."""
@@ -430,7 +430,7 @@ class VoteQueue:
             pair = judged_choice.candidate.pair
             scores = [pair_score(v.choice, v.ranking, v.mapping, v.positions, pair) for v in votes]
             self.planner.record(votes[0].id, judged_choice, scores[0])
-            for v, score in zip(votes[1:], scores[1:]):     # the other repeats judged together
+            for v, score in zip(votes[1:], scores[1:], strict=True):     # the other repeats judged together
                 if score is not None:
                     self.planner.battles[v.id] = (pair[0], pair[1], score)
         self.history.append(Judged(item, list(self.order), votes, judged_choice))

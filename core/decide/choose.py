@@ -238,7 +238,7 @@ def decide(categories: Mapping[str, RatingResult], engineering: Sequence[Enginee
 
     feasible = [j for j, n in enumerate(scored) if rows[n].feasible]
     p = _p_best(scores[:, feasible])
-    for n, row in rows.items():
+    for row in rows.values():
         row.p_best = 0.0 if not row.feasible else None
     for k, j in enumerate(feasible):
         rows[scored[j]].p_best = float(p[k])
@@ -260,7 +260,7 @@ def decide(categories: Mapping[str, RatingResult], engineering: Sequence[Enginee
     elif scored:
         out.message = "No feasible model: every model breaks a limit."
         counts = {}
-        for key, (_, what, _, _) in LIMIT_NAMES.items():
+        for key in LIMIT_NAMES:
             if getattr(limits, key) is None:
                 continue
             counts[key] = sum(1 for n in scored if _feasibility(rows[n], Limits(**{key: getattr(limits, key)})))

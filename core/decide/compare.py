@@ -419,7 +419,7 @@ def _latency(base: RunAnswers, cand: RunAnswers, units: list[UnitKey], metric: L
         return out
     a, b = np.array(a_vals), np.array(b_vals)
     intervals = paired_bootstrap(a, b, (50, 95), rounds, rng)
-    for q, name, (low, high) in zip((50, 95), ("p50", "p95"), intervals):
+    for q, name, (low, high) in zip((50, 95), ("p50", "p95"), intervals, strict=True):
         pa, pb = float(np.percentile(a, q)), float(np.percentile(b, q))
         setattr(out, f"baseline_{name}", pa)
         setattr(out, f"candidate_{name}", pb)
@@ -487,7 +487,7 @@ def _rating(base: RunAnswers, cand: RunAnswers, rounds: int, seed: int) -> Ratin
                 continue
             ren = renames[sid]
 
-            def player(name: str) -> str:
+            def player(name: str, ren: dict[str, str] = ren) -> str:
                 return ren.get(name, "opponent " + name)
 
             votes.append([Battle(player(b.model_a), player(b.model_b), b.outcome) for b in battles])
@@ -521,7 +521,7 @@ def _linked(n: int, i: np.ndarray, j: np.ndarray, x: int, y: int) -> bool:
             k = parent[k]
         return k
 
-    for a, b in zip(i.tolist(), j.tolist()):
+    for a, b in zip(i.tolist(), j.tolist(), strict=True):
         parent[find(a)] = find(b)
     return find(x) == find(y)
 
@@ -610,7 +610,7 @@ def compare_runs(baseline: LoadedSession, candidate: LoadedSession, *, models: S
     family = [(p, t, *mcnemar(t.regressions, t.improvements)) for p in pending for t in p.tallies]
     adjusted = holm([f[2] for f in family])
     regressions: list[str] = []
-    for (p, t, pv, method), adj in zip(family, adjusted):
+    for (p, t, pv, method), adj in zip(family, adjusted, strict=True):
         worse = t.regressions > t.improvements
         test = PairedTest(
             scope=t.scope, name=t.name, pairs=t.pairs,

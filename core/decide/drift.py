@@ -187,7 +187,7 @@ def model_drift(runs: Sequence[LoadedSession], alias: str, *, alpha: float = 0.0
                     "answers slower)")), pv))
     adjusted = holm([pv for _, pv in tests])
     flags = list(facts)
-    for (flag, _), adj in zip(tests, adjusted):
+    for (flag, _), adj in zip(tests, adjusted, strict=True):
         if adj < alpha:
             flags.append(flag.model_copy(update={"p_adjusted": adj}))
     flags.sort(key=lambda f: (f.run, f.kind))

@@ -730,7 +730,7 @@ def _read_csv(binary: BinaryIO, path: Path, by: str, prompt_field: str | None, m
                 here = f"{shown}:{line}"
                 if len(row) > len(header):
                     raise LogError(f"{here}: {len(row)} fields but the header has {len(header)}")
-                fields = dict(zip(header, row))
+                fields = dict(zip(header, row, strict=True))
                 prompt = row[p_idx] if p_idx < len(row) else None
                 system = row[s_idx] if s_idx is not None and s_idx < len(row) else None
                 msgs: list[_Msg] | str | None = prompt
@@ -847,7 +847,7 @@ def _read_legacy(conn: sqlite3.Connection, shown: str, collect: _Collector, by: 
     cur = conn.execute(f"SELECT rowid AS _rowid, * FROM responses{legacy_where} ORDER BY rowid")
     names = [d[0] for d in cur.description]
     for values in cur:
-        rows.append(dict(zip(names, values)))
+        rows.append(dict(zip(names, values, strict=True)))
     convos: dict[Any, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         if row.get("conversation_id") is not None:
@@ -966,7 +966,7 @@ def _read_turns(conn: sqlite3.Connection, shown: str, collect: _Collector) -> No
            "t.datetime_utc, t.duration_ms, t.input_tokens, t.output_tokens, t.options_json "
            "FROM turns t LEFT JOIN threads th ON th.id = t.thread_id ORDER BY t.rowid")
     for rowid, *values in conn.execute(sql):
-        fields = dict(zip(_TURN_FIELDS, values[:1] + values[2:]))
+        fields = dict(zip(_TURN_FIELDS, values[:1] + values[2:], strict=True))
         here = f"{shown}: turn {one_line(values[0], 60)}"
         chain: list[_Msg] = []
         h = values[1]

@@ -199,13 +199,13 @@ def dedupe(prompts: Sequence[str], threshold: float = DEFAULT_THRESHOLD, templat
     (`template_text`); `suffixes[i]` (image hashes) is added to prompt i's
     text after normalising, so it is never mistaken for a template value."""
     extra = suffixes if suffixes is not None else [""] * len(prompts)
-    plain = [normalise(p) + (" " + x if x else "") for p, x in zip(prompts, extra)]
+    plain = [normalise(p) + (" " + x if x else "") for p, x in zip(prompts, extra, strict=True)]
     if template is None:
         return _dedupe_normed(plain, threshold)
     if template not in TEMPLATE_MODES:
         raise ValueError(f"template mode must be one of {', '.join(TEMPLATE_MODES)}, got {template!r}")
     templated = [normalise(template_text(p, names=template == "names")) + (" " + x if x else "")
-                 for p, x in zip(prompts, extra)]
+                 for p, x in zip(prompts, extra, strict=True)]
     result = _dedupe_normed(templated, threshold)
     result.template = template
     result.template_merged = len(_dedupe_normed(plain, threshold).kept) - len(result.kept)

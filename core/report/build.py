@@ -144,7 +144,7 @@ def rater_agreement(votes: Votes, rounds: int, seed: int | None) -> Agreement:
     verdicts = [None if p.error is not None else (p.models, p.verdict()) for p in votes.patterns]
     metas = [(m[2], m[1]) for m in votes.metas]
     rows = []
-    for pattern, meta in zip(votes.pattern.tolist(), votes.meta.tolist()):
+    for pattern, meta in zip(votes.pattern.tolist(), votes.meta.tolist(), strict=True):
         found = verdicts[pattern]
         if found is not None:
             prompt, rater = metas[meta]

@@ -156,9 +156,9 @@ def matchups_html(mu: Matchups) -> str:
     grid = F.matchup_grid(mu)
     head = "".join(f"<th>{html_text(m)}</th>" for m in mu.models)
     rows = []
-    for a, row in zip(mu.models, grid):
+    for a, row in zip(mu.models, grid, strict=True):
         cells = "".join("<td>—</td>" if a == b else f"<td{_shade(c.predicted if c else None)}>"
-                        f"{html_text(F.matchup_text(c))}</td>" for b, c in zip(mu.models, row))
+                        f"{html_text(F.matchup_text(c))}</td>" for b, c in zip(mu.models, row, strict=True))
         rows.append(f"<tr><td>{html_text(a)}</td>{cells}</tr>")
     return (f"<h2>Model against model</h2><p class=small>{html_text(F.MATCHUP_LEGEND)}</p>"
             f"<table><thead><tr><th>model</th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")

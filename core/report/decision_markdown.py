@@ -66,8 +66,8 @@ def matchups_lines(mu: Matchups, heading: str = "##") -> list[str]:
         return []
     lines = [f"{heading} Model against model", "", F.MATCHUP_LEGEND, ""]
     grid = F.matchup_grid(mu)
-    rows = [[markdown_inline(a)] + [("—" if a == b else F.matchup_text(c)) for b, c in zip(mu.models, row)]
-            for a, row in zip(mu.models, grid)]
+    rows = [[markdown_inline(a)] + [("—" if a == b else F.matchup_text(c)) for b, c in zip(mu.models, row, strict=True)]
+            for a, row in zip(mu.models, grid, strict=True)]
     return lines + _table(["model"] + [markdown_inline(m) for m in mu.models], rows)
 
 

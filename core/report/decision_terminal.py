@@ -189,8 +189,8 @@ def print_matchups(mu: Matchups, console: Console) -> None:
     if not mu.models:
         return
     grid = F.matchup_grid(mu)
-    rows = [[a] + ["—" if a == b else F.matchup_text(c) for b, c in zip(mu.models, row)]
-            for a, row in zip(mu.models, grid)]
+    rows = [[a] + ["—" if a == b else F.matchup_text(c) for b, c in zip(mu.models, row, strict=True)]
+            for a, row in zip(mu.models, grid, strict=True)]
     console.print(_table("Model against model (row vs column: W-T-L, predicted win probability)",
                          ["model"] + list(mu.models), rows))
 

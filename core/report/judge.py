@@ -150,7 +150,7 @@ def judge_report(store: Store, scope: Q.Scope, judge: str, *, rounds: int, seed:
     meta: dict[str, str | None] = {}
     human: list[tuple[str, tuple[str, str], str, float]] = []    # (turn, pair, rater, score)
     decisive = first_picked = 0
-    for (vid, turn, category, who, kind, phash, choice, ranking, mapping, positions, session) in \
+    for (_vid, turn, category, who, kind, phash, choice, ranking, mapping, positions, session) in \
             Q.pair_vote_rows(store, scope, rater):
         try:
             mapping, positions, ranking = _load(mapping), _load(positions) or [], _load(ranking)
@@ -246,7 +246,7 @@ def _calibration(overlap: list[tuple[str, tuple[str, str], str, float, float]], 
     cal.confusion = C.confusion(x, y).tolist()
     for attr, key in (("by_category", lambda o: meta.get(o[0]) or "(none)"), ("by_rater", lambda o: o[2])):
         groups: dict[str, list[bool]] = defaultdict(list)
-        for o, same in zip(overlap, (x == y).tolist()):
+        for o, same in zip(overlap, (x == y).tolist(), strict=True):
             groups[key(o)].append(same)
         rows = []
         for name in sorted(groups):

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from core.decide.model import CheckRate, Decision, Engineering, Quantiles  # the figures a decision reads
+from core.decide.model import CheckRate, Decision, Engineering, Quantiles  # noqa: F401  (the report names them)
 from core.stats.public_scores import PublicScores
 from core.stats.ratings import Gap, ModelRating
 from core.report.agreement import Agreement

@@ -125,7 +125,7 @@ def pattern_counts(votes: Votes) -> list[tuple[Pattern, int]]:
         return []
     uniq, first, counts = np.unique(votes.pattern, return_index=True, return_counts=True)
     order = np.argsort(first)
-    return [(votes.patterns[int(p)], int(n)) for p, n in zip(uniq[order], counts[order])]
+    return [(votes.patterns[int(p)], int(n)) for p, n in zip(uniq[order], counts[order], strict=True)]
 
 
 def battle_set(votes: Votes) -> tuple[R.BattleSet, np.ndarray, list[str]]:

@@ -93,7 +93,7 @@ def judge_blocks(j: JudgeReport) -> list[Block]:
                               f"Cohen's kappa {kappa} (bootstrap 95% interval "
                               f"{_interval(c.kappa_ci_low, c.kappa_ci_high, as_pct=False)})."))
         out.append(Block("table", header=("people \\ judge", *c.categories),
-                         rows=tuple((name, *(str(n) for n in row)) for name, row in zip(c.categories, c.confusion))))
+                         rows=tuple((name, *(str(n) for n in row)) for name, row in zip(c.categories, c.confusion, strict=True))))
         for title, rows in (("category", c.by_category), ("rater", c.by_rater)):
             if rows:
                 out.append(Block("table", header=(title, "comparisons", "agreed", "rate", "95% interval"),

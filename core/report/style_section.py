@@ -30,7 +30,7 @@ def style_for(store: Store, bs: R.BattleSet, vote_ids: Sequence[str], raw: R.Rat
     per_vote: list[dict[str, tuple[float, ...]] | None] = []
     names = bs.models
     needed: list[set[str]] = [set() for _ in range(bs.n_votes)]
-    for v, a, b in zip(bs.vote.tolist(), bs.a.tolist(), bs.b.tolist()):
+    for v, a, b in zip(bs.vote.tolist(), bs.a.tolist(), bs.b.tolist(), strict=True):
         needed[v].update((names[a], names[b]))
     for v, vid in enumerate(vote_ids):
         texts = answers.get(vid, {})

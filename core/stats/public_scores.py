@@ -220,7 +220,7 @@ def leaderboards(rows: Sequence[Mapping[str, Any]], result: RatingResult, level:
             own_rank = _ranks([own[r["model"]] for r in both])
             board.models = sorted((PublicRow(model=r["model"], score=r["score"], ci_low=r["ci_low"],
                                              ci_high=r["ci_high"], public_rank=p, own_rank=o, rank_change=p - o)
-                                   for r, p, o in zip(both, pub_rank, own_rank)), key=lambda row: row.own_rank)
+                                   for r, p, o in zip(both, pub_rank, own_rank, strict=True)), key=lambda row: row.own_rank)
         if len(both) >= 2:
             pub = np.array([r["score"] for r in both])
             board.tau = float(kendall_tau(pub, np.array([own[r["model"]] for r in both]))[0])
@@ -240,7 +240,7 @@ def leaderboards(rows: Sequence[Mapping[str, Any]], result: RatingResult, level:
 
 def online_metrics(rows: Sequence[Mapping[str, Any]], result: RatingResult) -> list[OnlineMetric]:
     own = _own(result)
-    own_rank = dict(zip(own, _ranks(list(own.values()))))
+    own_rank = dict(zip(own, _ranks(list(own.values())), strict=True))
     groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     for r in rows:
         groups.setdefault((r["metric"], r["period"] or ""), []).append(r)

@@ -560,7 +560,7 @@ def _components(n: int, i: np.ndarray, j: np.ndarray) -> np.ndarray:
             x = parent[x]
         return x
 
-    for a, b in zip(i.tolist(), j.tolist()):
+    for a, b in zip(i.tolist(), j.tolist(), strict=True):
         ra, rb = find(a), find(b)
         if ra != rb:
             parent[max(ra, rb)] = min(ra, rb)
@@ -638,7 +638,7 @@ def _identification(n: int, pd: PairData, comp: np.ndarray
     """
     n_obs, s_obs = pd.n[0], pd.s[0]
     edges: list[tuple[int, int]] = []
-    for i, j, nn, ss in zip(pd.i.tolist(), pd.j.tolist(), n_obs.tolist(), s_obs.tolist()):
+    for i, j, nn, ss in zip(pd.i.tolist(), pd.j.tolist(), n_obs.tolist(), s_obs.tolist(), strict=True):
         if nn <= 0:
             continue
         if ss > 0:
@@ -648,7 +648,7 @@ def _identification(n: int, pd: PairData, comp: np.ndarray
     label = np.array(_sccs(n, edges), dtype=np.int64)
     n_scc = int(label.max()) + 1 if n else 0
     internal = np.zeros(n_scc)
-    for i, j, nn in zip(pd.i.tolist(), pd.j.tolist(), n_obs.tolist()):
+    for i, j, nn in zip(pd.i.tolist(), pd.j.tolist(), n_obs.tolist(), strict=True):
         if label[i] == label[j]:
             internal[label[i]] += nn
     size = np.bincount(label, minlength=n_scc)
@@ -826,7 +826,7 @@ def result_of(bs: BattleSet, rating: np.ndarray, boot: np.ndarray | None, comp: 
                 votes=int(votes[x]), wins=int(wins[x]), ties=int(ties[x]), losses=int(losses[x]),
                 component=c, group=group_of[int(x)],
                 open_low=bool(open_low[x]), open_high=bool(open_high[x]), notes=notes, ranked=bool(ranked[x])))
-        for a, b in zip(table[:-1], table[1:]):
+        for a, b in zip(table[:-1], table[1:], strict=True):
             up, dn = (a, b) if rating[a] >= rating[b] else (b, a)
             d = float(rating[up] - rating[dn])
             separated = bool(ci_lo[up] > ci_hi[dn])

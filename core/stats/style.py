@@ -236,7 +236,7 @@ def style_control(bs: BattleSet, counts_a: np.ndarray, counts_b: np.ndarray, raw
                            rounds=rounds)
     if not varies.all():
         summary.warnings.append("not fitted (no difference between the answers anywhere): "
-                                + ", ".join(FEATURE_TEXT[f] for f, v in zip(FEATURES, varies) if not v))
+                                + ", ".join(FEATURE_TEXT[f] for f, v in zip(FEATURES, varies, strict=True) if not v))
     return summary, adjusted
 
 
@@ -244,6 +244,6 @@ def counts_for(bs: BattleSet, answer_counts: Sequence[dict[str, tuple[float, ...
     """Per outcome row, the counts of model a's and model b's answers;
     `answer_counts[v]`: model -> counts, for vote v of `bs`."""
     names = bs.models
-    ca = np.array([answer_counts[v][names[a]] for v, a in zip(bs.vote.tolist(), bs.a.tolist())], dtype=float)
-    cb = np.array([answer_counts[v][names[b]] for v, b in zip(bs.vote.tolist(), bs.b.tolist())], dtype=float)
+    ca = np.array([answer_counts[v][names[a]] for v, a in zip(bs.vote.tolist(), bs.a.tolist(), strict=True)], dtype=float)
+    cb = np.array([answer_counts[v][names[b]] for v, b in zip(bs.vote.tolist(), bs.b.tolist(), strict=True)], dtype=float)
     return ca.reshape(-1, len(FEATURES)), cb.reshape(-1, len(FEATURES))

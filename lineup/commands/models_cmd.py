@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         import anyio
 
         checks = anyio.run(_check_all, list(config.models.values()), config, args.timeout)
-        for row, check in zip(rows, checks):
+        for row, check in zip(rows, checks, strict=True):
             row["check"] = check
         failed = any(not c["ok"] for c in checks)
 
@@ -111,9 +111,9 @@ def _print_table(rows: list[dict], with_check: bool) -> None:
                 cells.append("ok" if c["ok"] else f"FAILED {c['error_kind']}: {c['error']}")
         table.append([one_line(x) for x in cells])
     widths = [max(len(h), *(len(row[i]) for row in table)) if table else len(h) for i, h in enumerate(headers)]
-    print("  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip())
+    print("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip())
     for row in table:
-        print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
 
 
 def _print_routes(rows: list[dict]) -> None:

@@ -18,7 +18,6 @@ def configure(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import importlib.util
     import json
-    import subprocess
     import sys
     import tempfile
     from pathlib import Path
