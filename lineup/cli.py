@@ -10,6 +10,7 @@ import importlib
 import io
 import os
 import sys
+from collections.abc import Collection
 
 from core.ground.errors import (
     EXIT_CLOSED_PIPE,
@@ -50,19 +51,26 @@ def _common(parser: argparse.ArgumentParser) -> None:
                         help="config.toml (env LINEUP_CONFIG; default: the user config dir)")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(configure: Collection[str] | None = None, *, width: int | None = None) -> argparse.ArgumentParser:
+    """The parser; only the commands in `configure` (all when None) import
+    their module and declare their options, so a command's start-up pays for
+    itself alone. Every command is listed either way."""
+    def formatter(prog: str) -> argparse.HelpFormatter:
+        return argparse.HelpFormatter(prog, width=width)
+
     parser = argparse.ArgumentParser(
-        prog="lineup",
+        prog="lineup", formatter_class=formatter,
         description="Several LLMs side by side on the same prompt, judged blind, every judgement kept as a record.",
         epilog="`lineup` alone opens the chat. `lineup COMMAND -h` for a command's options.")
     parser.add_argument("--version", action="version", version=f"lineup {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, help_text in COMMANDS.items():
-        module = _command_module(name)
-        p = sub.add_parser(name, help=help_text, description=help_text)
+        p = sub.add_parser(name, help=help_text, description=help_text, formatter_class=formatter)
         _common(p)
-        if module is not None:
-            module.configure(p)
+        if configure is None or name in configure:
+            module = _command_module(name)
+            if module is not None:
+                module.configure(p)
     return parser
 
 
@@ -122,8 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")):
         argv.insert(0, "chat")
-    try:   # building the parser imports every command module: a Ctrl-C here is still just a stop
-        parser = build_parser()
+    try:   # building the parser imports the chosen command's module: a Ctrl-C here is still just a stop
+        parser = build_parser(argv[:1])
         args = parser.parse_args(argv)
         module = _command_module(args.command)
     except KeyboardInterrupt:

@@ -1,7 +1,7 @@
 """Markdown block splitting for a text stream: pure text in, pieces out.
 
 Why this module exists: rendering a growing Markdown answer again on every
-token is quadratic (DESIGN.md, "Rendering streams"). The stream view renders
+token is quadratic (see tui/stream_view.py). The stream view renders
 each finished block once and only re-renders the small unfinished tail; this
 module decides where blocks end. It is plain string work with no Textual or
 Rich import, so the rules (block boundaries outside code fences, code

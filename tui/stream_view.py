@@ -1,6 +1,6 @@
 """StreamView: one pane's whole conversation, streamed fast with the Line API.
 
-Why this shape (DESIGN.md, "Rendering streams"): re-rendering a growing
+Why this shape: re-rendering a growing
 Markdown document per token is quadratic, and Textual's Markdown widget pays
 for one child widget per block. Here the stream is split at Markdown block
 boundaries outside code fences (`tui.markdown_blocks`); each finished

@@ -1,5 +1,5 @@
 """Sample sets: JSONL files, one evaluation case per line (format in
-DESIGN.md and sample_sets/README.md).
+sample_sets/README.md).
 
 `load_sample_set` validates the whole file up front, so a run never stops
 half-way on a typo: every problem is reported as `FILE:LINE: FIELD: message`

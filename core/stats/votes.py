@@ -347,7 +347,7 @@ class Battle:
 
 def decompose_vote(contestants: Sequence[str], choice: str,
                    ranking: Sequence[str] | None = None) -> list[Battle]:
-    """The pairwise outcomes one vote stands for (DESIGN.md, Votes).
+    """The pairwise outcomes one vote stands for (ARCHITECTURE.md, "A vote").
 
     `contestants` are the models shown (names, not blind labels); `choice` is one
     of them or "tie" / "both_bad" / "all_bad".
