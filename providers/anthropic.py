@@ -29,6 +29,7 @@ from providers.events import (
     ToolCall,
     arguments_object,
     result_text,
+    wire_params,
 )
 from providers.http import Accumulated, HttpProvider, StreamParser, parse_json_args, short
 from providers.sse import DecodeError, SSEDecoder, malformed_json
@@ -85,12 +86,7 @@ class AnthropicProvider(HttpProvider):
             body["tools"] = tools
         if request.system:
             body["system"] = request.system
-        if p.temperature is not None:
-            body["temperature"] = p.temperature
-        if p.top_p is not None:
-            body["top_p"] = p.top_p
-        if p.stop:
-            body["stop_sequences"] = list(p.stop)
+        body.update(wire_params(p, "anthropic"))
         # `seed` and `reasoning_effort` have no Anthropic equivalent; they are recorded by the session, not sent.
         body.update(self.cfg.extra_body)
         body.update(p.extra_body or {})

@@ -338,6 +338,33 @@ class SamplingParams(BaseModel):
         return self.model_copy(update=update)
 
 
+# Each protocol's names for the sampling parameters: the one table the
+# providers build their request bodies from (a field absent is not sent).
+SAMPLING_WIRE_NAMES: dict[str, dict[str, str]] = {
+    "openai": {"temperature": "temperature", "top_p": "top_p", "max_tokens": "max_tokens", "seed": "seed",
+               "stop": "stop"},
+    # max_tokens is required there and set apart; seed has no equivalent
+    "anthropic": {"temperature": "temperature", "top_p": "top_p", "stop": "stop_sequences"},
+    "gemini": {"temperature": "temperature", "top_p": "topP", "max_tokens": "maxOutputTokens", "seed": "seed",
+               "stop": "stopSequences"},
+    "ollama": {"temperature": "temperature", "top_p": "top_p", "max_tokens": "num_predict", "seed": "seed",
+               "stop": "stop"},
+}
+
+
+def wire_params(params: SamplingParams, protocol: str) -> dict[str, Any]:
+    """The parameters set in `params`, under `protocol`'s names."""
+    out: dict[str, Any] = {}
+    for field, name in SAMPLING_WIRE_NAMES[protocol].items():
+        value = getattr(params, field)
+        if field == "stop":
+            if value:
+                out[name] = list(value)
+        elif value is not None:
+            out[name] = value
+    return out
+
+
 def _json_finite(value: Any, depth: int = 0) -> bool:
     """Whether `value` (a JSON-like tree) holds no NaN or infinity, nested at most 100 deep."""
     if depth > 100:

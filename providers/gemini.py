@@ -25,6 +25,7 @@ from providers.events import (
     TextDelta,
     ToolCall,
     arguments_object,
+    wire_params,
 )
 from providers.http import (
     Accumulated,
@@ -86,16 +87,7 @@ class GeminiProvider(HttpProvider):
         if request.response_format is not None:
             gen["responseMimeType"] = "application/json"
             gen["responseSchema"] = request.response_format.schema_
-        if p.temperature is not None:
-            gen["temperature"] = p.temperature
-        if p.top_p is not None:
-            gen["topP"] = p.top_p
-        if p.max_tokens is not None:
-            gen["maxOutputTokens"] = p.max_tokens
-        if p.seed is not None:
-            gen["seed"] = p.seed
-        if p.stop:
-            gen["stopSequences"] = list(p.stop)
+        gen.update(wire_params(p, "gemini"))
         if gen:
             body["generationConfig"] = gen
         for k, v in {**self.cfg.extra_body, **(p.extra_body or {})}.items():

@@ -18,6 +18,7 @@ from providers.events import (
     ToolCall,
     arguments_object,
     result_text,
+    wire_params,
 )
 from providers.http import Accumulated, HttpProvider, StreamParser, parse_json_args, short
 from providers.sse import DecodeError, NDJSONDecoder
@@ -50,17 +51,7 @@ class OllamaProvider(HttpProvider):
         if request.response_format is not None:
             body["format"] = request.response_format.schema_
         p = self.params(request)
-        options: dict[str, Any] = {}
-        if p.temperature is not None:
-            options["temperature"] = p.temperature
-        if p.top_p is not None:
-            options["top_p"] = p.top_p
-        if p.max_tokens is not None:
-            options["num_predict"] = p.max_tokens
-        if p.seed is not None:
-            options["seed"] = p.seed
-        if p.stop:
-            options["stop"] = list(p.stop)
+        options = wire_params(p, "ollama")
         if options:
             body["options"] = options
         if p.reasoning_effort is not None:

@@ -20,6 +20,7 @@ from providers.events import (
     ToolCall,
     arguments_text,
     result_text,
+    wire_params,
 )
 from providers.http import (
     Accumulated,
@@ -65,16 +66,7 @@ class OpenAIProvider(HttpProvider):
                 schema["strict"] = fmt.strict
             body["response_format"] = {"type": "json_schema", "json_schema": schema}
         p = self.params(request)
-        if p.temperature is not None:
-            body["temperature"] = p.temperature
-        if p.top_p is not None:
-            body["top_p"] = p.top_p
-        if p.max_tokens is not None:
-            body["max_tokens"] = p.max_tokens
-        if p.seed is not None:
-            body["seed"] = p.seed
-        if p.stop:
-            body["stop"] = list(p.stop)
+        body.update(wire_params(p, "openai"))
         if p.reasoning_effort is not None:
             body["reasoning_effort"] = p.reasoning_effort
         body.update(self.cfg.extra_body)

@@ -358,16 +358,16 @@ def test_end_to_end_through_lineup_run_and_the_gate(tmp_path: Path, capsys: pyte
 
 
 def test_the_readme_ci_example_runs_as_written(tmp_path: Path) -> None:
-    """The `run:` block of the README's CI job, run by bash: exit 0 for a
+    """The `run:` block of the CI job in docs/evaluate.md, run by bash: exit 0 for a
     candidate as good as the baseline, 3 for a worse one, gate.json written."""
     import os
     import re
     import subprocess
     import sys
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "evaluate.md").read_text()
     block = re.search(r"  run: \|\n((?:    .*\n)+)", readme)
-    assert block is not None, "the README's CI example has a run: block"
+    assert block is not None, "docs/evaluate.md's CI example has a run: block"
     script = "\n".join(line[4:] for line in block.group(1).splitlines())
     (tmp_path / "eval").mkdir()
     _set_with_check(tmp_path / "eval" / "set.jsonl", 12)

@@ -125,5 +125,5 @@ def test_case_rechunked(server: TestServer, path: Path) -> None:
 
 
 def test_corpus_is_complete() -> None:
-    # The README promises 66 cases; a partial copy would silently test less.
+    # docs/contributing.md promises 66 cases; a partial copy would silently test less.
     assert len(CASES) == 66

@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -434,19 +433,3 @@ def call_line(call: ToolCall) -> str:
 def result_line(result: ToolResult) -> str:
     """A result fed back, as the pane shows it."""
     return _result_text(result.name, result.content)
-
-
-@dataclass(frozen=True)
-class TraceFacts:
-    """What checks read from an answer besides its text."""
-
-    trace: AnswerTrace | None
-    script: ToolScript | None
-
-    @property
-    def calls(self) -> list[TraceCall]:
-        return self.trace.calls if self.trace is not None else []
-
-    @property
-    def steps(self) -> int:
-        return len(self.trace.steps) if self.trace is not None else 1
