@@ -55,6 +55,27 @@ def malformed_json(what: str, exc: ValueError, text: str) -> DecodeError:
     return DecodeError(f"malformed JSON in {what}: {why} (near {text[:60]!r})")
 
 
+def _take_lines(buf: list[bytes], chunk: bytes) -> bytes | None:
+    """The complete lines that `chunk` ends (up to its last LF, without it),
+    joined to the unfinished line held in `buf`, which keeps what follows; None
+    while no line ends (`chunk` is held). Only the new chunk is searched, so a
+    long line costs linear time however finely it is chunked."""
+    cut = chunk.rfind(b"\n")
+    if cut < 0:
+        if chunk:
+            buf.append(chunk)
+        return None
+    if buf:
+        buf.append(chunk[:cut])
+        head = b"".join(buf)
+        buf.clear()
+    else:
+        head = chunk[:cut]
+    if cut + 1 < len(chunk):
+        buf.append(chunk[cut + 1:])
+    return head
+
+
 def _decode(raw: bytes) -> str:
     try:
         return raw.decode("utf-8")
@@ -92,7 +113,7 @@ class SSEDecoder:
                 return [("message", text[6:end])]
             if text.startswith("event: ") and text.startswith("data: ", nl + 1) and text.find("\n", nl + 1) == end:
                 return [(text[7:nl] or "message", text[nl + 7:end])]
-            return self._lines(text[:-1], b"")
+            return self._lines(text[:-1])
         if self._skip_lf:
             self._skip_lf = False
             if chunk[:1] == b"\n":
@@ -105,20 +126,11 @@ class SSEDecoder:
             if chunk[-1:] == b"\r":
                 self._skip_lf = True
             chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        cut = chunk.rfind(b"\n")
-        if cut < 0:
-            self._buf.append(chunk)
-            return []
-        if self._buf:
-            self._buf.append(chunk[:cut])
-            head = b"".join(self._buf)
-        else:
-            head = chunk[:cut]
-        return self._lines(_decode(head), chunk[cut + 1:])
+        head = _take_lines(self._buf, chunk)
+        return [] if head is None else self._lines(_decode(head))
 
-    def _lines(self, text: str, rest: bytes) -> list[tuple[str, str]]:
-        """Process complete lines (`text`, LF-separated, CR already folded); keep `rest`."""
-        self._buf = [rest] if rest else []
+    def _lines(self, text: str) -> list[tuple[str, str]]:
+        """Process complete lines (`text`, LF-separated, CR already folded)."""
         if not self._started:
             self._started = True
             if text.startswith("\ufeff"):
@@ -164,18 +176,9 @@ class NDJSONDecoder:
         self._buf: list[bytes] = []   # an unfinished line, in pieces (linear however it is chunked)
 
     def feed(self, chunk: bytes) -> list[Any]:
-        cut = chunk.rfind(b"\n")
-        if cut < 0:
-            if chunk:
-                self._buf.append(chunk)
+        head = _take_lines(self._buf, chunk)
+        if head is None:
             return []
-        if self._buf:
-            self._buf.append(chunk[:cut])
-            head = b"".join(self._buf)
-        else:
-            head = chunk[:cut]
-        rest = chunk[cut + 1:]
-        self._buf = [rest] if rest else []
         out = []
         for line in _decode(head).split("\n"):
             if line and not line.isspace():

@@ -389,25 +389,19 @@ class Store:
                 return fn(conn)
             except sqlite3.Error as exc:
                 raise self._translate(exc, action) from None
-        deadline = time.monotonic() + WRITE_RETRY_S
-        delay = 0.005
-        while True:
+
+        def attempt() -> T:
+            conn.execute("BEGIN IMMEDIATE")
             try:
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    result = fn(conn)
-                    self._commit()
-                    return result
-                except BaseException:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
-            except sqlite3.Error as exc:
-                if _is_busy(exc) and time.monotonic() < deadline:
-                    time.sleep(delay)
-                    delay = min(delay * 2, 0.2)
-                    continue
-                raise self._translate(exc, action) from None
+                result = fn(conn)
+                self._commit()
+                return result
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+        return _retry_busy(self, action, attempt)
 
     @contextlib.contextmanager
     def batch(self) -> Iterator["Store"]:
@@ -963,21 +957,27 @@ def _identity(path: str | os.PathLike) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
-def _begin_immediate(store: Store) -> None:
-    """BEGIN IMMEDIATE with the same busy retry as single writes."""
-    store._check_writable("write")
+def _retry_busy(store: Store, action: str, attempt: Callable[[], T]) -> T:
+    """Run `attempt` again while the database is busy (another process holds
+    the write lock), backing off up to WRITE_RETRY_S; any other failure, or
+    still busy then, is the store's error for `action`."""
     deadline = time.monotonic() + WRITE_RETRY_S
     delay = 0.005
     while True:
         try:
-            store.conn.execute("BEGIN IMMEDIATE")
-            return
+            return attempt()
         except sqlite3.Error as exc:
             if _is_busy(exc) and time.monotonic() < deadline:
                 time.sleep(delay)
                 delay = min(delay * 2, 0.2)
                 continue
-            raise store._translate(exc, "start a write") from None
+            raise store._translate(exc, action) from None
+
+
+def _begin_immediate(store: Store) -> None:
+    """BEGIN IMMEDIATE with the same busy retry as single writes."""
+    store._check_writable("write")
+    _retry_busy(store, "start a write", lambda: store.conn.execute("BEGIN IMMEDIATE"))
 
 
 # ---------------------------------------------------------------------- row writers
