@@ -18,7 +18,7 @@ and databases built here with `tests.synthetic`: an empty one (migrated, no
 sessions), one of 150 sessions of 4 turns each (a third of them blind), and a
 small one of 12 sessions for `report --json`.
 
-Targets (issue 12): every batch command's first output < 300 ms, the TUI's
+Targets: every batch command's first output < 300 ms, the TUI's
 first paint < 600 ms. The machine is shared and noisy: the load average is
 printed before and after. The script fails (exit 1) only when a command
 fails or never shows its first output, not on a missed target.

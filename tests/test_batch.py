@@ -24,7 +24,7 @@ from providers import make_provider
 from providers.events import ChatRequest, Message, SamplingParams
 from store import Store
 from tests.server import TestServer
-from tests.test_hardening_runs import REPO, _config
+from tests.run_support import REPO, config_file
 
 GUARD_S = 60.0
 KEY = "test-anthropic-batch-key-0123456789abcdef"   # not shaped like a real key (secret scanners)
@@ -35,7 +35,7 @@ def anthropic_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
 
 
-def _set(path: Path, n: int, follow_ups: bool = False) -> Path:
+def sample_set(path: Path, n: int, follow_ups: bool = False) -> Path:
     lines = []
     for i in range(n):
         case = {"id": f"c{i}", "category": "k", "prompt": f"question {i}",
@@ -60,9 +60,9 @@ def _outputs(db: Path) -> list[dict]:
 def test_a_batch_run_records_every_answer_like_a_streamed_one(tmp_path: Path, provider: str,
                                                             capsys: pytest.CaptureFixture) -> None:
     db = tmp_path / "b.db"
-    sample = _set(tmp_path / "set.jsonl", 3, follow_ups=True)
+    sample = sample_set(tmp_path / "set.jsonl", 3, follow_ups=True)
     with TestServer() as srv:
-        config = _config(tmp_path / "config.toml", srv, {"m0": {
+        config = config_file(tmp_path / "config.toml", srv, {"m0": {
             "provider": provider, "base_url": srv.base_url(provider),
             "price": {"input_per_mtok": 1.0, "output_per_mtok": 2.0}}})
         assert main(["run", str(sample), "-m", "m0", "--batch", "--poll", "0.01", "--temperature", "0",
@@ -116,9 +116,9 @@ def test_the_batch_body_is_the_streamed_body_without_stream(tmp_path: Path) -> N
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
 def test_partial_failures_are_recorded_and_retried_by_the_next_run(tmp_path: Path, provider: str) -> None:
     db = tmp_path / "b.db"
-    sample = _set(tmp_path / "set.jsonl", 4)
+    sample = sample_set(tmp_path / "set.jsonl", 4)
     with TestServer() as srv:
-        config = _config(tmp_path / "config.toml", srv, {"m0": {"provider": provider,
+        config = config_file(tmp_path / "config.toml", srv, {"m0": {"provider": provider,
                                                                 "base_url": srv.base_url(provider)}})
         srv.batches.answer = lambda cid, body: (("error", 400, "scripted refusal")
                                                 if "question 2" in json.dumps(body) else "batch answer ok")
@@ -143,9 +143,9 @@ def test_partial_failures_are_recorded_and_retried_by_the_next_run(tmp_path: Pat
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
 def test_an_expired_batch_keeps_what_came_back(tmp_path: Path, provider: str) -> None:
     db = tmp_path / "b.db"
-    sample = _set(tmp_path / "set.jsonl", 5)
+    sample = sample_set(tmp_path / "set.jsonl", 5)
     with TestServer() as srv:
-        config = _config(tmp_path / "config.toml", srv, {"m0": {"provider": provider,
+        config = config_file(tmp_path / "config.toml", srv, {"m0": {"provider": provider,
                                                                 "base_url": srv.base_url(provider)}})
         srv.batches.expire_after = 2
         common = ["run", str(sample), "-m", "m0", "--batch", "--poll", "0.01", "--db", str(db), "--config",
@@ -162,9 +162,9 @@ def test_an_expired_batch_keeps_what_came_back(tmp_path: Path, provider: str) ->
 
 def test_a_batch_that_fails_validation_fails_its_requests(tmp_path: Path) -> None:
     db = tmp_path / "b.db"
-    sample = _set(tmp_path / "set.jsonl", 2)
+    sample = sample_set(tmp_path / "set.jsonl", 2)
     with TestServer() as srv:
-        config = _config(tmp_path / "config.toml", srv, {"m0": {}})
+        config = config_file(tmp_path / "config.toml", srv, {"m0": {}})
         srv.batches.fail = True
         assert main(["run", str(sample), "-m", "m0", "--batch", "--poll", "0.01", "--db", str(db), "--config",
                      str(config), "--quiet"]) == 1
@@ -189,9 +189,9 @@ def _jobs(db: Path) -> list[tuple]:
 def test_a_batch_run_killed_between_submit_and_download_resumes_without_submitting_again(
         tmp_path: Path, lose_ack: bool) -> None:
     db = tmp_path / "b.db"
-    sample = _set(tmp_path / "set.jsonl", 6)
+    sample = sample_set(tmp_path / "set.jsonl", 6)
     with TestServer() as srv:
-        config = _config(tmp_path / "config.toml", srv, {"m0": {}})
+        config = config_file(tmp_path / "config.toml", srv, {"m0": {}})
         srv.batches.hold = True                       # submitted, never finished: the kill comes first
         env = dict(os.environ, LINEUP_DB=str(db), LINEUP_CONFIG=str(config),
                    PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
@@ -241,9 +241,9 @@ def test_a_batch_run_killed_between_submit_and_download_resumes_without_submitti
 def test_polls_that_keep_failing_stop_the_run_and_the_next_one_collects(tmp_path: Path,
                                                                        capsys: pytest.CaptureFixture) -> None:
     db = tmp_path / "b.db"
-    sample = _set(tmp_path / "set.jsonl", 3)
+    sample = sample_set(tmp_path / "set.jsonl", 3)
     with TestServer() as srv:
-        config = _config(tmp_path / "config.toml", srv, {"m0": {}})
+        config = config_file(tmp_path / "config.toml", srv, {"m0": {}})
         common = ["run", str(sample), "-m", "m0", "--batch", "--poll", "0.01", "--db", str(db), "--config",
                   str(config)]
         srv.batches.poll_error = 503
@@ -258,9 +258,9 @@ def test_polls_that_keep_failing_stop_the_run_and_the_next_one_collects(tmp_path
 
 def test_a_cached_batch_rerun_submits_nothing(tmp_path: Path) -> None:
     db = tmp_path / "b.db"
-    sample = _set(tmp_path / "set.jsonl", 3)
+    sample = sample_set(tmp_path / "set.jsonl", 3)
     with TestServer() as srv:
-        config = _config(tmp_path / "config.toml", srv, {"m0": {}})
+        config = config_file(tmp_path / "config.toml", srv, {"m0": {}})
         common = ["run", str(sample), "-m", "m0", "--batch", "--poll", "0.01", "--db", str(db), "--config",
                   str(config), "--quiet", "--temperature", "0"]
         assert main(common) == 0
@@ -270,9 +270,9 @@ def test_a_cached_batch_rerun_submits_nothing(tmp_path: Path) -> None:
 
 
 def test_batch_needs_a_provider_with_a_batch_api(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    sample = _set(tmp_path / "set.jsonl", 1)
+    sample = sample_set(tmp_path / "set.jsonl", 1)
     with TestServer() as srv:
-        config = _config(tmp_path / "config.toml", srv, {"m0": {"provider": "ollama", "base_url": srv.url}})
+        config = config_file(tmp_path / "config.toml", srv, {"m0": {"provider": "ollama", "base_url": srv.url}})
         assert main(["run", str(sample), "-m", "m0", "--batch", "--db", str(tmp_path / "b.db"), "--config",
                      str(config)]) == 2
     assert "'m0' is ollama" in capsys.readouterr().err
@@ -284,7 +284,7 @@ def test_batch_calls_send_the_models_own_auth_and_headers(tmp_path: Path, monkey
     monkeypatch.setenv("GATEWAY_KEY", "gw-key-0123456789")
     monkeypatch.setenv("TEAM_TOKEN", "team-token-9876543210")
     db = tmp_path / "b.db"
-    sample = _set(tmp_path / "set.jsonl", 2)
+    sample = sample_set(tmp_path / "set.jsonl", 2)
     with TestServer() as srv:
         config = tmp_path / "config.toml"
         config.write_text(

@@ -1,4 +1,4 @@
-"""Blind means blind, over every screen and export (issue 10, done-when).
+"""Blind means blind, over every screen and export.
 
 Two contestants from vendors no list of names knows: alias `zorblax`, model
 `zorblax-7`, OpenAI protocol, served on `localhost:PORT`; alias `quuxly`,

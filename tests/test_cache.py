@@ -17,7 +17,7 @@ from providers.events import ChatRequest, ImagePart, Message, SamplingParams
 from providers.model_config import ModelConfig
 from store import Store
 from tests.server import Reply, TestServer
-from tests.test_hardening_runs import _config, _set
+from tests.run_support import config_file, sample_set
 
 
 def _key(cfg: ModelConfig | None = None, request: ChatRequest | None = None, repeat: int = 0) -> str:
@@ -74,9 +74,9 @@ def _outputs(db: Path) -> list[tuple]:
 def test_a_cached_rerun_makes_no_request_and_is_left_out_of_latency(tmp_path: Path,
                                                                     capsys: pytest.CaptureFixture) -> None:
     db = tmp_path / "c.db"
-    sample = _set(tmp_path / "set.jsonl", 5, follow_ups=["and then?"])
+    sample = sample_set(tmp_path / "set.jsonl", 5, follow_ups=["and then?"])
     with TestServer() as srv:
-        config = _config(tmp_path / "config.toml", srv, {"m0": {"price": {"input_per_mtok": 1.0,
+        config = config_file(tmp_path / "config.toml", srv, {"m0": {"price": {"input_per_mtok": 1.0,
                                                                           "output_per_mtok": 2.0}}})
         srv.script(Reply(text="first answers", served_model="snap-1", delay=0.002))
         common = ["--db", str(db), "--config", str(config), "-m", "m0", "--temperature", "0", "--quiet"]
@@ -121,9 +121,9 @@ def test_a_cached_rerun_makes_no_request_and_is_left_out_of_latency(tmp_path: Pa
 
 def test_the_config_turns_the_cache_on_and_refresh_turns_it_off(tmp_path: Path) -> None:
     db = tmp_path / "c.db"
-    sample = _set(tmp_path / "set.jsonl", 3)
+    sample = sample_set(tmp_path / "set.jsonl", 3)
     with TestServer() as srv:
-        config = _config(tmp_path / "config.toml", srv, {"m0": {}})
+        config = config_file(tmp_path / "config.toml", srv, {"m0": {}})
         config.write_text("[run]\ncache = true\n\n" + config.read_text())
         common = ["--db", str(db), "--config", str(config), "-m", "m0", "--quiet", "--new"]
         assert main(["run", str(sample), *common]) == 0
@@ -136,9 +136,9 @@ def test_the_config_turns_the_cache_on_and_refresh_turns_it_off(tmp_path: Path) 
 
 def test_a_different_seed_or_repeat_is_not_a_hit(tmp_path: Path) -> None:
     db = tmp_path / "c.db"
-    sample = _set(tmp_path / "set.jsonl", 2)
+    sample = sample_set(tmp_path / "set.jsonl", 2)
     with TestServer() as srv:
-        config = _config(tmp_path / "config.toml", srv, {"m0": {}})
+        config = config_file(tmp_path / "config.toml", srv, {"m0": {}})
         common = ["--db", str(db), "--config", str(config), "-m", "m0", "--quiet", "--new", "--cache"]
         assert main(["run", str(sample), *common, "--seed", "1"]) == 0
         assert len(srv.requests) == 2
@@ -152,9 +152,9 @@ def test_a_different_seed_or_repeat_is_not_a_hit(tmp_path: Path) -> None:
 
 def test_a_failed_answer_is_never_reused(tmp_path: Path) -> None:
     db = tmp_path / "c.db"
-    sample = _set(tmp_path / "set.jsonl", 1)
+    sample = sample_set(tmp_path / "set.jsonl", 1)
     with TestServer() as srv:
-        config = _config(tmp_path / "config.toml", srv, {"m0": {}})
+        config = config_file(tmp_path / "config.toml", srv, {"m0": {}})
         common = ["--db", str(db), "--config", str(config), "-m", "m0", "--quiet", "--new", "--cache"]
         srv.script(Reply(status=400, message="bad"))
         assert main(["run", str(sample), *common]) == 1
@@ -182,7 +182,7 @@ def test_a_tool_loop_is_reused_only_with_the_same_tools_and_results_and_keeps_it
         tool_results=[{"name": "get_weather", "arguments": {"city": "Paris"}, "result": {"temp_c": 31}}]))
     with TestServer() as srv:
         srv.respond(weather_server)
-        config = _config(tmp_path / "config.toml", srv, {"m0": {}})
+        config = config_file(tmp_path / "config.toml", srv, {"m0": {}})
         common = ["--db", str(db), "--config", str(config), "-m", "m0", "--quiet", "--new", "--cache"]
         assert main(["run", str(same), *common]) == 0
         first = len(srv.requests)

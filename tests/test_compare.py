@@ -29,7 +29,7 @@ from store.records import (
     VoteRecord,
 )
 from tests.server import Reply, TestServer
-from tests.test_hardening_runs import _config
+from tests.run_support import config_file
 
 # --------------------------------------------------------------------------- statistics
 
@@ -332,7 +332,7 @@ def test_end_to_end_through_lineup_run_and_the_gate(tmp_path: Path, capsys: pyte
     with TestServer() as good, TestServer() as bad:
         good.script(Reply(text="a loopback answer"))
         bad.script(Reply(text="something else entirely", first_delay=0.25))
-        config = _config(tmp_path / "config.toml", good, {"base": {}, "again": {}})
+        config = config_file(tmp_path / "config.toml", good, {"base": {}, "again": {}})
         config.write_text(config.read_text() + "\n[models.cand]\nprovider = \"openai\"\nmodel = \"cand-model\"\n"
                           f"base_url = \"{bad.base_url('openai')}\"\nmax_retries = 0\n")
         for alias in ("base", "again", "cand"):
@@ -376,7 +376,7 @@ def test_the_readme_ci_example_runs_as_written(tmp_path: Path) -> None:
         with TestServer() as srv:
             # a fixed 250 ms before the first byte, so that a busy machine's tens of ms are no p95 regression (25%)
             srv.script(Reply(text="a loopback answer", first_delay=0.25))
-            config = _config(tmp_path / "config.toml", srv, {"candidate": {}})
+            config = config_file(tmp_path / "config.toml", srv, {"candidate": {}})
             env = dict(os.environ, LINEUP_CONFIG=str(config), OPENAI_API_KEY="",
                        PATH=bindir + os.pathsep + os.environ.get("PATH", ""))
             env["LINEUP_DB"] = "eval/lineup.db"

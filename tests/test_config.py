@@ -396,7 +396,7 @@ def test_secret_helpers():
 
 
 def test_answer_deadline_and_size_limit_per_model():
-    """Every answer is bounded (issue 11, items 3 and 12): generous defaults,
+    """Every answer is bounded: generous defaults,
     settable per model, bad values named by key."""
     cfg = cfgmod.parse_config({"models": {
         "a": {"provider": "openai", "model": "x", "base_url": "http://localhost:8080/v1"},

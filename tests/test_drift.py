@@ -16,10 +16,10 @@ from store import Store
 from store.runs import canary_session_ids
 from tests.server import Reply, TestServer
 from tests.test_compare import _cases, _run
-from tests.test_hardening_runs import _config
+from tests.run_support import config_file
 
 
-def _set(path: Path, n: int) -> Path:
+def sample_set(path: Path, n: int) -> Path:
     path.write_text("".join(json.dumps({"id": f"c{i}", "category": "k", "prompt": f"question {i}",
                                         "checks": [{"type": "contains", "value": "stable"}]}) + "\n"
                             for i in range(n)))
@@ -37,9 +37,9 @@ def test_fisher_greater_matches_scipy() -> None:
 def test_a_drift_in_fingerprint_and_answers_is_flagged_at_the_run_where_it_started(
         tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     db = tmp_path / "d.db"
-    sample = _set(tmp_path / "canary.jsonl", 10)
+    sample = sample_set(tmp_path / "canary.jsonl", 10)
     with TestServer() as srv:
-        config = _config(tmp_path / "config.toml", srv, {"m0": {}})
+        config = config_file(tmp_path / "config.toml", srv, {"m0": {}})
         common = [str(sample), "-m", "m0", "--db", str(db), "--config", str(config), "--quiet"]
         old = Reply(text="a stable answer", served_model="gpt-x-0613", system_fingerprint="fp_a")
         new = Reply(text="a different answer", served_model="gpt-x-1106", system_fingerprint="fp_b")
@@ -74,10 +74,10 @@ def test_a_drift_in_fingerprint_and_answers_is_flagged_at_the_run_where_it_start
 def test_steady_canaries_flag_nothing_and_a_plain_run_is_not_a_canary(tmp_path: Path,
                                                                       capsys: pytest.CaptureFixture) -> None:
     db = tmp_path / "d.db"
-    sample = _set(tmp_path / "canary.jsonl", 4)
+    sample = sample_set(tmp_path / "canary.jsonl", 4)
     with TestServer() as srv:
         srv.script(Reply(text="a stable answer", system_fingerprint="fp_a"))
-        config = _config(tmp_path / "config.toml", srv, {"m0": {}})
+        config = config_file(tmp_path / "config.toml", srv, {"m0": {}})
         common = [str(sample), "-m", "m0", "--db", str(db), "--config", str(config), "--quiet"]
         assert main(["run", *common]) == 0
         assert main(["drift", *common, "--every", "0.05s", "--times", "3"]) == 0

@@ -1,4 +1,4 @@
-"""Provider faults through the app (issue 6, item 1): a blind chat session and
+"""Provider faults through the app: a blind chat session and
 `lineup run`, each with one faulty contestant beside healthy ones, over real
 HTTP on loopback. For every fault: the record has the right status and kind,
 the message is kept as it came while what a blind screen shows of it gives

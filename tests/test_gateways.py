@@ -1,4 +1,4 @@
-"""Gateways and enterprise endpoints (issue 19), over real HTTP on loopback:
+"""Gateways and enterprise endpoints, over real HTTP on loopback:
 whole-body replies to stream requests in every protocol (recorded, marked
 not streamed), replies that are neither (reported with what they were),
 per-model auth, headers and query parameters (secrets from the environment,

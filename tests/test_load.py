@@ -27,7 +27,7 @@ from lineup.cli import main
 from store import Store
 from store.report_queries import Scope, read_outputs
 from tests.server import Received, Reply, TestServer
-from tests.test_hardening_runs import _config, _set
+from tests.run_support import config_file, sample_set
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -46,11 +46,11 @@ def _levels(data: dict, alias: str) -> dict[int, dict]:
 def test_figures_follow_the_servers_growth_and_each_level_caps_the_requests_in_flight(
         tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     db = tmp_path / "l.db"
-    sample = _set(tmp_path / "set.jsonl", 4)
+    sample = sample_set(tmp_path / "set.jsonl", 4)
     with TestServer() as srv:
         srv.script(Reply(text="a steady answer of some length", usage=(5, 12, None)))
         srv.load_profile(base_ms=50, per_inflight_ms=50)
-        config = _config(tmp_path / "config.toml", srv, {"m0": {}})
+        config = config_file(tmp_path / "config.toml", srv, {"m0": {}})
         data = _load_json(capsys, ["load", str(sample), "-m", "m0", "--levels", "1,4,8", "--requests", "16",
                                    "--exceed-server-limit", "--json", "--quiet", "--db", str(db),
                                    "--config", str(config), "--bootstrap", "200"])
@@ -101,10 +101,10 @@ def test_figures_follow_the_servers_growth_and_each_level_caps_the_requests_in_f
 def test_a_servers_concurrency_is_respected_unless_exceeded_on_purpose(tmp_path: Path,
                                                                          capsys: pytest.CaptureFixture) -> None:
     db = tmp_path / "l.db"
-    sample = _set(tmp_path / "set.jsonl", 6)
+    sample = sample_set(tmp_path / "set.jsonl", 6)
     with TestServer() as srv:
         srv.script(Reply(text="ok", first_delay=0.05))
-        config = _config(tmp_path / "config.toml", srv, {"m0": {}})
+        config = config_file(tmp_path / "config.toml", srv, {"m0": {}})
         common = [str(sample), "-m", "m0", "--quiet", "--db", str(db), "--config", str(config), "--json"]
         # the local default (1 at once) is below level 4: refused, before any request or record
         capsys.readouterr()
@@ -113,7 +113,7 @@ def test_a_servers_concurrency_is_respected_unless_exceeded_on_purpose(tmp_path:
         assert "--levels" in err and "--exceed-server-limit" in err and "'m0'" in err
         assert srv.requests == [] and not db.exists()
         # a configured `concurrency` of 3 is the cap at every level up to it
-        config = _config(tmp_path / "config.toml", srv, {"m0": {"concurrency": 3}})
+        config = config_file(tmp_path / "config.toml", srv, {"m0": {"concurrency": 3}})
         data = _load_json(capsys, ["load", *common, "--levels", "1,3"])
         assert srv.max_in_flight <= 3
         assert _levels(data, "m0")[3]["complete"] == 6
@@ -121,7 +121,7 @@ def test_a_servers_concurrency_is_respected_unless_exceeded_on_purpose(tmp_path:
 
 
 def test_errors_are_counted_by_kind_at_each_level(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    sample = _set(tmp_path / "set.jsonl", 5)
+    sample = sample_set(tmp_path / "set.jsonl", 5)
     lock = threading.Lock()
     seen: list[int] = []
 
@@ -135,7 +135,7 @@ def test_errors_are_counted_by_kind_at_each_level(tmp_path: Path, capsys: pytest
 
     with TestServer() as srv:
         srv.respond(answer)
-        config = _config(tmp_path / "config.toml", srv, {"m0": {"concurrency": 2}})
+        config = config_file(tmp_path / "config.toml", srv, {"m0": {"concurrency": 2}})
         data = _load_json(capsys, ["load", str(sample), "-m", "m0", "--levels", "1,2", "--requests", "10",
                                    "--json", "--quiet", "--db", str(tmp_path / "l.db"), "--config", str(config)])
     assert len(seen) == 20   # no retries by default: a refusal is counted, not hidden
@@ -147,9 +147,9 @@ def test_errors_are_counted_by_kind_at_each_level(tmp_path: Path, capsys: pytest
 
 
 def test_bad_arguments_exit_2_naming_the_flag(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    sample = _set(tmp_path / "set.jsonl", 2)
+    sample = sample_set(tmp_path / "set.jsonl", 2)
     with TestServer() as srv:
-        config = _config(tmp_path / "config.toml", srv, {"m0": {"concurrency": 4}})
+        config = config_file(tmp_path / "config.toml", srv, {"m0": {"concurrency": 4}})
         common = [str(sample), "--db", str(tmp_path / "l.db"), "--config", str(config), "--quiet"]
         for extra, named in ((["-m", "m0", "--levels", "0"], "--levels"),
                              (["-m", "m0", "--levels", "x"], "--levels"),
@@ -173,10 +173,10 @@ def _env(db: Path, config: Path) -> dict[str, str]:
 
 def test_ctrl_c_mid_load_exits_130_and_keeps_the_record(tmp_path: Path) -> None:
     db = tmp_path / "l.db"
-    sample = _set(tmp_path / "set.jsonl", 4)
+    sample = sample_set(tmp_path / "set.jsonl", 4)
     with TestServer() as srv:
         srv.script(Reply(text="slowly, slowly", chunk_chars=2, delay=0.15))
-        config = _config(tmp_path / "config.toml", srv, {"m0": {"concurrency": 2}})
+        config = config_file(tmp_path / "config.toml", srv, {"m0": {"concurrency": 2}})
         proc = subprocess.Popen([sys.executable, "-m", "lineup", "load", str(sample), "-m", "m0",
                                  "--levels", "1,2", "--requests", "8"], env=_env(db, config), cwd=ROOT,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -208,10 +208,10 @@ def test_ctrl_c_mid_load_exits_130_and_keeps_the_record(tmp_path: Path) -> None:
 def test_a_load_profile_stays_out_of_the_vote_queue_and_the_report_unless_named(
         tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     db = tmp_path / "l.db"
-    sample = _set(tmp_path / "set.jsonl", 3)
+    sample = sample_set(tmp_path / "set.jsonl", 3)
     with TestServer() as srv:
         srv.script(Reply(text="an answer"))
-        config = _config(tmp_path / "config.toml", srv, {"m0": {"concurrency": 2}, "m1": {"concurrency": 2}})
+        config = config_file(tmp_path / "config.toml", srv, {"m0": {"concurrency": 2}, "m1": {"concurrency": 2}})
         data = _load_json(capsys, ["load", str(sample), "-m", "m0", "-m", "m1", "--levels", "1,2", "--json",
                                    "--quiet", "--db", str(db), "--config", str(config)])
         assert {m["alias"] for m in data["models"]} == {"m0", "m1"}

@@ -230,7 +230,7 @@ def test_scrub_and_escape_sequences(clean_env, capsys, tmp_path):
     assert code == 0 and "\x1b" not in out and "\x07" not in out and "evil" in out
 
 
-# --- issue 19: which route and auth a check used, and which part was wrong --------------------
+# --- which route and auth a check used, and which part was wrong --------------------
 
 
 GATEWAY_KEY = "gw-Key-0123456789abcdefABCDEF99"

@@ -382,7 +382,7 @@ def test_valid_json_in_the_wrong_shape_is_bad_response_not_a_crash(srv, line):
     assert result.text == "fine"
 
 
-# --- a server that cuts the answer but still sends its terminator (issue 11, item 1) ----------
+# --- a server that cuts the answer but still sends its terminator ----------
 
 
 @params
@@ -408,7 +408,7 @@ def test_a_normal_end_still_finishes(srv, proto, opts):
     assert result.finish_reason is not None
 
 
-# --- an answer has a deadline and a size limit (issue 11, items 3 and 12) ----------------------
+# --- an answer has a deadline and a size limit ----------------------
 
 
 @params

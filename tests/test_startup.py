@@ -1,4 +1,4 @@
-"""What each command loads before its first output (issue 12, cold start).
+"""What each command loads before its first output.
 
 Speed itself is measured by benchmarks/bench_startup.py, never here; these
 tests pin down the structure that makes it fast, in a fresh interpreter each

@@ -114,7 +114,7 @@ def _start(tmux: Tmux, tmp_path: Path, args: str, speed: str) -> Path:
 
 @pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
 def test_blind_follow_ups_typed_after_and_while_answers_finish_never_vote(tmp_path):
-    """The path of issue 10: blind, send, wait for both answers, type a
+    """The path of a blind chat: blind, send, wait for both answers, type a
     follow-up and Enter. It must go to both models as a turn; no letter of it
     is a vote, no name shows. Then keys typed while answers are still coming."""
     tmux = Tmux(f"lineup-test-blind-{os.getpid()}")

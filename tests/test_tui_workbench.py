@@ -1,4 +1,4 @@
-"""The chat workbench (issue 16) driven by a pilot against real loopback model
+"""The chat workbench driven by a pilot against real loopback model
 servers (or the offline demo models): the model picker (from the chat, and
 first thing with many models), system prompt and parameters, images on a
 prompt, prompt history and editing the last prompt, searching, renaming and

@@ -1,4 +1,4 @@
-"""SVG snapshots of the workbench's new screens (issue 16), blind and revealed:
+"""SVG snapshots of the workbench's new screens, blind and revealed:
 the model picker, the settings dialog, the compare view, one pane at a time
 under tabs on a 100x30 terminal, the attach dialog with its completions and
 the question before a session is deleted. Deterministic as the main

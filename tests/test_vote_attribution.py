@@ -1,5 +1,5 @@
 """Every view resolves a vote through the mapping stored with that vote, and a
-blind run is revealed case by case as it is voted (issue 10, items 5 and 6).
+blind run is revealed case by case as it is voted.
 
 The vote queue shuffles the screen order per case, so its labels (A = leftmost)
 are not the session's labels; replay, the exports, the sessions list and the

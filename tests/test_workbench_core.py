@@ -1,4 +1,4 @@
-"""The chat workbench below the TUI (issue 16), over real HTTP on loopback
+"""The chat workbench below the TUI, over real HTTP on loopback
 and real SQLite files: parameters typed as text (-p, the settings panel) and
 sent per protocol, settings changed before the first turn, images attached
 to a prompt (sent, refused, stored, resent after the file moved), a prompt

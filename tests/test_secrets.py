@@ -1,4 +1,4 @@
-"""Secrets (issue 6, item 4): a planted API key appears nowhere.
+"""Secrets: a planted API key appears nowhere.
 
 The key lives in an environment variable named by a config file. Models point
 at loopback servers that (a) accept, (b) answer 401 echoing the key back in
@@ -189,7 +189,7 @@ def test_a_planted_key_appears_in_no_artefact(tmp_path, monkeypatch, servers):
                 _grep(json.dumps(row, default=str).encode(), f"table {table}")
 
 
-# --- a key cut, wrapped or echoed in an answer (issue 11, item 11) ------------------------------
+# --- a key cut, wrapped or echoed in an answer ------------------------------
 
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402

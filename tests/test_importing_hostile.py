@@ -1,5 +1,4 @@
-"""Hostile imports and a record that changes under us (issue 11, items 7, 9,
-10, 15, 16, 18), through the CLI as a user runs it: exit codes, the message
+"""Hostile imports and a record that changes under us, through the CLI as a user runs it: exit codes, the message
 naming the right file and field, no traceback, and a refused command leaving
 the database byte for byte as it was.
 

@@ -1,4 +1,4 @@
-"""Load (issue 6, item 6), at full size, against loopback servers.
+"""Load, at full size, against loopback servers.
 
 1. An 8-model x 50-turn chat session with ~4 KB answers, one server per model
    (the four wire protocols, twice each): exactly 400 complete outputs, 50

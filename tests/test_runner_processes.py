@@ -1,4 +1,4 @@
-"""`lineup run` keeps the record true (issue 11): two processes on one
+"""`lineup run` keeps the record true: two processes on one
 database share the work, a changed config is not resumed into the old
 session, missing check results are run on resume, one bad answer or check
 does not stop the run, exit codes say whether every answer came back, and
@@ -21,33 +21,11 @@ import pytest
 
 from lineup.cli import main
 from store import Store
+from tests.run_support import config_file, sample_set
 from tests.server import RawReply, Reply, TestServer
 
 REPO = Path(__file__).resolve().parents[1]
 GUARD_S = 90.0
-
-
-def _config(path: Path, srv: TestServer, models: dict[str, dict]) -> Path:
-    lines = []
-    for alias, fields in models.items():
-        fields = {"provider": "openai", "model": f"{alias}-model", "base_url": srv.base_url("openai"),
-                  "max_retries": 0, "read_timeout": 10, **fields}
-        lines.append(f"[models.{alias}]")
-        for k, v in fields.items():
-            lines.append(f"{k} = {json.dumps(v) if not isinstance(v, dict) else _inline(v)}")
-        lines.append("")
-    path.write_text("\n".join(lines))
-    return path
-
-
-def _inline(d: dict) -> str:
-    return "{ " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in d.items()) + " }"
-
-
-def _set(path: Path, n: int, **extra) -> Path:
-    path.write_text("".join(json.dumps({"id": f"c{i}", "category": "k", "prompt": f"question {i}", **extra}) + "\n"
-                            for i in range(n)))
-    return path
 
 
 def _env(db: Path, config: Path) -> dict[str, str]:
@@ -70,11 +48,11 @@ def _rows(db: Path, sql: str) -> list[tuple]:
 def test_two_processes_on_one_database_never_duplicate_work(tmp_path):
     """16 cases x 2 models, two `lineup run` at once: 32 answers, not 64."""
     db = tmp_path / "run.db"
-    set_path = _set(tmp_path / "set.jsonl", 16)
+    set_path = sample_set(tmp_path / "set.jsonl", 16)
     with TestServer() as srv:
         # slow enough that both processes are running at the same time
         srv.script(Reply(text="an answer in a few chunks", chunk_chars=5, delay=0.05))
-        config = _config(tmp_path / "config.toml", srv, {"m0": {"concurrency": 2}, "m1": {"concurrency": 2}})
+        config = config_file(tmp_path / "config.toml", srv, {"m0": {"concurrency": 2}, "m1": {"concurrency": 2}})
         Store.open(db).close()   # created up front: both start from the same empty file
         cmd = [sys.executable, "-m", "lineup", "run", str(set_path), "-m", "m0", "-m", "m1", "--quiet"]
         procs = [subprocess.Popen(cmd, cwd=REPO, env=_env(db, config), stdout=subprocess.PIPE,
@@ -97,10 +75,10 @@ def test_two_processes_on_one_database_never_duplicate_work(tmp_path):
 def test_a_claim_left_by_a_killed_process_is_taken_over(tmp_path):
     """SIGKILL mid-run leaves claims behind; the next run takes them over."""
     db = tmp_path / "run.db"
-    set_path = _set(tmp_path / "set.jsonl", 6)
+    set_path = sample_set(tmp_path / "set.jsonl", 6)
     with TestServer() as srv:
         srv.script(Reply(text="slow answer " * 10, chunk_chars=3, delay=0.05))
-        config = _config(tmp_path / "config.toml", srv, {"m0": {"concurrency": 2}})
+        config = config_file(tmp_path / "config.toml", srv, {"m0": {"concurrency": 2}})
         cmd = [sys.executable, "-m", "lineup", "run", str(set_path), "-m", "m0", "--quiet"]
         proc = subprocess.Popen(cmd, cwd=REPO, env=_env(db, config), stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, text=True)
@@ -130,14 +108,14 @@ def test_a_claim_left_by_a_killed_process_is_taken_over(tmp_path):
 def test_a_changed_model_config_is_not_resumed_into_the_old_session(tmp_path, monkeypatch, capsys, change):
     db = tmp_path / "run.db"
     monkeypatch.setenv("LINEUP_DB", str(db))
-    set_path = _set(tmp_path / "set.jsonl", 2)
+    set_path = sample_set(tmp_path / "set.jsonl", 2)
     with TestServer() as srv, TestServer() as other:
         srv.script(Reply(text="from the first"))
         other.script(Reply(text="from the second"))
         config = tmp_path / "config.toml"
         monkeypatch.setenv("LINEUP_CONFIG", str(config))
         first = {"model": "first-model", "params": {"temperature": 0.2}}
-        _config(config, srv, {"m": first})
+        config_file(config, srv, {"m": first})
         run = ["run", str(set_path), "-m", "m", "--quiet"]
         first_run = run + (["--system", "the first system prompt"] if change == "system" else [])
         assert main(first_run) == 0
@@ -149,7 +127,7 @@ def test_a_changed_model_config_is_not_resumed_into_the_old_session(tmp_path, mo
                    "provider": {"provider": "anthropic", "model": "first-model", "base_url": srv.base_url("anthropic"),
                                 "api_key_env": "", "params": {"temperature": 0.2}},
                    "system": first}[change]
-        _config(config, srv, {"m": changed})
+        config_file(config, srv, {"m": changed})
         second_run = run + (["--system", "the second system prompt"] if change == "system" else [])
         assert main(second_run) == 0
         err = capsys.readouterr().err
@@ -201,11 +179,11 @@ def test_a_changed_model_config_is_not_resumed_into_the_old_session(tmp_path, mo
 def test_a_check_result_lost_between_answer_and_check_is_run_on_resume(tmp_path, monkeypatch, capsys):
     db = tmp_path / "run.db"
     monkeypatch.setenv("LINEUP_DB", str(db))
-    set_path = _set(tmp_path / "set.jsonl", 3, checks=[{"type": "contains", "value": "loopback"},
+    set_path = sample_set(tmp_path / "set.jsonl", 3, checks=[{"type": "contains", "value": "loopback"},
                                                         {"type": "max_words", "limit": 50}])
     with TestServer() as srv:
         srv.script(Reply(text="Hello from the loopback server."))
-        config = _config(tmp_path / "config.toml", srv, {"m0": {}})
+        config = config_file(tmp_path / "config.toml", srv, {"m0": {}})
         monkeypatch.setenv("LINEUP_CONFIG", str(config))
         assert main(["run", str(set_path), "-m", "m0", "--quiet"]) == 0
         full = sorted(_rows(db, "SELECT output_id, check_name, passed FROM check_result"))
@@ -233,13 +211,13 @@ def _sse(*chunks: dict) -> RawReply:
 def test_a_lone_surrogate_or_deep_json_fails_one_answer_not_the_run(tmp_path, monkeypatch, capsys):
     db = tmp_path / "run.db"
     monkeypatch.setenv("LINEUP_DB", str(db))
-    set_path = _set(tmp_path / "set.jsonl", 1, checks=[{"type": "valid_json"}])
+    set_path = sample_set(tmp_path / "set.jsonl", 1, checks=[{"type": "valid_json"}])
     surrogate = _sse({"choices": [{"index": 0, "delta": {"content": "bad \ud800 text"}}]},
                      {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
     deep = _sse({"choices": [{"index": 0, "delta": {"content": "[" * 100_000 + "]" * 100_000}}]},
                 {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
     with TestServer() as srv:
-        config = _config(tmp_path / "config.toml", srv, {"m0": {"concurrency": 1}})
+        config = config_file(tmp_path / "config.toml", srv, {"m0": {"concurrency": 1}})
         monkeypatch.setenv("LINEUP_CONFIG", str(config))
         for reply in (surrogate, deep):
             srv.script(reply)
@@ -268,11 +246,11 @@ def test_a_lone_surrogate_or_deep_json_fails_one_answer_not_the_run(tmp_path, mo
 def test_exit_code_says_whether_every_answer_came_back(tmp_path, monkeypatch, capsys):
     db = tmp_path / "run.db"
     monkeypatch.setenv("LINEUP_DB", str(db))
-    set_path = _set(tmp_path / "set.jsonl", 2)
+    set_path = sample_set(tmp_path / "set.jsonl", 2)
     with TestServer() as srv, TestServer() as broken:
         srv.script(Reply(text="fine"))
         broken.script(Reply(status=500, message="down"))
-        config = _config(tmp_path / "config.toml", srv, {"good": {}, "bad": {"base_url": broken.base_url("openai")}})
+        config = config_file(tmp_path / "config.toml", srv, {"good": {}, "bad": {"base_url": broken.base_url("openai")}})
         monkeypatch.setenv("LINEUP_CONFIG", str(config))
         assert main(["run", str(set_path), "-m", "good", "--quiet"]) == 0
         assert "vote on it" in capsys.readouterr().err
@@ -290,10 +268,10 @@ def test_exit_code_says_whether_every_answer_came_back(tmp_path, monkeypatch, ca
 @pytest.mark.skipif(not hasattr(signal, "SIGTERM"), reason="needs POSIX signals")
 def test_sigterm_closes_open_answers_like_ctrl_c(tmp_path):
     db = tmp_path / "run.db"
-    set_path = _set(tmp_path / "set.jsonl", 4)
+    set_path = sample_set(tmp_path / "set.jsonl", 4)
     with TestServer() as srv:
         srv.script(Reply(text="slow " * 200, chunk_chars=5, delay=0.05))
-        config = _config(tmp_path / "config.toml", srv, {"m0": {"concurrency": 2}})
+        config = config_file(tmp_path / "config.toml", srv, {"m0": {"concurrency": 2}})
         cmd = [sys.executable, "-m", "lineup", "run", str(set_path), "-m", "m0", "--quiet"]
         proc = subprocess.Popen(cmd, cwd=REPO, env=_env(db, config), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
@@ -402,7 +380,7 @@ def test_run_shares_one_local_server_between_aliases(tmp_path):
     from store import AsyncStore
     from tests.server import model_config
 
-    sample = load_sample_set(_set(tmp_path / "set.jsonl", 4))
+    sample = load_sample_set(sample_set(tmp_path / "set.jsonl", 4))
     with TestServer() as srv, TestServer() as other:
         for s in (srv, other):
             s.script(Reply(text="a b c d e f", chunk_chars=2, delay=0.02))
@@ -440,7 +418,7 @@ def test_rerun_of_a_run_session_goes_case_by_case(tmp_path, monkeypatch, capsys)
     set_path.write_text("".join(json.dumps(c) + "\n" for c in cases))
     with TestServer() as srv:
         srv.script(Reply(text="Hello from the loopback server."))
-        config = _config(tmp_path / "config.toml", srv, {"m0": {}, "m1": {}, "m2": {}})
+        config = config_file(tmp_path / "config.toml", srv, {"m0": {}, "m1": {}, "m2": {}})
         monkeypatch.setenv("LINEUP_CONFIG", str(config))
         assert main(["run", str(set_path), "-m", "m0", "-m", "m1", "--quiet", "--temperature", "0.3"]) == 0
         store = Store.open(db)

@@ -1,4 +1,4 @@
-"""Crash and kill (issue 6, item 2), with real processes and SIGKILL.
+"""Crash and kill, with real processes and SIGKILL.
 
 - a vote loop killed at a random moment keeps every vote it acknowledged;
 - `lineup run` killed mid-run: the file passes integrity_check, every complete

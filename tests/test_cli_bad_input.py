@@ -1,4 +1,4 @@
-"""Bad input everywhere (issue 6, item 5), through the CLI as a user runs it.
+"""Bad input everywhere, through the CLI as a user runs it.
 
 Exit codes, decided once for the whole app:
 - 2: bad input (a config, sample set, import file or database we refuse),

@@ -1,4 +1,4 @@
-"""Huge and deep input (issue 11, item 14), through the CLI as a user runs it.
+"""Huge and deep input, through the CLI as a user runs it.
 
 Every command that reads a file the user names (a sample set for `run`,
 request logs for `sample`, a file to `import`, the config) reads it one way
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_hardening_input import _existing_db, _file_size_limit, sha
-from tests.test_hardening_input import lineup as _lineup
+from tests.test_cli_bad_input import _existing_db, _file_size_limit, sha
+from tests.test_cli_bad_input import lineup as _lineup
 
 DEEP = 10_000
 
