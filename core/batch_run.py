@@ -33,10 +33,10 @@ import anyio
 
 from core.cache import cached_answer, request_key
 from core.identity import prompt_texts, tag_self_identification
-from core.tools import build_trace, scrubbed_trace
 from core.runner import Runner, _check_keys, _latest_outputs, _new_output, case_turn_texts
 from core.sessions import Contestant, output_from_result, server_fields
 from core.text import SERVER_MESSAGE_LIMIT, server_text
+from core.tools import build_trace, scrubbed_trace
 from providers.batch import BATCH_PRICE_FACTOR, BatchAPIError, BatchClient, BatchStatus, batch_client
 from providers.events import ChatRequest, Message, StreamResult
 from providers.secrets import scrubber_for

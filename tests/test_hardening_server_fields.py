@@ -46,12 +46,18 @@ def _leak(field: str) -> str:
 WEATHER = {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}
 
 
+LONG = "z" * 50_000   # a field this long is cut (to 200 characters)
+
+
 def _hostile(rec: Received) -> Reply:
-    """A tool loop whose every server field leaks: a call, then the answer."""
-    common = dict(served_model=_leak("model"), system_fingerprint=_leak("fp"), finish_reason=_leak("finish"))
+    """A tool loop whose every server field leaks: a call, then the answer;
+    the model named "error-model" fails with a leaking error message."""
+    if (rec.json or {}).get("model") == "error-model":
+        return Reply(status=400, message=_leak("error"))
+    common = dict(served_model=_leak("model"), system_fingerprint=_leak("fp"), finish_reason=_leak("finish") + LONG)
     if "unknown tool" in json.dumps(rec.json):
         return Reply(text="The answer after the call.", **common)
-    return Reply(text="Let me call.", tool_calls=[{"id": _leak("id"), "name": f"tool_{KEY}",
+    return Reply(text="Let me call.", tool_calls=[{"id": _leak("id"), "name": f"tool_{KEY}{LONG}",
                                                    "arguments": {"city": "Paris"}}], **common)
 
 
@@ -65,6 +71,8 @@ def _config(path: Path, srv: TestServer) -> Path:
         lines += [f"[models.b-{proto}]", f'provider = "{proto}"', f'model = "{proto}-model"',
                   f'base_url = "{srv.base_url(proto)}"', f'api_key_env = "{KEY_VAR}"', "max_retries = 0",
                   "read_timeout = 10", ""]
+    lines += ["[models.failing]", 'provider = "openai"', 'model = "error-model"',
+              f'base_url = "{srv.base_url("openai")}"', f'api_key_env = "{KEY_VAR}"', "max_retries = 0", ""]
     # a neighbour whose secret header value the others' servers echo
     lines += ["[models.neighbour]", 'provider = "openai"', 'model = "n-model"',
               f'base_url = "{srv.base_url("openai")}"', f'api_key_env = "{KEY_VAR}"',
@@ -125,7 +133,8 @@ def test_every_server_field_is_scrubbed_bounded_and_escaped_wherever_it_lands(
     with TestServer() as srv:
         config = _config(tmp_path / "config.toml", srv)
         srv.respond(_hostile)
-        streamed = ["-m", "s-openai", "-m", "s-anthropic", "-m", "s-ollama", "-m", "s-gemini", "-m", "neighbour"]
+        streamed = ["-m", "s-openai", "-m", "s-anthropic", "-m", "s-ollama", "-m", "s-gemini", "-m", "neighbour",
+                    "-m", "failing"]
         for _ in range(2):   # the second resumes the first (nothing to redo)
             cli("run", str(tools_set), *streamed, "--config", str(config), "--quiet", codes=(0, 1))
         for _ in range(2):   # canary runs: `lineup drift --report`, `lineup diff` compares them
@@ -133,13 +142,15 @@ def test_every_server_field_is_scrubbed_bounded_and_escaped_wherever_it_lands(
                 str(config), "--quiet")
         # both batch APIs, every field leaking; the OpenAI batch first fails validation with a leaking message
         b = srv.batches
-        b.served_model, b.system_fingerprint, b.finish_reason = _leak("model"), _leak("fp"), _leak("finish")
-        b.tool_calls = [{"id": _leak("id"), "name": f"tool_{KEY}", "arguments": {"k": KEY}}]
+        b.served_model, b.system_fingerprint, b.finish_reason = _leak("model"), _leak("fp"), _leak("finish") + LONG
+        b.tool_calls = [{"id": _leak("id"), "name": f"tool_{KEY}{LONG}", "arguments": {"k": KEY}}]
         b.extra_counts = {f"count_{KEY}": 1, "note": _leak("counts")}
         b.fail, b.fail_message = True, _leak("batch error")
+        b.answer = lambda cid, body: ("error", 400, _leak("request error"))   # each request's own error too
         batch = ["run", str(plain_set), "-m", "b-openai", "-m", "b-anthropic", "-m", "neighbour", "--batch", "--poll", "0.01",
                  "--config", str(config)]
         cli(*batch, codes=(1,))
+        b.answer = lambda cid, body: "batch answer"
         cli(*batch)
         assert any(r.headers.get("authorization") == f"Bearer {KEY}" for r in srv.requests)   # secrets sent
         assert any(r.headers.get("x-team-token") == HEADER_SECRET for r in srv.requests)
@@ -159,12 +170,17 @@ def test_every_server_field_is_scrubbed_bounded_and_escaped_wherever_it_lands(
             continue
         assert row["served_model"].startswith("model-[redacted]\\x1b]52;c;aGk=\\x07-"), (alias, row["served_model"])
         assert row["finish_reason"].startswith("finish-[redacted]"), (alias, row["finish_reason"])
+        assert len(row["finish_reason"]) == 200 and len(row["served_model"]) <= 200
         trace = json.loads(row["trace"])
         call = trace["steps"][0]["calls"][0]
-        assert call["name"] == "tool_[redacted]" and call["id"].startswith("id-[redacted]\\x1b"), (alias, call)
+        assert call["name"].startswith("tool_[redacted]zzz") and len(call["name"]) == 200, (alias, call)
+        assert call["id"].startswith("id-[redacted]\\x1b"), (alias, call)
     assert by["s-openai"]["system_fingerprint"].startswith("fp-[redacted]")
     assert by["b-openai"]["system_fingerprint"].startswith("fp-[redacted]")
-    assert any("[redacted]" in (r["error_message"] or "") and "\\x1b" in r["error_message"] for r in outputs)
+    errors = [r["error_message"] for r in outputs if r["error_message"]]
+    for what in ("error", "batch error", "request error"):   # a stream's, a batch's, a batch request's
+        assert any(e.startswith(f"HTTP 400: {what}-[redacted]\\x1b") or f"{what}-[redacted]\\x1b" in e
+                   for e in errors), (what, errors)
     assert any((j["error"] or "").startswith("batch error-[redacted]\\x1b") for j in jobs), jobs
     assert any('"count_[redacted]"' in j["counts"] for j in jobs), jobs
     assert any("tool_[redacted]" in (c["detail"] or "") for c in checks), checks
@@ -175,6 +191,8 @@ def test_every_server_field_is_scrubbed_bounded_and_escaped_wherever_it_lands(
     cli("diff", *canaries)
     drift = json.loads(cli("drift", "--report", "--json", "--latency-change", "10000"))
     assert drift["models"]
+    cli("drift", "--report", "--latency-change", "10000")
+    cli("sessions", "--json")
     for sid in sessions:
         for fmt in ("jsonl", "csv", "md"):
             cli("export", sid, "--format", fmt, "-o", str(out / f"{sid}.{fmt}"))
