@@ -187,10 +187,12 @@ def test_every_server_field_is_scrubbed_bounded_and_escaped_wherever_it_lands(
 
     assert len(sessions) == 4 and len(canaries) == 2   # the tools run (resumed once), 2 canaries, the batch run
     diff_json = cli("diff", *canaries, "--json")
-    assert json.loads(diff_json)["comparisons"]
+    sides = json.loads(diff_json)["comparisons"][0]
+    assert sides["baseline"]["served_models"][0].startswith("model-[redacted]\\x1b]52"), sides["baseline"]
     cli("diff", *canaries)
     drift = json.loads(cli("drift", "--report", "--json", "--latency-change", "10000"))
-    assert drift["models"]
+    served = {name for m in drift["models"] for run in m["runs"] for name in run["served_models"]}
+    assert served and all(name.startswith("model-[redacted]\\x1b]52") for name in served), served
     cli("drift", "--report", "--latency-change", "10000")
     cli("sessions", "--json")
     for sid in sessions:
