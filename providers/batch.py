@@ -25,15 +25,20 @@ Each request body is what the protocol's provider builds for a streamed
 request (`HttpProvider.build`), without `stream`; each result becomes the
 events of one answer, ending with exactly one terminal event, like a stream
 (`providers.events`), with no timings. The key comes from the environment at
-call time and is scrubbed from every message.
+call time and is scrubbed from every message. A results line that cannot be
+read fails only the request it names, or is reported by its number
+(`BatchResults`): one bad line never holds back the batch. The server's
+fields are made inert by the core before they are stored
+(`core.answering.sessions.server_fields`, `core.answering.batch_run`).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -86,6 +91,18 @@ class BatchResult:
     events: list[StreamEvent]
 
 
+@dataclass
+class BatchResults:
+    """What a batch's results files held: one result per request they name
+    (a line that could not be read but names its request is that request's
+    failure, `bad_response`), and the lines that could not be read and name
+    no request ("output file line 3 is not JSON"): one bad line never keeps
+    the others from being recorded."""
+
+    results: list[BatchResult] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)
+
+
 class BatchClient(ABC):
     """One model's batch API (see the module doc); `aclose()` when done."""
 
@@ -117,7 +134,7 @@ class BatchClient(ABC):
     async def poll(self, remote_id: str) -> BatchStatus: ...
 
     @abstractmethod
-    async def results(self, remote_id: str, status: BatchStatus) -> list[BatchResult]: ...
+    async def results(self, remote_id: str, status: BatchStatus) -> BatchResults: ...
 
     # -- shared
     def key(self) -> str | None:
@@ -213,18 +230,37 @@ def _count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
-def _lines(body: bytes) -> list[dict[str, Any]]:
-    out = []
+#: A request's id in a line that is not JSON (ours are ULIDs; Anthropic's rule: 1-64 of these).
+_CUSTOM_ID = re.compile(rb'"custom_id"\s*:\s*"([A-Za-z0-9_-]{1,64})"')
+
+
+def _lines(body: bytes, what: str, into: BatchResults,
+           events: Callable[[dict[str, Any]], list[StreamEvent]]) -> None:
+    """Every line of a results file (`what`, as messages name it) into `into`:
+    a readable line as its request's events, an unreadable one as its
+    request's failure where the line still names it, else by its number."""
+    failed: list[BatchResult] = []
     for n, line in enumerate(body.splitlines(), 1):
         if not line.strip():
             continue
         try:
             obj = json.loads(line)
-        except ValueError:
-            raise BatchAPIError(ErrorKind.bad_response, f"results line {n} is not JSON") from None
-        if isinstance(obj, dict) and isinstance(obj.get("custom_id"), str):
-            out.append(obj)
-    return out
+        except (ValueError, RecursionError) as exc:   # not JSON, not UTF-8, nested past what Python parses
+            why = "is not JSON" if not isinstance(exc, RecursionError) else "is JSON nested too deeply to read"
+        else:
+            if isinstance(obj, dict) and isinstance(obj.get("custom_id"), str):
+                into.results.append(BatchResult(obj["custom_id"], events(obj)))
+                continue
+            why = "names no request (no custom_id)"
+        where = f"{what} line {n}"
+        m = _CUSTOM_ID.search(line)
+        if m is None:
+            into.unreadable.append(f"{where} {why}")
+        else:
+            failed.append(BatchResult(m.group(1).decode(), [_error(ErrorKind.bad_response,
+                                                                   f"its result ({where}) {why}")]))
+    # a readable result of the same request wins over an unreadable line
+    into.results[:0] = failed
 
 
 def _error(kind: ErrorKind, message: str, status: int | None = None) -> StreamError:
@@ -287,13 +323,13 @@ class OpenAIBatch(BatchClient):
         return BatchStatus(state=state, remote_status=status, counts=counts, error=error, done=done, total=total,
                            raw=obj)
 
-    async def results(self, remote_id: str, status: BatchStatus) -> list[BatchResult]:
-        out: list[BatchResult] = []
-        for name in ("output_file_id", "error_file_id"):
+    async def results(self, remote_id: str, status: BatchStatus) -> BatchResults:
+        out = BatchResults()
+        for name, what in (("output_file_id", "output file"), ("error_file_id", "error file")):
             file_id = status.raw.get(name)
             if isinstance(file_id, str) and file_id:
                 body = await self.call("GET", f"{self.base_url}/files/{file_id}/content", limit=MAX_RESULTS_BYTES)
-                out += [BatchResult(line["custom_id"], self._events(line)) for line in _lines(body)]
+                _lines(body, what, out, self._events)
         return out
 
     def _events(self, line: dict[str, Any]) -> list[StreamEvent]:
@@ -317,7 +353,7 @@ class OpenAIBatch(BatchClient):
         # one whole chat.completion, read as a gateway's whole reply to a stream request is
         try:
             return OpenAIParser().whole_events(body, time.perf_counter())
-        except (ValueError, TypeError, AttributeError, KeyError) as exc:
+        except (ValueError, TypeError, AttributeError, KeyError, RecursionError) as exc:
             return [_error(ErrorKind.bad_response, f"an unreadable chat.completion ({short(str(exc), 120)})")]
 
 
@@ -348,12 +384,14 @@ class AnthropicBatch(BatchClient):
         return BatchStatus(state="ended" if status == "ended" else "running", remote_status=status, counts=counts,
                            done=done, total=done + _count(counts.get("processing")), raw=obj)
 
-    async def results(self, remote_id: str, status: BatchStatus) -> list[BatchResult]:
+    async def results(self, remote_id: str, status: BatchStatus) -> BatchResults:
         url = status.raw.get("results_url")
         if not isinstance(url, str) or not self.same_origin(url):
             url = f"{self.base_url}/v1/messages/batches/{remote_id}/results"
         body = await self.call("GET", url, limit=MAX_RESULTS_BYTES)
-        return [BatchResult(line["custom_id"], self._events(line.get("result"))) for line in _lines(body)]
+        out = BatchResults()
+        _lines(body, "results file", out, lambda line: self._events(line.get("result")))
+        return out
 
     def _events(self, result: Any) -> list[StreamEvent]:
         if not isinstance(result, dict):
@@ -364,7 +402,7 @@ class AnthropicBatch(BatchClient):
 
             try:
                 return AnthropicParser().whole_events(result["message"], time.perf_counter())
-            except (ValueError, TypeError, AttributeError, KeyError) as exc:
+            except (ValueError, TypeError, AttributeError, KeyError, RecursionError) as exc:
                 return [_error(ErrorKind.bad_response, f"an unreadable message ({short(str(exc), 120)})")]
         if rtype == "errored":
             err = _dict(_dict(result.get("error")).get("error"))

@@ -78,6 +78,30 @@ class ToolCall(_Event):
     arguments: Any
     signature: str | None = None
 
+    @field_validator("arguments")
+    @classmethod
+    def _not_too_deep(cls, value: Any) -> Any:
+        # deeper than this, the record could not be written (its JSON encoder stops near 255 levels)
+        if not _within_depth(value, MAX_ARGUMENT_DEPTH):
+            raise ValueError(f"tool call arguments nested deeper than {MAX_ARGUMENT_DEPTH} levels")
+        return value
+
+
+#: How deep a tool call's arguments may nest (a parser refuses deeper ones: a bad response).
+MAX_ARGUMENT_DEPTH = 100
+
+
+def _within_depth(value: Any, limit: int) -> bool:
+    """Whether `value` (a JSON-like tree) nests at most `limit` levels (no recursion: any depth is safe)."""
+    stack = [(value, 0)]
+    while stack:
+        v, depth = stack.pop()
+        if isinstance(v, (dict, list, tuple)):
+            if depth >= limit:
+                return False
+            stack.extend((c, depth + 1) for c in (v.values() if isinstance(v, dict) else v))
+    return True
+
 
 class ToolResult(_Event):
     """The result fed back for a call (the core's tool loop: a sample set's

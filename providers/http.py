@@ -53,6 +53,7 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 import anyio
 import httpx
+from pydantic import ValidationError
 
 from providers.base import Provider
 from providers.catalogue import CATALOGUE, default_base_url
@@ -511,9 +512,10 @@ class _AttemptState:
 
 
 #: What reading a body may raise: the connection's failures, and a body that is
-#: not the protocol (invalid JSON or UTF-8, valid JSON in a shape it does not have).
+#: not the protocol (invalid JSON or UTF-8, valid JSON in a shape it does not have,
+#: JSON nested past what Python parses: a message or a call's arguments).
 _READ_ERRORS = (httpx.TimeoutException, httpx.TransportError, DecodeError, ValueError, TypeError, AttributeError,
-                KeyError, IndexError)
+                KeyError, IndexError, RecursionError)
 
 
 # --- the provider side ---------------------------------------------------------
@@ -833,6 +835,14 @@ class HttpProvider(Provider):
             if not parser.seen_any:   # not one message of the protocol: say what came
                 message = parser.not_the_protocol(0.0, message.split(" (near ")[0]).message
             return _Failure(ErrorKind.bad_response, message, perf_counter(), status=status)
+        if isinstance(exc, RecursionError):   # the server's fault too: say so, not "the client failed"
+            return _Failure(ErrorKind.bad_response, f"the {self.protocol} stream sent JSON nested too deeply "
+                            "to read (a message or a tool call's arguments past Python's nesting limit)",
+                            perf_counter(), status=status)
+        if isinstance(exc, ValidationError):   # an event the contract refuses (arguments nested too deeply)
+            why = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors(include_url=False))
+            return _Failure(ErrorKind.bad_response, f"the {self.protocol} stream sent what lineup cannot keep: "
+                            f"{short(why, 200)}", perf_counter(), status=status)
         # Valid JSON in a shape the protocol does not have (a list where an
         # object belongs...): the server's fault, never a crash of the app.
         return _Failure(ErrorKind.bad_response, f"unexpected {self.protocol} message "

@@ -23,8 +23,20 @@ answer to: <last user message>"): a string, `("error", status, message)`, or
 created; `hold` keeps every batch running until cleared; `poll_error`
 answers OpenAI polls with that HTTP status while set; `expire` ends the
 next batches as expired after `expire_after` results; `fail` makes the
-next OpenAI batch fail validation. Every request is in `srv.requests`, so a
-test counts submissions (`submissions()`).
+next OpenAI batch fail validation (its `errors.data[].message` is
+`fail_message`). Every request is in `srv.requests`, so a test counts
+submissions (`submissions()`).
+
+Hostile servers: every field a result or a poll carries besides the answer
+can be set, as a server that echoes secrets or escape sequences would set it:
+`served_model` (`model`), `system_fingerprint` (OpenAI), `finish_reason`
+(OpenAI `finish_reason`, Anthropic `stop_reason`; the protocol's own when
+None), `tool_calls` (`{"id", "name", "arguments"}` in each answer: OpenAI
+`message.tool_calls`, Anthropic `tool_use` blocks) and `extra_counts`
+(merged into `request_counts`). `bad_lines` (results line indexes, from 0)
+writes only the second half of those lines (not JSON, no request named);
+with `bad_lines_named` the first half (still not JSON, its `custom_id`
+readable).
 """
 
 from __future__ import annotations
@@ -62,6 +74,13 @@ class BatchService:
         self.fail = False
         self.poll_error: int | None = None       # answer every poll with this HTTP status while set
         self.served_model = "batch-model-2025"
+        self.system_fingerprint = "fp_batch"
+        self.finish_reason: str | None = None
+        self.tool_calls: list[dict[str, Any]] = []
+        self.extra_counts: dict[str, Any] = {}
+        self.fail_message = "the input file is invalid (scripted)"
+        self.bad_lines: set[int] = set()
+        self.bad_lines_named = False
         self._n = 0
 
     # -- inspection
@@ -181,11 +200,13 @@ class BatchService:
             return self._public(b)
         if b["_fail"]:
             b.update(status="failed", failed_at=int(time.time()), errors={"object": "list", "data": [
-                {"code": "invalid_request", "message": "the input file is invalid (scripted)", "line": 1}]})
+                {"code": "invalid_request", "message": self.fail_message, "line": 1}]},
+                request_counts={**b["request_counts"], **self.extra_counts})
             return self._public(b)
         b["_polls"] += 1
         if self.hold or b["_polls"] <= self.polls:
             b["status"] = "in_progress"
+            b["request_counts"] = {**b["request_counts"], **self.extra_counts}
             return self._public(b)
         out, err, ok, bad = [], [], 0, 0
         for k, line in enumerate(self.inputs[batch_id]):
@@ -204,23 +225,36 @@ class BatchService:
                     "body": {"error": {"message": message, "type": "invalid_request_error"}}}})
                 bad += 1
                 continue
+            message: dict[str, Any] = {"role": "assistant", "content": answer}
+            if self.tool_calls:
+                message["tool_calls"] = [{"id": t["id"], "type": "function", "function": {
+                    "name": t["name"], "arguments": json.dumps(t.get("arguments", {}))}} for t in self.tool_calls]
             out.append({"id": f"batch_req_{k}", "custom_id": cid, "error": None, "response": {
                 "status_code": 200, "request_id": f"req_{k}", "body": {
                     "id": f"chatcmpl-{k}", "object": "chat.completion", "created": int(time.time()),
-                    "model": self.served_model, "system_fingerprint": "fp_batch",
-                    "choices": [{"index": 0, "message": {"role": "assistant", "content": answer},
-                                 "finish_reason": "stop"}],
+                    "model": self.served_model, "system_fingerprint": self.system_fingerprint,
+                    "choices": [{"index": 0, "message": message, "finish_reason": self.finish_reason or "stop"}],
                     "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}}})
             ok += 1
         expired = self.expire_after is not None
         for name, lines in (("output_file_id", out), ("error_file_id", err)):
             if lines:
                 fid = self._id("file-")
-                self.files[fid] = b"".join(json.dumps(x).encode() + b"\n" for x in lines)
+                self.files[fid] = self._results_file(lines)
                 b[name] = fid
-        b.update(status="expired" if expired else "completed", request_counts={"total": ok + bad, "completed": ok,
-                                                                                "failed": bad})
+        b.update(status="expired" if expired else "completed", request_counts={
+            "total": ok + bad, "completed": ok, "failed": bad, **self.extra_counts})
         return self._public(b)
+
+    def _results_file(self, lines: list[dict[str, Any]]) -> bytes:
+        """The JSONL of `lines`, those in `bad_lines` cut in half (see the module doc)."""
+        out = []
+        for k, x in enumerate(lines):
+            text = json.dumps(x).encode()
+            if k in self.bad_lines:   # the first half keeps the custom_id readable, the second loses it
+                text = text[:len(text) // 2] if self.bad_lines_named else text[len(text) // 2:]
+            out.append(text + b"\n")
+        return b"".join(out)
 
     # -- Anthropic
     def _anthropic_create(self, body: Any) -> tuple[int, bytes, str]:
@@ -268,13 +302,16 @@ class BatchService:
                     "type": "error", "error": {"type": "invalid_request_error", "message": message}}}})
                 counts["errored"] += 1
                 continue
+            content: list[dict[str, Any]] = [{"type": "text", "text": answer}]
+            content += [{"type": "tool_use", "id": t["id"], "name": t["name"], "input": t.get("arguments", {})}
+                        for t in self.tool_calls]
             lines.append({"custom_id": cid, "result": {"type": "succeeded", "message": {
                 "id": f"msg_{k}", "type": "message", "role": "assistant", "model": self.served_model,
-                "content": [{"type": "text", "text": answer}], "stop_reason": "end_turn", "stop_sequence": None,
+                "content": content, "stop_reason": self.finish_reason or "end_turn", "stop_sequence": None,
                 "usage": {"input_tokens": 10, "output_tokens": 5}}}})
             counts["succeeded"] += 1
-        self.files[batch_id] = b"".join(json.dumps(x).encode() + b"\n" for x in lines)
-        b.update(processing_status="ended", request_counts=counts,
+        self.files[batch_id] = self._results_file(lines)
+        b.update(processing_status="ended", request_counts={**counts, **self.extra_counts},
                  ended_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                  results_url=f"{self.server.url}/v1/messages/batches/{batch_id}/results")
         return self._public(b)

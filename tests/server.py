@@ -65,7 +65,10 @@ OpenAI `delta.tool_calls` fragments per index, Anthropic `tool_use` blocks
 with `input_json_delta` fragments, and for Ollama (`message.tool_calls`) and
 Gemini (`functionCall` parts), which send a call whole, its message cut into
 flushed pieces of `chunk_chars` bytes. The finish reason defaults to the
-protocol's own for calls (`tool_calls`, `tool_use`). An Anthropic request
+protocol's own for calls (`tool_calls`, `tool_use`). A call's `raw_arguments`
+(JSON text) is sent verbatim in place of its `arguments`, inline in Ollama's
+and Gemini's messages: arguments Python cannot build or re-encode, such as
+an array nested 5,000 deep. An Anthropic request
 that forces a tool (`tool_choice: {"type": "tool"}`, how structured output is
 asked there) gets the reply's `text` as that tool's input, in fragments.
 `refuse_fields` names request fields (top level, or in Gemini's
@@ -704,6 +707,25 @@ def _call_id(call: dict[str, Any], index: int) -> str:
     return str(call.get("id") or f"call_{index}")
 
 
+#: Where a call's `raw_arguments` go in a message built as JSON (replaced by the raw text).
+_RAW = "\u0000raw arguments\u0000"
+_RAW_JSON = json.dumps(_RAW).encode()
+
+
+def _args_text(call: dict[str, Any]) -> str:
+    """A call's arguments as the JSON text OpenAI and Anthropic send in fragments."""
+    if "raw_arguments" in call:
+        return str(call["raw_arguments"])
+    return json.dumps(call.get("arguments", {}), ensure_ascii=False)
+
+
+def _with_raw(message: bytes, call: dict[str, Any]) -> bytes:
+    """`message` with the placeholder of a call's `raw_arguments` replaced by that text, as is."""
+    if "raw_arguments" not in call:
+        return message
+    return message.replace(_RAW_JSON, str(call["raw_arguments"]).encode())
+
+
 def _usage(reply: Reply) -> tuple[int, int, int | None]:
     if reply.usage is not None:
         return reply.usage
@@ -803,7 +825,7 @@ class _OpenAI(_Encoder):
                                "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}) + b"\n\n"
 
     def tool_call(self, index: int, call: dict[str, Any]) -> list[bytes]:
-        args = json.dumps(call.get("arguments", {}), ensure_ascii=False)
+        args = _args_text(call)
         out = [self._chunk({"tool_calls": [{"index": index, "id": _call_id(call, index), "type": "function",
                                             "function": {"name": call["name"], "arguments": ""}}]})]
         n = max(1, self.reply.chunk_chars)
@@ -898,7 +920,7 @@ class _Anthropic(_Encoder):
             "content_block_delta", {"type": "content_block_delta", "index": self.index, "delta": d})
 
     def tool_call(self, index: int, call: dict[str, Any]) -> list[bytes]:
-        args = json.dumps(call.get("arguments", {}), ensure_ascii=False)
+        args = _args_text(call)
         n = max(1, self.reply.chunk_chars)
         out = [self._start() + self._tool_start(_call_id(call, index), call["name"])]
         out += [self._json_delta(args[i:i + n]) for i in range(0, len(args), n)]
@@ -934,12 +956,13 @@ class _Ollama(_Encoder):
         return _j({"model": self.reply.served_model, "message": msg, "done": False}) + b"\n"
 
     def tool_call(self, index: int, call: dict[str, Any]) -> list[bytes]:
-        fn: dict[str, Any] = {"name": call["name"], "arguments": call.get("arguments", {})}
+        fn: dict[str, Any] = {"name": call["name"], "arguments": _RAW if "raw_arguments" in call else
+                              call.get("arguments", {})}
         entry: dict[str, Any] = {"function": fn}
         if call.get("id"):
             entry["id"] = call["id"]
-        line = _j({"model": self.reply.served_model,
-                   "message": {"role": "assistant", "content": "", "tool_calls": [entry]}, "done": False}) + b"\n"
+        line = _with_raw(_j({"model": self.reply.served_model, "message": {
+            "role": "assistant", "content": "", "tool_calls": [entry]}, "done": False}), call) + b"\n"
         return _pieces(line, self.reply.chunk_chars)
 
     def end(self, reply: Reply, with_terminator: bool) -> bytes:
@@ -990,14 +1013,15 @@ class _Gemini(_Encoder):
                             "modelVersion": self.reply.served_model})
 
     def tool_call(self, index: int, call: dict[str, Any]) -> list[bytes]:
-        fn: dict[str, Any] = {"name": call["name"], "args": call.get("arguments", {})}
+        fn: dict[str, Any] = {"name": call["name"], "args": _RAW if "raw_arguments" in call else
+                              call.get("arguments", {})}
         if call.get("id"):
             fn["id"] = call["id"]
         part: dict[str, Any] = {"functionCall": fn}
         if call.get("signature"):
             part["thoughtSignature"] = call["signature"]
-        frame = self._frame({"candidates": [{"content": {"parts": [part], "role": "model"}, "index": 0}],
-                             "modelVersion": self.reply.served_model})
+        frame = _with_raw(self._frame({"candidates": [{"content": {"parts": [part], "role": "model"}, "index": 0}],
+                                       "modelVersion": self.reply.served_model}), call)
         return _pieces(frame, self.reply.chunk_chars)
 
     def end(self, reply: Reply, with_terminator: bool) -> bytes:

@@ -17,6 +17,7 @@ from core.ground.text import (
     markdown_inline,
     neutralise,
     one_line,
+    server_text,
     shows_as_is_on_one_line,
 )
 
@@ -24,6 +25,18 @@ REPO = Path(__file__).resolve().parents[1]
 # What a terminal acts on: C0 but tab/newline, DEL, C1, bidi controls, lone surrogates.
 ACTS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 HOSTILE = "ansi \x1b[31mred\x1b]0;title\x07 c1 \x9b2J bidi \u202egnp.exe lone \ud800 nul \x00 sep\u2028x\tend\r\n"
+
+
+def test_a_server_field_is_scrubbed_then_escaped_then_bounded():
+    from providers.secrets import scrubber_for
+
+    scrub = scrubber_for(("sk-abcdefghijklmnop", "hdr-0123456789")).scrub
+    # a key wrapped over a line, a neighbour's secret header value, an OSC 52 write, a huge tail
+    value = server_text("m-sk-abcdef\nghijklmnop\x1b]52;c;aGk=\x07 hdr-0123456789" + "y" * 100_000, scrub)
+    assert value.startswith("m-[redacted]\\x1b]52;c;aGk=\\x07 [redacted]yyy")
+    assert len(value) == 200 and value.endswith("…") and ACTS.search(value) is None
+    assert server_text(HOSTILE, None, 10_000) == escape_controls(HOSTILE, keep_newlines=False)
+    assert server_text("gpt-4o-2024-08-06", scrub) == "gpt-4o-2024-08-06"   # a plain value stays as it came
 
 
 def test_screen_forms_show_every_control_as_a_stand_in():

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import anyio
@@ -34,7 +34,9 @@ import anyio
 from core.answering.cache import cached_answer, request_key
 from core.answering.identity import prompt_texts, tag_self_identification
 from core.answering.runner import Runner, _check_keys, _latest_outputs, _new_output, case_turn_texts
-from core.answering.sessions import Contestant, output_from_result
+from core.answering.sessions import Contestant, output_from_result, server_fields
+from core.ground.text import SERVER_MESSAGE_LIMIT, server_text
+from core.answering.tools import build_trace, scrubbed_trace
 from providers.batch import BATCH_PRICE_FACTOR, BatchAPIError, BatchClient, BatchStatus, batch_client
 from providers.events import ChatRequest, Message, StreamResult
 from providers.secrets import scrubber_for
@@ -95,6 +97,26 @@ class BatchRunner(Runner):
     def _say(self, line: str) -> None:
         if self.on_batch is not None:
             self.on_batch(line)
+
+    def _scrub(self) -> Callable[[str], str] | None:
+        """Scrubs every secret of the session (each model's key and secret header
+        values) from a server's text, as a streamed run's answers are."""
+        keys = tuple(sorted({k for c in self._contestants for k in c.config.secrets()}))
+        return scrubber_for(keys).scrub if keys else None
+
+    def _server_message(self, text: str) -> str:
+        """A message holding a server's text, as it may be stored and printed (`core.ground.text.server_text`)."""
+        return server_text(text, self._scrub(), SERVER_MESSAGE_LIMIT)
+
+    def _status(self, status: BatchStatus) -> BatchStatus:
+        """A polled status with every field the server chose made what
+        `core.ground.text.server_text` allows: its status word, its error, and its
+        request counts (a name to a whole number; anything else left out)."""
+        scrub = self._scrub()
+        counts = {server_text(k, scrub): v for k, v in list(status.counts.items())[:32]
+                  if isinstance(v, int) and not isinstance(v, bool) and -2**63 <= v < 2**63}
+        return replace(status, remote_status=server_text(status.remote_status, scrub), counts=counts,
+                       error=None if status.error is None else server_text(status.error, scrub, SERVER_MESSAGE_LIMIT))
 
     def _client(self, c: Contestant) -> BatchClient:
         if c.alias not in self._clients:
@@ -219,7 +241,8 @@ class BatchRunner(Runner):
         except _Stop as stop:
             stops.append(str(stop))
         except BatchAPIError as exc:
-            stops.append(f"batch {job.id} for {c.alias}: {exc.message} (run the same command again to resume it)")
+            stops.append(f"batch {job.id} for {c.alias}: {self._server_message(exc.message)} (run the same command "
+                         "again to resume it)")
 
     async def _finish_job(self, job: BatchJob, c: Contestant) -> None:
         """Submit (if not yet), poll to its end, collect: whatever state it was left in."""
@@ -235,24 +258,27 @@ class BatchRunner(Runner):
                 return
             results = await client.results(job.remote_id or "", status)
         except BatchAPIError as exc:
-            self._say(f"batch {job.id} for {c.alias}: {exc.message}")
+            message = self._server_message(exc.message)
+            self._say(f"batch {job.id} for {c.alias}: {message}")
             never_sent = job.state == "prepared" and not exc.maybe_sent
             if never_sent or exc.kind.value in _REFUSED:
                 # nothing is waiting at the provider (or it refused): the requests failed, the next run retries
-                message = exc.message
                 await self._fail_items(job, c, message)
                 await self.store.call(lambda s: update_job(s, job.id, state="failed", error=message,
                                                            ended=time.time()))
                 return
-            raise _Stop(f"batch {job.id} for {c.alias}: {exc.message} (run the same command again to "
+            raise _Stop(f"batch {job.id} for {c.alias}: {message} (run the same command again to "
                         "resume it)") from None
-        by_id = {r.custom_id: r for r in results}
+        by_id = {r.custom_id: r for r in results.results}
+        unreadable = "; ".join(results.unreadable[:5]) + ("; ..." if len(results.unreadable) > 5 else "")
+        if unreadable:
+            self._say(f"batch {job.id} for {c.alias}: lines that could not be read: {unreadable}")
         for item in job.items:
             if item.output_id is not None:
                 continue
             result = by_id.get(item.custom_id)
             events = result.events if result is not None else None
-            await self._record(job, item, c, events, status)
+            await self._record(job, item, c, events, status, unreadable)
         await self.store.call(lambda s: update_job(s, job.id, state="collected", ended=time.time()))
         self._say(f"batch {job.id} for {c.alias}: {len(by_id)} results collected")
 
@@ -301,12 +327,13 @@ class BatchRunner(Runner):
         failures = 0
         while True:
             try:
-                status = await client.poll(job.remote_id or "")
+                status = self._status(await client.poll(job.remote_id or ""))
             except BatchAPIError as exc:
                 failures += 1
                 if exc.kind.value not in _TRANSIENT or failures >= MAX_POLL_FAILURES:
                     raise
-                self._say(f"batch {job.remote_id} for {job.contestant}: polling failed ({exc.message}); "
+                self._say(f"batch {job.remote_id} for {job.contestant}: polling failed "
+                          f"({self._server_message(exc.message)}); "
                           f"trying again in {self.poll_s:g} s")
                 await anyio.sleep(self.poll_s)
                 continue
@@ -331,8 +358,9 @@ class BatchRunner(Runner):
                                                               t=time.perf_counter())], None)
 
     async def _record(self, job: BatchJob, item: BatchItem, c: Contestant, events: list | None,
-                      status: BatchStatus | None) -> None:
-        """One result as an answer of the run (an item with no result: failed, saying so)."""
+                      status: BatchStatus | None, unreadable: str = "") -> None:
+        """One result as an answer of the run (an item with no result: failed,
+        saying so, and naming the results lines that could not be read)."""
         from providers.events import ErrorKind, StreamError
 
         assert self.progress is not None
@@ -342,19 +370,23 @@ class BatchRunner(Runner):
         if events is None:
             state = status.remote_status if status is not None else "ended"
             events = [StreamError(kind=ErrorKind.timeout if state == "expired" else ErrorKind.bad_response,
-                                  message=f"the batch ({state}) returned no result for this request",
+                                  message=f"the batch ({state}) returned no result for this request"
+                                  + (f" (lines that could not be read: {unreadable})" if unreadable else ""),
                                   t=time.perf_counter())]
+        scrub = self._scrub()   # every secret of the session, as a streamed answer
         result = StreamResult()
         for ev in events:
-            result.add(ev)
+            result.add(server_fields(ev, scrub))
         base = _new_output(turn, c, item.attempt).model_copy(update={"request_key": item.request_key,
                                                                      "origin": "batch"})
         final = output_from_result(base, result, c.config)
-        keys = tuple(sorted(set(c.config.secrets())))   # the key and any secret header values
-        scrub = scrubber_for(keys).scrub if keys else (lambda x: x)
+        if result.multi_step:
+            final = final.model_copy(update={"trace": build_trace(result) if scrub is None
+                                             else scrubbed_trace(build_trace(result), scrub)})
+        if scrub is not None:
+            final = final.model_copy(update=dict(
+                text=scrub(final.text), reasoning=scrub(final.reasoning) if final.reasoning else None))
         final = final.model_copy(update=dict(
-            text=scrub(final.text), reasoning=scrub(final.reasoning) if final.reasoning else None,
-            error_message=scrub(final.error_message) if final.error_message else None,
             sent_at=job.submitted, ttft_ms=None, duration_ms=None, chunk_ms=[], chunk_chars=[],
             cost=final.cost * BATCH_PRICE_FACTOR if final.cost is not None else None))
         await self.store.call(lambda s: collect(s, job.id, item.custom_id, final))

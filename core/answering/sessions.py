@@ -29,6 +29,7 @@ from core.answering.attachments import image_bytes, image_name, image_size
 from core.answering.config import Config
 from core.ground.errors import store_error_in
 from core.answering.identity import prompt_texts, tag_self_identification
+from core.ground.text import SERVER_FIELD_LIMIT, SERVER_MESSAGE_LIMIT, server_text
 from core.answering.tools import AnswerLoop, StructuredOutput, ToolScript, answer_messages, build_trace, scrubbed_trace
 from providers import accepts_images, make_provider
 from providers.base import ChatStream, Provider
@@ -42,10 +43,13 @@ from providers.events import (
     ReasoningDelta,
     Retrying,
     SamplingParams,
+    ServedBy,
     StreamError,
     StreamEvent,
     StreamResult,
     TextDelta,
+    ToolCall,
+    ToolResult,
 )
 from providers.model_config import ModelConfig, server_concurrency, server_key
 from providers.secrets import GrowingText, HeldBack, scrubber_for
@@ -232,6 +236,7 @@ async def record_stream(
         return kept[kind].of(text) if kept is not None and text else text
 
     def emit(event: StreamEvent) -> None:
+        event = server_fields(event, scrubber.scrub if scrubber is not None else None)
         result.add(event)
         if on_update is not None:
             if held is None:
@@ -291,6 +296,39 @@ async def record_stream(
         with anyio.CancelScope(shield=True):
             await store.finish_output(final)
     return final, result
+
+
+#: The most characters of a tool call's opaque signature kept (Gemini's `thoughtSignature`, sent back with it).
+SIGNATURE_LIMIT = 64 * 1024
+
+
+def server_fields(event: StreamEvent, scrub: Callable[[str], str] | None) -> StreamEvent:
+    """`event` with every string its server chose made what `core.ground.text.server_text`
+    allows (the session's secrets scrubbed, bounded, controls escaped): the
+    served model and fingerprint, the finish reason, a tool call's (and its
+    result's) name, id and signature, an error's or a retry's message. The one
+    gate every answer's events pass before they are folded, shown or stored,
+    streamed (`record_stream`) or from a batch (`core.answering.batch_run`). Answer and
+    reasoning text are the answer itself: scrubbed as they grow (`GrowingText`,
+    `HeldBack`), kept whole, made inert where they are shown; a call's arguments
+    are scrubbed with the trace (`core.answering.tools.scrubbed_trace`)."""
+    def field(value: str | None, limit: int = SERVER_FIELD_LIMIT) -> str | None:
+        return None if value is None else server_text(value, scrub, limit)
+
+    match event:
+        case ServedBy():
+            return event.model_copy(update={"model": field(event.model),
+                                            "system_fingerprint": field(event.system_fingerprint)})
+        case Finish():
+            return event.model_copy(update={"reason": field(event.reason)})
+        case ToolCall():
+            return event.model_copy(update={"id": field(event.id), "name": field(event.name) or "",
+                                            "signature": field(event.signature, SIGNATURE_LIMIT)})
+        case ToolResult():
+            return event.model_copy(update={"id": field(event.id), "name": field(event.name) or ""})
+        case StreamError() | Retrying():
+            return event.model_copy(update={"message": server_text(event.message, scrub, SERVER_MESSAGE_LIMIT)})
+    return event
 
 
 def _shown_events(held: HeldBack, event: StreamEvent) -> list[StreamEvent]:

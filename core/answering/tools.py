@@ -332,14 +332,15 @@ def build_trace(result: StreamResult, stopped: str | None = None, max_steps: int
 
 
 def scrubbed_trace(trace: AnswerTrace, scrub: Callable[[str], str]) -> AnswerTrace:
-    """`trace` with `scrub` applied to the model's text and every string in its calls' arguments."""
+    """`trace` with `scrub` applied to the model's text and every string in its
+    calls' arguments, the names of their fields too."""
     def clean(value: Any) -> Any:
         if isinstance(value, str):
             return scrub(value)
         if isinstance(value, list):
             return [clean(v) for v in value]
         if isinstance(value, dict):
-            return {k: clean(v) for k, v in value.items()}
+            return {scrub(k) if isinstance(k, str) else k: clean(v) for k, v in value.items()}
         return value
 
     return trace.model_copy(update={"steps": [

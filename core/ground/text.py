@@ -21,11 +21,12 @@ from __future__ import annotations
 import html
 import json
 import re
+from collections.abc import Callable
 from datetime import datetime, timezone
 
 from store.bounds import time_ok
 
-__all__ = ["format_time", "neutralise", "one_line", "shows_as_is_on_one_line", "escape_controls", "markdown_inline", "html_text", "csv_cell",
+__all__ = ["SERVER_FIELD_LIMIT", "SERVER_MESSAGE_LIMIT", "server_text", "format_time", "neutralise", "one_line", "shows_as_is_on_one_line", "escape_controls", "markdown_inline", "html_text", "csv_cell",
            "json_line"]
 
 # Bidi marks, embeddings, overrides and isolates: they reorder what follows.
@@ -100,6 +101,31 @@ def escape_controls(text: object, keep_newlines: bool = True) -> str:
     `\\uNNNN` escapes; tabs and newlines kept unless `keep_newlines` is off."""
     s = "" if text is None else str(text)
     return (_FILE_KEEP_RE if keep_newlines else _FILE_RE).sub(_escape, s)
+
+
+#: The most characters a field a server names kept: a model id, a fingerprint, a
+#: finish reason, a tool call's name or id, a batch's status or count name.
+SERVER_FIELD_LIMIT = 200
+#: The most characters of an error message a server's text went into.
+SERVER_MESSAGE_LIMIT = 2000
+
+
+def server_text(value: object, scrub: Callable[[str], str] | None = None,
+                limit: int = SERVER_FIELD_LIMIT) -> str:
+    """What a string a server sent may become before it is stored, every field
+    of every protocol alike (`core.answering.sessions.server_fields` applies it): scrubbed
+    of the session's secrets by `scrub` (`providers.secrets`: any run of 8 of a
+    secret's characters, across whitespace), its control, bidi and surrogate
+    characters as `\\x1b`-style escapes (on one line), cut to `limit` with "…".
+    Scrubbed before the escapes, so a secret split by a line break is found;
+    the text is cut to a few times `limit` first, so a huge value costs little."""
+    s = value if isinstance(value, str) else str(value)
+    if len(s) > 4 * limit + 64:
+        s = s[:4 * limit + 64]
+    if scrub is not None and s:
+        s = scrub(s)
+    s = escape_controls(s, keep_newlines=False)
+    return s if len(s) <= limit else s[:max(limit - 1, 0)] + "…"
 
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+!|~])")
