@@ -494,6 +494,18 @@ def judge_rater(alias: str) -> str:
     return JUDGE_RATER_PREFIX + alias
 
 
+RATER_MAX = 80
+
+
+def rater_problem(name: str) -> str | None:
+    """Why `name` cannot be a rater's name (None: it can): 1 to 80
+    printable characters, not only spaces. The same rule for `--rater` and
+    for the raters a vote package brings back (an untrusted file)."""
+    if not name.strip() or len(name) > RATER_MAX or any(not ch.isprintable() for ch in name):
+        return f"a name of 1 to {RATER_MAX} printable characters"
+    return None
+
+
 def counts_as_human(v: VoteRecord) -> bool:
     """Whether a vote is a person's: only these make the human figures
     (ratings, consistency, position bias, the sessions list, a rater's queue)."""
