@@ -32,7 +32,6 @@ import hashlib
 import json
 import os
 import secrets
-import sqlite3
 import tempfile
 import time
 from collections.abc import Sequence
@@ -52,7 +51,6 @@ from core.votes import (
     record_problem,
     unit_key,
 )
-from store import bounds
 from store.db import Store, StoreError
 from store.ids import derived_ulid, new_ulid
 from store.imports import ImportFileError, ImportSummary, check_sound, snapshot, work_folder, write_imported
@@ -73,6 +71,7 @@ from store.share import (
     PackageInfo,
     SharedPackage,
     ShareRow,
+    check_package_file,
     merge_package_records,
     package_marks_at,
     read_package_info,
@@ -337,7 +336,7 @@ def import_package(store: Store, path: str | os.PathLike) -> ImportSummary:
         copy = tmp / "package.db"
         snapshot(path, copy)
         check_sound(copy, path)
-        _check_raw(copy, path)
+        check_package_file(copy, path)
         try:
             src = Store.open(copy)
         except StoreError as exc:
@@ -354,27 +353,6 @@ def import_package(store: Store, path: str | os.PathLike) -> ImportSummary:
     added = merge_package_records(store, votes, tags, str(path), superseded=superseded)
     summary.added = {k: v for k, v in added.items()}
     return summary
-
-
-def _check_raw(copy: Path, path: Path) -> None:
-    """What is checked on the file as stored, before a record is built from
-    it: exactly one package_info row (a package has one; none or several is
-    an altered package, never merged as a database), and every number of
-    every table within `store.bounds` (a text, an infinity or a time in
-    the year 33658 is named with its table, row and field)."""
-    conn = sqlite3.connect(copy)
-    try:
-        marks = conn.execute("SELECT count(*) FROM package_info").fetchone()[0]
-        if marks != 1:
-            raise ImportFileError(f"{path} is not a vote package as shared: it has {marks} package_info rows "
-                                  "(a package has exactly one); it was altered")
-        problem = bounds.first_bad_row(conn)
-    except sqlite3.DatabaseError as exc:
-        raise ImportFileError(f"{path} is not a complete vote package ({exc})") from None
-    finally:
-        conn.close()
-    if problem:
-        raise ImportFileError(f"{path}: {problem}")
 
 
 def looks_like_package(path: str | os.PathLike) -> bool:

@@ -23,8 +23,10 @@ from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from store import bounds
 from store import rows as R
 from store.db import Store, connect_readonly, insert_vote
+from store.imports import ImportFileError
 from store.records import TagRecord, VoteRecord
 
 ShareKind = Literal["session", "turn", "output", "contestant"]
@@ -126,6 +128,28 @@ def settle_package(path: str | Path) -> bool:
         return False
     finally:
         conn.close()
+
+
+def check_package_file(copy: Path, shown: str | os.PathLike) -> None:
+    """What is checked on (a copy of) a package as stored, before a record
+    is built from it: exactly one package_info row (none or several is an
+    altered package, never merged as a database), and every number of every
+    table within `store.bounds` (a text, an infinity or a time in the year
+    33658 is named with its table, row and field). ImportFileError naming
+    `shown` otherwise."""
+    conn = sqlite3.connect(copy)
+    try:
+        marks = conn.execute("SELECT count(*) FROM package_info").fetchone()[0]
+        if marks != 1:
+            raise ImportFileError(f"{shown} is not a vote package as shared: it has {marks} package_info rows "
+                                  "(a package has exactly one); it was altered")
+        problem = bounds.first_bad_row(conn)
+    except sqlite3.DatabaseError as exc:
+        raise ImportFileError(f"{shown} is not a complete vote package ({exc})") from None
+    finally:
+        conn.close()
+    if problem:
+        raise ImportFileError(f"{shown}: {problem}")
 
 
 def read_package_info(conn: sqlite3.Connection) -> PackageInfo | None:
