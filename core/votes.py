@@ -17,6 +17,10 @@ goes through these functions, so a vote is read the same way everywhere:
   store derives from a vote (`winner`, `vote_contestant.outcome`) say the same;
   `verdict` is what a vote says in those terms, so votes shown in different
   layouts compare;
+- one current vote per rater, judged unit and set of models: a later one
+  supersedes the earlier (the store applies it under its write lock, so two
+  processes voting at once leave one; a vote package's are superseded
+  within the package only, `core.share`);
 - reveal per judged unit: a case (its follow-ups, one repeat) or a chat turn is
   revealed once a vote on it was revealed, once the rater revealed it without
   a vote, or when the whole session was;
