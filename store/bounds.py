@@ -36,7 +36,7 @@ FIELDS: dict[str, dict[str, tuple]] = {
                "attempt": POSITIVE, "cost": COST},
     "vote": {"created": TIME, "revealed_at": TIME, "retracted_at": TIME, "judge_cost": COST,
              "judge_input_tokens": COUNT, "judge_output_tokens": COUNT},
-    "tag": {"created": TIME},
+    "tag": {"created": TIME, "removed_at": TIME},
     "check_result": {},
     "arena": {"tstamp": TIME},
 }
@@ -122,3 +122,28 @@ def sql_out_of_range(table: str, alias: str) -> str | None:
             continue    # packed blobs: their values are checked when read
         parts.append(f"{alias}.{field} NOT BETWEEN {lo!r} AND {hi!r}")
     return " OR ".join(parts) or None
+
+
+# how a row of each table is named in a message
+_ROW_NAME = {"session": "id", "contestant": "alias", "turn": "id", "output": "id", "vote": "id", "tag": "id"}
+
+
+def first_bad_row(conn: Any, tables: tuple[str, ...] = tuple(_ROW_NAME)) -> str | None:
+    """The first stored number out of range in these tables of the SQLite
+    connection `conn`, as "vote 01J...: created: 1e+18 is not a time ...",
+    or None. Reads the columns as stored (a text where a time goes is named,
+    before any record is built from it)."""
+    for table in tables:
+        cond = sql_out_of_range(table, "s")
+        if cond is None:
+            continue
+        fields = [f for f in FIELDS[table] if f not in ("chunk_ms", "chunk_chars")]
+        row = conn.execute(f"SELECT s.{_ROW_NAME[table]}, {', '.join('s.' + f for f in fields)} FROM {table} s "
+                           f"WHERE {cond} ORDER BY s.{_ROW_NAME[table]} LIMIT 1").fetchone()
+        if row is None:
+            continue
+        for field, value in zip(fields, row[1:], strict=True):
+            problem = value_problem(value, FIELDS[table][field])
+            if problem:
+                return f"{table} {row[0]}: {field}: {problem}"
+    return None

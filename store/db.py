@@ -205,16 +205,7 @@ class Store:
                 return sqlite3.connect(":memory:", **kw)
             if not readonly:
                 return sqlite3.connect(str(path), **kw)
-            uri = f"file:{quote(str(path.resolve()))}?mode=ro"
-            conn = sqlite3.connect(uri, uri=True, **kw)
-            try:
-                conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-                return conn
-            except sqlite3.OperationalError:
-                # A WAL database in a read-only folder cannot get its -shm file;
-                # nobody can write there either, so reading it as immutable is safe.
-                conn.close()
-                return sqlite3.connect(uri + "&immutable=1", uri=True, **kw)
+            return connect_readonly(path, **kw)
         except sqlite3.Error as exc:
             raise StoreError(f"{path}: cannot open ({exc})") from None
 
@@ -557,7 +548,7 @@ class Store:
         problem = vote_problem(rec)
         if problem:
             raise StoreError(problem)
-        self._write(f"save vote {rec.id}", lambda conn: insert_vote(conn, rec))
+        self._write(f"save vote {rec.id}", lambda conn: insert_vote(conn, _superseding(conn, rec)))
 
     def retract_vote(self, vote_id: str, at: float | None = None) -> bool:
         """Withdraw a vote (undo): it is kept with `retracted_at` and no longer
@@ -948,6 +939,28 @@ class Store:
                 for t in ("session", "contestant", "turn", "output", "vote", "tag", "check_result")}
 
 
+def connect_readonly(path: str | os.PathLike, **kw: Any) -> sqlite3.Connection:
+    """A read-only connection to the database at `path` that never writes
+    beside it. A WAL database in a read-only place (a mounted share, a folder
+    we cannot write) cannot get its -shm file; nobody can write there either,
+    so it is read as immutable, which is safe unless a -wal file beside it
+    holds commits not yet in the file: that is refused (sqlite3.OperationalError),
+    since immutable reading would silently leave them out."""
+    path = Path(path)
+    uri = f"file:{quote(str(path.resolve()))}?mode=ro"
+    conn = sqlite3.connect(uri, uri=True, **kw)
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return conn
+    except sqlite3.OperationalError:
+        conn.close()
+    wal = Path(f"{path}-wal")
+    if wal.exists() and wal.stat().st_size > 0:
+        raise sqlite3.OperationalError(f"its write-ahead log ({wal.name}) holds changes not yet in the file, and "
+                                       "it is in a read-only place; copy both files somewhere writable")
+    return sqlite3.connect(uri + "&immutable=1", uri=True, **kw)
+
+
 def _identity(path: str | os.PathLike) -> tuple[int, int] | None:
     """(st_dev, st_ino) of the file at `path`, None if there is none."""
     try:
@@ -978,6 +991,38 @@ def _begin_immediate(store: Store) -> None:
     """BEGIN IMMEDIATE with the same busy retry as single writes."""
     store._check_writable("write")
     _retry_busy(store, "start a write", lambda: store.conn.execute("BEGIN IMMEDIATE"))
+
+
+def _superseding(conn: sqlite3.Connection, rec: VoteRecord) -> VoteRecord:
+    """A person's vote as it is saved, under the write lock: one current
+    vote per rater per judged unit (a case, or a chat turn) and set of models
+    judged. A current vote of the same rater on the same unit and models
+    (cast by another process on this database a moment earlier, whose queue
+    did not know of it) is superseded by this one, and recorded as such (so
+    a merge elsewhere supersedes it too). Judges' votes (both orders, several
+    prompts) are left as cast."""
+    if rec.rater_kind != "human" or rec.retracted_at is not None:
+        return rec
+    models = sorted(rec.mapping.values())
+    earlier = [vid for vid, mapping in conn.execute(
+        f"SELECT v.id, v.mapping FROM vote v JOIN turn t ON t.id = v.turn_id "
+        f"WHERE v.session_id = ? AND v.rater = ? AND v.rater_kind = 'human' AND v.current = 1 AND v.id != ? "
+        f"AND {UNIT_KEY_SQL} = (SELECT {UNIT_KEY_SQL} FROM turn t WHERE t.id = ?) ORDER BY v.created, v.id",
+        [rec.session_id, rec.rater, rec.id, rec.turn_id]) if _models_judged(mapping) == models]
+    others = [vid for vid in earlier if vid != rec.supersedes]
+    if not others:
+        return rec
+    conn.executemany("UPDATE vote SET current = 0 WHERE id = ?", [(vid,) for vid in others])
+    conn.executemany("UPDATE vote_contestant SET current = 0 WHERE vote_id = ?", [(vid,) for vid in others])
+    return rec if rec.supersedes else rec.model_copy(update={"supersedes": others[-1]})
+
+
+def _models_judged(mapping: Any) -> list[str] | None:
+    try:
+        found = json.loads(mapping)
+        return sorted(found.values()) if isinstance(found, dict) else None
+    except (TypeError, ValueError):
+        return None
 
 
 # ---------------------------------------------------------------------- row writers

@@ -7,6 +7,7 @@ query that orders by id reads rows back in the order they were written."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 import time
@@ -47,3 +48,10 @@ def new_ulid(now_ms: int | None = None) -> str:
             rnd = int.from_bytes(os.urandom(10), "big") >> 1   # room to count up within the ms
         _last_ms, _last_random = ms, rnd
     return _encode((ms << 80) | rnd)
+
+
+def derived_ulid(ms: int, key: str) -> str:
+    """A ULID whose random part comes from `key`: the same record gets the same
+    id on every import (Arena battles, the votes of a vote package)."""
+    ms = max(0, min(int(ms), (1 << 48) - 1))
+    return _encode((ms << 80) | int.from_bytes(hashlib.sha256(key.encode()).digest()[:10], "big"))

@@ -5,19 +5,30 @@ has been checked whole. Re-importing adds nothing: records keep their ids."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
+import shutil
 import sqlite3
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import quote
 
 from pydantic import BaseModel, Field
 
 from store import rows as R
-from store.db import Store, StoreError, insert_session, insert_vote, upsert_output
+from store.db import (
+    Store,
+    StoreError,
+    _pid_alive,
+    _start_time,
+    connect_readonly,
+    insert_session,
+    insert_vote,
+    upsert_output,
+)
 from store.records import (
     CheckResultRecord,
     OutputRecord,
@@ -51,10 +62,11 @@ def write_imported(store: Store, sessions: Iterable[SessionRecord], records: Ite
     reveals, in one transaction; rows already there are kept (a finished
     output replaces one we only have half of); a session deleted here (its
     tombstone) and everything in it are left out. Returns the rows added per table."""
-    before = _counts(store.conn)
     with store.batch():
         conn = store.conn
         try:
+            # counted under the write lock: rows another process wrote meanwhile are not ours to report
+            before = _counts(conn)
             deleted = {r[0] for r in conn.execute("SELECT id FROM deleted_session")}
             skipped_outputs: set[str] = set()
             for session in sessions:
@@ -64,9 +76,9 @@ def write_imported(store: Store, sessions: Iterable[SessionRecord], records: Ite
                 if deleted and _in_deleted(rec, deleted, skipped_outputs):
                     continue
                 _write_record(conn, rec)
+            after = _counts(conn)
         except sqlite3.Error as exc:
             raise store._translate(exc, f"import {source}") from None
-    after = _counts(store.conn)
     return {t: after[t] - before[t] for t in TABLES if t != "vote_contestant"}
 
 
@@ -148,8 +160,8 @@ def merge_database(store: Store, other: str | os.PathLike) -> ImportSummary:
     summary = ImportSummary(source=str(other), format="lineup-db")
     if store.path.exists() and other.exists() and os.path.samefile(store.path, other):
         return summary
-    with tempfile.TemporaryDirectory(prefix="lineup-merge-") as tmp:
-        copy = Path(tmp) / "other.db"
+    with work_folder("merge") as tmp:
+        copy = tmp / "other.db"
         _snapshot(other, copy)
         _check_sound(copy, other)
         try:
@@ -172,6 +184,49 @@ def merge_database(store: Store, other: str | os.PathLike) -> ImportSummary:
             src.close()
         summary.added = _merge_attached(store, copy, other)
     return summary
+
+
+_WORK_NAME = re.compile(r"lineup-(?:merge|package)-(\d+)-(\d+)-")
+
+
+@contextlib.contextmanager
+def work_folder(kind: str) -> Iterator[Path]:
+    """A private temporary folder for the copy an import works on, named
+    after this process (`lineup-KIND-PID-START-...`). An import killed
+    (kill -9, a power cut) leaves its folder behind, a full copy of what it
+    imported: the folders of ours whose process is gone are removed first."""
+    folder = tempfile.gettempdir()
+    remove_stale_work(folder)
+    me = os.getpid()
+    with tempfile.TemporaryDirectory(prefix=f"lineup-{kind}-{me}-{_start_time(me) or 0}-", dir=folder) as tmp:
+        yield Path(tmp)
+
+
+def remove_stale_work(folder: str) -> list[str]:
+    """Remove the import folders in `folder` left by processes of this host
+    that no longer run (the pid is gone, or now another process's); returns
+    their names. Folders of running imports, of other users and any other
+    name are left alone."""
+    removed: list[str] = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return removed
+    for entry in entries:
+        m = _WORK_NAME.match(entry.name)
+        if not m or not entry.is_dir(follow_symlinks=False):
+            continue
+        try:
+            if entry.stat(follow_symlinks=False).st_uid != os.getuid():
+                continue
+        except OSError:
+            continue
+        pid, start = int(m.group(1)), m.group(2)
+        if _pid_alive(pid) and start in ("0", _start_time(pid) or "0"):
+            continue
+        shutil.rmtree(entry.path, ignore_errors=True)
+        removed.append(entry.name)
+    return removed
 
 
 def _check_sound(copy: Path, other: Path) -> None:
@@ -208,14 +263,8 @@ def _check_complete(conn: sqlite3.Connection, other: Path) -> None:
 
 def _snapshot(src: Path, dst: Path) -> None:
     """A consistent copy of `src` (WAL included) without writing to it."""
-    uri = f"file:{quote(str(src.resolve()))}?mode=ro"
     try:
-        source = sqlite3.connect(uri, uri=True)
-        try:
-            source.execute("SELECT count(*) FROM sqlite_master").fetchone()
-        except sqlite3.OperationalError:
-            source.close()
-            source = sqlite3.connect(uri + "&immutable=1", uri=True)
+        source = connect_readonly(src)
         target = sqlite3.connect(dst)
         try:
             source.backup(target)
@@ -242,9 +291,9 @@ def _merge_attached(store: Store, copy: Path, other: Path) -> dict[str, int]:
     except sqlite3.Error as exc:
         raise store._translate(exc, f"import {other}") from None
     try:
-        before = _counts(conn)
         with store.batch():
             try:
+                before = _counts(conn)    # under the write lock: a concurrent writer's rows are not counted
                 for table in TABLES:
                     c = ", ".join(cols[table])
                     conn.execute(f"INSERT OR IGNORE INTO main.{table} ({c}) SELECT {c} FROM other.{table} "
@@ -270,9 +319,29 @@ def _merge_attached(store: Store, copy: Path, other: Path) -> dict[str, int]:
                              "(SELECT supersedes FROM main.vote WHERE supersedes IS NOT NULL)")
                 conn.execute("UPDATE main.vote_contestant SET current = 0 WHERE current = 1 AND vote_id IN "
                              "(SELECT id FROM main.vote WHERE current = 0)")
+                after = _counts(conn)
             except sqlite3.Error as exc:
                 raise store._translate(exc, f"import {other}") from None
-        after = _counts(conn)
     finally:
-        conn.execute("DETACH DATABASE other")
+        _detach(conn)
     return {t: after[t] - before[t] for t in TABLES if t != "vote_contestant"}
+
+
+def _detach(conn: sqlite3.Connection) -> None:
+    """Detach the merged copy. A statement that failed (a full disk) can
+    leave a read lock on the attached file after SQLite rolled back, and
+    DETACH then says "locked": an empty transaction releases it. Should it
+    still fail, closing the connection detaches it, and the error that
+    brought us here is the one to tell, not this one."""
+    try:
+        conn.execute("DETACH DATABASE other")
+        return
+    except sqlite3.Error:
+        pass
+    try:
+        if not conn.in_transaction:
+            conn.execute("BEGIN")
+        conn.execute("ROLLBACK")
+        conn.execute("DETACH DATABASE other")
+    except sqlite3.Error:
+        pass

@@ -14,6 +14,7 @@ store's job; nothing here knows what may or may not be shown."""
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
@@ -22,8 +23,10 @@ from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from store import bounds
 from store import rows as R
-from store.db import Store, insert_vote
+from store.db import Store, connect_readonly, insert_vote
+from store.imports import ImportFileError
 from store.records import TagRecord, VoteRecord
 
 ShareKind = Literal["session", "turn", "output", "contestant"]
@@ -69,20 +72,84 @@ class SharedPackage(BaseModel):
     rows: list[ShareRow] = Field(default_factory=list)
 
 
-def package_info_at(path: str | Path) -> PackageInfo | None:
+def package_info_at(path: str | os.PathLike) -> PackageInfo | None:
     """The `package_info` row of the SQLite file at `path`, or None when it
-    is no package (no such table or row, or not a database at all). Read-only."""
-    uri = f"file:{quote(str(Path(path).resolve()))}?mode=ro"
+    is no package (no such table, no row or several, or not a database at
+    all). Read-only, and readable where nothing can be written (a voted
+    package on a read-only share is in WAL mode: `store.db.connect_readonly`)."""
+    marks = package_marks_at(path, standin_provider=None)
+    return marks.info if marks is not None else None
+
+
+class PackageMarks(BaseModel):
+    """What says that a SQLite file is a vote package: its `package_info`
+    rows (exactly one in a package) and its stand-in contestants (the
+    provider every contestant of a package has, and no other database's)."""
+
+    markers: int
+    info: PackageInfo | None
+    standins: int
+
+
+def package_marks_at(path: str | os.PathLike, *, standin_provider: str | None) -> PackageMarks | None:
+    """The package marks of the SQLite file at `path`, or None when it cannot
+    be read as a database (read-only, like `package_info_at`)."""
     try:
-        conn = sqlite3.connect(uri, uri=True)
+        conn = connect_readonly(path)
     except sqlite3.Error:
         return None
     try:
-        return read_package_info(conn)
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        markers = conn.execute("SELECT count(*) FROM package_info").fetchone()[0] \
+            if "package_info" in tables else 0
+        standins = conn.execute("SELECT count(*) FROM contestant WHERE provider = ?", [standin_provider]).fetchone()[0] \
+            if standin_provider is not None and "contestant" in tables else 0
+        return PackageMarks(markers=markers, info=read_package_info(conn) if markers == 1 else None,
+                            standins=standins)
     except sqlite3.Error:
         return None
     finally:
         conn.close()
+
+
+def settle_package(path: str | Path) -> bool:
+    """Fold a package's write-ahead log into the file and leave it in
+    rollback-journal mode (when its vote queue closes), so that the one file
+    is the whole package and reads anywhere, a read-only share included.
+    False when another process still has it open (it stays as it is)."""
+    try:
+        conn = sqlite3.connect(f"file:{quote(str(Path(path).resolve()))}?mode=rw", uri=True, timeout=1)
+    except sqlite3.Error:
+        return False
+    try:
+        mode = conn.execute("PRAGMA journal_mode = DELETE").fetchone()
+        return bool(mode) and str(mode[0]).lower() == "delete"
+    except sqlite3.Error:
+        return False
+    finally:
+        conn.close()
+
+
+def check_package_file(copy: Path, shown: str | os.PathLike) -> None:
+    """What is checked on (a copy of) a package as stored, before a record
+    is built from it: exactly one package_info row (none or several is an
+    altered package, never merged as a database), and every number of every
+    table within `store.bounds` (a text, an infinity or a time in the year
+    33658 is named with its table, row and field). ImportFileError naming
+    `shown` otherwise."""
+    conn = sqlite3.connect(copy)
+    try:
+        marks = conn.execute("SELECT count(*) FROM package_info").fetchone()[0]
+        if marks != 1:
+            raise ImportFileError(f"{shown} is not a vote package as shared: it has {marks} package_info rows "
+                                  "(a package has exactly one); it was altered")
+        problem = bounds.first_bad_row(conn)
+    except sqlite3.DatabaseError as exc:
+        raise ImportFileError(f"{shown} is not a complete vote package ({exc})") from None
+    finally:
+        conn.close()
+    if problem:
+        raise ImportFileError(f"{shown}: {problem}")
 
 
 def read_package_info(conn: sqlite3.Connection) -> PackageInfo | None:
@@ -144,12 +211,15 @@ def tags_with_removals(store: Store) -> list[tuple[TagRecord, float | None]]:
 
 
 def merge_package_records(store: Store, votes: Iterable[VoteRecord],
-                          tags: Iterable[tuple[TagRecord, float | None]], source: str) -> dict[str, int]:
+                          tags: Iterable[tuple[TagRecord, float | None]], source: str, *,
+                          superseded: Iterable[str] = ()) -> dict[str, int]:
     """Write the votes and tags of a package (already mapped to this
-    database's records) in one transaction; those already here are kept,
-    and a vote withdrawn or a tag removed in the package since an earlier
-    import is withdrawn or removed here too. Returns rows added per table."""
-    votes, tags = list(votes), list(tags)
+    database's records, under ids of the package's own) in one transaction;
+    those already here are kept, and a vote withdrawn or a tag removed in the
+    package since an earlier import is withdrawn or removed here too, as are
+    the `superseded` votes (of the package's, a later vote of the same rater
+    on the same unit replaced them). Returns rows added per table."""
+    votes, tags, replaced = list(votes), list(tags), sorted(set(superseded))
 
     def step(conn: sqlite3.Connection) -> dict[str, int]:
         (v0,) = conn.execute("SELECT count(*) FROM vote").fetchone()
@@ -160,6 +230,8 @@ def merge_package_records(store: Store, votes: Iterable[VoteRecord],
                 conn.execute("UPDATE vote SET retracted_at = ?, current = 0 WHERE id = ? AND retracted_at IS NULL",
                              [v.retracted_at, v.id])
                 conn.execute("UPDATE vote_contestant SET current = 0 WHERE vote_id = ?", [v.id])
+        conn.executemany("UPDATE vote SET current = 0 WHERE id = ?", [(i,) for i in replaced])
+        conn.executemany("UPDATE vote_contestant SET current = 0 WHERE vote_id = ?", [(i,) for i in replaced])
         for tag, removed_at in tags:
             conn.execute(R.insert_sql("tag", R.TAG_COLS, "INSERT OR IGNORE"), R.tag_row(tag, removed_at))
             if removed_at is not None:

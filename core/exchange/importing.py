@@ -24,6 +24,7 @@ from core.ground.inputs import InputError, decode, loads, open_input, read_input
 from core.stats.votes import make_votes, record_problem
 from store import bounds
 from store.db import SQLITE_HEADER, Store
+from store.ids import derived_ulid  # noqa: F401  (also this module's API: imported records' ids)
 from store.imports import ImportFileError, ImportSummary, merge_database, write_imported
 from store.records import (
     CheckResultRecord,
@@ -35,17 +36,8 @@ from store.records import (
     TurnRecord,
     VoteRecord,
 )
-from store.share import package_info_at
 
-_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 ARENA_WINNERS = {"model_a": "A", "model_b": "B", "tie": "tie", "tie (bothbad)": "both_bad"}
-
-
-def derived_ulid(ms: int, key: str) -> str:
-    """A ULID whose random part comes from `key`: the same record gets the same id on every import."""
-    ms = max(0, min(int(ms), (1 << 48) - 1))
-    value = (ms << 80) | int.from_bytes(hashlib.sha256(key.encode()).digest()[:10], "big")
-    return "".join(_CROCKFORD[(value >> (5 * i)) & 31] for i in range(25, -1, -1))
 
 
 def _first_error(exc: ValidationError) -> str:
@@ -195,9 +187,9 @@ def import_file(store: Store, path: str | os.PathLike) -> ImportSummary:
     except InputError as exc:
         raise ImportFileError(str(exc)) from None
     if head == SQLITE_HEADER:
-        if package_info_at(path) is not None:    # a blind vote package: its votes, mapped back
-            from core.exchange.share import import_package
+        from core.exchange.share import import_package, looks_like_package
 
+        if looks_like_package(path):    # a blind vote package: its votes, mapped back (or refused whole)
             return import_package(store, path)
         return merge_database(store, path)
     ours: list[ExportLine] = []

@@ -40,10 +40,20 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from core.stats.votes import LABELS, error_status, record_problem
+from core.stats.votes import (
+    HUMAN,
+    JUDGE_RATER_PREFIX,
+    LABELS,
+    VoteError,
+    error_status,
+    make_votes,
+    rater_problem,
+    record_problem,
+    unit_key,
+)
 from store.db import Store, StoreError
-from store.ids import new_ulid
-from store.imports import ImportFileError, ImportSummary, check_sound, snapshot, write_imported
+from store.ids import derived_ulid, new_ulid
+from store.imports import ImportFileError, ImportSummary, check_sound, snapshot, work_folder, write_imported
 from store.records import (
     AnswerTrace,
     CheckResultRecord,
@@ -61,7 +71,9 @@ from store.share import (
     PackageInfo,
     SharedPackage,
     ShareRow,
+    check_package_file,
     merge_package_records,
+    package_marks_at,
     read_package_info,
     record_share,
     share_origin,
@@ -315,14 +327,16 @@ def package_tags(info: PackageInfo, where: str) -> tuple[str, ...]:
 def import_package(store: Store, path: str | os.PathLike) -> ImportSummary:
     """Merge a package's votes and tags into `store` (the owner's database),
     mapped to the real sessions, turns, answers and models. ImportFileError
-    (nothing imported) when it is no package, came from another database, or
-    differs from what was shared; idempotent otherwise."""
+    (nothing imported) when it is no package, came from another database,
+    differs from what was shared, or holds a record no rater's queue makes
+    (see `_mapped_records`); idempotent otherwise."""
     path = Path(path)
     summary = ImportSummary(source=str(path), format="lineup-package")
-    with tempfile.TemporaryDirectory(prefix="lineup-package-") as tmp:
-        copy = Path(tmp) / "package.db"
+    with work_folder("package") as tmp:
+        copy = tmp / "package.db"
         snapshot(path, copy)
         check_sound(copy, path)
+        check_package_file(copy, path)
         try:
             src = Store.open(copy)
         except StoreError as exc:
@@ -330,20 +344,50 @@ def import_package(store: Store, path: str | os.PathLike) -> ImportSummary:
         try:
             info = read_package_info(src.conn)
             if info is None:
-                raise ImportFileError(f"{path} is not a vote package (no package_info row)")
-            votes, tags = _mapped_records(store, src, info, path)
+                raise ImportFileError(f"{path} is not a vote package as shared: its package_info row is unreadable; "
+                                      "it was altered")
+            votes, superseded, tags = _mapped_records(store, src, info, path)
         finally:
             src.close()
     summary.records = len(votes)
-    added = merge_package_records(store, votes, tags, str(path))
+    added = merge_package_records(store, votes, tags, str(path), superseded=superseded)
     summary.added = {k: v for k, v in added.items()}
     return summary
 
 
+def looks_like_package(path: str | os.PathLike) -> bool:
+    """Whether a SQLite file is (or was) a vote package: a package_info row,
+    or a contestant with the stand-in provider (a package whose marker was
+    removed or doubled is still one, and is refused as altered rather than
+    merged as a database with its opaque names as models)."""
+    marks = package_marks_at(path, standin_provider=STANDIN_PROVIDER)
+    return marks is not None and (marks.markers > 0 or marks.standins > 0)
+
+
+def _package_id(info: PackageInfo, kind: str, rec_id: str, created: float) -> str:
+    """The id a package's vote or tag gets in the owner's database: derived
+    from the package and its id there, so the same record maps to the same
+    id on every import, and no id a package holds can name one of the
+    owner's records."""
+    return derived_ulid(int(created * 1000), f"package:{info.id}:{kind}:{rec_id}")
+
+
+_JUDGE_FIELDS = ("judge", "judge_prompt_hash", "judge_rubric", "judge_reason", "judge_cost", "judge_input_tokens",
+                 "judge_output_tokens")
+
+
 def _mapped_records(store: Store, src: Store, info: PackageInfo, path: Path
-                    ) -> tuple[list[VoteRecord], list[tuple[TagRecord, float | None]]]:
+                    ) -> tuple[list[VoteRecord], set[str], list[tuple[TagRecord, float | None]]]:
     """The package's votes and tags in the owner's terms, after checking that
-    the package is one this database issued, unchanged."""
+    the package is one this database issued, unchanged; and the ids of the
+    votes a later one of the same rater on the same unit supersedes.
+
+    A package may only add votes, notes and tags by its raters on the units
+    it carries: each is rebuilt from an allow-list of its fields (a person's
+    vote, never a judge's; not revealed; the package's own `supersedes` is
+    not read), under an id derived from the package, so nothing of the
+    owner's records can be named, superseded, withdrawn or removed by it;
+    of one rater's votes on one unit, the latest counts."""
     issued = shared_package(store, info.id)
     if issued is None:
         raise ImportFileError(f"{path} was not shared from this database ({store.path}): its package "
@@ -363,6 +407,7 @@ def _mapped_records(store: Store, src: Store, info: PackageInfo, path: Path
         extra = sorted({ls.session.id for ls in loaded} - shared_sessions)
         raise altered(f"session {extra[0]} was not in it" if extra else "a session shared in it is missing")
     alias_of: dict[tuple[str, str], str] = {}      # (package session, opaque name) -> the owner's alias
+    units: dict[str, str] = {}                     # package turn -> the unit it is judged as
     for ls in loaded:
         sid = ls.session.id
         owner_sid = ours[("session", sid)].owner_id
@@ -379,6 +424,7 @@ def _mapped_records(store: Store, src: Store, info: PackageInfo, path: Path
             if row.digest != turn_digest(t):
                 raise altered(f"the prompt of turn {t.id}" + (f" (case {t.case_id})" if t.case_id else "")
                               + " differs from what was shared (content hash)")
+            units[t.id] = unit_key(t)
         for o in ls.outputs:
             row = ours.get(("output", o.id))
             if row is None or row.session_id != owner_sid:
@@ -390,12 +436,16 @@ def _mapped_records(store: Store, src: Store, info: PackageInfo, path: Path
             raise altered(f"turns or answers of session {sid} are missing")
 
     votes: list[VoteRecord] = []
+    latest: dict[tuple[str, str, str, tuple[str, ...]], VoteRecord] = {}
+    superseded: set[str] = set()
     for ls in loaded:
         sid = ls.session.id
-        for v in ls.votes:
-            problem = record_problem(v)
+        for v in sorted(ls.votes, key=lambda v: (v.created, v.id)):
+            problem = record_problem(v) or _rater_problem(v.rater)
             if problem:
-                raise altered(problem)
+                raise altered(f"vote {v.id}: {problem}" if not problem.startswith("vote ") else problem)
+            if v.rater_kind != HUMAN or any(getattr(v, f) is not None for f in _JUDGE_FIELDS):
+                raise altered(f"vote {v.id} is a judge's verdict (a package holds people's votes only)")
             turn = ours.get(("turn", v.turn_id))
             if v.session_id != sid or turn is None or turn.session_id != ours[("session", sid)].owner_id:
                 raise altered(f"vote {v.id} is on a turn that was not shared")
@@ -404,9 +454,23 @@ def _mapped_records(store: Store, src: Store, info: PackageInfo, path: Path
                 if (sid, name) not in alias_of:
                     raise altered(f"vote {v.id} names a contestant that was not shared")
                 mapping[label] = alias_of[(sid, name)]
-            # the rater saw opaque names only: in the owner's record nothing was revealed by this vote
-            votes.append(v.model_copy(update={"session_id": turn.session_id, "turn_id": turn.owner_id,
-                                              "mapping": mapping, "revealed_at": None}))
+            key = (sid, v.rater, units[v.turn_id], tuple(sorted(mapping.values())))
+            before = latest.get(key)
+            new_id = _package_id(info, "vote", v.id, v.created)
+            try:
+                # the rater saw opaque names only: in the owner's record nothing was revealed by this vote
+                (mine,) = make_votes(turn.session_id, [turn.owner_id], v.choice, mapping=mapping,
+                                     positions=v.positions, ranking=v.ranking, rater=v.rater, note=v.note,
+                                     revealed=False, now=v.created, ids=[new_id],
+                                     supersedes={turn.owner_id: before.id} if before is not None else None)
+            except VoteError as exc:
+                raise altered(f"vote {v.id}: {exc}") from None
+            if v.retracted_at is not None:
+                mine = mine.model_copy(update={"retracted_at": v.retracted_at})
+            if before is not None:
+                superseded.add(before.id)
+            latest[key] = mine
+            votes.append(mine)
     tags: list[tuple[TagRecord, float | None]] = []
     for tag, removed_at in tags_with_removals(src):
         row = ours.get(("output", tag.output_id))
@@ -414,8 +478,21 @@ def _mapped_records(store: Store, src: Store, info: PackageInfo, path: Path
             raise altered(f"tag {tag.id} is on an answer that was not shared")
         if tag.auto:
             continue    # none were shared; an automatic tag in a package was not a rater's
-        tags.append((tag.model_copy(update={"output_id": row.owner_id}), removed_at))
-    return votes, tags
+        problem = _rater_problem(tag.rater)
+        if problem:
+            raise altered(f"tag {tag.id}: {problem}")
+        tags.append((TagRecord(id=_package_id(info, "tag", tag.id, tag.created), output_id=row.owner_id,
+                               tag=tag.tag, rater=tag.rater, note=tag.note, created=tag.created), removed_at))
+    return votes, superseded, tags
+
+
+def _rater_problem(rater: str) -> str | None:
+    problem = rater_problem(rater)
+    if problem:
+        return f"its rater is not {problem}"
+    if rater.startswith(JUDGE_RATER_PREFIX):
+        return f"its rater {rater!r} is a judge's name (a package holds people's votes only)"
+    return None
 
 
 def _session_ids(src: Store) -> list[str]:

@@ -17,6 +17,10 @@ goes through these functions, so a vote is read the same way everywhere:
   store derives from a vote (`winner`, `vote_contestant.outcome`) say the same;
   `verdict` is what a vote says in those terms, so votes shown in different
   layouts compare;
+- one current vote per rater, judged unit and set of models: a later one
+  supersedes the earlier (the store applies it under its write lock, so two
+  processes voting at once leave one; a vote package's are superseded
+  within the package only, `core.exchange.share`);
 - reveal per judged unit: a case (its follow-ups, one repeat) or a chat turn is
   revealed once a vote on it was revealed, once the rater revealed it without
   a vote, or when the whole session was;
@@ -492,6 +496,18 @@ def judge_rater(alias: str) -> str:
     """The rater name a judge's votes carry: "judge:<alias>" (so a judge and
     a person never share a queue, a consistency row or a filter)."""
     return JUDGE_RATER_PREFIX + alias
+
+
+RATER_MAX = 80
+
+
+def rater_problem(name: str) -> str | None:
+    """Why `name` cannot be a rater's name (None: it can): 1 to 80
+    printable characters, not only spaces. The same rule for `--rater` and
+    for the raters a vote package brings back (an untrusted file)."""
+    if not name.strip() or len(name) > RATER_MAX or any(not ch.isprintable() for ch in name):
+        return f"a name of 1 to {RATER_MAX} printable characters"
+    return None
 
 
 def counts_as_human(v: VoteRecord) -> bool:

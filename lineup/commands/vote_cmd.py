@@ -12,6 +12,7 @@ which model wrote A."""
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 
@@ -75,12 +76,14 @@ def run(args: argparse.Namespace) -> int:
 
 def _rater(name: str | None) -> str | None:
     from core.ground.errors import UsageError
+    from core.stats.votes import rater_problem
 
     if name is None:
         return None
     name = name.strip()
-    if not name or len(name) > 80 or any(not ch.isprintable() for ch in name):
-        raise UsageError("--rater: a name of 1 to 80 printable characters")
+    problem = rater_problem(name)
+    if problem:
+        raise UsageError(f"--rater: {problem}")
     return name
 
 
@@ -93,17 +96,24 @@ def _vote_package(path: Path, args: argparse.Namespace, rater: str | None) -> in
     from core.exchange.share import package_tags
     from lineup.launch import run_app
     from store.imports import ImportFileError
-    from store.share import package_info_at
+    from store.share import package_info_at, settle_package
     from tui.app import VoteOptions
 
     info = package_info_at(path)
     if info is None:
         raise UsageError(f"{shown_name(path)} is not a vote package from `lineup share` (to vote in a database, "
                          "give it with --db)")
+    if not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK):
+        # the votes are saved in the package itself: say so before the queue opens, not at the first vote
+        raise UsageError(f"{shown_name(path)} is read-only (the file or its folder): the votes are saved in the "
+                         "package, so copy it somewhere you can write and vote there")
     try:
         tags = package_tags(info, shown_name(path))
     except ImportFileError as exc:
         raise UsageError(str(exc)) from None
-    return run_app(path, Config(tags=tags),
-                   vote=VoteOptions(None, reveal=args.reveal, repeats=args.repeats, case_seed=info.seed),
-                   rater=rater)
+    try:
+        return run_app(path, Config(tags=tags),
+                       vote=VoteOptions(None, reveal=args.reveal, repeats=args.repeats, case_seed=info.seed),
+                       rater=rater)
+    finally:
+        settle_package(path)   # one file again, readable from a read-only share
