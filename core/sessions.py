@@ -61,8 +61,8 @@ from store.records import (
     VoteRecord,
 )
 
-LABELS = "ABCDEFGH"
-MAX_CONTESTANTS = len(LABELS)
+LABELS = votes_core.LABELS
+MAX_CONTESTANTS = votes_core.MAX_CONTESTANTS
 CHECKPOINT_EVERY_S = 1.0
 _Text = TypeVar("_Text", str, str | None)   # a text and its scrubbed form have the same type
 
