@@ -127,6 +127,21 @@ def test_tool_arguments_are_matched_under_the_limit():
     assert not result["passed"] and "timed out" in result["detail"]
 
 
+def test_the_demo_model_fills_arguments_under_the_limit():
+    """The demo model checks the values it puts in a tool call against the
+    schema's `pattern`; a catastrophic one counts as no match instead of hanging."""
+    result = _in_child(f"""
+        import json
+        from providers.demo_tools import _Filler
+        schema = {{"type": "object", "properties": {{"code": {{"type": "string", "pattern": {SLOW!r}}}}},
+                  "required": ["code"]}}
+        slow = _Filler("The code: {HOSTILE}", []).instance(schema)
+        schema["properties"]["code"]["pattern"] = "^a+!$"
+        print(json.dumps([slow, _Filler("The code: {HOSTILE}", []).instance(schema)]))
+    """)
+    assert result == [{}, {"code": HOSTILE}]
+
+
 def test_schemas_whose_patterns_cannot_run_under_the_limit_are_refused():
     from core.tools import schema_problem
 
