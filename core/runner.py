@@ -28,6 +28,7 @@ import anyio.lowlevel
 from core.cache import cached_answer, request_key
 from core.errors import store_error_in
 from core.identity import prompt_texts, tag_self_identification
+from core.judge_directed import tag_judge_directed
 from core.votes import labels_for
 from core.sessions import Contestant, ServerLimits, contestant_record, record_stream
 from core.tools import answer_messages
@@ -337,7 +338,9 @@ class Runner:
             else:
                 final, result = await record_stream(self.store, c, request, base, contestants=self._contestants,
                                                     script=case.tool_script(), structured=case.response_format)
-            await tag_self_identification(self.store, final, c.config, prompt_texts(history, request.system))
+            prompts = prompt_texts(history, request.system)
+            await tag_self_identification(self.store, final, c.config, prompts)
+            await tag_judge_directed(self.store, final, prompts)
             if final.status != "complete":
                 tally.errors[final.error_kind or final.status] += 1
                 return False

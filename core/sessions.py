@@ -29,6 +29,7 @@ from core.attachments import image_bytes, image_name, image_size
 from core.config import Config
 from core.errors import store_error_in
 from core.identity import prompt_texts, tag_self_identification
+from core.judge_directed import tag_judge_directed
 from core.tools import AnswerLoop, StructuredOutput, ToolScript, answer_messages, build_trace, scrubbed_trace
 from providers import accepts_images, make_provider
 from providers.base import ChatStream, Provider
@@ -616,9 +617,11 @@ class ChatSession:
         c.last_output = final
         c.history.extend(answer_messages(final))
         # blind or not: the tag describes the answer, and any session may be judged blind later (vote queue)
-        auto = await tag_self_identification(self.store, final, c.config, prompt_texts(c.history, self.system))
-        if auto is not None:
-            self.tags.append(auto)
+        prompts = prompt_texts(c.history, self.system)
+        for auto in (await tag_self_identification(self.store, final, c.config, prompts),
+                     await tag_judge_directed(self.store, final, prompts)):
+            if auto is not None:
+                self.tags.append(auto)
 
     async def _wait_for_server(self, c: Contestant, limiter: anyio.CapacityLimiter, base: OutputRecord,
                                on_update: Callable[[PaneUpdate], None] | None) -> bool:
