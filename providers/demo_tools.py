@@ -20,6 +20,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+import regex
+
 from providers.events import ChatRequest, ToolResultPart, ToolSpec
 
 _TOOL_STOP = frozenset(
@@ -203,11 +205,21 @@ class _Filler:
         if not is_id and not fmt:
             candidates += names
         for value in candidates:
-            if (pattern is None or re.search(pattern, value)) and (fmt != "date" or re.fullmatch(r"\d{4}-\d{2}-\d{2}", value)):
+            if (pattern is None or _matches(pattern, value)) and (fmt != "date" or re.fullmatch(r"\d{4}-\d{2}-\d{2}", value)):
                 if value in self.names:
                     self.used.add(value)
                 return value
         return None
+
+
+def _matches(pattern: str, value: str) -> bool:
+    """A schema's `pattern` (from a set) on a value, under a time limit as
+    every pattern from outside (core/ground/patterns.py; providers cannot import
+    it): one that backtracks for too long counts as no match."""
+    try:
+        return regex.search(pattern, value, timeout=0.2) is not None
+    except (TimeoutError, regex.error):
+        return False
 
 
 def _ready(tool: ToolSpec, prompt: str, results: list[ToolResultPart]) -> bool:

@@ -604,6 +604,18 @@ class Store:
         self._write(f"save tag {rec.id}", lambda conn: conn.execute(R.insert_sql("tag", R.TAG_COLS),
                                                                   R.tag_row(rec)))
 
+    def add_tag_once(self, rec: TagRecord) -> bool:
+        """Add `rec` unless its output ever had this tag from this rater (a tag
+        a rater removed stays removed): True when it was added."""
+        def write(conn: sqlite3.Connection) -> bool:
+            if conn.execute("SELECT 1 FROM tag WHERE output_id = ? AND tag = ? AND rater = ? LIMIT 1",
+                            [rec.output_id, rec.tag, rec.rater]).fetchone():
+                return False
+            conn.execute(R.insert_sql("tag", R.TAG_COLS), R.tag_row(rec))
+            return True
+
+        return self._write(f"save tag {rec.id}", write)
+
     def remove_tag(self, tag_id: str, at: float | None = None) -> bool:
         """Remove a tag (the row is kept with `removed_at`, so a merge does not revive it)."""
         at = time.time() if at is None else at

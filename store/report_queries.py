@@ -381,6 +381,17 @@ def tag_rows(store: Store, scope: Scope) -> Iterator[tuple[str, str, str]]:
     yield from store.conn.execute(sql, params)
 
 
+def tagged_conversations(store: Store, tag: str) -> set[tuple[str, str]]:
+    """(turn id, model) for every turn of a conversation (a case's turns in
+    one repeat, or a chat turn) in which that model has an answer tagged
+    `tag` (not removed): what a judge saw with the verdict on that turn."""
+    return set(store.conn.execute(
+        "SELECT t2.id, o.contestant FROM tag g JOIN output o ON o.id = g.output_id JOIN turn t ON t.id = o.turn_id "
+        "JOIN turn t2 ON t2.session_id = t.session_id AND (t2.id = t.id OR (t.case_id IS NOT NULL AND "
+        "t2.case_id = t.case_id AND t2.repeat_index = t.repeat_index)) "
+        "WHERE g.tag = ? AND g.removed_at IS NULL", [tag]).fetchall())
+
+
 def check_rows(store: Store, scope: Scope) -> Iterator[tuple[Any, ...]]:
     """(output id, check name, spec (JSON text), passed, detail, model,
     category) of every check result on the attempts in scope, in the order

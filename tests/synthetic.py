@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import math
 import random
-import string
 from dataclasses import dataclass, field
 
-from core.stats.votes import bad_choice, make_votes
+from core.stats.votes import bad_choice, labels_for, make_votes
 from store.ids import new_ulid
 from store.records import (
     CheckResultRecord,
@@ -27,7 +26,6 @@ from store.records import (
     VoteRecord,
 )
 
-LABELS = string.ascii_uppercase
 _WORDS = ("the model answers with a list of steps and a short code example that parses JSON "
           "carefully while keeping every number exact because the user asked for precision").split()
 
@@ -39,10 +37,11 @@ def synthetic_session(*, turns: int = 3, contestants: int = 2, blind: bool = Fal
     rng = random.Random(seed)
     names = aliases or [f"model-{i}" for i in range(contestants)]
     order = list(range(len(names)))
+    blind_labels = labels_for(len(names)) if blind else ""
     cs = [ContestantRecord(alias=n, provider="demo" if n.startswith("demo") else "openai", model=f"{n}-v1",
                            base_url="http://127.0.0.1:9/v1", params={"temperature": 0.2 * i},
                            price={"input_per_mtok": 1.0, "output_per_mtok": 2.0},
-                           label=LABELS[i] if blind else n, position=i, is_demo=n.startswith("demo"))
+                           label=blind_labels[i] if blind else n, position=i, is_demo=n.startswith("demo"))
           for i, n in zip(order, names, strict=True)]
     ms = int(created * 1000)
     session = SessionRecord(id=new_ulid(ms), created=created, kind=kind, title=f"synthetic {seed}",

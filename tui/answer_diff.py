@@ -220,9 +220,11 @@ def _row(texts: list[str | None], code: list[bool]) -> Row:
 def compare(answers: Sequence[str], labels: Sequence[str] | None = None) -> Comparison:
     """Align `answers` (two or more) line by line; `labels` name the columns
     (default A, B, ...)."""
+    from core.stats.votes import labels_for   # the labels' one owner, loaded only when a default is needed
+
     if len(answers) < 2:
         raise ValueError("comparing needs two answers or more")
-    names = tuple(labels) if labels is not None else tuple("ABCDEFGH"[i] for i in range(len(answers)))
+    names = tuple(labels) if labels is not None else tuple(labels_for(len(answers)))
     if len(names) != len(answers):
         raise ValueError("one label per answer")
     lines = [a.splitlines() for a in answers]

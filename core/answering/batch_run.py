@@ -33,6 +33,7 @@ import anyio
 
 from core.answering.cache import cached_answer, request_key
 from core.answering.identity import prompt_texts, tag_self_identification
+from core.answering.judge_directed import tag_judge_directed
 from core.answering.runner import Runner, _check_keys, _latest_outputs, _new_output, case_turn_texts
 from core.answering.sessions import Contestant, output_from_result, server_fields
 from core.ground.text import SERVER_MESSAGE_LIMIT, server_text
@@ -401,8 +402,9 @@ class BatchRunner(Runner):
             case = next((x for x in self.sample_set.cases if x.id == turn.case_id), None)
             if case is not None:
                 users = [Message(role="user", content=t) for t in case_turn_texts(case)[:turn.follow_up_index + 1]]
-                await tag_self_identification(self.store, final, c.config,
-                                              prompt_texts(users, case.system or self.system))
+                prompts = prompt_texts(users, case.system or self.system)
+                await tag_self_identification(self.store, final, c.config, prompts)
+                await tag_judge_directed(self.store, final, prompts)
 
     async def _close_unit(self, u: _Unit) -> None:
         """Checks on a unit whose answers are all in; its claim released as done or not."""

@@ -30,11 +30,13 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from core.ground import patterns
+from core.ground.patterns import PatternError, PatternTimeout, compile_pattern
 from core.ground.text import escape_controls
 from core.answering.tools import STRUCTURED_FAILURES, StructuredOutput, ToolScript, arguments_match, compact, schema_problem
 from store.records import AnswerTrace, TraceCall
 
-_REGEX_FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "x": re.VERBOSE}
+_REGEX_FLAGS = {"i": patterns.IGNORECASE, "m": patterns.MULTILINE, "s": patterns.DOTALL, "x": patterns.VERBOSE}
 
 
 class _Check(BaseModel):
@@ -75,7 +77,8 @@ class JsonSchemaCheck(_Check):
 
 
 class RegexCheck(_Check):
-    """`re.search(pattern)` finds a match (or, with `negate`, does not)."""
+    """`re.search(pattern)` finds a match (or, with `negate`, does not), under
+    the time limit of `core.ground.patterns` (the `regex` module's syntax, which is `re`'s)."""
 
     type: Literal["regex"] = "regex"
     flags: str = Field(default="", description="any of i (ignore case), m (multiline), s (dot matches newline), x")
@@ -93,31 +96,18 @@ class RegexCheck(_Check):
     @field_validator("pattern")
     @classmethod
     def _compiles(cls, value: str, info: ValidationInfo) -> str:
-        flags = 0
-        for ch in info.data.get("flags", ""):
-            flags |= _REGEX_FLAGS[ch]
         try:
-            _compile(value, flags)
-        except re.error as exc:
+            compile_pattern(value, _flags(info.data.get("flags", "")))
+        except PatternError as exc:
             raise ValueError(f"invalid regex {value!r}: {exc}") from None
         return value
 
-    def compiled(self) -> re.Pattern[str]:
-        flags = 0
-        for ch in self.flags:
-            flags |= _REGEX_FLAGS[ch]
-        return _compile(self.pattern, flags)
 
-
-_PATTERN_CACHE: dict[tuple[str, int], re.Pattern[str]] = {}
-
-
-def _compile(pattern: str, flags: int) -> re.Pattern[str]:
-    key = (pattern, flags)
-    compiled = _PATTERN_CACHE.get(key)
-    if compiled is None:
-        compiled = _PATTERN_CACHE[key] = re.compile(pattern, flags)
-    return compiled
+def _flags(letters: str) -> int:
+    flags = 0
+    for ch in letters:
+        flags |= _REGEX_FLAGS[ch]
+    return flags
 
 
 class _TextListCheck(_Check):
@@ -359,13 +349,18 @@ def run_check(check: Any, answer: str, facts: AnswerFacts | None = None) -> Chec
     """Run one check (a spec model from this module) on an answer (and the
     facts some checks read besides its text). A check that cannot run on
     this answer (JSON nested beyond the parser's depth, any other fault)
-    fails with the reason: one answer never stops a run."""
+    fails with the reason: one answer never stops a run. Its patterns (regex,
+    a schema's `pattern`) share one time budget (`core.ground.patterns`); one that
+    runs out fails the check, the reason in its detail."""
     extra: dict[str, Any] = {}
     try:
-        if check.type in _FACT_RUNNERS:
-            passed, score, detail, extra = _FACT_RUNNERS[check.type](check, answer, facts or AnswerFacts())
-        else:
-            passed, score, detail = _RUNNERS[check.type](check, answer)
+        with patterns.time_limit():
+            if check.type in _FACT_RUNNERS:
+                passed, score, detail, extra = _FACT_RUNNERS[check.type](check, answer, facts or AnswerFacts())
+            else:
+                passed, score, detail = _RUNNERS[check.type](check, answer)
+    except PatternTimeout as exc:
+        passed, score, detail = False, 0.0, f"timed out: {exc}"
     except RecursionError:
         passed, score, detail = False, 0.0, "nested too deeply to check (beyond the JSON parser's depth limit)"
     except Exception as exc:
@@ -389,21 +384,22 @@ def run_checks(case_checks: Sequence[Any], answer_text: str, facts: AnswerFacts 
 def run_case_checks(case_checks: Sequence[Any], answers: Sequence[str],
                     facts: Sequence[AnswerFacts] | None = None) -> list[CheckOutcome]:
     """Checks of a (multi-turn) case: each on the answer its `turn` names
-    (default: the last), with that answer's facts. A check whose turn has no
-    answer fails with a detail."""
-    out = []
-    for check in case_checks:
-        turn = -1 if check.turn is None else check.turn
-        try:
-            answer = answers[turn]
-        except IndexError:
-            out.append(CheckOutcome(
-                type=check.type, name=check.label, spec=check.model_dump(by_alias=True, exclude_none=True),
-                passed=False, score=0.0, detail=f"no answer for turn {turn} ({len(answers)} answer(s))",
-            ))
-            continue
-        out.append(run_check(check, answer, facts[turn] if facts is not None else None))
-    return out
+    (default: the last), with that answer's facts (`run_case_check`)."""
+    return [run_case_check(check, answers, facts) for check in case_checks]
+
+
+def run_case_check(check: Any, answers: Sequence[str], facts: Sequence[AnswerFacts] | None = None) -> CheckOutcome:
+    """One check of a (multi-turn) case on the answer its `turn` names. A
+    check whose turn has no answer fails with a detail."""
+    turn = -1 if check.turn is None else check.turn
+    try:
+        answer = answers[turn]
+    except IndexError:
+        return CheckOutcome(
+            type=check.type, name=check.label, spec=check.model_dump(by_alias=True, exclude_none=True),
+            passed=False, score=0.0, detail=f"no answer for turn {turn} ({len(answers)} answer(s))",
+        )
+    return run_check(check, answer, facts[turn] if facts is not None else None)
 
 
 def _valid_json(check: ValidJsonCheck, answer: str) -> tuple[bool, float, str]:
@@ -426,7 +422,7 @@ def _json_schema(check: JsonSchemaCheck, answer: str) -> tuple[bool, float, str]
 
 
 def _regex(check: RegexCheck, answer: str) -> tuple[bool, float, str]:
-    match = check.compiled().search(answer)
+    match = patterns.search(check.pattern, answer, _flags(check.flags))
     if check.negate:
         if match:
             return False, 0.0, f"forbidden match {_excerpt(match.group(0))}"
@@ -516,10 +512,7 @@ FactResult = tuple[bool, float, str, dict[str, Any]]
 
 
 def _validator(schema: dict[str, Any]) -> Any:
-    import jsonschema
-
-    cls = jsonschema.validators.validator_for(schema)
-    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+    return patterns.validator_for(schema)
 
 
 def _first_error(schema: dict[str, Any], value: Any) -> str | None:

@@ -49,7 +49,8 @@ import anyio
 from core.ground.errors import store_error_in
 from core.answering.identity import family_of
 from core.answering.sessions import ServerLimits
-from core.answering.tools import trace_lines
+from core.answering.judge_directed import TAG as DIRECTED_TAG
+from core.answering.judge_directed import answer_material, directed_tag
 from core.answering.vote_queue import QueueItem, build_items
 from core.stats.votes import JudgeFields, counts_as_human, judge_rater, make_votes, pair_of, pair_score
 from providers import make_provider
@@ -57,7 +58,7 @@ from providers.events import ChatRequest, Message, SamplingParams, StreamResult
 from providers.model_config import ModelConfig
 from store import AsyncStore
 from store.db import process_token
-from store.records import LoadedSession, OutputRecord, TurnRecord
+from store.records import LoadedSession, TagRecord, TurnRecord
 
 Only = Literal["all", "voted", "unvoted"]
 
@@ -133,16 +134,6 @@ class JudgePrompt:
                                       conversation_b=conversation("B", answers_b)))
 
 
-def answer_material(out: OutputRecord) -> str:
-    """An answer as the judge sees it: what a rater sees before the vote, but
-    its reasoning (the text; a traced answer's steps, calls and results as
-    `trace_lines` writes them, without the structured-output notice)."""
-    trace = out.trace
-    if trace is not None and trace.more_than_text:
-        return "\n\n".join(text for kind, text in trace_lines(trace) if kind != "notice")
-    return out.text or ""
-
-
 # --------------------------------------------------------------------------- the work
 
 
@@ -171,6 +162,8 @@ class JudgePlan:
     skipped_family: list[str] = field(default_factory=list)   # models of the judge's family
     warnings: list[str] = field(default_factory=list)
     pairs: int = 0                     # (case, pair) items planned
+    directed: int = 0                  # answers in the plan that talk to the judge (`core.answering.judge_directed`)
+    new_tags: list[TagRecord] = field(default_factory=list)   # ... of which not tagged yet: to record
 
 
 def _human_pairs(loaded: LoadedSession) -> dict[str, set[tuple[str, str]]]:
@@ -218,6 +211,8 @@ def plan_units(loaded: LoadedSession, judge: ModelConfig, prompt: JudgePrompt, *
                              f"{', '.join(sorted(kin))} in session {s.id}: it judges its own kin")
     voted = _human_pairs(loaded)
     done = _recorded(loaded, judge.alias, prompt.hash)
+    tagged = {t.output_id for t in loaded.tags if t.tag == DIRECTED_TAG}
+    seen: set[str] = set()
     for item in build_items(loaded, rater=None, repeats="separate"):
         turns = tuple(item.repeats[0])
         target = turns[-1]
@@ -232,6 +227,16 @@ def plan_units(loaded: LoadedSession, judge: ModelConfig, prompt: JudgePrompt, *
             if only == "unvoted" and pair in voted.get(target.id, set()):
                 continue
             plan.pairs += 1
+            prompts = [t.user_message for t in turns] + ([s.system] if s.system else [])
+            for out in (item.outputs[(t.id, a)] for t in turns for a in (x, y)):
+                if out.id in seen:
+                    continue
+                seen.add(out.id)
+                rec = directed_tag(out, prompts)
+                if out.id in tagged or rec is not None:
+                    plan.directed += 1
+                if rec is not None and out.id not in tagged:
+                    plan.new_tags.append(rec)
             material = {a: tuple(answer_material(item.outputs[(t.id, a)]) for t in turns) for a in (x, y)}
             for first, second in ((x, y), (y, x)) if swap else ((x, y),):
                 if (target.id, first, second) in done:

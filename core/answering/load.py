@@ -40,7 +40,8 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from core.answering.runner import _new_output, case_turn_texts
-from core.answering.sessions import LABELS, Contestant, ServerLimits, contestant_record, record_stream
+from core.stats.votes import labels_for
+from core.answering.sessions import Contestant, ServerLimits, contestant_record, record_stream
 from providers.events import ChatRequest, SamplingParams
 from providers.model_config import ModelConfig, server_concurrency, server_key
 from store import AsyncStore
@@ -146,7 +147,8 @@ class LoadRunner:
         label_seed = random.SystemRandom().getrandbits(32)
         order = list(self.models)
         random.Random(label_seed).shuffle(order)
-        contestants = [Contestant(config=m, label=LABELS[i], position=i,
+        labels = labels_for(len(order))
+        contestants = [Contestant(config=m, label=labels[i], position=i,
                                   params=self.defaults.merged(m.params).merged(self.params))
                        for i, m in enumerate(order)]
         record = SessionRecord(

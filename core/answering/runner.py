@@ -23,11 +23,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import anyio
+import anyio.lowlevel
 
 from core.answering.cache import cached_answer, request_key
 from core.ground.errors import store_error_in
 from core.answering.identity import prompt_texts, tag_self_identification
-from core.answering.sessions import LABELS, Contestant, ServerLimits, contestant_record, record_stream
+from core.answering.judge_directed import tag_judge_directed
+from core.stats.votes import labels_for
+from core.answering.sessions import Contestant, ServerLimits, contestant_record, record_stream
 from core.answering.tools import answer_messages
 from providers.events import ChatRequest, Message, SamplingParams
 from providers.model_config import ModelConfig
@@ -145,8 +148,9 @@ class Runner:
         label_seed = random.SystemRandom().getrandbits(32)
         order = list(self.models)
         random.Random(label_seed).shuffle(order)
+        labels = labels_for(len(order))
         contestants = [
-            Contestant(config=m, label=LABELS[i], position=i,
+            Contestant(config=m, label=labels[i], position=i,
                        params=self.defaults.merged(m.params).merged(self.params))
             for i, m in enumerate(order)
         ]
@@ -334,7 +338,9 @@ class Runner:
             else:
                 final, result = await record_stream(self.store, c, request, base, contestants=self._contestants,
                                                     script=case.tool_script(), structured=case.response_format)
-            await tag_self_identification(self.store, final, c.config, prompt_texts(history, request.system))
+            prompts = prompt_texts(history, request.system)
+            await tag_self_identification(self.store, final, c.config, prompts)
+            await tag_judge_directed(self.store, final, prompts)
             if final.status != "complete":
                 tally.errors[final.error_kind or final.status] += 1
                 return False
@@ -355,26 +361,33 @@ class Runner:
 
     async def _checks(self, case, answers: list[OutputRecord], recorded: Counter) -> None:
         """Each check of the case on the answer its `turn` names (default: the
-        last), except those already recorded (a run that stopped in between)."""
-        from core.answering.checks import AnswerFacts, run_case_checks
+        last), except those already recorded (a run that stopped in between):
+        one at a time, each saved before the next runs, so a stop (Ctrl-C,
+        SIGTERM) between two checks keeps what was checked and the next run
+        does not run it again (a check's patterns are time-limited, so a stop
+        waits for at most one check)."""
+        from core.answering.checks import AnswerFacts, run_case_check
 
         checks = case.all_checks
         if not checks:
             return
         script = case.tool_script()
         facts = [AnswerFacts(trace=a.trace, script=script, structured=case.response_format) for a in answers]
-        outcomes = run_case_checks(checks, [a.text for a in answers], facts)
-        for check, outcome in zip(checks, outcomes, strict=True):
+        texts = [a.text for a in answers]
+        for check in checks:
             target = answers[-1 if check.turn is None else check.turn]
-            key = (target.id, outcome.name)
+            key = (target.id, check.label)
             if recorded[key] > 0:
                 recorded[key] -= 1
                 continue
-            await self.store.add_check_result(CheckResultRecord(
-                id=new_ulid(), output_id=target.id, check=outcome.name,
-                spec={**outcome.spec, "score": outcome.score, **outcome.extra}, passed=outcome.passed,
-                detail=outcome.detail,
-            ))
+            await anyio.lowlevel.checkpoint()   # a stop asked for during the last check ends here
+            outcome = run_case_check(check, texts, facts)
+            with anyio.CancelScope(shield=True):   # what was checked is kept
+                await self.store.add_check_result(CheckResultRecord(
+                    id=new_ulid(), output_id=target.id, check=outcome.name,
+                    spec={**outcome.spec, "score": outcome.score, **outcome.extra}, passed=outcome.passed,
+                    detail=outcome.detail,
+                ))
 
     def _emit(self) -> None:
         if self.on_progress is not None and self.progress is not None:

@@ -29,6 +29,7 @@ from core.answering.attachments import image_bytes, image_name, image_size
 from core.answering.config import Config
 from core.ground.errors import store_error_in
 from core.answering.identity import prompt_texts, tag_self_identification
+from core.answering.judge_directed import tag_judge_directed
 from core.ground.text import SERVER_FIELD_LIMIT, SERVER_MESSAGE_LIMIT, server_text
 from core.answering.tools import AnswerLoop, StructuredOutput, ToolScript, answer_messages, build_trace, scrubbed_trace
 from providers import accepts_images, make_provider
@@ -65,8 +66,8 @@ from store.records import (
     VoteRecord,
 )
 
-LABELS = "ABCDEFGH"
-MAX_CONTESTANTS = len(LABELS)
+LABELS = votes_core.LABELS
+MAX_CONTESTANTS = votes_core.MAX_CONTESTANTS
 CHECKPOINT_EVERY_S = 1.0
 _Text = TypeVar("_Text", str, str | None)   # a text and its scrubbed form have the same type
 
@@ -654,9 +655,11 @@ class ChatSession:
         c.last_output = final
         c.history.extend(answer_messages(final))
         # blind or not: the tag describes the answer, and any session may be judged blind later (vote queue)
-        auto = await tag_self_identification(self.store, final, c.config, prompt_texts(c.history, self.system))
-        if auto is not None:
-            self.tags.append(auto)
+        prompts = prompt_texts(c.history, self.system)
+        for auto in (await tag_self_identification(self.store, final, c.config, prompts),
+                     await tag_judge_directed(self.store, final, prompts)):
+            if auto is not None:
+                self.tags.append(auto)
 
     async def _wait_for_server(self, c: Contestant, limiter: anyio.CapacityLimiter, base: OutputRecord,
                                on_update: Callable[[PaneUpdate], None] | None) -> bool:

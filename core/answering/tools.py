@@ -164,8 +164,11 @@ def tool_problems(tools: Sequence[ToolSpec], results: Sequence[ScriptedResult]) 
 
 
 def schema_problem(schema: Any) -> str | None:
-    """Why `schema` is not a valid JSON schema, or None."""
+    """Why `schema` is not a valid JSON schema, or None (also when its
+    patterns cannot run under the time limit of `core.ground.patterns`)."""
     import jsonschema
+
+    from core.ground.patterns import schema_pattern_problem
 
     if not isinstance(schema, dict):
         return "a JSON schema must be an object"
@@ -174,7 +177,7 @@ def schema_problem(schema: Any) -> str | None:
     except jsonschema.SchemaError as exc:
         where = "/".join(str(p) for p in exc.path) or "(root)"
         return f"invalid JSON schema at {where}: {exc.message}"
-    return None
+    return schema_pattern_problem(schema)
 
 
 def structured_instructions(fmt: ResponseFormat) -> str:

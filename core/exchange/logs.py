@@ -47,7 +47,6 @@ import base64
 import binascii
 import csv
 import hashlib
-import io
 import json
 import sqlite3
 from collections import Counter, defaultdict
@@ -56,7 +55,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from core.ground.inputs import InputError, decode, lines, loads, open_input, read_input, shown_name
+from core.ground.inputs import InputError, decode, lines, loads, open_input, read_input, shown_name, text_lines
 from core.ground.jsonl import json_objects
 from core.exchange.language import detect_language
 from core.answering.sampleset import MAX_IMAGE_BYTES, image_mime
@@ -707,8 +706,7 @@ def _read_csv(binary: BinaryIO, path: Path, by: str, prompt_field: str | None, m
     collect = _Collector(out, max_chars)
     shown = shown_name(path)
     try:
-        f = io.TextIOWrapper(binary, encoding="utf-8-sig", newline="")
-        reader = csv.reader(f, delimiter=delimiter)
+        reader = csv.reader(text_lines(binary, shown), delimiter=delimiter)
         try:
             header = next(reader)
         except StopIteration:
@@ -744,8 +742,8 @@ def _read_csv(binary: BinaryIO, path: Path, by: str, prompt_field: str | None, m
                 collect.add(line, here, f"line{line}", fields, msgs, system or None)
         except csv.Error as exc:
             raise LogError(f"{shown}:{reader.line_num}: bad CSV: {exc}") from None
-    except UnicodeDecodeError as exc:
-        raise LogError(f"{shown}: not UTF-8 text (near byte {exc.start + 1} of a read block)") from None
+    except InputError as exc:   # a byte that is not UTF-8, named by its line
+        raise LogError(str(exc)) from None
     if not out.records and not out.skipped:
         raise LogError(f"{shown}: no data rows")
     return collect.finish(shown, header)

@@ -167,6 +167,23 @@ def lines(f: BinaryIO | io.BufferedIOBase, shown: str, *, max_line: int = MAX_LI
         yield lineno, raw.rstrip(b"\n").removesuffix(b"\r")
 
 
+def text_lines(f: BinaryIO | io.BufferedIOBase, shown: str) -> Iterator[str]:
+    """The lines of a text file, each with its end (`\n`, `\r\n` or a lone
+    `\r`, as `newline=""` splits them: what the csv module reads), decoded as
+    strict UTF-8 line by line, so that a bad byte is named by its line
+    (`FILE:LINE`) and its place in that line. Line 1 loses a byte-order mark."""
+    lineno = 0
+    for raw in f:
+        for piece in raw.splitlines(keepends=True):   # bytes split on \n, \r\n and \r only
+            lineno += 1
+            if lineno == 1 and piece.startswith(_BOM):
+                piece = piece[3:]
+            try:
+                yield piece.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise InputError(shown, f"not UTF-8 text (byte {exc.start + 1} of the line)", lineno) from None
+
+
 def split_lines(data: bytes, shown: str, *, max_line: int = MAX_LINE_BYTES
                 ) -> Iterator[tuple[int, bytes | InputError]]:
     """`lines` over bytes already read."""

@@ -29,6 +29,7 @@ from pydantic import BaseModel, Field
 
 from core.stats import calibration as C
 from core.stats import ppi
+from core.answering.judge_directed import TAG as DIRECTED_TAG
 from core.stats.ratings import MIN_VOTES_TO_RANK, _components, wilson_interval
 from core.stats.votes import combine_orders, judge_rater, pair_of, pair_score
 from store import report_queries as Q
@@ -113,6 +114,8 @@ class JudgeReport(BaseModel):
     position: PositionConsistency = Field(default_factory=PositionConsistency)
     calibration: Calibration = Field(default_factory=Calibration)
     ratings: list[CombinedRatings] = Field(default_factory=list, description="people only, judge only, combined")
+    left_out_directed: int = Field(default=0, description="verdicts left out: a pair with an answer that talks to "
+                                   "the judge (tagged judge_directed)")
     notes: list[str] = Field(default_factory=list)
 
 
@@ -145,6 +148,7 @@ def judge_report(store: Store, scope: Q.Scope, judge: str, *, rounds: int, seed:
                             f"({', '.join(p[:12] for p in report.other_prompts)}); only {str(chosen)[:12]} is read "
                             "(--judge-prompt HASH to choose)")
     demo = set() if scope.include_demo else Q.demo_contestants(store)
+    directed = Q.tagged_conversations(store, DIRECTED_TAG)
 
     judged: dict[tuple[str, tuple[str, str]], dict[tuple[str, str], float]] = defaultdict(dict)
     meta: dict[str, str | None] = {}
@@ -167,6 +171,9 @@ def judge_report(store: Store, scope: Q.Scope, judge: str, *, rounds: int, seed:
                 shown = [mapping[lab] for lab in positions if lab in mapping]
                 if len(shown) != 2 or shown[0] == shown[1]:
                     continue
+                if (turn, shown[0]) in directed or (turn, shown[1]) in directed:
+                    report.left_out_directed += 1   # an answer told the judge what to say
+                    continue
                 pair = pair_of(shown[0], shown[1])
                 score = pair_score(choice, ranking, mapping, positions, pair)
                 if score is None:
@@ -184,6 +191,11 @@ def judge_report(store: Store, scope: Q.Scope, judge: str, *, rounds: int, seed:
         except ValueError:
             continue
     report.human_comparisons = len(human)
+    if report.left_out_directed:
+        n = report.left_out_directed
+        report.notes.append(f"warning: {n} verdict{'s' if n != 1 else ''} left out of every judge figure below: "
+                            "the pair had an answer that talks to the judge (tagged judge_directed: a verdict "
+                            "marker, the judge's names for the answers, or words addressed to it)")
 
     items: dict[tuple[str, tuple[str, str]], float] = {}
     both = consistent = 0

@@ -65,7 +65,19 @@ from store.records import (
 )
 from store.records import vote_problem as record_problem  # noqa: F401  (part of this module's API)
 
+#: The blind labels, in the order contestants get them: the one list every
+#: session, run, load profile, package and synthetic record takes them from.
 LABELS = "ABCDEFGH"
+#: As many contestants as there are labels (and vote keys).
+MAX_CONTESTANTS = len(LABELS)
+
+
+def labels_for(n: int) -> str:
+    """The labels of `n` contestants (A, B, …); ValueError past the last label,
+    so that no caller indexes past it."""
+    if not 0 <= n <= MAX_CONTESTANTS:
+        raise ValueError(f"at most {MAX_CONTESTANTS} models side by side (labels A to {LABELS[-1]}), not {n}")
+    return LABELS[:n]
 TIE_CHOICES = NON_LABEL_CHOICES
 CHOICE_WORDS = {TIE: "a tie", BOTH_BAD: "both bad", ALL_BAD: "all bad"}
 

@@ -79,7 +79,7 @@ def _execute(args: argparse.Namespace, judge, prompt) -> int:
         except StoreError as exc:
             raise UsageError(str(exc)) from None
         only: Only = "voted" if args.only_voted else "unvoted" if args.only_unvoted else "all"
-        units, already, pairs, kin, warnings = [], 0, 0, set(), []
+        units, already, pairs, kin, warnings, directed = [], 0, 0, set(), [], 0
         for sid in ids:
             plan = plan_units(store.load_session(sid), judge, prompt, swap=args.swap, only=only,
                               same_family=args.same_family)
@@ -88,6 +88,9 @@ def _execute(args: argparse.Namespace, judge, prompt) -> int:
             pairs += plan.pairs
             kin.update(plan.skipped_family)
             warnings += plan.warnings
+            # answers recorded before they were checked for it; a tag a rater removed stays removed
+            refused = sum(not store.add_tag_once(rec) for rec in plan.new_tags)
+            directed += plan.directed - refused
     except BaseException:
         store.close()
         raise
@@ -95,6 +98,10 @@ def _execute(args: argparse.Namespace, judge, prompt) -> int:
         keep = list(dict.fromkeys(u.case_key for u in units))[:args.limit]
         chosen = set(keep)
         units = [u for u in units if u.case_key in chosen]
+    if directed:
+        warnings.append(f"{directed} answer{'s' if directed != 1 else ''} talk{'s' if directed == 1 else ''} to the "
+                        "judge (tagged judge_directed): the judge still sees them, but its verdicts on their pairs "
+                        "are left out of its figures (lineup report --judge)")
     for w in warnings:
         err.print(one_line(f"warning: {w}"))
     if kin:

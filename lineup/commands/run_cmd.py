@@ -61,6 +61,7 @@ def run_inputs(args: argparse.Namespace):
     from core.answering.config import ConfigError, load_config, resolve_models
     from core.ground.errors import UsageError
     from core.answering.sampleset import SampleSetError, load_sample_set
+    from core.stats.votes import labels_for
     from lineup.commands import checked_params
 
     try:
@@ -77,6 +78,10 @@ def run_inputs(args: argparse.Namespace):
         raise UsageError(str(exc)) from None
     if not models:
         raise UsageError("no models: name them with -m ALIAS (see `lineup models`)")
+    try:
+        labels_for(len(models))
+    except ValueError as exc:
+        raise UsageError(f"-m/--model: {exc}" if args.models else f"{exc}: name some with -m ALIAS") from None
     require_keys(config, models)
     params = checked_params({"temperature": args.temperature, "max_tokens": args.max_tokens, "seed": args.seed})
     return config, models, sample_set, params
