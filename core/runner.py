@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from core.attachments import image_record
 from core.cache import cached_answer, request_key
 from core.errors import store_error_in
 from core.identity import prompt_texts, tag_self_identification
@@ -252,7 +253,7 @@ class Runner:
                 turn = await self.store.ensure_turn(TurnRecord(
                     id=new_ulid(), session_id=self._running().session_id, position=0,
                     case_id=case.id, category=case.category, user_message=text,
-                    images=[{"path": i.path, "sha256": i.sha256, "mime": i.mime} for i in images],
+                    images=[image_record(i) for i in images],
                     follow_up_index=k, repeat_index=repeat, created=time.time(),
                 ))
                 self._turns[(case.id, repeat, k)] = turn
