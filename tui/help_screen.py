@@ -37,7 +37,7 @@ def binding_groups(app_class: type[App]) -> list[tuple[str, list]]:
         ("Focused pane", Pane.BINDINGS),
         ("Vote bar", VoteBar.BINDINGS),
         ("Tag picker", TagPicker.BINDINGS),
-        ("Tag which answer?", AnswerPicker.BINDINGS),
+        ("Answer to tag", AnswerPicker.BINDINGS),
         ("Model picker", ModelPicker.BINDINGS),
         ("Settings", SettingsScreen.BINDINGS),
         ("Compare", CompareScreen.BINDINGS),
