@@ -34,7 +34,8 @@ def _wait_gone(tmux: Tmux, text: str, polls: int = 300) -> None:
     raise AssertionError(f"{text!r} stayed on the screen:\n{screen}")
 
 
-def _start(tmux: Tmux, tmp_path: Path, args: str, size: tuple[int, int], db: Path | None = None) -> Path:
+def _start(tmux: Tmux, tmp_path: Path, args: str, size: tuple[int, int], db: Path | None = None,
+           rater: str | None = "pty-tester") -> Path:
     db = db or tmp_path / "lineup.db"
     config = tmp_path / "config.toml"
     if not config.exists():
@@ -42,10 +43,14 @@ def _start(tmux: Tmux, tmp_path: Path, args: str, size: tuple[int, int], db: Pat
     w, h = size
     # COLUMNS and LINES as the pane's: one inherited from the environment pytest runs in would win
     env_vars = {"LINEUP_DB": str(db), "LINEUP_CONFIG": str(config), "LINEUP_DEMO_SPEED": "0",
-                "LINEUP_RATER": "pty-tester", "TERM": "xterm-256color", "COLORTERM": "truecolor",
+                "TERM": "xterm-256color", "COLORTERM": "truecolor",
                 "PYTHONPATH": str(ROOT), "COLUMNS": str(w), "LINES": str(h)}
+    if rater is not None:
+        env_vars["LINEUP_RATER"] = rater
     env_prefix = " ".join(f"{k}={v!s}" for k, v in env_vars.items())
-    command = f"cd {ROOT} && env {env_prefix} {sys.executable} -m lineup {args}; echo EXITED $?; sleep 30"
+    # -u LINEUP_RATER: without one given, the rater is whatever the command line names
+    command = (f"cd {ROOT} && env -u LINEUP_RATER {env_prefix} {sys.executable} -m lineup {args}; "
+               "echo EXITED $?; sleep 30")
     # the size from the server's start (a resize after it may reach the app after its first draw)
     conf = tmp_path / "tmux.conf"
     conf.write_text(f"set -g default-size {w}x{h}\n")
@@ -143,3 +148,42 @@ def test_the_vote_queue_hides_reasoning_counts_the_case_and_tags_by_key(tmp_path
         loaded = store.load_session(summary.id)
     (vote,) = [v for v in loaded.current_votes() if v.rater == "pty-tester"]
     assert vote.choice == "A" and vote.revealed_at is not None
+
+
+@pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
+def test_a_chat_rater_named_with_rater_is_the_one_replay_shows(tmp_path):
+    """`lineup chat --rater NAME` (no LINEUP_RATER): the vote carries NAME,
+    and replay's info line names NAME, not the login name."""
+    import getpass
+
+    db = tmp_path / "lineup.db"
+    tmux = Tmux(f"lineup-test-rater-{os.getpid()}")
+    _start(tmux, tmp_path, "chat --blind --rater 'Ada L' -m demo/concise -m demo/thinker --seed 2", SIZES[0], db,
+           rater=None)
+    try:
+        tmux.wait_for("Enter sends to all")
+        tmux("send-keys", "-t", "lineup", "-l", "explain recursion")
+        tmux("send-keys", "-t", "lineup", "Enter")
+        tmux.wait_for("Which answer is best?")
+        tmux("send-keys", "-t", "lineup", "F2")
+        tmux.wait_for("A best")
+        tmux("send-keys", "-t", "lineup", "b")
+        tmux.wait_for("Vote saved")
+        tmux("send-keys", "-t", "lineup", "C-q")
+        assert "EXITED 0" in tmux.wait_for("EXITED")
+    finally:
+        tmux("kill-server", check=False)
+    with Store.open(db) as store:
+        (summary,) = store.list_sessions()
+        (vote,) = store.load_session(summary.id).votes
+    assert vote.rater == "Ada L"
+    tmux = Tmux(f"lineup-test-rater-replay-{os.getpid()}")
+    _start(tmux, tmp_path, f"replay {summary.id}", SIZES[1], db, rater=None)
+    try:
+        screen = tmux.wait_for("votes: Ada L: B best")
+        login = getpass.getuser()
+        assert f"{login}:" not in screen or login == "Ada L"
+        tmux("send-keys", "-t", "lineup", "C-q")
+        assert "EXITED 0" in tmux.wait_for("EXITED")
+    finally:
+        tmux("kill-server", check=False)

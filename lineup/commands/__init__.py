@@ -43,3 +43,17 @@ def checked_params(values: dict, *, where: str = "flag"):
         if where == "flag":
             raise UsageError("; ".join(f"--{field.replace('_', '-')}: {what}" for field, what in problems)) from None
         raise UsageError("; ".join(f"{where}: {field}: {what}" for field, what in problems)) from None
+
+
+def checked_rater(name: str | None) -> str | None:
+    """`--rater NAME`, stripped: 1 to 80 printable characters, else a
+    `UsageError`; None when not given (then `LINEUP_RATER`, else the login
+    name: `core.sessions.default_rater`)."""
+    from core.errors import UsageError
+
+    if name is None:
+        return None
+    name = name.strip()
+    if not name or len(name) > 80 or any(not ch.isprintable() for ch in name):
+        raise UsageError("--rater: a name of 1 to 80 printable characters")
+    return name

@@ -1,5 +1,6 @@
 """`lineup chat [-m ALIAS]... [--blind] [--system TEXT] [-p KEY=VALUE]...
-[--temperature X] [--max-tokens N] [--seed N] [--resume SESSION] [--tools FILE]`
+[--temperature X] [--max-tokens N] [--seed N] [--resume SESSION] [--tools FILE]
+[--rater NAME] [--show-reasoning]`
 (also plain `lineup`). With more than `PICKER_AT` configured models and no
 `-m`, the chat opens on the model picker instead of putting them all side by side."""
 
@@ -29,6 +30,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tools", metavar="FILE",
                    help="a JSON file of tools every answer may call, with their scripted results (the tool "
                         "fields of a sample-set case: tools, tool_results, tool_default, max_steps)")
+    p.add_argument("--rater", help="who is voting and tagging (default: LINEUP_RATER, else the login name)")
     p.add_argument("--show-reasoning", action="store_true",
                    help="show reasoning in blind mode before the vote (only some models reason, so this can "
                         "give them away; recorded with the session)")
@@ -83,5 +85,8 @@ def prepare(args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     from lineup.launch import run_app
 
+    from lineup.commands import checked_rater
+
+    rater = checked_rater(args.rater)
     db, config, opts = prepare(args)
-    return run_app(db, config, chat=opts, figures_when_blind=args.show_figures)
+    return run_app(db, config, chat=opts, figures_when_blind=args.show_figures, rater=rater)
