@@ -267,3 +267,46 @@ def test_replay_and_vote_commands_refuse_unknown_sessions(tmp_path):
         replay_cmd.run(_parser(replay_cmd).parse_args(["--db", db, "ZZZZ", "-m", "x"]))
     with pytest.raises(UsageError, match="no such database"):
         replay_cmd.run(_parser(replay_cmd).parse_args(["--db", str(tmp_path / "none.db"), "ABC"]))
+
+
+def test_replay_of_an_unrevealed_blind_session_leaves_reasoning_out(tmp_path):
+    """Only lark reasons: before the reveal no pane shows reasoning, not in
+    the record's view nor after its answer is played back; once revealed, or
+    in a session started with reasoning shown for all, it shows."""
+    sid = make_chat(tmp_path / "r.db", blind=True)
+    thought = "Pondering which bird song fits best"
+    with Store.open(tmp_path / "r.db") as s:
+        out = next(o for o in s.load_session(sid).outputs if o.contestant == "lark")
+        s.finish_output(out.model_copy(update={"reasoning": thought}))
+
+    async def shown(keys=()) -> list[str]:
+        store = await open_store(tmp_path / "r.db")
+        app = LineupApp(store, replay=ReplayOptions(sid), rater="tester")
+        async with app.run_test(size=(120, 30)) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, ReplayScreen) and app.screen.panes, "replay")
+            await pilot.pause()
+            panes = app.screen.panes
+            texts = [" ".join(p.body.plain_text().split()) for p in panes]
+            panes[1].focus()
+            await pilot.press("i")                                  # play lark's answer back
+            await wait_for(pilot, lambda: any("Played" in m for _, m in app.notices), "the playback")
+            texts.append(" ".join(panes[1].body.plain_text().split()))
+        await store.aclose()
+        return texts
+
+    async def scenario():
+        hidden = await shown()
+        assert not any(thought in t or "reasoning" in t for t in hidden), hidden
+        with Store.open(tmp_path / "r.db") as s:
+            s.conn.execute("UPDATE session SET meta = ? WHERE id = ?", ('{"show_reasoning": true}', sid))
+            s.conn.commit()
+        asked = await shown()
+        assert thought in asked[1] and thought not in asked[0]
+        with Store.open(tmp_path / "r.db") as s:
+            s.conn.execute("UPDATE session SET meta = '{}' WHERE id = ?", (sid,))
+            s.conn.commit()
+            s.reveal_session(sid)
+        revealed = await shown()
+        assert thought in revealed[1] and thought not in revealed[0]
+
+    run(scenario())

@@ -335,3 +335,103 @@ def test_picking_an_answer_that_failed_asks_for_confirmation(tmp_path):
         assert vote.winner == "plover"
 
     run(scenario())
+
+
+def test_ctrl_t_tags_an_answer_from_the_vote_bar_asking_which(tmp_path):
+    """The vote bar has the keys (its letters vote): Ctrl+T, listed in the
+    footer's bindings and the palette, asks which answer, then opens its tags."""
+    sid = make_run(tmp_path / "q.db", CASES[:1], blind=True)
+
+    async def scenario():
+        store = await open_store(tmp_path / "q.db")
+        app = queue_app(store, session_id=sid, shuffle_seed=3)
+        async with app.run_test(size=(80, 24)) as pilot:
+            from tui.tag_picker import AnswerPicker
+
+            screen = await queue_screen(pilot)
+            assert screen.vote_bar.has_focus
+            assert "Tag" in [name for name, _, _ in _palette(screen)]
+            assert any(b.binding.action == "tag" for b in screen.active_bindings.values())
+            alias = screen.order[1]
+            await pilot.press("ctrl+t")
+            await wait_for(pilot, lambda: isinstance(app.screen, AnswerPicker), "which answer")
+            await pilot.press("down", "enter")                       # answer B
+            await wait_for(pilot, lambda: isinstance(app.screen, TagPicker), "the tag picker")
+            assert app.screen.target == "B"
+            await pilot.press("down", "space", "enter")
+            await wait_for(pilot, lambda: any("Tagged B" in m for _, m in app.notices), "the tag")
+            assert screen.waiting and not screen.judged                # tagging is no vote
+        await store.aclose()
+        with Store.open(tmp_path / "q.db") as s:
+            loaded = s.load_session(sid)
+        (tag,) = loaded.tags
+        assert next(o.contestant for o in loaded.outputs if o.id == tag.output_id) == alias
+        assert loaded.votes == []
+
+    run(scenario())
+
+
+def test_the_case_count_stays_on_the_case_voted_on_until_the_next(tmp_path):
+    sid = make_run(tmp_path / "q.db", CASES)
+
+    async def scenario():
+        store = await open_store(tmp_path / "q.db")
+        app = queue_app(store, session_id=sid, shuffle_seed=5)
+        async with app.run_test(size=(150, 40)) as pilot:
+            screen = await queue_screen(pilot)
+            assert str(screen.info.render()).startswith("case 1 of 3")
+            await pilot.press("a")
+            await wait_for(pilot, lambda: screen.judged, "the vote")
+            await pilot.pause()
+            info = str(screen.info.render())
+            assert info.startswith("case 1 of 3 · c1") and "voted A best" in info
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: screen.current is not None and screen.current.case_id == "c2", "case 2")
+            info = str(screen.info.render())
+            assert info.startswith("case 2 of 3 · c2") and "voted" not in info
+            await pilot.press("f8")                                  # revealed without a vote: counted too
+            await wait_for(pilot, lambda: screen.queue.revealed_current, "the reveal")
+            await pilot.pause()
+            assert str(screen.info.render()).startswith("case 2 of 3 · c2")
+        await store.aclose()
+
+    run(scenario())
+
+
+def test_images_of_a_run_show_their_size_in_the_vote_queue(tmp_path, monkeypatch):
+    """`lineup run` records each image's name and size with the turn, as the
+    chat does, so the queue's placeholder reads "[image: NAME · SIZE]"."""
+    import json
+    import shutil
+    from pathlib import Path
+
+    from lineup.cli import main
+
+    root = Path(__file__).resolve().parents[1]
+    (tmp_path / "images").mkdir()
+    png = root / "sample_sets" / "images" / "chart-quarterly-units.png"
+    shutil.copy(png, tmp_path / "images" / "chart.png")
+    sample = tmp_path / "set.jsonl"
+    sample.write_text(json.dumps({"id": "v1", "category": "vision", "prompt": "What does this chart show?",
+                                  "images": ["images/chart.png"]}) + "\n")
+    monkeypatch.setenv("LINEUP_DEMO_SPEED", "0")
+    (tmp_path / "config.toml").write_text("")
+    monkeypatch.setenv("LINEUP_CONFIG", str(tmp_path / "config.toml"))
+    db = tmp_path / "q.db"
+    assert main(["run", str(sample), "-m", "demo/concise", "-m", "demo/thorough", "--seed", "0", "--quiet",
+                 "--db", str(db)]) == 0
+    from core.answering.attachments import human_size
+
+    size = human_size(png.stat().st_size)
+
+    async def scenario():
+        store = await open_store(db)
+        app = queue_app(store)
+        async with app.run_test(size=(150, 40)) as pilot:
+            screen = await queue_screen(pilot)
+            shown = [" ".join(p.body.plain_text().split()) for p in screen.panes]
+        await store.aclose()
+        assert all(f"[image: chart.png · {size}]" in text for text in shown), shown
+        assert not any("size unknown" in text for text in shown)
+
+    run(scenario())

@@ -568,3 +568,54 @@ def test_exports_word_a_vote_as_core_votes_does(tmp_path):
     rows = {r["vote_id"]: r for r in csv.DictReader(io.StringIO(export_csv(loaded)))}
     assert {vid: rows[vid]["current"] for vid in rows} == {made[0].id: "1", made[1].id: "0", made[2].id: "0",
                                                            again.id: "1"}
+
+
+# ---------------------------------------------------------------------- reasoning before the reveal
+
+def test_reasoning_is_left_out_while_hidden_unless_shown_for_all():
+    """Only some models reason, so blind views show no trace of it before the
+    reveal (not a block, not a placeholder), the same for every answer."""
+    from store.records import SessionRecord
+
+    assert V.reasoning_hidden(hidden=True) and not V.reasoning_hidden(hidden=False)
+    assert not V.reasoning_hidden(hidden=True, show_reasoning=True)
+    assert V.shown_reasoning("I think", hidden=True) is None
+    assert V.shown_reasoning("I think", hidden=False) == "I think"
+    assert V.shown_reasoning("I think", hidden=True, show_reasoning=True) == "I think"
+    assert V.shown_reasoning("", hidden=False) is None and V.shown_reasoning(None, hidden=False) is None
+    assert not V.shows_reasoning(SessionRecord(blind=True))
+    assert V.shows_reasoning(SessionRecord(blind=True, meta={V.SHOW_REASONING: True}))
+    assert not V.shows_reasoning(SessionRecord(blind=True, meta={V.SHOW_REASONING: "yes"}))   # only a true flag
+
+
+def test_show_reasoning_is_recorded_with_a_blind_chat(tmp_path):
+    """`lineup chat --blind --show-reasoning`: the choice goes with the session
+    (a reader of its votes knows reasoning was visible); a session without
+    it hides reasoning until its reveal."""
+    import argparse
+
+    from core.answering.sessions import ChatSession
+    from lineup.commands import chat_cmd
+
+    parser = argparse.ArgumentParser()
+    chat_cmd.configure(parser)
+    (tmp_path / "config.toml").write_text("")
+    args = parser.parse_args(["--blind", "--show-reasoning", "-m", "demo/thinker", "-m", "demo/concise"])
+    args.config, args.db = str(tmp_path / "config.toml"), str(tmp_path / "c.db")
+    _, _, opts = chat_cmd.prepare(args)
+    assert opts.show_reasoning and opts.blind
+
+    async def main():
+        store = await AsyncStore.open(tmp_path / "c.db")
+        try:
+            shown = await ChatSession.create(store, opts.models, blind=True, show_reasoning=opts.show_reasoning)
+            plain = await ChatSession.create(store, opts.models, blind=True)
+            assert shown.show_reasoning and not shown.reasoning_hidden
+            assert not plain.show_reasoning and plain.reasoning_hidden
+        finally:
+            await store.aclose()
+        with Store.open(tmp_path / "c.db") as s:
+            metas = {summary.id: s.get_session(summary.id).meta for summary in s.list_sessions()}
+        assert metas[shown.id].get(V.SHOW_REASONING) is True and V.SHOW_REASONING not in metas[plain.id]
+
+    anyio.run(main)

@@ -49,6 +49,7 @@ class ChatOptions:
     script: ToolScript | None = None   # `--tools FILE`: tools every answer may call, their scripted results
     pick: bool = False          # open on the model picker (many models configured, none named)
     contestant_params: dict[str, SamplingParams] = field(default_factory=dict)   # alias -> its own params
+    show_reasoning: bool = False   # `--show-reasoning`: blind sessions show reasoning before the vote (recorded)
 
 
 @dataclass
@@ -242,7 +243,8 @@ class LineupApp(Host):
                     system=opts.system, params=opts.params, defaults=self.config.defaults, seed=opts.seed,
                     kind=kind, rerun_of=rerun_of, label_seed=opts.label_seed if self.session is None else None,
                     script=script, contestant_params=opts.contestant_params,
-                    linked_from=linked.id if linked else None, changed=changed)
+                    linked_from=linked.id if linked else None, changed=changed,
+                    show_reasoning=opts.show_reasoning)
         except Exception as exc:
             if self.session is None:
                 self.exit(2, message=f"lineup: {exc}")

@@ -248,6 +248,7 @@ class ChatScreen(Screen):
             pane.name_shown = s.display_name(i)
             pane.show_figures = self._figures_visible()
             pane.errors_hidden = not s.revealed
+            pane.reasoning_hidden = s.reasoning_hidden
         if self.is_mounted:
             self._refresh_tabs()
         self.refresh_bindings()
@@ -267,9 +268,9 @@ class ChatScreen(Screen):
 
     def _after_reveal(self) -> None:
         """Names are shown now: titles, figures, and whatever was held back
-        (errors shown by kind only, failures told in part)."""
+        (errors shown by kind only, reasoning left out, failures told in part)."""
         self._refresh_titles()
-        if any(p.masked_errors for p in self.panes):
+        if any(p.masked_errors or p.masked_reasoning for p in self.panes):
             self._show_errors_whole()
         held, self._held_back = self._held_back, []
         for message in held:
@@ -277,15 +278,16 @@ class ChatScreen(Screen):
 
     @work(group="reveal", exit_on_error=False)
     async def _show_errors_whole(self) -> None:
-        """Panes that showed an error by its kind only, redrawn from the record
-        with the whole message (every turn and attempt, as they were shown)."""
+        """Panes that showed an error by its kind only or left reasoning out,
+        redrawn from the record with the whole message and the reasoning
+        (every turn and attempt, as they were shown)."""
         try:
             loaded = await self.app.store.load_session(self.session.id)
         except Exception as exc:
             self.say_failure("Could not show the errors in full", exc)
             return
         for pane in self.panes:
-            if not pane.masked_errors:
+            if not (pane.masked_errors or pane.masked_reasoning):
                 continue
             alias = self.session.contestants[pane.index].alias
             entries: list[Entry] = []
@@ -299,7 +301,7 @@ class ChatScreen(Screen):
                             shown = out.prompt
                         entries += answer_entries(out, status_note(out, hidden=False))
             pane.body.set_conversation(entries)
-            pane.masked_errors = False
+            pane.masked_errors = pane.masked_reasoning = False
 
     def _show_loaded(self, loaded: LoadedSession) -> None:
         """A resumed session: every saved turn and each contestant's latest answer."""
@@ -315,8 +317,10 @@ class ChatScreen(Screen):
                 if latest is not None:
                     last = latest
                     entries += answer_entries(last, status_note(last, hidden=not self.session.revealed),
-                                              hidden=not self.session.revealed)
+                                              hidden=not self.session.revealed,
+                                              show_reasoning=self.session.show_reasoning)
                     pane.masked_errors |= last.status == "error" and not self.session.revealed
+                    pane.masked_reasoning |= bool(last.reasoning) and self.session.reasoning_hidden
             pane.body.set_conversation(entries)
             if last is not None:
                 pane.status = pane_status(last)

@@ -26,7 +26,7 @@ def binding_groups(app_class: type[App]) -> list[tuple[str, list]]:
     from tui.report_screen import ReportScreen
     from tui.sessions_screen import SessionsScreen
     from tui.settings_screen import SettingsScreen
-    from tui.tag_picker import TagPicker
+    from tui.tag_picker import AnswerPicker, TagPicker
     from tui.vote_bar import VoteBar
     from tui.vote_queue import VoteQueueScreen
 
@@ -37,6 +37,7 @@ def binding_groups(app_class: type[App]) -> list[tuple[str, list]]:
         ("Focused pane", Pane.BINDINGS),
         ("Vote bar", VoteBar.BINDINGS),
         ("Tag picker", TagPicker.BINDINGS),
+        ("Answer to tag", AnswerPicker.BINDINGS),
         ("Model picker", ModelPicker.BINDINGS),
         ("Settings", SettingsScreen.BINDINGS),
         ("Compare", CompareScreen.BINDINGS),

@@ -107,6 +107,10 @@ class Pane(Vertical):
         # `masked_errors` says this pane showed one that way, to be shown whole later
         self.errors_hidden = False
         self.masked_errors = False
+        # blind, not revealed: reasoning is left out, the same for every pane
+        # (`core.stats.votes.reasoning_hidden`); `masked_reasoning`: some was, to be shown later
+        self.reasoning_hidden = False
+        self.masked_reasoning = False
 
     def compose(self) -> ComposeResult:
         yield self.header
@@ -190,6 +194,9 @@ class Pane(Vertical):
                     self.status = "streaming"
                 self.body.append(event.text)
             case ReasoningDelta():
+                if self.reasoning_hidden:   # no block, no "streaming" yet: a pane that reasons looks like one waiting
+                    self.masked_reasoning = True
+                    return
                 if self.status != "streaming":
                     self.status = "streaming"
                 self.body.append_reasoning(event.text)
@@ -254,6 +261,8 @@ class Pane(Vertical):
                 self.screen.minimize()
             else:
                 self.screen.maximize(self, container=False)
+        elif action == "reasoning" and self.reasoning_hidden:
+            self.app.say(f"{name}: reasoning is shown after the vote (blind).")
         elif action == "reasoning":
             body.show_reasoning = not body.show_reasoning
             self.app.say(f"{name}: reasoning {'shown' if body.show_reasoning else 'hidden'}.")

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from core.answering.attachments import placeholder
 from core.answering.tools import trace_lines
-from core.stats.votes import output_note
+from core.stats.votes import output_note, shown_reasoning
 
 if TYPE_CHECKING:
     from core.answering.sessions import TurnRecord
@@ -24,15 +24,18 @@ def prompt_entry(turn: TurnRecord, out: OutputRecord | None = None) -> Entry:
     return ("user", text + "".join("\n" + placeholder(img) for img in turn.images))
 
 
-def answer_entries(out: OutputRecord, note: str | None = None, *, hidden: bool = False) -> list[Entry]:
+def answer_entries(out: OutputRecord, note: str | None = None, *, hidden: bool = False,
+                   show_reasoning: bool = False) -> list[Entry]:
     """One saved answer: its reasoning, its text (for a traced answer: each
     step's text, calls and results in order, `core.answering.tools.trace_lines`), then
     a note line if any. While `hidden` (blind, before the reveal) the notice
     that a server refused native structured output is left out: which
-    servers do could tell which model this is."""
+    servers do could tell which model this is; so is the reasoning, unless
+    `show_reasoning` (`core.stats.votes.shown_reasoning`)."""
     entries: list[Entry] = []
-    if out.reasoning:
-        entries.append(("reasoning", out.reasoning))
+    reasoning = shown_reasoning(out.reasoning, hidden=hidden, show_reasoning=show_reasoning)
+    if reasoning:
+        entries.append(("reasoning", reasoning))
     trace = out.trace
     if trace is not None and trace.more_than_text:
         entries += [(_ROLE[kind], text) for kind, text in trace_lines(trace) if not (hidden and kind == "notice")]

@@ -20,7 +20,7 @@ from textual.dom import DOMNode
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
-from core.stats.votes import CHOICE_WORDS, describe, reveal_state  # noqa: F401  (CHOICE_WORDS re-exported)
+from core.stats.votes import CHOICE_WORDS, describe, reveal_state, shown_reasoning, shows_reasoning  # noqa: F401  (CHOICE_WORDS re-exported)
 from tui.figures import record_figures
 from tui.pane_tabs import grid_shape
 from tui.panes import Pane
@@ -85,6 +85,7 @@ class ReplayScreen(Screen):
         self.loaded = loaded
         rec = loaded.session
         self.reveal = reveal_state(loaded)
+        self.show_reasoning = shows_reasoning(rec)
         self.hidden = not self.reveal.all
         contestants = sorted(rec.contestants, key=lambda c: c.position)
         self.aliases = [c.alias for c in contestants]
@@ -153,7 +154,8 @@ class ReplayScreen(Screen):
                     entries.append(("user", f"(edited) {text}"))
                     shown = out.prompt
                 entries += answer_entries(out, self._note(out, last=k == len(outs) - 1),
-                                          hidden=not self.reveal.turn(out.turn_id))
+                                          hidden=not self.reveal.turn(out.turn_id),
+                                          show_reasoning=self.show_reasoning)
                 last_out = out
         return entries, last_out
 
@@ -222,7 +224,8 @@ class ReplayScreen(Screen):
                 last = k == len(outs) - 1
                 if not last:
                     for role, text in answer_entries(out, self._note(out, last=False),
-                                                     hidden=not self.reveal.turn(out.turn_id)):
+                                                     hidden=not self.reveal.turn(out.turn_id),
+                                                     show_reasoning=self.show_reasoning):
                         if role == "reasoning":
                             pane.body.append_reasoning(text)
                         elif role == "assistant":
@@ -233,10 +236,15 @@ class ReplayScreen(Screen):
                 pane.status = "streaming"
                 pane.body.start_answer()
                 chunks = answer_chunks(out.text, out.reasoning, out.chunk_ms, out.chunk_chars)
+                reasoning = shown_reasoning(out.reasoning, hidden=not self.reveal.turn(out.turn_id),
+                                            show_reasoning=self.show_reasoning) is not None
                 for chunk, wait in zip(chunks, delays(chunks, speed), strict=True):
                     if wait:
                         await anyio.sleep(wait)
-                    (pane.body.append if chunk.kind == "text" else pane.body.append_reasoning)(chunk.text)
+                    if chunk.kind == "text":
+                        pane.body.append(chunk.text)
+                    elif reasoning:     # blind, not revealed: left out (`core.stats.votes.shown_reasoning`)
+                        pane.body.append_reasoning(chunk.text)
                 pane.body.end_answer(note=self._note(out, True))
         finally:
             # whatever happened, leave the pane showing the whole record

@@ -63,6 +63,9 @@ class SessionsScreen(Screen[tuple[str, str] | None]):
         Binding("d,delete", "delete", "Delete", id="sessions.delete",
                 tooltip="Delete the session (asks first; merges will not bring it back)"),
         Binding("escape", "close", "Back", id="sessions.back"),
+        # priority: the focus moves as Down arrives, so a key typed right after goes to the list
+        Binding("down", "to_list", "To the list", id="sessions.to_list", priority=True, show=False,
+                tooltip="From the filter to the list"),
     ]
 
     def __init__(self) -> None:
@@ -215,6 +218,14 @@ class SessionsScreen(Screen[tuple[str, str] | None]):
             self.app.say("No session selected.")
             return
         self.dismiss((what, sid))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "to_list":      # only from the filter; in the list Down moves down
+            return self.focused is self.query_one(Input)
+        return True
+
+    def action_to_list(self) -> None:
+        self.set_focus(self.query_one(DataTable))
 
     def action_focus_filter(self) -> None:
         self.query_one(Input).focus()

@@ -1,7 +1,10 @@
 """A quick picker that attaches failure-mode tags and a note to one answer.
 Tags the answer already carries (its automatic ones included, e.g.
 identity_leak) show as set; unsetting one asks for its removal. Returns a
-`TagChoice` (or None when dismissed); the caller records it."""
+`TagChoice` (or None when dismissed); the caller records it.
+
+`AnswerPicker` asks first which answer to tag where the keys are the vote
+bar's (the vote queue): its letters vote there, so a tag key cannot be one."""
 
 from __future__ import annotations
 
@@ -12,7 +15,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Input, Label, SelectionList
+from textual.widgets import Input, Label, OptionList, SelectionList
+from textual.widgets.option_list import Option
 
 
 @dataclass(frozen=True)
@@ -69,3 +73,32 @@ def tag_summary(name: str, added: tuple[str, ...], choice: TagChoice) -> str:
     if choice.removed:
         parts.append(f"Removed from {name}: {', '.join(choice.removed)}")
     return "; ".join(parts)
+
+
+class AnswerPicker(ModalScreen[int | None]):
+    """Which answer to tag, by its label (screen order): the index, or None."""
+
+    BINDINGS = [
+        Binding("escape", "dismiss_picker", "Close", id="tag_which.close"),
+    ]
+
+    def __init__(self, labels: list[str]) -> None:
+        super().__init__()
+        self.labels = list(labels)
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="tag-which-dialog"):
+            yield Label(Text("Tag which answer?"), id="tag-which-title")
+            yield OptionList(*[Option(Text(f"answer {label}"), id=str(i)) for i, label in enumerate(self.labels)],
+                             id="tag-which-list")
+            yield Label(Text("up/down: choose · enter: its tags · esc: close"), id="tag-which-help")
+
+    def on_mount(self) -> None:
+        self.query_one(OptionList).focus()
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        self.dismiss(int(event.option.id or 0))
+
+    def action_dismiss_picker(self) -> None:
+        self.dismiss(None)

@@ -25,7 +25,7 @@ from core.stats.votes import VoteError, VoteNeedsConfirmation, describe
 from tui.pane_tabs import grid_shape
 from tui.panes import Pane
 from tui.record_entries import Entry, answer_entries, pane_status, prompt_entry, status_note
-from tui.tag_picker import TagChoice, TagPicker, tag_summary
+from tui.tag_picker import AnswerPicker, TagChoice, TagPicker, tag_summary
 from tui.vote_bar import VoteBar
 
 if TYPE_CHECKING:
@@ -44,6 +44,8 @@ class VoteQueueScreen(Screen):
 
     BINDINGS = [
         Binding("s", "skip", "Skip", id="queue.skip", tooltip="Leave this case for later"),
+        Binding("ctrl+t", "tag", "Tag", id="queue.tag",
+                tooltip="Tag an answer, add a note (the focused one, else it asks which)"),
         Binding("u", "undo", "Undo", id="queue.undo", tooltip="Take back the last vote and judge again"),
         Binding("o", "note", "Note", id="queue.note", tooltip="A note saved with the next vote"),
         Binding("space,enter", "next", "Next", id="queue.next", tooltip="Next case (after a vote)"),
@@ -161,6 +163,7 @@ class VoteQueueScreen(Screen):
                       for i in range(len(self.order))]
         await grid.mount_all(self.panes)
         for i, alias in enumerate(self.order):
+            self.panes[i].reasoning_hidden = True
             self._fill(self.panes[i], item, alias)
         self.vote_bar.set_labels(self._queue.labels)
         self.vote_bar.add_class("-visible")
@@ -169,7 +172,8 @@ class VoteQueueScreen(Screen):
 
     def _fill(self, pane: Pane, item: QueueItem, alias: str, *, hidden: bool = True) -> None:
         """Pane: the case's turns and this contestant's answers; while `hidden`
-        (before the vote's reveal) an error says only its kind and status."""
+        (before the vote's reveal) an error says only its kind and status, and
+        reasoning is left out (`core.stats.votes.shown_reasoning`)."""
         entries: list[Entry] = []
         last = None
 
@@ -195,7 +199,7 @@ class VoteQueueScreen(Screen):
     def _show_info(self, extra: str = "") -> None:
         item = self.current
         what = "pair" if self.adaptive else "case"
-        line = f"{what} {self.done + len(self._queue.seen) + 1} of {self.total}"
+        line = f"{what} {self._queue.position} of {self.total}"
         if item is not None and item.case_id:
             line += f" · {item.case_id}" + (f" ({item.category})" if item.category else "")
         if item is not None and len(item.repeats) > 1:
@@ -301,14 +305,17 @@ class VoteQueueScreen(Screen):
             self.app.say(f"Guess not saved: {exc}", severity="error")
 
     def _show_names(self, item: QueueItem, what: str) -> None:
-        """The case's models on its panes, its figures, checks and whole errors."""
+        """The case's models on its panes, its figures, checks, whole errors
+        and reasoning."""
         for i, alias in enumerate(self.order):
             self.panes[i].name_shown = f"{LABELS[i]} · {alias}"
             self.panes[i].show_figures = True
             self.panes[i].detail = check_summary(item, alias) or ""
-            if any(o.status == "error" or (o.trace is not None and o.trace.structured == "fallback")
+            self.panes[i].reasoning_hidden = False
+            if any(o.status == "error" or o.reasoning or (o.trace is not None and o.trace.structured == "fallback")
                    for o in self._answers_of(item, alias)):
-                self._fill(self.panes[i], item, alias, hidden=False)   # the errors whole, a structured fallback
+                # the errors whole, the reasoning, a structured fallback
+                self._fill(self.panes[i], item, alias, hidden=False)
         self.vote_bar.remove_class("-visible")
         reference = f" · reference: {item.reference}" if item.reference else ""
         self._show_info(f"{what}{reference} · Enter/space: next case")
@@ -395,6 +402,8 @@ class VoteQueueScreen(Screen):
             return self.current is not None and not self.waiting
         if action in ("skip", "note", "reveal"):
             return self.waiting
+        if action == "tag":
+            return self.current is not None and bool(self.panes)
         return True
 
     # ----- panes ------------------------------------------------------------
@@ -403,22 +412,44 @@ class VoteQueueScreen(Screen):
         pane = self.panes[event.index]
         name = pane.name_shown
         if event.action == "tag":
-            item = self.current
-            if item is None:
-                return
-            alias = self.order[event.index]
-            outs = [o for t in item.targets if (o := item.outputs.get((t.id, alias))) is not None]
-            if outs:
-                carried = [t for o in outs for t in item.tags.get(o.id, ())]
-                picker = TagPicker(name, self.app.tags, already=tuple(t.tag for t in carried if not t.auto),
-                                   auto=tuple(t.tag for t in carried if t.auto))
-
-                def tagged(choice: TagChoice | None) -> None:
-                    self._tag(item, outs, name, choice)
-
-                self.app.push_screen(picker, tagged)
+            self._open_tags(event.index)
         else:
             pane.common_action(event.action, name)
+
+    def action_tag(self) -> None:
+        """Tag the focused pane's answer; with the focus elsewhere (the vote
+        bar, whose letters vote), ask which answer first."""
+        focused = self.focused
+        for pane in self.panes:
+            if focused is not None and (focused is pane or pane in focused.ancestors):
+                self._open_tags(pane.index)
+                return
+
+        def chosen(index: int | None) -> None:
+            if index is not None:
+                self._open_tags(index)
+
+        self.app.push_screen(AnswerPicker(self._queue.labels), chosen)
+
+    def _open_tags(self, index: int) -> None:
+        """The tag picker for the answer (or answers, repeats together) of pane `index`."""
+        item = self.current
+        if item is None or index >= len(self.panes):
+            return
+        name = self.panes[index].name_shown
+        alias = self.order[index]
+        outs = [o for t in item.targets if (o := item.outputs.get((t.id, alias))) is not None]
+        if not outs:
+            self.app.say(f"{name}: no answer to tag.")
+            return
+        carried = [t for o in outs for t in item.tags.get(o.id, ())]
+        picker = TagPicker(name, self.app.tags, already=tuple(t.tag for t in carried if not t.auto),
+                           auto=tuple(t.tag for t in carried if t.auto))
+
+        def tagged(choice: TagChoice | None) -> None:
+            self._tag(item, outs, name, choice)
+
+        self.app.push_screen(picker, tagged)
 
     @work(group="queue-write", exit_on_error=False)
     async def _tag(self, item: QueueItem, outs: list[OutputRecord], name: str, choice: TagChoice | None) -> None:

@@ -68,6 +68,15 @@ def image_name(part: ImagePart | dict) -> str:
     return os.path.basename(str(path or "")) or "image"
 
 
+def image_record(part: ImagePart) -> dict:
+    """What a turn records of an image it carried (the bytes go to the
+    store's image table): path, name, size, hash and type. The name and size
+    are what every transcript's `placeholder` shows, in a chat, a run's or
+    a load profile's turns alike."""
+    return {"path": part.path, "name": image_name(part), "size": image_size(part), "sha256": part.sha256,
+            "mime": part.mime}
+
+
 def human_size(n: int | None) -> str:
     if n is None:
         return "size unknown"

@@ -39,6 +39,7 @@ import anyio
 import numpy as np
 from pydantic import BaseModel, Field
 
+from core.answering.attachments import image_record
 from core.answering.runner import _new_output, case_turn_texts
 from core.stats.votes import labels_for
 from core.answering.sessions import Contestant, ServerLimits, contestant_record, record_stream
@@ -177,7 +178,7 @@ class LoadRunner:
                 images = self.sample_set.images_for(case)
                 turn = TurnRecord(id=new_ulid(), session_id=session.id, position=0, case_id=case.id,
                                   category=case.category, user_message=text,
-                                  images=[{"path": x.path, "sha256": x.sha256, "mime": x.mime} for x in images],
+                                  images=[image_record(x) for x in images],
                                   follow_up_index=0, repeat_index=li * n + i, created=time.time())
                 turns.append(await self.store.ensure_turn(turn))
             for base in contestants:

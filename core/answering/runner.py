@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 import anyio
 import anyio.lowlevel
 
+from core.answering.attachments import image_record
 from core.answering.cache import cached_answer, request_key
 from core.ground.errors import store_error_in
 from core.answering.identity import prompt_texts, tag_self_identification
@@ -256,7 +257,7 @@ class Runner:
                 turn = await self.store.ensure_turn(TurnRecord(
                     id=new_ulid(), session_id=self._running().session_id, position=0,
                     case_id=case.id, category=case.category, user_message=text,
-                    images=[{"path": i.path, "sha256": i.sha256, "mime": i.mime} for i in images],
+                    images=[image_record(i) for i in images],
                     follow_up_index=k, repeat_index=repeat, created=time.time(),
                 ))
                 self._turns[(case.id, repeat, k)] = turn

@@ -25,7 +25,7 @@ from typing import TypeVar
 import anyio
 
 from core.stats import votes as votes_core
-from core.answering.attachments import image_bytes, image_name, image_size
+from core.answering.attachments import image_bytes, image_record
 from core.answering.config import Config
 from core.ground.errors import store_error_in
 from core.answering.identity import prompt_texts, tag_self_identification
@@ -406,12 +406,15 @@ class ChatSession:
         contestant_params: Mapping[str, SamplingParams] | None = None,
         linked_from: str | None = None,
         changed: str | None = None,
+        show_reasoning: bool = False,
     ) -> "ChatSession":
         """A new session, saved at once. `contestant_params` (alias -> params)
         go on top of the session's for that contestant. `linked_from`: the
         session this one continues with other models or settings (`changed`
         says what, in words); it is recorded as `rerun_of` and
-        `meta.linked_from`, and its prompts are offered again."""
+        `meta.linked_from`, and its prompts are offered again.
+        `show_reasoning`: a blind session shows reasoning before the vote
+        (recorded in its meta, `core.stats.votes.SHOW_REASONING`)."""
         if not 1 <= len(models) <= MAX_CONTESTANTS:
             raise ValueError(f"a session takes 1 to {MAX_CONTESTANTS} models, not {len(models)}")
         aliases = [m.alias for m in models]
@@ -423,6 +426,8 @@ class ChatSession:
             label_seed = secrets.randbits(32) if label_seed is None else label_seed
             random.Random(label_seed).shuffle(order)
             meta["label_seed"] = label_seed
+        if blind and show_reasoning:
+            meta[votes_core.SHOW_REASONING] = True
         if linked_from is not None:
             rerun_of = linked_from
             meta["linked_from"] = {"session": linked_from, "changed": changed or "settings"}
@@ -501,6 +506,16 @@ class ChatSession:
         return not self.record.blind or self.record.revealed_at is not None
 
     @property
+    def show_reasoning(self) -> bool:
+        """Reasoning shown before the vote, as this session was started (`--show-reasoning`)."""
+        return votes_core.shows_reasoning(self.record)
+
+    @property
+    def reasoning_hidden(self) -> bool:
+        """Reasoning is left out of what the rater sees now (`core.stats.votes.reasoning_hidden`)."""
+        return votes_core.reasoning_hidden(hidden=not self.revealed, show_reasoning=self.show_reasoning)
+
+    @property
     def system(self) -> str | None:
         return self.record.system
 
@@ -576,8 +591,7 @@ class ChatSession:
         turn = TurnRecord(
             id=new_ulid(), session_id=self.id, position=len(self.turns), case_id=None, category=None,
             user_message=prompt,
-            images=[{"path": i.path, "name": image_name(i), "size": image_size(i), "sha256": i.sha256,
-                     "mime": i.mime, **({"not_sent_to": refused} if refused else {})} for i in images],
+            images=[{**image_record(i), **({"not_sent_to": refused} if refused else {})} for i in images],
             created=time.time(),
         )
         blobs = [(i.sha256, i.mime, image_bytes(i)) for i in images if i.sha256]

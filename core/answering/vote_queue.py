@@ -505,6 +505,15 @@ class VoteQueue:
                 carried.remove(rec)
 
     @property
+    def position(self) -> int:
+        """The number of the case on screen in this pass ("case 2 of 5"): the
+        cases judged or revealed before it, plus itself. Once judged or
+        revealed it is one of those already (a gold pair never is), so its
+        number does not move on before the next case is shown."""
+        counted = self.current is not None and self.gold is None and (self.judged or self.revealed_current)
+        return self.done + len(self.seen) + (0 if counted else 1)
+
+    @property
     def waiting(self) -> bool:
         """The case on screen still waits for a vote (neither judged nor revealed)."""
         return self._waiting_item() is not None

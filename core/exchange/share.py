@@ -49,6 +49,7 @@ from core.stats.votes import (
     make_votes,
     rater_problem,
     record_problem,
+    shown_reasoning,
     unit_key,
 )
 from store.db import Store, StoreError
@@ -220,8 +221,9 @@ def _session(s: SessionRecord, sid: str, contestants: list[ContestantRecord], cr
 
 
 def _turn(t: TurnRecord, tid: str, sid: str, created: float) -> TurnRecord:
-    # an image's name only (the owner's path is not the rater's business; the bytes are not carried)
-    images = [{"path": os.path.basename(str(i.get("path", ""))), "sha256": i.get("sha256"), "mime": i.get("mime")}
+    # an image's name and size only (the owner's path is not the rater's business; the bytes are not carried)
+    images = [{"path": os.path.basename(str(i.get("path", ""))), "sha256": i.get("sha256"), "mime": i.get("mime"),
+               **({"size": i["size"]} if type(i.get("size")) is int else {})}
               for i in t.images if isinstance(i, dict)]
     return TurnRecord(id=tid, session_id=sid, position=t.position, case_id=t.case_id, category=t.category,
                       user_message=t.user_message, images=images, follow_up_index=t.follow_up_index,
@@ -232,7 +234,9 @@ def _answer(o: OutputRecord, oid: str, sid: str, tid: str, c: ContestantRecord, 
             reasoning: bool) -> OutputRecord:
     status = error_status(o.error_message) if o.status == "error" else None
     return OutputRecord(id=oid, session_id=sid, turn_id=tid, contestant=c.alias, label=c.label, attempt=1,
-                        status=o.status, text=o.text, reasoning=o.reasoning if reasoning else None,
+                        status=o.status, text=o.text,
+                        # a package is blind: reasoning only when its owner asked (`--reasoning`)
+                        reasoning=shown_reasoning(o.reasoning, hidden=True, show_reasoning=reasoning),
                         error_kind=o.error_kind if o.status == "error" else None,
                         # what the vote queue shows of an error before the vote: its kind and HTTP status
                         error_message=f"HTTP {status}" if status else None,

@@ -120,7 +120,9 @@ def rater_quality_blocks(q: RaterQuality) -> list[Block]:
                                  for g in q.gold))]
     if q.blinding:
         out += [Block("h2", "Blinding audit"),
-                Block("p", "After a vote, raters guessed which model wrote an answer. Blinding index per pair: "
+                Block("p", "After a vote, raters guessed which model wrote an answer. Before it they saw the "
+                           "answers under labels: no names, speed figures, error text or reasoning (reasoning only "
+                           "in chats started with --show-reasoning). Blinding index per pair: "
                            "2 x (share named right) - 1 on the guesses naming one of the two; 0 = chance (the "
                            "blinding held), 1 = always identified."),
                 Block("table", header=("models", "guesses", "right", "blinding index", "95% interval", "no idea"),

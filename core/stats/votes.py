@@ -26,6 +26,9 @@ goes through these functions, so a vote is read the same way everywhere:
   a vote, or when the whole session was;
 - what an answer's error may say before its unit is revealed (`error_line`):
   its kind and HTTP status only, never its text (the store keeps the true text);
+- an answer's reasoning before its unit is revealed (`reasoning_hidden`,
+  `shown_reasoning`): nothing at all, unless the session was started with
+  reasoning shown for all (`shows_reasoning`);
 - ratings: `decompose_vote` turns a vote into pairwise outcomes;
 - who voted: a person (`HUMAN`) or an LLM judge (`JUDGE`, `lineup judge`).
   Every figure made of people's votes counts people's votes only
@@ -53,6 +56,7 @@ from store.records import (
     TIE,
     LoadedSession,
     OutputRecord,
+    SessionRecord,
     VoteError,
     VoteOutcome,
     VoteRecord,
@@ -203,6 +207,37 @@ def output_note(out: OutputRecord, *, hidden: bool) -> str | None:
     if out.status in ("cancelled", "interrupted"):
         return out.status
     return None
+
+
+# --------------------------------------------------------------------------- reasoning before the reveal
+
+#: The session meta key that records "reasoning shown before the vote" (`lineup chat --show-reasoning`).
+SHOW_REASONING = "show_reasoning"
+
+
+def shows_reasoning(session: SessionRecord) -> bool:
+    """Was this session started with reasoning shown for every contestant
+    before the vote (`--show-reasoning`)? Recorded in its meta, so a reader
+    of its votes knows the raters may have told the reasoning models apart."""
+    return session.meta.get(SHOW_REASONING) is True
+
+
+def reasoning_hidden(*, hidden: bool, show_reasoning: bool = False) -> bool:
+    """Does a view leave an answer's reasoning out? While its unit is `hidden`
+    (blind, before the vote or a reveal), yes, unless the rater asked for
+    reasoning for all (`show_reasoning`). Only some models reason, so a
+    reasoning block, or a header, a placeholder or a "streaming" status for
+    one, would tell them apart: hidden reasoning leaves nothing at all, the
+    same for every answer (the store keeps it; it shows after the vote)."""
+    return hidden and not show_reasoning
+
+
+def shown_reasoning(reasoning: str | None, *, hidden: bool, show_reasoning: bool = False) -> str | None:
+    """An answer's reasoning as a rater may see it: None while
+    `reasoning_hidden`, else as stored (None when there is none)."""
+    if not reasoning or reasoning_hidden(hidden=hidden, show_reasoning=show_reasoning):
+        return None
+    return reasoning
 
 
 # --------------------------------------------------------------------------- new votes

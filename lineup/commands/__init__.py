@@ -43,3 +43,19 @@ def checked_params(values: dict, *, where: str = "flag"):
         if where == "flag":
             raise UsageError("; ".join(f"--{field.replace('_', '-')}: {what}" for field, what in problems)) from None
         raise UsageError("; ".join(f"{where}: {field}: {what}" for field, what in problems)) from None
+
+
+def checked_rater(name: str | None) -> str | None:
+    """`--rater NAME`, stripped: 1 to 80 printable characters, else a
+    `UsageError`; None when not given (then `LINEUP_RATER`, else the login
+    name: `core.answering.sessions.default_rater`)."""
+    from core.ground.errors import UsageError
+    from core.stats.votes import rater_problem
+
+    if name is None:
+        return None
+    name = name.strip()
+    problem = rater_problem(name)
+    if problem:
+        raise UsageError(f"--rater: {problem}")
+    return name

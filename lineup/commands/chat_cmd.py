@@ -1,5 +1,6 @@
 """`lineup chat [-m ALIAS]... [--blind] [--system TEXT] [-p KEY=VALUE]...
-[--temperature X] [--max-tokens N] [--seed N] [--resume SESSION] [--tools FILE]`
+[--temperature X] [--max-tokens N] [--seed N] [--resume SESSION] [--tools FILE]
+[--rater NAME] [--show-reasoning]`
 (also plain `lineup`). With more than `PICKER_AT` configured models and no
 `-m`, the chat opens on the model picker instead of putting them all side by side."""
 
@@ -29,6 +30,10 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tools", metavar="FILE",
                    help="a JSON file of tools every answer may call, with their scripted results (the tool "
                         "fields of a sample-set case: tools, tool_results, tool_default, max_steps)")
+    p.add_argument("--rater", help="who is voting and tagging (default: LINEUP_RATER, else the login name)")
+    p.add_argument("--show-reasoning", action="store_true",
+                   help="show reasoning in blind mode before the vote (only some models reason, so this can "
+                        "give them away; recorded with the session)")
     p.add_argument("--show-figures", action="store_true",
                    help="show time-to-first-token and speed in blind mode before the vote (they can give a model away)")
 
@@ -72,12 +77,16 @@ def prepare(args: argparse.Namespace):
     if models and all(m.is_demo for m in models) and not args.models:
         hint = DEMO_HINT.format(path=config_path(args.config)[0])
     opts = ChatOptions(models=models, blind=args.blind, system=args.system, params=params, seed=args.seed,
-                       resume=args.resume, hint=hint, script=script, pick=pick)
+                       resume=args.resume, hint=hint, script=script, pick=pick,
+                       show_reasoning=args.show_reasoning)
     return args.db or default_db_path(), config, opts
 
 
 def run(args: argparse.Namespace) -> int:
     from lineup.launch import run_app
 
+    from lineup.commands import checked_rater
+
+    rater = checked_rater(args.rater)
     db, config, opts = prepare(args)
-    return run_app(db, config, chat=opts, figures_when_blind=args.show_figures)
+    return run_app(db, config, chat=opts, figures_when_blind=args.show_figures, rater=rater)

@@ -39,7 +39,7 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from core.ground.errors import UsageError
-    from lineup.commands import open_store
+    from lineup.commands import checked_rater, open_store
     from lineup.launch import run_app
     from store import StoreError, default_db_path
     from tui.app import VoteOptions
@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--confidence goes with --adaptive")
     if not 0 <= args.gold_rate < 1:
         raise UsageError(f"--gold-rate: a chance from 0 up to (not including) 1, not {args.gold_rate}")
-    rater = _rater(args.rater)
+    rater = checked_rater(args.rater)
     if args.session and Path(args.session).is_file():
         if args.adaptive or args.gold_rate or args.blinding_audit:
             # a package holds no model identities to steer by, plant gold from or ask about
@@ -72,19 +72,6 @@ def run(args: argparse.Namespace) -> int:
                                                          gold_rate=args.gold_rate,
                                                          blinding_audit=args.blinding_audit),
                    rater=rater)
-
-
-def _rater(name: str | None) -> str | None:
-    from core.ground.errors import UsageError
-    from core.stats.votes import rater_problem
-
-    if name is None:
-        return None
-    name = name.strip()
-    problem = rater_problem(name)
-    if problem:
-        raise UsageError(f"--rater: {problem}")
-    return name
 
 
 def _vote_package(path: Path, args: argparse.Namespace, rater: str | None) -> int:

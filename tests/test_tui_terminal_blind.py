@@ -1,0 +1,189 @@
+"""Real-terminal tests of what a blind rater sees (tmux: a real pty and
+terminal emulator, at 80x24 and large), with a reasoning model among the
+contestants (demo/thinker streams reasoning before its answer): before the
+vote no pane shows reasoning, after the vote it does. And the keys around
+it: tagging from the vote queue, Down from the sessions filter, the case
+count after a vote."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_tui_terminal import ROOT, TMUX, Tmux
+
+from store import Store
+
+SIZES = [(80, 24), (160, 48)]
+# words of demo/thinker's reasoning (providers/demo.py `_reasoning`), never of an answer
+REASONING = ("The user is asking", "Key aspects", "Let me consider", "short numbered")
+NAMES = ("demo/concise", "demo/thinker", "thinker", "concise")
+
+
+def _wait_gone(tmux: Tmux, text: str, polls: int = 300) -> None:
+    """Poll until `text` is off the screen (a hang guard, not a timing check)."""
+    for _ in range(polls):
+        screen = tmux.screen()
+        if text not in screen:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{text!r} stayed on the screen:\n{screen}")
+
+
+def _start(tmux: Tmux, tmp_path: Path, args: str, size: tuple[int, int], db: Path | None = None,
+           rater: str | None = "pty-tester") -> Path:
+    db = db or tmp_path / "lineup.db"
+    config = tmp_path / "config.toml"
+    if not config.exists():
+        config.write_text("")
+    w, h = size
+    # COLUMNS and LINES as the pane's: one inherited from the environment pytest runs in would win
+    env_vars = {"LINEUP_DB": str(db), "LINEUP_CONFIG": str(config), "LINEUP_DEMO_SPEED": "0",
+                "TERM": "xterm-256color", "COLORTERM": "truecolor",
+                "PYTHONPATH": str(ROOT), "COLUMNS": str(w), "LINES": str(h)}
+    if rater is not None:
+        env_vars["LINEUP_RATER"] = rater
+    env_prefix = " ".join(f"{k}={v!s}" for k, v in env_vars.items())
+    # -u LINEUP_RATER: without one given, the rater is whatever the command line names
+    command = (f"cd {ROOT} && env -u LINEUP_RATER {env_prefix} {sys.executable} -m lineup {args}; "
+               "echo EXITED $?; sleep 30")
+    # the size from the server's start (a resize after it may reach the app after its first draw)
+    conf = tmp_path / "tmux.conf"
+    conf.write_text(f"set -g default-size {w}x{h}\n")
+    tmux("-f", str(conf), "new-session", "-d", "-s", "lineup", "-x", str(w), "-y", str(h), command)
+    assert tmux("display", "-p", "-t", "lineup", "#{window_width}x#{window_height}").strip() == f"{w}x{h}"
+    return db
+
+
+@pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_a_blind_chat_shows_reasoning_only_after_the_vote(tmp_path, size):
+    """`lineup chat --blind` with demo/thinker: until the vote no pane shows
+    a reasoning block (its presence alone would say which one reasons); the
+    vote reveals the names and the reasoning. Then Ctrl+O: Down from the
+    filter goes to the list, so `r` renames instead of typing into the filter."""
+    tmux = Tmux(f"lineup-test-blind-reasoning-{os.getpid()}")
+    db = _start(tmux, tmp_path, "chat --blind -m demo/concise -m demo/thinker --seed 2", size)
+    try:
+        tmux.wait_for("Enter sends to all", forbid=NAMES + REASONING)
+        tmux("send-keys", "-t", "lineup", "-l", "explain recursion")
+        tmux("send-keys", "-t", "lineup", "Enter")
+        tmux.wait_for("Which answer is best?", forbid=NAMES + REASONING)
+        tmux("send-keys", "-t", "lineup", "F2")
+        tmux.wait_for("A best", forbid=NAMES + REASONING)
+        tmux("send-keys", "-t", "lineup", "a")
+        tmux.wait_for("Vote saved")
+        tmux.wait_for("short numbered")                  # the reasoning's end, once the names are out
+        tmux("send-keys", "-t", "lineup", "C-o")
+        tmux.wait_for("1 of 1 sessions")
+        tmux("send-keys", "-t", "lineup", "/")
+        tmux("send-keys", "-t", "lineup", "-l", "chat")
+        tmux("send-keys", "-t", "lineup", "Down")
+        tmux("send-keys", "-t", "lineup", "r")
+        tmux.wait_for("Title for session", forbid=("chatr",))
+        tmux("send-keys", "-t", "lineup", "Escape")
+        tmux("send-keys", "-t", "lineup", "C-q")
+        assert "EXITED 0" in tmux.wait_for("EXITED")
+    finally:
+        tmux("kill-server", check=False)
+    with Store.open(db) as store:
+        (summary,) = store.list_sessions()
+        loaded = store.load_session(summary.id)
+    thinker = [o for o in loaded.outputs if o.contestant == "demo/thinker"]
+    assert thinker and all(o.reasoning for o in thinker)    # kept in the record all along
+    assert "show_reasoning" not in loaded.session.meta
+
+
+def _run_set(tmp_path: Path, db: Path, monkeypatch) -> None:
+    from lineup.cli import main
+
+    monkeypatch.setenv("LINEUP_DEMO_SPEED", "0")
+    (tmp_path / "config.toml").write_text("")
+    monkeypatch.setenv("LINEUP_CONFIG", str(tmp_path / "config.toml"))
+    sample = tmp_path / "set.jsonl"
+    sample.write_text("".join(json.dumps({"id": f"c{k}", "category": "words", "prompt": f"explain recursion, take {k}"})
+                              + "\n" for k in range(3)))
+    assert main(["run", str(sample), "-m", "demo/concise", "-m", "demo/thinker", "--seed", "0", "--quiet",
+                 "--db", str(db)]) == 0
+
+
+@pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_the_vote_queue_hides_reasoning_counts_the_case_and_tags_by_key(tmp_path, monkeypatch, size):
+    """`lineup vote` over a run with demo/thinker: no reasoning before the
+    vote, the reasoning after it; the info line still counts the case voted
+    on ("case 1 of 3", not the next one's number) until Enter shows the next,
+    which says nothing of the last vote; Ctrl+T (in the footer) opens the
+    tags of an answer from the keyboard, asking which first."""
+    db = tmp_path / "lineup.db"
+    _run_set(tmp_path, db, monkeypatch)
+    tmux = Tmux(f"lineup-test-queue-reasoning-{os.getpid()}")
+    _start(tmux, tmp_path, "vote", size, db)
+    try:
+        tmux.wait_for("case 1 of 3", forbid=NAMES + REASONING)
+        tmux.wait_for("^t Tag", forbid=NAMES + REASONING)               # tagging is in the footer
+        tmux("send-keys", "-t", "lineup", "C-t")
+        tmux.wait_for("Tag which answer?", forbid=NAMES + REASONING)
+        tmux("send-keys", "-t", "lineup", "Down", "Enter")              # answer B
+        tmux.wait_for("Tags for answer B", forbid=NAMES + REASONING)    # (saving one: test_tui_vote_queue)
+        tmux("send-keys", "-t", "lineup", "Escape")
+        _wait_gone(tmux, "Tags for answer")
+        tmux("send-keys", "-t", "lineup", "a")
+        screen = tmux.wait_for("short numbered")                        # the names and the reasoning
+        assert "voted A best" in screen and "case 1 of 3" in screen and "case 2 of 3" not in screen
+        tmux("send-keys", "-t", "lineup", "Enter")
+        tmux.wait_for("case 2 of 3")
+        screen = tmux.wait_for("Which answer is best?", forbid=NAMES + REASONING)
+        assert "case 2 of 3" in screen and "voted" not in screen
+        tmux("send-keys", "-t", "lineup", "C-q")
+        assert "EXITED 0" in tmux.wait_for("EXITED")
+    finally:
+        tmux("kill-server", check=False)
+    with Store.open(db) as store:
+        (summary,) = store.list_sessions()
+        loaded = store.load_session(summary.id)
+    (vote,) = [v for v in loaded.current_votes() if v.rater == "pty-tester"]
+    assert vote.choice == "A" and vote.revealed_at is not None
+
+
+@pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
+def test_a_chat_rater_named_with_rater_is_the_one_replay_shows(tmp_path):
+    """`lineup chat --rater NAME` (no LINEUP_RATER): the vote carries NAME,
+    and replay's info line names NAME, not the login name."""
+    import getpass
+
+    db = tmp_path / "lineup.db"
+    tmux = Tmux(f"lineup-test-rater-{os.getpid()}")
+    _start(tmux, tmp_path, "chat --blind --rater 'Ada L' -m demo/concise -m demo/thinker --seed 2", SIZES[0], db,
+           rater=None)
+    try:
+        tmux.wait_for("Enter sends to all")
+        tmux("send-keys", "-t", "lineup", "-l", "explain recursion")
+        tmux("send-keys", "-t", "lineup", "Enter")
+        tmux.wait_for("Which answer is best?")
+        tmux("send-keys", "-t", "lineup", "F2")
+        tmux.wait_for("A best")
+        tmux("send-keys", "-t", "lineup", "b")
+        tmux.wait_for("Vote saved")
+        tmux("send-keys", "-t", "lineup", "C-q")
+        assert "EXITED 0" in tmux.wait_for("EXITED")
+    finally:
+        tmux("kill-server", check=False)
+    with Store.open(db) as store:
+        (summary,) = store.list_sessions()
+        (vote,) = store.load_session(summary.id).votes
+    assert vote.rater == "Ada L"
+    tmux = Tmux(f"lineup-test-rater-replay-{os.getpid()}")
+    _start(tmux, tmp_path, f"replay {summary.id}", SIZES[1], db, rater=None)
+    try:
+        screen = tmux.wait_for("votes: Ada L: B best")
+        login = getpass.getuser()
+        assert f"{login}:" not in screen or login == "Ada L"
+        tmux("send-keys", "-t", "lineup", "C-q")
+        assert "EXITED 0" in tmux.wait_for("EXITED")
+    finally:
+        tmux("kill-server", check=False)
