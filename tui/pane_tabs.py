@@ -75,6 +75,27 @@ def distinct_tails(names: list[str]) -> list[str]:
     return tails if all(tails) else list(names)
 
 
+def cut_name(name: str, cells: int) -> str:
+    """`name` in at most `cells` characters, cut in the middle ("concise4" ->
+    "con…e4"), where names of one family differ: a size, a version, a number."""
+    name = one_line(name, 200)
+    if len(name) <= cells:
+        return name
+    if cells < 3:
+        return name[:cells]
+    keep = cells - 1
+    return name[:(keep + 1) // 2] + "…" + name[len(name) - keep // 2:]
+
+
+def cut_names(names: list[str], cells: int) -> list[str]:
+    """Each name in at most `cells` characters: its start ("thorou…"), or cut
+    in the middle for all when the starts alone would look alike."""
+    starts = [one_line(name, cells) for name in names]
+    if len(set(starts)) == len(set(names)):
+        return starts
+    return [cut_name(name, cells) for name in names]
+
+
 def fit_tabs(names: list[str], statuses: list[str], active: int, width: int) -> tuple[Text, list[tuple[int, int]]]:
     """The strip for `width` cells and each tab's (start, end): the longest
     form that fits, from "name ✓ done" with the switch hint down to a few
@@ -89,7 +110,7 @@ def fit_tabs(names: list[str], statuses: list[str], active: int, width: int) -> 
         ([one_line(n, 24) for n in shorts], False, "│", False),
     ]
     tails = distinct_tails(shorts)
-    forms += [([one_line(n, cut) for n in tails], False, "│", False) for cut in range(min(longest, 24), 0, -1)]
+    forms += [(cut_names(tails, cut), False, "│", False) for cut in range(min(longest, 24), 0, -1)]
     text, spans = Text(), []
     for tab_names, words, sep, hint in forms:
         text, spans = _strip(tab_names, statuses, active, words, sep, hint)

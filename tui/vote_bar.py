@@ -13,7 +13,6 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
 
-from core.text import one_line
 from textual.message import Message
 from textual.widgets import Button, Static
 
@@ -27,13 +26,13 @@ PROMPT_CHROME = 2          # the question's right margin
 
 def choice_texts(labels: list[str], bad: str, cut: int | None = None, short: bool = False) -> list[str]:
     """What each button says: "a: name" per label ("A" alone when the label
-    is its letter), tie, the bad choice and, past two, rank."""
-    from tui.pane_tabs import distinct_tails, short_names
+    is its letter, "a" when `cut` is 0), tie, the bad choice and, past two, rank."""
+    from tui.pane_tabs import cut_names, distinct_tails, short_names
 
     names = short_names(labels) if short else list(labels)
     if cut is not None:
-        names = [one_line(n, cut) for n in distinct_tails(names)]
-    texts = [label if label == LETTERS[i].upper() else f"{LETTERS[i]}: {name}"
+        names = cut_names(distinct_tails(names), cut) if cut else ["" for _ in names]
+    texts = [label if label == LETTERS[i].upper() else f"{LETTERS[i]}: {name}" if name else LETTERS[i]
              for i, (label, name) in enumerate(zip(labels, names))]
     texts += ["tie", bad.replace("_", " ")]
     if len(labels) > 2:
@@ -55,7 +54,7 @@ def fit_choices(labels: list[str], bad: str, width: int, prompt: str) -> tuple[l
         if choices_width(texts) <= room:
             return texts, False
     longest = max((len(label) for label in labels), default=1)
-    for cut in [None, *range(longest, 0, -1)]:
+    for cut in [None, *range(longest, -1, -1)]:      # at 0 the letters alone: the panes name them
         texts = choice_texts(labels, bad, cut=cut, short=True)
         if choices_width(texts) <= width:
             return texts, True
