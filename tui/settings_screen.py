@@ -79,6 +79,11 @@ class SettingsScreen(ModalScreen[SettingsChoice | None]):
         Binding("escape", "cancel", "Cancel", id="settings.cancel", tooltip="Close without a change"),
         Binding("ctrl+s", "apply", "Apply", id="settings.apply", priority=True,
                 tooltip="Apply (now, or in a new linked session after a prompt)"),
+        # priority: the app moves the focus before it hands on the next key, so
+        # "Tab 0.5" typed quickly puts all of "0.5" in the next field
+        Binding("tab", "app.focus_next", "Next field", show=False, priority=True, id="settings.next"),
+        Binding("shift+tab", "app.focus_previous", "Previous field", show=False, priority=True,
+                id="settings.previous"),
     ]
 
     def __init__(self, session: ChatSession) -> None:

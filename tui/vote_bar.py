@@ -96,15 +96,19 @@ class VoteBar(Horizontal, can_focus=True):
     def on_resize(self) -> None:
         self._fit()
 
+    def _fitted(self, labels: list[str]) -> list[str]:
+        """Button texts for the bar's width; the question goes above them where needed."""
+        width = self.content_size.width or max(1, self.app.size.width - 2)
+        texts, stacked = fit_choices(labels, bad_choice(len(labels)), width, str(self.prompt.render()))
+        self.set_class(stacked, "-stacked")
+        return texts
+
     def _fit(self) -> None:
-        """Button texts and rows for the bar's width (every choice stays visible)."""
+        """Refit the buttons (every choice stays visible)."""
         buttons = list(self.query(Button))
         if not self.labels or not buttons:
             return
-        width = self.content_size.width or max(1, self.app.size.width - 2)
-        texts, stacked = fit_choices(self.labels, self.bad_choice, width, str(self.prompt.render()))
-        self.set_class(stacked, "-stacked")
-        for button, text in zip(buttons, texts):
+        for button, text in zip(buttons, self._fitted(self.labels)):
             if str(button.label) != text:
                 button.label = text
 
@@ -121,7 +125,7 @@ class VoteBar(Horizontal, can_focus=True):
     async def _rebuild(self, labels: list[str]) -> None:
         row = self.query_one("#vote-choices", Horizontal)
         await row.remove_children()
-        texts = choice_texts(labels, self.bad_choice)
+        texts = self._fitted(labels)      # fitted before they are drawn, not after
         buttons = [Button(texts[i], id=f"vote-pos-{i}", compact=True, classes="vote-label")
                    for i in range(len(labels))]
         buttons.append(Button(texts[len(labels)], id="vote-tie", compact=True))
@@ -129,7 +133,6 @@ class VoteBar(Horizontal, can_focus=True):
         if len(labels) > 2:
             buttons.append(Button(texts[-1], id="vote-rank", compact=True))
         await row.mount_all(buttons)
-        self._fit()
 
     @property
     def bad_choice(self) -> str:
