@@ -42,7 +42,6 @@ HEADINGS = {"temperature": "temperature", "top_p": "top_p", "max_tokens": "max t
             "reasoning_effort": "reasoning", "extra_body": "extra body (JSON)"}
 SHORT_HEADINGS = {"temperature": "temp", "top_p": "top_p", "max_tokens": "max tok", "seed": "seed",
                   "reasoning_effort": "effort", "extra_body": "extra{}"}
-WIDE_ENOUGH = 126          # terminal columns from which the dialog is wide enough for the long headings
 WHERE_TAKEN = "where taken"   # the session's reasoning effort goes to the protocols that take one
 UNSET = "default"          # an empty field with nothing set above it: the server's default applies
 
@@ -70,6 +69,14 @@ def summary(system: str | None, params: SamplingParams, *, width: int = 60) -> T
         text.append(" · stop ", style="dim")
         text.append(one_line(", ".join(params.stop), 30))
     return text
+
+
+def _field_width(terminal_width: int) -> float:
+    """Cells a field gets with the long headings' layout (extra body twice as wide):
+    the dialog is 120 columns or 95% of the terminal, less its border, padding,
+    the row label and a margin after each field (lineup.tcss)."""
+    inner = min(120, int(terminal_width * 0.95)) - 4 - 15
+    return (inner - len(FIELDS)) / (len(FIELDS) + 1)
 
 
 class SettingsScreen(ModalScreen[SettingsChoice | None]):
@@ -149,7 +156,7 @@ class SettingsScreen(ModalScreen[SettingsChoice | None]):
 
     def _fit_headings(self, width: int) -> None:
         """Short headings ("temp", "max tok") and placeholders where the long ones would be cut."""
-        wide = width >= WIDE_ENOUGH
+        wide = _field_width(width) >= max(len(h) for h in (HEADINGS["temperature"], WHERE_TAKEN))
         self.set_class(not wide, "-narrow")
         names = HEADINGS if wide else SHORT_HEADINGS
         for name in FIELDS:
