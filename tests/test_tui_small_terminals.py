@@ -111,7 +111,8 @@ def test_the_footer_names_a_group_of_keys_whole_or_not_at_all():
 
 
 def _rows(code: str, width: int) -> list[str]:
-    return ["".join(seg.text for seg in line)[1:-1].rstrip() for line in _code_lines(code, "python", width, False, False)]
+    lines = _code_lines(code, "python", width, False, False)
+    return ["".join(seg.text for seg in line)[1:-1].rstrip() for line in lines]
 
 
 def test_long_code_lines_fold_between_tokens_with_a_mark():

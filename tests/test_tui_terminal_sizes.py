@@ -28,7 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 TMUX = shutil.which("tmux")
 STYLES = ("concise", "thorough", "quirky", "thinker")
 ALIASES = [f"{STYLES[i % 4]}{'' if i < 4 else i}" for i in range(8)]
-CONFIG = "".join(f'[models.{alias}]\nprovider = "demo"\nmodel = "{STYLES[i % 4]}"\n\n' for i, alias in enumerate(ALIASES))
+CONFIG = "".join(f'[models.{alias}]\nprovider = "demo"\nmodel = "{STYLES[i % 4]}"\n\n'
+                 for i, alias in enumerate(ALIASES))
 PROMPT = "write a python list comprehension"
 
 pytestmark = pytest.mark.skipif(TMUX is None, reason="tmux is not installed")

@@ -111,7 +111,7 @@ def fit_tabs(names: list[str], statuses: list[str], active: int, width: int) -> 
     ]
     tails = distinct_tails(shorts)
     forms += [(cut_names(tails, cut), False, "│", False) for cut in range(min(longest, 24), 0, -1)]
-    text, spans = Text(), []
+    text, spans = Text(), list[tuple[int, int]]()
     for tab_names, words, sep, hint in forms:
         text, spans = _strip(tab_names, statuses, active, words, sep, hint)
         if text.cell_len <= width:
@@ -122,7 +122,7 @@ def fit_tabs(names: list[str], statuses: list[str], active: int, width: int) -> 
 def _strip(names: list[str], statuses: list[str], active: int, words: bool, sep: str,
            hint: bool) -> tuple[Text, list[tuple[int, int]]]:
     text = Text(no_wrap=True, overflow="ellipsis")
-    spans = []
+    spans: list[tuple[int, int]] = []
     for i, (name, status) in enumerate(zip(names, statuses)):
         if i:
             text.append(sep, style="dim")
