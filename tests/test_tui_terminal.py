@@ -76,7 +76,7 @@ def test_lineup_in_a_real_terminal_records_a_vote(tmp_path):
         screen = tmux.wait_for("Which answer is best?")
         assert "quick" in screen and "wordy" in screen
         tmux("send-keys", "-t", "lineup", "F2")          # to the vote bar: its keys show in the footer
-        tmux.wait_for("B best")
+        tmux.wait_for("a b best")                     # the letter keys, named once
         tmux("send-keys", "-t", "lineup", "b")           # the second answer is best
         tmux.wait_for("Vote saved")
         tmux("send-keys", "-t", "lineup", "C-q")

@@ -15,6 +15,7 @@ or links leave this module).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -130,13 +131,25 @@ def _fit(text: str, room: int) -> tuple[str, str]:
     return text, ""
 
 
+_CONTINUED = "\u21aa "          # starts a code line folded from the one above: "↪ "
+_CONTINUED_STYLE = _CODE_BASE + Style(dim=True)
+_WORDS = re.compile(r"\s+|\S+")
+
+
 def _code_lines(code: str, lang: str, width: int, first: bool, last: bool) -> list[list[Segment]]:
-    """Highlighted code as padded lines (the look of rich's code blocks), long lines folded.
+    """Highlighted code as padded lines (the look of rich's code blocks).
+
+    A line too long for the pane folds between tokens (or between words of a
+    string or comment), never inside one that fits on a line of its own, and
+    the folded rest starts with a dim "↪ ", so it never reads as a new line
+    of broken code. Only a token longer than a whole line is cut inside.
 
     Straight from pygments tokens to segments: rich's Syntax with word_wrap
     renders each line through Text and costs ~0.5 ms a line.
     """
     inner = max(1, width - 2)
+    mark = _CONTINUED if inner >= 12 else ""
+    mark_size = len(mark)
     pad = Segment(" ", _CODE_BG)
     blank = [Segment(" " * width, _CODE_BG)]
     out: list[list[Segment]] = [blank] if first else []
@@ -144,14 +157,30 @@ def _code_lines(code: str, lang: str, width: int, first: bool, last: bool) -> li
     get_style = _CODE_THEME.get_style_for_token
     line: list[Segment] = []
     col = 0
+    start = 0            # where this row's code starts: after the mark on a folded row
+    folded = False       # the next text continues a folded line: the mark goes first
 
     def end_line() -> None:
-        nonlocal line, col
+        nonlocal line, col, start
         if col < inner:
             line.append(Segment(" " * (inner - col), _CODE_BASE))
         out.append([pad, *line, pad])
         line = []
-        col = 0
+        col = start = 0
+
+    def fold() -> None:
+        nonlocal folded
+        end_line()
+        folded = True
+
+    def put(text: str, style: Style, size: int) -> None:
+        nonlocal col, start, folded
+        if folded:
+            line.append(Segment(mark, _CONTINUED_STYLE))
+            col = start = mark_size
+            folded = False
+        line.append(Segment(text, style))
+        col += size
 
     tokens: Iterable[tuple[_TokenType, str]]
     if code:
@@ -164,24 +193,42 @@ def _code_lines(code: str, lang: str, width: int, first: bool, last: bool) -> li
             style = styles[token_type] = _CODE_BASE + get_style(token_type)
         for k, part in enumerate(value.split("\n")):
             if k:
-                end_line()
-            while part:
-                if col >= inner:
-                    end_line()
-                room = inner - col
-                if part.isascii():
-                    head, part = part[:room], part[room:]
-                    size = len(head)
+                if folded:       # a fold right before a line's end shows no empty row
+                    folded = False
                 else:
-                    head, part = _fit(part, room)
-                    if not head and col == 0:  # wider than the whole row: show a stand-in
-                        head, part = "\ufffd", part[1:]
-                    size = cell_len(head)
-                if head:
-                    line.append(Segment(head, style))
-                    col += size
-                elif part:
                     end_line()
+            if not part:
+                continue
+            size = len(part) if part.isascii() else cell_len(part)
+            here = mark_size if folded else col
+            if here + size <= inner:
+                put(part, style, size)
+                continue
+            for word in _WORDS.findall(part):     # too long here: fold between words
+                size = len(word) if word.isascii() else cell_len(word)
+                here = mark_size if folded else col
+                if here + size <= inner:
+                    put(word, style, size)
+                    continue
+                if word.isspace():               # spaces at a fold are dropped
+                    if not folded:
+                        fold()
+                    continue
+                if not folded and col > start and mark_size + size <= inner:
+                    fold()                       # the word fits on the next row whole
+                    put(word, style, size)
+                    continue
+                while word:                      # longer than a row: cut it
+                    if folded:
+                        put("", style, 0)
+                    room = inner - col
+                    head, word = _fit(word, room)
+                    if not head and col == start:  # wider than the whole row: show a stand-in
+                        head, word = "\ufffd", word[1:]
+                    if head:
+                        put(head, style, cell_len(head))
+                    if word:
+                        fold()
     if line:
         end_line()
     if last:

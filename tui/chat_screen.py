@@ -43,6 +43,7 @@ from tui.commands import PaletteCommand
 from tui.compare_screen import CompareScreen
 from tui.dialogs import TextPrompt
 from tui.figures import record_figures
+from tui.footer_fit import fit_bindings
 from tui.host import PickerChoice, SettingsChoice
 from tui.model_picker import ModelPicker
 from tui.pane_tabs import Layout, PaneTabs, grid_shape, pane_layout
@@ -182,7 +183,6 @@ class ChatScreen(Screen):
     def _apply_layout(self, width: int, height: int) -> None:
         """Side by side when every pane stays readable, else one pane at a time under tabs."""
         layout = pane_layout(width, height, len(self.panes))
-        changed = layout != self.pane_mode
         self.pane_mode = layout
         grid = self.query_one("#panes", Container)
         tabs = layout == "tabs"
@@ -199,8 +199,7 @@ class ChatScreen(Screen):
         self.query_one("#pane-tabs", PaneTabs).display = tabs
         self.query_one(Footer).compact = width < 120       # more of the keys that matter fit
         self._refresh_tabs()
-        if changed:
-            self.refresh_bindings()
+        self.refresh_bindings()             # the footer names as many keys as the width holds
 
     def _refresh_tabs(self) -> None:
         if self.pane_mode == "tabs":
@@ -525,11 +524,18 @@ class ChatScreen(Screen):
                                  "attach", "new_session", "next_pane(1)", "cancel_all", "focus_prompt", "help",
                                  "command_palette", "quit"})
 
+    # The order of importance when the footer is too narrow for them all (`tui.footer_fit`):
+    # the focused pane's or vote bar's keys first, then these.
+    FOOTER_RANK = ("submit", "focus_vote", "cancel_all", "next_pane(1)", "quit", "help", "settings",
+                   "pick_models", "edit_last", "compare", "reveal", "withdraw_vote", "focus_prompt", "newline",
+                   "toggle_blind", "attach", "new_session", "resend_turns", "sessions", "command_palette")
+
     @property
     def active_bindings(self) -> dict[str, ActiveBinding]:
         """The bindings the footer shows: those of the focused pane or vote
         bar, and of the screen, prompt and app only the ones that matter in
-        the current state (`FOOTER_*`)."""
+        the current state (`FOOTER_*`); of those, as many whole keys as the
+        width holds, the most important first (`FOOTER_RANK`)."""
         shown = super().active_bindings
         if self.busy:
             wanted = self.FOOTER_STREAMING
@@ -538,8 +544,17 @@ class ChatScreen(Screen):
         else:
             wanted = self.FOOTER_ANSWERED
         ours = (self, self.app, self.prompt)
-        return {key: b for key, b in shown.items()
-                if not any(b.node is node for node in ours) or b.binding.action in wanted}
+        shown = {key: b for key, b in shown.items()
+                 if not any(b.node is node for node in ours) or b.binding.action in wanted}
+        def rank(active: ActiveBinding) -> int:
+            action = active.binding.action
+            if not any(active.node is node for node in ours):
+                return 0
+            return 1 + (self.FOOTER_RANK.index(action) if action in self.FOOTER_RANK else len(self.FOOTER_RANK))
+
+        footer = self.query(Footer)
+        compact = bool(footer) and footer.first().compact
+        return fit_bindings(shown, self.size.width, compact, self.app.get_key_display, rank)
 
     def on_descendant_focus(self) -> None:
         self.refresh_bindings()

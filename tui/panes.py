@@ -54,6 +54,31 @@ STATUS_STYLE = {
 class PaneHeader(Static):
     """Label · status · figures, built as `Text` (never parsed as markup)."""
 
+    def on_resize(self) -> None:
+        parent = self.parent
+        if isinstance(parent, Pane):
+            parent._render_header()
+
+
+def header_text(name: str, status: str, detail: str, figures: str, width: int) -> Text:
+    """The header for `width` cells: name and status, then as many whole
+    figures ("ttft 312 ms", "38 tok/s", ...) as fit, never one cut short."""
+    text = Text(no_wrap=True, overflow="ellipsis")
+    text.append(name, style="bold")
+    text.append("  ")
+    text.append(status, style=STATUS_STYLE.get(status, ""))
+    if detail:
+        text.append(f" ({detail})", style="dim")
+    shown: list[str] = []
+    for part in figures.split(" · ") if figures else []:
+        if text.cell_len + 2 + len(" · ".join([*shown, part])) > width:
+            break
+        shown.append(part)
+    if shown:
+        text.append("  ")
+        text.append(" · ".join(shown), style="dim")
+    return text
+
 
 class Pane(Vertical):
     """A contestant's column. Focus lives in its body (one Tab stop per pane,
@@ -122,16 +147,9 @@ class Pane(Vertical):
 
     # ----- header ---------------------------------------------------------
     def _render_header(self) -> None:
-        text = Text(no_wrap=True, overflow="ellipsis")
-        text.append(self.name_shown, style="bold")
-        text.append("  ")
-        text.append(self.status, style=STATUS_STYLE.get(self.status, ""))
-        if self.detail:
-            text.append(f" ({self.detail})", style="dim")
-        if self.show_figures and self.figures:
-            text.append("  ")
-            text.append(self.figures, style="dim")
-        self.header.update(text)
+        width = self.header.content_size.width or 10_000    # not laid out yet: redrawn on its resize
+        figures = self.figures if self.show_figures else ""
+        self.header.update(header_text(self.name_shown, self.status, self.detail, figures, width))
         self.border_title = None
 
     def watch_status(self) -> None:

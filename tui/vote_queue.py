@@ -15,13 +15,14 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import ActiveBinding, Binding
 from textual.containers import Container
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, Static
 
 from core.answering.vote_queue import LABELS, QueueItem, Repeats, Reveal, VoteQueue, check_summary
 from core.stats.votes import VoteError, VoteNeedsConfirmation, describe
+from tui.footer_fit import fit_bindings
 from tui.pane_tabs import grid_shape
 from tui.panes import Pane
 from tui.record_entries import Entry, answer_entries, pane_status, prompt_entry, status_note
@@ -85,6 +86,27 @@ class VoteQueueScreen(Screen):
         yield self.vote_bar
         yield Input(placeholder="note for the next vote, Enter keeps it", id="queue-note")
         yield Footer(show_command_palette=False)
+
+    # The order of importance when the footer is too narrow for them all
+    # (`tui.footer_fit`): the vote bar's or focused pane's keys first, then these.
+    FOOTER_RANK = ("focus_vote", "next", "skip", "quit", "help", "tag", "undo", "reveal", "note", "close")
+
+    @property
+    def active_bindings(self) -> dict[str, ActiveBinding]:
+        """As many whole footer keys as the width holds, the most important
+        first (`FOOTER_RANK`), never a key cut mid-word."""
+        shown = super().active_bindings
+        ours = (self, self.app)
+
+        def rank(active: ActiveBinding) -> int:
+            action = active.binding.action
+            if not any(active.node is node for node in ours):
+                return 0
+            return 1 + (self.FOOTER_RANK.index(action) if action in self.FOOTER_RANK else len(self.FOOTER_RANK))
+
+        footer = self.query(Footer)
+        compact = bool(footer) and footer.first().compact
+        return fit_bindings(shown, self.size.width, compact, self.app.get_key_display, rank)
 
     # ----- the queue's state, for drawing (and tests) ------------------------
     @property
