@@ -101,7 +101,7 @@ def report_widgets(report: Report) -> list[Widget]:
     """Everything the screen shows for one report, top to bottom."""
     out: list[Widget] = []
     if report.demo:
-        out.append(prose(Text(one_line(DEMO_NOTE), style="bold reverse"), "report-demo"))
+        out.append(prose(Text(one_line(DEMO_NOTE), style="bold reverse"), "report-demo-note"))
     if report.message:
         msg = Text(one_line(report.message))
         if "--include-demo" in report.message and not report.filters.include_demo:
