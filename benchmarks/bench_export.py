@@ -67,7 +67,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="5000,10000,20000", help="battles per database, comma-separated")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--smoke", action="store_true", help="smallest sizes, one repeat: that it still runs (tests/test_benchmarks.py)")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.sizes, args.repeats = "200", 1
     sizes = [int(x) for x in args.sizes.split(",")]
     results: dict[int, dict[str, float]] = {}
     print(f"export benchmark: one Arena import of N battles, median of {args.repeats} (seconds)")
