@@ -182,8 +182,8 @@ def decide(categories: Mapping[str, RatingResult], engineering: Sequence[Enginee
     out = Decision(confidence=confidence, rounds=rounds, seed=seed, limits=limits,
                    votes_by_category=dict(sorted(votes.items())))
     if mix is None:
-        kept = _default_mix_categories(categories, votes, models)
-        left = [c for c in sorted(votes) if c not in kept]
+        in_mix = _default_mix_categories(categories, votes, models)
+        left = [c for c in sorted(votes) if c not in in_mix]
         if left:
             out.left_out_categories = left
             n_left = sum(votes[c] for c in left)
@@ -191,8 +191,8 @@ def decide(categories: Mapping[str, RatingResult], engineering: Sequence[Enginee
                 f"left out of the mix: {', '.join(left)} ({n_left} vote{'s' if n_left != 1 else ''}, "
                 f"{100 * n_left / sum(votes.values()):.0f}% of them): not every model is rated there (fewer "
                 f"than {MIN_VOTES_TO_RANK} votes, or none connecting it to the others); `--mix` weighs it anyway")
-        total = sum(votes[c] for c in kept)
-        shares = {c: votes[c] / total for c in sorted(kept)} if total else {}
+        total = sum(votes[c] for c in in_mix)
+        shares = {c: votes[c] / total for c in sorted(in_mix)} if total else {}
         out.mix_source = "the votes (each category's share of them)"
     else:
         shares = normalise_mix(mix)
