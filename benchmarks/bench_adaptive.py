@@ -67,8 +67,11 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="6 seeds, a check in about 2 minutes")
     ap.add_argument("--error", type=float, default=0.1, help="raters' error rate (a vote flipped), both queues")
     ap.add_argument("--cap", type=int, default=30000, help="votes a run may take at most (both queues)")
+    ap.add_argument("--smoke", action="store_true", help="smallest sizes, one repeat: that it still runs (tests/test_benchmarks.py)")
     args = ap.parse_args()
-    seeds = 6 if args.quick else args.seeds
+    seeds = 2 if args.smoke else 6 if args.quick else args.seeds
+    if args.smoke:
+        args.cap = min(args.cap, 2000)
     best = max(TRUE, key=TRUE.__getitem__)
     results: dict[str, list[QueuePass]] = {}
     boot = random.Random(12345)

@@ -165,10 +165,11 @@ async def whole_baseline_round(url: str, provider: str, opts: dict) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer rounds and chunks")
+    ap.add_argument("--smoke", action="store_true", help="smallest sizes, one repeat: that it still runs (tests/test_benchmarks.py)")
     args = ap.parse_args()
-    rounds = 3 if args.quick else 7
-    paced_chunks = 100 if args.quick else 300
-    cpu_chunks = 300 if args.quick else 1000
+    rounds = 1 if args.smoke else 3 if args.quick else 7
+    paced_chunks = 20 if args.smoke else 100 if args.quick else 300
+    cpu_chunks = 50 if args.smoke else 300 if args.quick else 1000
 
     print(f"bench_client: {STREAMS} concurrent streams, loopback server in its own process")
     paced, paced_url = start_server({"text": "x" * paced_chunks, "chunk_chars": 1, "delay": 0.005, "stamp": True})

@@ -86,7 +86,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cases", type=int, nargs="+", default=[1000, 5000])
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--smoke", action="store_true", help="smallest sizes, one repeat: that it still runs (tests/test_benchmarks.py)")
     args = ap.parse_args()
+    if args.smoke:
+        args.cases, args.repeat = [50], 1
     print(f"{'cases':>7} {'load x2':>9} {'diff':>9} {'ratio':>7} {'gate cmd':>9} {'cache hit':>10} "
           f"{'pk read':>9} {'ratio':>6}")
     for n in args.cases:

@@ -117,7 +117,10 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--categories", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=1000)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--smoke", action="store_true", help="smallest sizes, one repeat: that it still runs (tests/test_benchmarks.py)")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.votes, args.models, args.categories, args.rounds, args.repeat = 3000, 5, 3, 50, 1
     bs, cat, cats = synthetic(args.votes, args.models, args.categories)
     print(f"{args.votes} votes, {args.models} models, {args.categories} categories, {args.rounds} rounds, "
           f"{RATING_THREADS} rating thread(s)")

@@ -21,10 +21,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from core.exchange.export import FORMATS, export_session
-from core.exchange.importing import import_file
-from tests.synthetic import synthetic_session, write_synthetic
-from store import Store
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # the checkout: tests.synthetic builds the data
+from core.exchange.export import FORMATS, export_session  # noqa: E402
+from core.exchange.importing import import_file  # noqa: E402
+from tests.synthetic import synthetic_session, write_synthetic  # noqa: E402
+from store import Store  # noqa: E402
 
 LINEAR_LIMIT = 4.4   # 20k/5k total-time ratio counted as linear (4.0 ideal)
 QUADRATIC = 8.0      # past this, halfway (in log) to the 16x of a quadratic export: a failure
@@ -67,7 +68,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="5000,10000,20000", help="battles per database, comma-separated")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--smoke", action="store_true", help="smallest sizes, one repeat: that it still runs (tests/test_benchmarks.py)")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.sizes, args.repeats = "200", 1
     sizes = [int(x) for x in args.sizes.split(",")]
     results: dict[int, dict[str, float]] = {}
     print(f"export benchmark: one Arena import of N battles, median of {args.repeats} (seconds)")

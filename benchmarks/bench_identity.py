@@ -82,7 +82,10 @@ def per_answer_us(detect, cases, repeat: int, rounds: int = 3) -> float:
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=200)
+    ap.add_argument("--smoke", action="store_true", help="smallest sizes, one repeat: that it still runs (tests/test_benchmarks.py)")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.repeat = 4
     new = lambda c: self_identification(c.text, MODELS[c.model], [c.prompt])  # noqa: E731
     old = lambda c: old_names_itself(c.text, MODELS[c.model])  # noqa: E731
     cases = CASES + HELD_OUT

@@ -83,10 +83,11 @@ def median_of(make, pieces: list[bytes], repeats: int) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="smaller sizes, fewer repeats")
+    ap.add_argument("--smoke", action="store_true", help="smallest sizes, one repeat: that it still runs (tests/test_benchmarks.py)")
     args = ap.parse_args()
-    repeats = 3
-    both = [2 * MB, 10 * MB] if args.quick else [10 * MB, 30 * MB, 60 * MB]
-    new_only = [] if args.quick else [100 * MB]
+    repeats = 1 if args.smoke else 3
+    both = [MB // 4, MB // 2] if args.smoke else [2 * MB, 10 * MB] if args.quick else [10 * MB, 30 * MB, 60 * MB]
+    new_only = [] if args.quick or args.smoke else [100 * MB]
     print(f"one SSE line in {CHUNK // 1024} KiB reads; median of {repeats} runs")
     print(f"{'size':>8} {'old (s)':>10} {'new (s)':>10} {'old/new':>9}")
     for size in both + new_only:

@@ -303,11 +303,14 @@ def main(argv=None) -> int:
     ap.add_argument("--no-report", action="store_true", help="skip the whole-report timing")
     ap.add_argument("--baseline", default=BASELINE, help=f"commit to compare the whole report with "
                                                          f"(default {BASELINE}; '' for none)")
+    ap.add_argument("--smoke", action="store_true", help="smallest sizes, one repeat: that it still runs (tests/test_benchmarks.py)")
     args = ap.parse_args(argv)
-    rounds = 100 if args.quick else args.rounds
+    rounds = 20 if args.smoke else 100 if args.quick else args.rounds
+    if args.smoke:
+        args.repeat, args.ref_repeat, args.no_report = 1, 1, True
     results = {
-        "medium": run_case("medium", 5_000, 8, rounds, args.repeat, args.ref_repeat),
-        "large": run_case("large", 100_000, 20, rounds, args.repeat, args.ref_repeat),
+        "medium": run_case("medium", 500 if args.smoke else 5_000, 8, rounds, args.repeat, args.ref_repeat),
+        "large": run_case("large", 2_000 if args.smoke else 100_000, 20, rounds, args.repeat, args.ref_repeat),
     }
     mo, mr, dp, db = results["large"]
     print(f"targets: large >= 2x ({mr / mo:.1f}x), large < 2 s ({mo:.3f} s), "

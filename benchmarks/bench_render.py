@@ -327,10 +327,11 @@ def median_run(runs: list[dict]) -> dict:
     return out
 
 
-async def main(quick: bool, runs: int, baselines: bool) -> None:
-    n = 1000 if quick else 3000
-    lengths = (500, 1000, 2000, 4000) if quick else (2000, 4000, 8000, 16000, 32000)
-    long_answer = 5000 if quick else 20000
+async def main(quick: bool, runs: int, baselines: bool, smoke: bool = False) -> None:
+    """`smoke`: the smallest sizes, one run (that it still runs: tests/test_benchmarks.py)."""
+    n = 100 if smoke else 1000 if quick else 3000
+    lengths = (100, 200, 400) if smoke else (500, 1000, 2000, 4000) if quick else (2000, 4000, 8000, 16000, 32000)
+    long_answer = 300 if smoke else 5000 if quick else 20000
     streams = [make_markdown(n, seed) for seed in range(PANES)]
     load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
     print(f"render benchmark: {PANES} panes, {SIZE[0]}x{SIZE[1]} headless, python {sys.version.split()[0]}, "
@@ -413,4 +414,5 @@ async def main(quick: bool, runs: int, baselines: bool) -> None:
 if __name__ == "__main__":
     args = sys.argv[1:]
     runs = int(args[args.index("--runs") + 1]) if "--runs" in args else 1
-    asyncio.run(main("--quick" in args, runs, "--no-baselines" not in args))
+    asyncio.run(main("--quick" in args, runs, "--no-baselines" not in args and "--smoke" not in args,
+                     smoke="--smoke" in args))

@@ -110,7 +110,10 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=20_000)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--smoke", action="store_true", help="smallest sizes, one repeat: that it still runs (tests/test_benchmarks.py)")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.n, args.repeat = 400, 1
     texts = prompts(args.n)
     try:
         import llm  # noqa: F401
@@ -130,11 +133,12 @@ def main(argv: list[str]) -> int:
                 t = median_s(lambda name=name: read_logs(folder / name, "model"), args.repeat)
                 print(f"  {label:35s} {t * 1e3:8.1f} ms  {args.n / t:9.0f} prompts/s  ratio {t / base:4.2f}x")
             per_turn = {}
+            k = min(4000, len(texts))
             for length in (200, 2000):
-                turns_db(folder / f"long{length}.db", texts[:4000], length)
+                turns_db(folder / f"long{length}.db", texts[:k], length)
                 t = median_s(lambda length=length: read_logs(folder / f"long{length}.db", "model"), args.repeat)
-                per_turn[length] = t / 4000
-            print(f"  4000 turns in conversations of 200: {per_turn[200] * 1e6:7.1f} µs/turn; of 2000: "
+                per_turn[length] = t / k
+            print(f"  {k} turns in conversations of 200: {per_turn[200] * 1e6:7.1f} µs/turn; of 2000: "
                   f"{per_turn[2000] * 1e6:7.1f} µs/turn (ratio {per_turn[2000] / per_turn[200]:4.2f}x; "
                   f"history cut at --max-chars)")
     base = median_s(lambda: dedupe(texts), args.repeat)

@@ -182,7 +182,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--runs", type=int, default=7, help="cold runs per command (median)")
     ap.add_argument("--only", default="", help="comma-separated names (e.g. sessions,chat); default all")
+    ap.add_argument("--smoke", action="store_true", help="smallest sizes, one repeat: that it still runs (tests/test_benchmarks.py)")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.runs = 1
     only = [x for x in args.only.split(",") if x]
     lineup = lineup_command()
     print(f"cold start: median of {args.runs} fresh processes; load average {os.getloadavg()[0]:.2f} "

@@ -110,7 +110,10 @@ async def tools(url: str, loop: bool) -> float:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=15)
+    ap.add_argument("--smoke", action="store_true", help="smallest sizes, one repeat: that it still runs (tests/test_benchmarks.py)")
     args = ap.parse_args()
+    if args.smoke:
+        args.repeat = 1
     proc = subprocess.Popen([sys.executable, "-c", SERVER, str(ROOT)], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None

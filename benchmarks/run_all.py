@@ -4,6 +4,7 @@ prints its figures beside a baseline measured in the same run, as ratios.
 
     python benchmarks/run_all.py            # all
     python benchmarks/run_all.py store render
+    python benchmarks/run_all.py --smoke    # each at its smallest sizes: that it still runs
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ HERE = Path(__file__).resolve().parent
 
 
 def main(argv: list[str]) -> int:
+    smoke = "--smoke" in argv
+    argv = [a for a in argv if a != "--smoke"]
     scripts = sorted(HERE.glob("bench_*.py"))
     if argv:
         scripts = [s for s in scripts if any(s.stem == f"bench_{a}" for a in argv)]
@@ -24,7 +27,7 @@ def main(argv: list[str]) -> int:
     for script in scripts:
         print(f"\n=== {script.stem} ===", flush=True)
         start = time.perf_counter()
-        code = subprocess.call([sys.executable, str(script)], cwd=HERE.parent)
+        code = subprocess.call([sys.executable, str(script), *(["--smoke"] if smoke else [])], cwd=HERE.parent)
         print(f"--- {script.stem}: exit {code}, {time.perf_counter() - start:.1f} s wall", flush=True)
         failed += code != 0
     return 1 if failed else 0

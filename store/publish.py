@@ -5,36 +5,102 @@ Why a module of its own: Datasette serves every table of the file it is
 given, and any SQL against it, so hiding tables or adding views over the
 owner's database would not keep a blind mapping out of sight. What is served
 is therefore a derived copy, made fresh at each start, holding only an
-allow-list of tables and, of those, only sessions that are not blind or
-were revealed: a blind session still waiting for its reveal (its contestants,
-answers' labels, votes' mappings) is not in the file at all, nor are the
-package mappings (`share_map`, `share_package`), run claims or the full-text
-indexes. The copy is opened immutable and read-only.
+allow-list of tables and, of those, only what the owner has seen named:
+sessions that are not blind or were revealed, and of a blind session revealed
+judged unit by judged unit (a run's case in the vote queue, a chat's turn)
+the units revealed so far, with its models. A blind session with nothing
+revealed (its contestants, answers' labels, votes' mappings) is not in the
+file at all, nor is any unit still hidden (its prompt, answers and votes), nor
+are the package mappings (`share_map`, `share_package`), run claims or the
+full-text indexes. The copy is opened immutable and read-only.
+
+The unit rule is `core.stats.votes.reveal_state`'s (a unit is revealed once a vote
+on it was revealed or the rater revealed it without voting), written here in
+SQL over `records.UNIT_KEY_SQL`, since the store cannot import the core.
 """
 
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from store.records import UNIT_KEY_SQL
 from store.rows import unpack_ints
 
-#: Sessions that may be published: not blind, or blind and revealed.
-VISIBLE = "(SELECT id FROM src.session WHERE blind = 0 OR revealed_at IS NOT NULL)"
+#: Sessions published whole: not blind, or blind and revealed as a whole.
+WHOLE = "(SELECT id FROM src.session WHERE blind = 0 OR revealed_at IS NOT NULL)"
+
+#: (session, judged unit) revealed one by one: by a revealed vote on it, or by the rater without a vote
+REVEALED_UNITS = (f"SELECT v.session_id, {UNIT_KEY_SQL} FROM src.vote v JOIN src.turn t ON t.id = v.turn_id "
+                  "WHERE v.revealed_at IS NOT NULL "
+                  f"UNION SELECT r.session_id, {UNIT_KEY_SQL} FROM src.reveal r JOIN src.turn t ON t.id = r.turn_id")
+
+#: The turns published (made first, as temp.shown_turn): all of a whole session, the revealed units of another.
+SHOWN_TURNS = (f"SELECT t.id, t.session_id, {UNIT_KEY_SQL} AS unit, t.session_id IN {WHOLE} AS whole "
+               f"FROM src.turn t WHERE t.session_id IN {WHOLE} OR (t.session_id, {UNIT_KEY_SQL}) IN ({REVEALED_UNITS})")
+
+SHOWN = "(SELECT id FROM temp.shown_turn)"
+SHOWN_SESSIONS = f"(SELECT id FROM src.session WHERE id IN {WHOLE} OR id IN (SELECT session_id FROM temp.shown_turn))"
+SHOWN_OUTPUTS = f"(SELECT id FROM src.output WHERE turn_id IN {SHOWN})"
 
 #: table -> the rows of it that are published
 TABLES: dict[str, str] = {
-    "session": f"id IN {VISIBLE}",
-    "contestant": f"session_id IN {VISIBLE}",
-    "turn": f"session_id IN {VISIBLE}",
-    "output": f"session_id IN {VISIBLE}",
-    "vote": f"session_id IN {VISIBLE}",
-    "vote_contestant": f"vote_id IN (SELECT id FROM src.vote WHERE session_id IN {VISIBLE})",
-    "tag": f"output_id IN (SELECT id FROM src.output WHERE session_id IN {VISIBLE})",
-    "check_result": f"output_id IN (SELECT id FROM src.output WHERE session_id IN {VISIBLE})",
+    "session": f"id IN {SHOWN_SESSIONS}",
+    "contestant": f"session_id IN {SHOWN_SESSIONS}",
+    "turn": f"id IN {SHOWN}",
+    "output": f"turn_id IN {SHOWN}",
+    "vote": f"turn_id IN {SHOWN}",
+    "vote_contestant": f"vote_id IN (SELECT id FROM src.vote WHERE turn_id IN {SHOWN})",
+    "tag": f"output_id IN {SHOWN_OUTPUTS}",
+    "check_result": f"output_id IN {SHOWN_OUTPUTS}",
 }
+
+
+@dataclass(frozen=True)
+class Published:
+    """What a published copy holds and what it left out, and why. A unit is
+    a run's case (all its follow-ups and repeats judged together) or a chat's turn."""
+
+    rows: dict[str, int]                            # table -> rows published
+    partial_sessions: int = 0                       # blind sessions published in part: their revealed units
+    shown_units: tuple[int, int] = (0, 0)           # ... their (cases, turns) published
+    hidden_units: tuple[int, int] = (0, 0)          # ... and those left out, still hidden
+    hidden_sessions: int = 0                        # blind sessions with nothing revealed: left out whole
+
+    def shown(self) -> str:
+        """How many sessions are published, and which in part."""
+        line = _count(self.rows["session"], "session")
+        if self.partial_sessions:
+            line += (f" ({self.partial_sessions} of them blind, in part: the {_units(self.shown_units)} "
+                     "revealed so far)")
+        return line
+
+    def left_out(self) -> str:
+        """What is left out until it is revealed ("" when nothing is)."""
+        left = []
+        if self.hidden_sessions:
+            left.append(f"{_count(self.hidden_sessions, 'blind session')} with nothing revealed")
+        if any(self.hidden_units):
+            left.append(f"{_units(self.hidden_units)} of {_count(self.partial_sessions, 'blind session')} "
+                        "not revealed yet")
+        return ", ".join(left)
+
+    def summary(self) -> str:
+        left = self.left_out()
+        return self.shown() + (f"; left out until revealed: {left}" if left else "")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _units(units: tuple[int, int]) -> str:
+    cases, turns = units
+    return " and ".join(_count(n, noun) for n, noun in ((cases, "case"), (turns, "turn")) if n) or "0 cases"
+
 
 VIEWS: dict[str, str] = {
     "answers": """SELECT o.id, o.session_id, t.case_id, t.category, o.contestant AS model, o.status,
@@ -73,7 +139,8 @@ QUERIES: dict[str, dict[str, str]] = {
 }
 
 DESCRIPTIONS: dict[str, str] = {
-    "session": "A chat or a run: blind sessions appear here only once revealed",
+    "session": "A chat or a run: a blind one appears here once revealed, in part (the cases or turns revealed "
+               "so far) or whole",
     "contestant": "The models of a session (alias, provider, model, label shown)",
     "turn": "A prompt of a session (case id, category, text)",
     "output": "One answer of one model to one turn (times in ms, epoch seconds)",
@@ -86,12 +153,13 @@ DESCRIPTIONS: dict[str, str] = {
 }
 
 
-def write_published_copy(db: str | Path, out: str | Path) -> dict[str, int]:
-    """Write the publishable copy of `db` to `out` (a new file); rows per table."""
+def write_published_copy(db: str | Path, out: str | Path) -> Published:
+    """Write the publishable copy of `db` to `out` (a new file)."""
     out = Path(out)
     conn = sqlite3.connect(f"file:{quote(str(out.resolve()))}", uri=True)
     try:
         conn.execute("ATTACH DATABASE ? AS src", [f"file:{quote(str(Path(db).resolve()))}?mode=ro"])
+        conn.execute(f"CREATE TEMP TABLE shown_turn AS {SHOWN_TURNS}")
         counts: dict[str, int] = {}
         for table, where in TABLES.items():
             conn.execute(f'CREATE TABLE "{table}" AS SELECT * FROM src."{table}" WHERE {where}')
@@ -106,18 +174,40 @@ def write_published_copy(db: str | Path, out: str | Path) -> dict[str, int]:
                           for i, ms in enumerate(ms_list)])
         counts["output_chunk"] = conn.execute("SELECT count(*) FROM output_chunk").fetchone()[0]
         conn.commit()
+        published = _left_out(conn, counts)
+        conn.execute("DROP TABLE temp.shown_turn")
         conn.execute("DETACH DATABASE src")
         for name, sql in VIEWS.items():
             conn.execute(f'CREATE VIEW "{name}" AS {sql}')
         conn.commit()
-        return counts
+        return published
     finally:
         conn.close()
 
 
+def _left_out(conn: sqlite3.Connection, rows: dict[str, int]) -> Published:
+    """Count the blind sessions published in part (some unit still hidden: one
+    with every unit revealed is published whole), their units shown and hidden,
+    and the blind sessions left out whole."""
+    partial = (f"(SELECT session_id FROM temp.shown_turn WHERE NOT whole INTERSECT "
+               f"SELECT session_id FROM src.turn WHERE id NOT IN {SHOWN})")
+
+    def units(where: str) -> tuple[int, int]:
+        cases, turns = conn.execute(
+            f"SELECT count(*) FILTER (WHERE unit LIKE 'case%'), count(*) FILTER (WHERE unit NOT LIKE 'case%') "
+            f"FROM (SELECT DISTINCT t.session_id, {UNIT_KEY_SQL} AS unit FROM src.turn t "
+            f"WHERE t.session_id IN {partial} AND {where})").fetchone()
+        return cases, turns
+
+    hidden = conn.execute("SELECT count(*) FROM src.session").fetchone()[0] - rows["session"]
+    return Published(rows=rows, partial_sessions=conn.execute(f"SELECT count(*) FROM {partial}").fetchone()[0],
+                     shown_units=units(f"t.id IN {SHOWN}"), hidden_units=units(f"t.id NOT IN {SHOWN}"),
+                     hidden_sessions=hidden)
+
+
 def metadata(name: str) -> dict[str, Any]:
     """Datasette metadata for the copy served as database `name`."""
-    return {"title": "lineup", "description": "Read-only view of a lineup database (unrevealed blind sessions "
-            "are left out)", "databases": {name: {
+    return {"title": "lineup", "description": "Read-only view of a lineup database (blind sessions "
+            "show only what was revealed: their cases or turns revealed so far)", "databases": {name: {
                 "tables": {t: {"description": d} for t, d in DESCRIPTIONS.items()},
                 "queries": QUERIES}}}

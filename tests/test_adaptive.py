@@ -504,3 +504,26 @@ def test_a_sample_sets_gold_answers_become_gold_pairs(tmp_path, monkeypatch):
         assert s.load_session(summary.id).session.meta["gold"]["c1"] == {"better": "2", "worse": "3, I think"}
     checks = anyio.run(go)
     assert checks and all(c.source == "case" and c.correct and c.model is None for c in checks)
+
+
+def test_importing_blind_guesses_says_guesses(tmp_path, capsys):
+    """`lineup import` named what it added by table: "2 blind guesss"."""
+    from lineup.cli import main
+
+    db, sid = _make_db(tmp_path)
+
+    async def go():
+        store = await AsyncStore.open(db)
+        queue = VoteQueue(store, rater="tester", session_id=sid, rng=random.Random(2), reveal="end")
+        await queue.load()
+        queue.advance()
+        await queue.vote("B")
+        await queue.guess("A", "kestrel", ALIASES)
+        await queue.guess("B", None, ALIASES)
+        await store.aclose()
+
+    anyio.run(go)
+    capsys.readouterr()
+    assert main(["import", str(db), "--db", str(tmp_path / "team.db")]) == 0
+    out = capsys.readouterr().out
+    assert "2 blind guesses" in out and "1 vote," in out and "guesss" not in out, out

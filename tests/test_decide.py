@@ -316,3 +316,31 @@ def test_axis_of_costs_equal_but_for_rounding_has_ticks_that_advance():
     ticks = F.ticks(lo, hi, 0.05)
     assert 1 <= len(ticks) <= 50 and all(lo <= t <= hi + 1e-12 for t in ticks)
     assert len(F.ticks(0.0, 1.0, 1e-20)) == 50
+
+
+def test_one_uncategorised_vote_does_not_blank_the_default_decision(store):
+    """A single chat vote without a category used to put "(none)" in the
+    default mix, where no model has the votes to be rated: no model was rated
+    in every category, so there was no P(best) at all. The default mix takes
+    the categories where every model is rated, and says what it left out."""
+    from core.report.build import build_report
+
+    planted_store(store, {"code": {"a": 300, "b": 0}, None: {"a": 0, "b": 0}}, {"code": 200, None: 1}, seed=5)
+    for d in (build_decision(store, rounds=300), build_report(store, rounds=300).decision):
+        assert d.recommendation == "a" and d.best == "a"
+        assert d.mix == {"code": 1.0}
+        assert d.left_out_categories == ["(none)"]
+        assert any("left out of the mix: (none) (1 vote" in w and "not every model is rated there" in w
+                   for w in d.warnings), d.warnings
+    # a mix given on the command line is taken as given
+    d = build_decision(store, mix={"code": 0.5, "(none)": 0.5}, rounds=300)
+    assert d.recommendation is None and d.left_out_categories == []
+
+
+def test_the_default_mix_keeps_every_category_when_none_rates_every_model(store):
+    """Too few votes everywhere: nothing is left out of the mix (there is no
+    better mix to fall back to), and the decision says why there is no P(best)."""
+    planted_store(store, {"code": {"a": 0, "b": 0}, "chat": {"a": 0, "b": 0}}, {"code": 4, "chat": 4}, seed=5)
+    d = build_decision(store, rounds=100)
+    assert set(d.mix) == {"code", "chat"} and d.left_out_categories == []
+    assert d.message == "No model is rated in every category of the mix: no P(best)."

@@ -111,7 +111,27 @@ def test_check_demo_models_ok(clean_env, capsys):
     data = json.loads(out)
     assert data["demo_only"] and len(data["models"]) >= 3
     for row in data["models"]:
+        if not row["configured"]:                   # the offline judge: listed, never checked
+            assert row["alias"] == "demo/judge" and row["check"] is None
+            continue
         assert row["check"]["ok"] is True and row["check"]["ttft_ms"] is not None and row["check"]["error"] is None
+
+
+def test_every_alias_dash_m_accepts_is_listed_the_demo_judge_too(clean_env, capsys, config_file):
+    """`lineup models` left out `demo/judge` though `-m demo/judge` works; with a
+    config of real models, the demo aliases `-m` still accepts are listed apart."""
+    code, out, err = run_cli(capsys)
+    assert code == 0 and "demo/judge" in out.split("Also offline, with -m")[1]
+    code, out, err = run_cli(capsys, "--config", config_file(), "--json")
+    rows = {r["alias"]: r for r in json.loads(out)["models"]}
+    assert rows["quick"]["configured"] and rows["gpt4o"]["configured"]
+    assert {a for a, r in rows.items() if not r["configured"]} == {
+        "demo/concise", "demo/thorough", "demo/quirky", "demo/thinker", "demo/judge"}
+    from core.answering.config import load_config, resolve_models
+
+    config = load_config(config_file())
+    assert [m.alias for m in resolve_models(config, [a for a, r in rows.items() if not r["configured"]])] \
+        == [a for a, r in rows.items() if not r["configured"]]        # each of them works with -m
 
 
 class _Server(BaseHTTPRequestHandler):

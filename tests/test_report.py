@@ -143,7 +143,10 @@ def test_empty_database_says_so(db, tmp_path, capsys):
     assert "No database" in capsys.readouterr().out
 
 
-def test_demo_only_database_says_so(db, capsys):
+def test_a_report_whose_votes_are_all_on_demo_models_shows_them_marked_demo(db, capsys):
+    """Every vote in scope on demo models: the report used to say only that
+    they were left out (empty, exit 0). It shows them, marked demo, and the
+    same with --include-demo (not marked: asked for)."""
     b = Builder(db)
     s = b.session(["demo-fast", "demo-slow"], demo={"demo-fast", "demo-slow"})
     t = b.turn(s, 0)
@@ -151,14 +154,14 @@ def test_demo_only_database_says_so(db, capsys):
     b.output(s, t, "demo-slow")
     b.vote(s, t, "demo-fast")
     report = build_report(db, rounds=10)
-    assert report.models == [] and report.engineering == []
-    assert "demo" in report.message and "--include-demo" in report.message
-    assert report.votes_demo_excluded == 1
+    assert report.demo and report.message is None and report.votes_demo_excluded == 0
+    assert {m.name for m in report.models} == {"demo-fast", "demo-slow"}
+    assert {e.model for e in report.engineering} == {"demo-fast", "demo-slow"}
     assert main(["report", "--db", str(db.path)]) == 0
-    assert "--include-demo" in capsys.readouterr().out
+    assert capsys.readouterr().out.startswith("DEMO: every vote here is on demo models")
     shown = build_report(db, ReportFilters(include_demo=True), rounds=10)
     assert {m.name for m in shown.models} == {"demo-fast", "demo-slow"} and shown.message is None
-    assert {e.model for e in shown.engineering} == {"demo-fast", "demo-slow"}
+    assert not shown.demo
 
 
 def test_votes_with_a_demo_contestant_are_left_out(db):

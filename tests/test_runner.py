@@ -329,3 +329,21 @@ def test_a_huge_answer_is_cut_and_the_run_goes_on(tmp_path):
     loaded = _records(tmp_path / "run.db")
     cut = [o for o in loaded.outputs if o.contestant == "bomb"]
     assert all(o.status == "error" and "the rest was not read" in o.error_message for o in cut)
+
+
+def test_a_one_model_run_is_not_blind_and_does_not_ask_for_votes(tmp_path, monkeypatch, capsys):
+    """A run of one model said "hidden" in `lineup sessions` and suggested
+    `lineup vote`: there is nothing to tell apart and nothing to vote on."""
+    monkeypatch.setenv("LINEUP_DEMO_SPEED", "0")
+    (tmp_path / "config.toml").write_text("")
+    monkeypatch.setenv("LINEUP_CONFIG", str(tmp_path / "config.toml"))
+    db = tmp_path / "one.db"
+    assert main(["run", str(_write_set(tmp_path / "set.jsonl", 2)), "-m", "demo/concise", "--db", str(db)]) == 0
+    err = capsys.readouterr().err
+    assert "lineup vote" not in err and "one model, nothing to vote on" in err
+    with Store.open(db) as store:
+        (summary,) = store.list_sessions()
+    assert not summary.blind and summary.contestants == ["demo/concise"] and summary.reveal_note == ""
+    assert main(["sessions", "--db", str(db)]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if summary.id in line)
+    assert "demo/concise" in row and "hidden" not in row

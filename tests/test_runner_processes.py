@@ -253,7 +253,7 @@ def test_exit_code_says_whether_every_answer_came_back(tmp_path, monkeypatch, ca
         config = config_file(tmp_path / "config.toml", srv, {"good": {}, "bad": {"base_url": broken.base_url("openai")}})
         monkeypatch.setenv("LINEUP_CONFIG", str(config))
         assert main(["run", str(set_path), "-m", "good", "--quiet"]) == 0
-        assert "vote on it" in capsys.readouterr().err
+        assert "one model, nothing to vote on" in capsys.readouterr().err      # one model: no vote to ask for
         assert main(["run", str(set_path), "-m", "good", "-m", "bad", "--quiet"]) == 1
         err = capsys.readouterr().err
         assert "exit 1: 2 of 4 conversations failed" in err

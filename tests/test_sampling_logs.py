@@ -546,3 +546,25 @@ def test_an_image_in_the_db_over_5_mb_is_skipped_by_its_size(llm_logs, tmp_path)
     logs = read_logs(db, "model")
     assert logs.skipped == {SKIP_ATTACHMENT: 1}
     assert logs.first_skipped[SKIP_ATTACHMENT].endswith("(an image of 6.0 MB (a set carries at most 5 MB))")
+
+
+def test_a_log_mixing_chat_and_plain_records_reads_each_by_its_own_prompt(tmp_path, capsys):
+    """The prompt field was chosen from the first record for the whole file:
+    on a log mixing chat requests (`messages`) and plain records (`prompt`),
+    every record of the other kind was skipped as an empty prompt."""
+    path = write_jsonl(tmp_path / "mixed.jsonl", [
+        {"cat": "a", "messages": [{"role": "system", "content": "Be brief."},
+                                  {"role": "user", "content": "chat one"}]},
+        {"cat": "a", "prompt": "plain one"},
+        {"cat": "b", "messages": [{"role": "user", "content": "chat two"}]},
+        {"cat": "b", "prompt": "plain two"},
+        {"cat": "b", "prompt": ""},
+    ])
+    logs = read_logs(path, "cat")
+    assert [r.prompt for r in logs.records] == ["chat one", "plain one", "chat two", "plain two"]
+    assert logs.records[0].system == "Be brief." and logs.skipped == {SKIP_EMPTY: 1}
+    assert logs.prompt_field == "messages or prompt"
+    out = tmp_path / "set.jsonl"
+    assert run_sample(str(path), "--by", "cat", "-n", "4", "-o", str(out)) == 0
+    assert "prompt field messages or prompt" in capsys.readouterr().out
+    assert len(load_sample_set(out).cases) == 4

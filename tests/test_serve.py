@@ -72,8 +72,9 @@ def _prepare(owner_db, tmp_path):
 def test_the_published_copy_leaves_out_unrevealed_sessions(owner, tmp_path):
     db, hidden, shown = _prepare(owner, tmp_path)
     copy = tmp_path / "pub.db"
-    counts = write_published_copy(db, copy)
-    assert counts["session"] == 1
+    published = write_published_copy(db, copy)
+    assert published.rows["session"] == 1
+    assert published.summary() == "1 session; left out until revealed: 1 blind session with nothing revealed"
     raw = copy.read_bytes().decode("latin-1")
     for s in _hidden_strings(db, hidden):
         assert s not in raw, s
@@ -172,3 +173,103 @@ def test_a_killed_lineup_serve_takes_datasette_with_it(owner, tmp_path):
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def _queue_votes(db: Path, sid: str, cases: int) -> None:
+    """The blind vote queue over run `sid`, judging `cases` cases, each revealed after its vote."""
+    import random
+
+    import anyio
+
+    from core.answering.vote_queue import VoteQueue
+    from store import AsyncStore
+
+    async def go():
+        store = await AsyncStore.open(db)
+        queue = VoteQueue(store, rater="r", session_id=sid, rng=random.Random(3))
+        await queue.load()
+        for _ in range(cases):
+            queue.advance()
+            await queue.vote("A")
+        await store.aclose()
+
+    anyio.run(go)
+
+
+def test_a_run_revealed_case_by_case_publishes_its_revealed_cases(tmp_path):
+    """Runs are blind and the queue reveals per case: the cases judged (and
+    revealed) are published with their models; a case still hidden is not in
+    the copy (prompt, answers, votes); once every case is, the whole run is."""
+    from test_tui_vote_queue import CASES, make_run
+
+    db = tmp_path / "runs.db"
+    sid = make_run(db, CASES, blind=True)
+    _queue_votes(db, sid, 2)
+    with Store.open(db) as store:
+        ls = store.load_session(sid)
+    judged = {v.turn_id for v in ls.votes}
+    assert len(judged) == 2 and all(v.revealed_at for v in ls.votes)
+    shown_cases = {t.case_id for t in ls.turns if t.id in judged}
+    (hidden_case,) = {"c1", "c2", "c3"} - shown_cases
+    copy = tmp_path / "pub.db"
+    published = write_published_copy(db, copy)
+    conn = sqlite3.connect(copy)
+    assert [r[0] for r in conn.execute("SELECT id FROM session")] == [sid]
+    assert {r[0] for r in conn.execute("SELECT alias FROM contestant")} == {"kestrel", "heron", "plover"}
+    assert {r[0] for r in conn.execute("SELECT case_id FROM turn")} == shown_cases
+    assert {r[0] for r in conn.execute("SELECT DISTINCT t.case_id FROM output o JOIN turn t ON t.id = o.turn_id")} \
+        == shown_cases
+    assert {r[0] for r in conn.execute("SELECT turn_id FROM vote")} == judged
+    assert conn.execute("SELECT count(*) FROM vote_contestant").fetchone()[0] == 6
+    conn.close()
+    raw = copy.read_bytes().decode("latin-1")
+    hidden = [t for t in ls.turns if t.case_id == hidden_case]
+    for needle in [*(t.id for t in hidden), *(t.user_message for t in hidden),
+                   *(o.id for o in ls.outputs if o.turn_id in {t.id for t in hidden}), f"to {hidden_case} "]:
+        assert needle not in raw, needle
+    assert published.partial_sessions == 1 and published.hidden_units == (1, 0) and published.shown_units == (2, 0)
+    assert published.summary() == ("1 session (1 of them blind, in part: the 2 cases revealed so far); "
+                                   "left out until revealed: 1 case of 1 blind session not revealed yet")
+
+    _queue_votes(db, sid, 1)                    # the last case: the whole run
+    copy.unlink()
+    published = write_published_copy(db, copy)
+    assert published.summary() == "1 session"
+    with sqlite3.connect(copy) as conn:
+        assert conn.execute("SELECT count(*) FROM turn").fetchone()[0] == len(ls.turns)
+        assert conn.execute("SELECT count(*) FROM vote").fetchone()[0] == 3
+
+
+def test_lineup_serve_says_what_it_publishes_and_what_it_left_out(tmp_path):
+    """The line `lineup serve` prints counts the revealed cases, not "0 sessions"."""
+    from test_tui_vote_queue import CASES, make_run
+
+    db = tmp_path / "runs.db"
+    sid = make_run(db, CASES, blind=True)
+    make_run(db, CASES, blind=True)             # a second run, nothing judged
+    _queue_votes(db, sid, 1)
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "lineup", "serve", "--db", str(db), "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        lines = [proc.stdout.readline().decode() for _ in range(2)]
+        _wait_until_serving(proc, f"http://127.0.0.1:{port}/lineup.json")
+        turns = _get(f"http://127.0.0.1:{port}/lineup/turn.json?_shape=array")
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    assert lines[0].startswith("serving 1 session (1 of them blind, in part: the 1 case revealed so far) "
+                               f"read-only at http://127.0.0.1:{port}/lineup"), lines
+    assert lines[1] == ("left out until revealed (blind: vote on them or reveal them, then restart): "
+                        "1 blind session with nothing revealed, 2 cases of 1 blind session not revealed yet\n")
+    assert [t["case_id"] for t in turns] == [next(t.case_id for t in _load_turns(db, sid) if t.id in _voted(db, sid))]
+
+
+def _load_turns(db, sid):
+    with Store.open(db) as store:
+        return store.load_session(sid).turns
+
+
+def _voted(db, sid):
+    with Store.open(db) as store:
+        return {v.turn_id for v in store.load_session(sid).votes}

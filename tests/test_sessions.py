@@ -300,3 +300,32 @@ def test_text_before_a_stall_is_saved_without_waiting_for_the_next_chunk(tmp_pat
 
         row = _run(go)
     assert row == {"status": "streaming", "text": "saved before the stall"}
+
+
+def test_a_session_is_recorded_with_its_first_prompt_not_before(servers, tmp_path):
+    """Opening a chat and leaving without sending left a 0-turn session in
+    `lineup sessions` at every launch. Nothing is written until the first
+    prompt; then the session and that turn are written together, and every
+    later prompt is added to it."""
+    for srv in servers:
+        srv.script(Reply(text="one"), Reply(text="two"))
+
+    async def go():
+        store = _open(tmp_path)
+        unsent = await ChatSession.create(store, _models(servers))
+        await unsent.aclose()
+        untouched = await store.list_sessions()
+        session = await ChatSession.create(store, _models(servers), blind=True)
+        await session.send("first")
+        await session.send("second")
+        await session.aclose()
+        listed = await store.list_sessions()
+        loaded = await store.load_session(session.id)
+        await store.aclose()
+        return untouched, listed, loaded, unsent.id
+
+    untouched, listed, loaded, unsent = _run(go)
+    assert untouched == []
+    assert [s.id for s in listed] == [loaded.session.id] and unsent not in {s.id for s in listed}
+    assert [t.user_message for t in loaded.turns] == ["first", "second"] and loaded.session.blind
+    assert len(loaded.outputs) == 6

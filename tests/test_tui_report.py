@@ -173,7 +173,7 @@ def test_open_below_no_interval_and_separate_graphs():
     assert any("not compared with the models above" in x for x in lines)
 
 
-def test_demo_only_database_says_so_and_d_brings_them_in(tmp_path):
+def test_demo_only_database_shows_them_marked_demo_and_d_keeps_them_in(tmp_path):
     db = tmp_path / "demo.db"
     make_report_db(db, real=False)
 
@@ -183,14 +183,16 @@ def test_demo_only_database_says_so_and_d_brings_them_in(tmp_path):
         async with app.run_test(size=(100, 40)) as pilot:
             screen = await opened(pilot)
             shown = screen_text(app)
-            assert "demo" in screen.report.message and "press d" in shown
-            assert screen.chart("ratings") is None
+            assert screen.report.demo and screen.report.message is None and "press d" not in shown
+            assert "DEMO: every vote here is on demo models" in shown
+            rows = screen.chart("ratings").plain_text()
+            assert "demo-fast" in rows and "demo-slow" in rows
             await pilot.press("d")
             screen = await opened(pilot, loads=2)
             assert screen.report.message is None and screen.report.filters.include_demo
+            assert not screen.report.demo and "DEMO: every vote" not in screen.body_text()
             rows = screen.chart("ratings").plain_text()
             assert "demo-fast" in rows and "demo-slow" in rows
-            assert "press d" not in screen.body_text()
         await store.aclose()
 
     run(scenario())

@@ -277,3 +277,101 @@ def test_adaptive_vote_with_the_blinding_audit_typed_in_a_real_terminal(tmp_path
     (vote,) = [v for v in loaded.current_votes() if v.rater == "pty-tester"]
     assert vote.choice == "A" and len(vote.mapping) == 2 and vote.choice_reason["mode"] == "adaptive"
     assert [(g, json.loads(o)) for g, o in guesses] == [(None, ["demo/concise", "demo/quirky", "demo/thorough"])]
+
+
+def _launch(tmux: Tmux, tmp_path: Path, *, speed: str, size: tuple[int, int] = (140, 40)) -> tuple[Path, Path]:
+    """`lineup` on two demo models in tmux, as its own process (`exec`, so the
+    pid written is lineup's): (the database, the file holding the pid)."""
+    db, config, pid = tmp_path / "lineup.db", tmp_path / "config.toml", tmp_path / "lineup.pid"
+    config.write_text(CONFIG)
+    env_vars = {"LINEUP_DB": str(db), "LINEUP_CONFIG": str(config), "LINEUP_DEMO_SPEED": speed,
+                "TERM": "xterm-256color", "PYTHONPATH": str(ROOT)}
+    env_prefix = " ".join(f"{k}={v!s}" for k, v in env_vars.items())
+    command = f"cd {ROOT} && echo $$ > {pid} && exec env {env_prefix} {sys.executable} -m lineup"
+    x, y = map(str, size)
+    tmux("-f", "/dev/null", "new-session", "-d", "-s", "lineup", "-x", x, "-y", y, command)
+    tmux("resize-window", "-t", "lineup", "-x", x, "-y", y, check=False)
+    return db, pid
+
+
+def _sessions(db: Path) -> list[tuple[str, int]]:
+    """(session id, turns) of every session, read without writing."""
+    import sqlite3
+
+    if not db.exists():
+        return []
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        return conn.execute("SELECT s.id, (SELECT count(*) FROM turn t WHERE t.session_id = s.id) "
+                            "FROM session s").fetchall()
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+@pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
+@pytest.mark.parametrize("size", [(80, 24), (140, 40)])
+def test_launching_lineup_and_quitting_without_sending_leaves_no_session(tmp_path, size):
+    """Every launch of `lineup` left a 0-turn session in `lineup sessions`;
+    a session is recorded when its first prompt is sent. Then a launch that
+    sends one prompt and quits leaves exactly that session."""
+    tmux = Tmux(f"lineup-test-nosession-{os.getpid()}-{size[0]}")
+    try:
+        db, pid = _launch(tmux, tmp_path, speed="0", size=size)
+        tmux.wait_for("quick")
+        tmux("send-keys", "-t", "lineup", "C-q")
+        for _ in range(200):
+            if _gone(int(pid.read_text())):
+                break
+            time.sleep(0.1)
+        assert _gone(int(pid.read_text()))
+        assert _sessions(db) == []
+        tmux("kill-server", check=False)
+
+        db, pid = _launch(tmux, tmp_path, speed="0", size=size)
+        tmux.wait_for("quick")
+        tmux("send-keys", "-t", "lineup", "-l", "explain python lists")
+        tmux("send-keys", "-t", "lineup", "Enter")
+        tmux.wait_for("Which answer is best?" if size[0] > 100 else "F2")
+        tmux("send-keys", "-t", "lineup", "C-q")
+        for _ in range(200):
+            if _gone(int(pid.read_text())):
+                break
+            time.sleep(0.1)
+    finally:
+        tmux("kill-server", check=False)
+    assert [turns for _, turns in _sessions(db)] == [1]
+
+
+@pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
+def test_killing_lineup_after_the_first_prompt_keeps_the_session(tmp_path):
+    """kill -9 while the answers to the first prompt still stream: the session
+    and its prompt were written when it was sent, and stay."""
+    import signal
+
+    tmux = Tmux(f"lineup-test-killed-{os.getpid()}")
+    try:
+        db, pid = _launch(tmux, tmp_path, speed="0.2")       # slow demo answers: still streaming when killed
+        tmux.wait_for("quick")
+        tmux("send-keys", "-t", "lineup", "-l", "explain python lists")
+        tmux("send-keys", "-t", "lineup", "Enter")
+        for _ in range(300):                                   # until the prompt is in the record
+            if any(turns for _, turns in _sessions(db)):
+                break
+            time.sleep(0.1)
+        os.kill(int(pid.read_text()), signal.SIGKILL)
+        for _ in range(100):
+            if _gone(int(pid.read_text())):
+                break
+            time.sleep(0.1)
+    finally:
+        tmux("kill-server", check=False)
+    assert [turns for _, turns in _sessions(db)] == [1]
+    with Store.open(db) as store:
+        (summary,) = store.list_sessions()
+        loaded = store.load_session(summary.id)
+    assert [t.user_message for t in loaded.turns] == ["explain python lists"]

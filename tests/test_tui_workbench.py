@@ -289,6 +289,8 @@ def test_settings_before_the_first_prompt_are_sent_and_recorded(tmp_path):
                 second = app.session
                 assert second.linked_from == first.id and second.params.temperature == 0.9
                 assert second.system == "Answer briefly."
+                await send(pilot, "hi again")           # a session is recorded with its first prompt
+                await settle(pilot)
                 ids = (first.id, second.id)
                 await pilot.press("ctrl+q")
         await store.aclose()

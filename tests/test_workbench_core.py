@@ -163,8 +163,9 @@ def test_settings_change_before_the_first_turn_and_are_recorded_then_fixed(tmp_p
             session = await ChatSession.create(store, models, defaults=SamplingParams(max_tokens=100))
             await session.update_settings("Answer in French.", SamplingParams(temperature=0.2, seed=4),
                                           {1: SamplingParams(top_p=0.5)})
-            record = await store.get_session(session.id)
+            assert not (await store.list_sessions())          # recorded with its first prompt, as set then
             await session.send("bonjour")
+            record = await store.get_session(session.id)
             with pytest.raises(ValueError, match="fixed once a prompt was sent"):
                 await session.update_settings(None, SamplingParams())
             await session.aclose()
@@ -298,14 +299,18 @@ def test_an_edited_prompt_makes_new_attempts_and_keeps_the_old_ones(tmp_path):
     assert again.prompt_of(turn) == "What is 3+3?"
 
 
-def test_a_linked_session_records_where_it_came_from(tmp_path):
+def test_a_linked_session_records_where_it_came_from(tmp_path, monkeypatch):
     from providers.demo import DEMO_MODELS
+
+    monkeypatch.setenv("LINEUP_DEMO_SPEED", "0")
 
     async def go():
         store = _open(tmp_path / "s.db")
         old = await ChatSession.create(store, DEMO_MODELS[:2])
+        await old.send("first")
         new = await ChatSession.create(store, DEMO_MODELS[1:3], blind=True, linked_from=old.id,
                                        changed="contestants")
+        await new.send("first")                 # a session is recorded with its first prompt
         record = await store.get_session(new.id)
         await store.aclose()
         return old, new, record

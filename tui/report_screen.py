@@ -32,7 +32,7 @@ from core.report import decision_format as DF
 from core.report.build import build_report
 from core.report.decision_terminal import pareto_chart, pbest_chart
 from core.report.format import gap_hint as report_gap_hint
-from core.report.model import NO_CATEGORY, Report, ReportFilters
+from core.report.model import DEMO_NOTE, NO_CATEGORY, Report, ReportFilters
 from core.report.stretch import stretch_blocks
 from core.report.structured import HEADER as STRUCTURED_HEADER
 from core.report.structured import table_rows as structured_table
@@ -100,6 +100,8 @@ def categories_of(report: Report) -> list[str]:
 def report_widgets(report: Report) -> list[Widget]:
     """Everything the screen shows for one report, top to bottom."""
     out: list[Widget] = []
+    if report.demo:
+        out.append(prose(Text(one_line(DEMO_NOTE), style="bold reverse"), "report-demo-note"))
     if report.message:
         msg = Text(one_line(report.message))
         if "--include-demo" in report.message and not report.filters.include_demo:

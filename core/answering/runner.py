@@ -158,7 +158,8 @@ class Runner:
         record = SessionRecord(
             id=new_ulid(), created=time.time(), kind="run", title=f"run {self.sample_set.name}",
             contestants=[contestant_record(c) for c in contestants], system=self.system,
-            params=self.params.model_dump(exclude_none=True), seed=self.params.seed, blind=True,
+            # blind when there is something to tell apart: one model's answers hide nobody
+            params=self.params.model_dump(exclude_none=True), seed=self.params.seed, blind=len(contestants) > 1,
             revealed_at=None, sample_set_name=self.sample_set.name, sample_set_hash=self.sample_set.sha256,
             rerun_of=self.rerun_of, meta={"run_key": key, "repeat": self.repeat, "label_seed": label_seed,
                                           # shown after the vote in the queue; the set file may move later

@@ -54,7 +54,7 @@ from providers.events import (
 )
 from providers.model_config import ModelConfig, server_concurrency, server_key
 from providers.secrets import GrowingText, HeldBack, scrubber_for
-from store import AsyncStore
+from store import AsyncStore, Store
 from store.ids import new_ulid
 from store.records import (
     ContestantRecord,
@@ -385,6 +385,7 @@ class ChatSession:
         self.votes: list[VoteRecord] = []
         self.tags: list[TagRecord] = []     # current ones (not removed), automatic ones included
         self.limits = ServerLimits(c.config for c in contestants)
+        self.saved = True                   # in the store: a new session is recorded with its first prompt
 
     # ----- creation -------------------------------------------------------
     @classmethod
@@ -408,7 +409,10 @@ class ChatSession:
         changed: str | None = None,
         show_reasoning: bool = False,
     ) -> "ChatSession":
-        """A new session, saved at once. `contestant_params` (alias -> params)
+        """A new session, recorded with its first prompt (`send`): opening
+        the app and leaving without sending leaves no empty session behind,
+        while a session killed once a prompt was sent keeps it (the session
+        and its first turn are one transaction). `contestant_params` (alias -> params)
         go on top of the session's for that contestant. `linked_from`: the
         session this one continues with other models or settings (`changed`
         says what, in words); it is recorded as `rerun_of` and
@@ -450,8 +454,9 @@ class ChatSession:
             blind=blind, revealed_at=None, sample_set_name=None, sample_set_hash=None,
             rerun_of=rerun_of, meta=meta,
         )
-        await store.create_session(record)
-        return cls(store, record, contestants, defaults)
+        session = cls(store, record, contestants, defaults)
+        session.saved = False
+        return session
 
     @classmethod
     async def resume(cls, store: AsyncStore, session_id: str, config: Config) -> "ChatSession":
@@ -559,6 +564,9 @@ class ChatSession:
             c.params = self.defaults.merged(c.config.params).merged(params).merged(c.override)
         fields = dict(system=system or None, params=params.model_dump(exclude_none=True), seed=params.seed,
                       contestants=[contestant_record(c) for c in self.contestants])
+        if not self.saved:      # recorded with its first prompt, as it is then
+            self.record = SessionRecord.model_validate({**self.record.model_dump(), **fields})
+            return
         self.record = await self.store.call(lambda s: s.update_session(self.id, **fields))
 
     def display_name(self, index: int) -> str:
@@ -595,7 +603,18 @@ class ChatSession:
             created=time.time(),
         )
         blobs = [(i.sha256, i.mime, image_bytes(i)) for i in images if i.sha256]
-        await self.store.add_turn(turn, blobs)
+        if self.saved:
+            await self.store.add_turn(turn, blobs)
+        else:
+            record = self.record
+
+            def first_turn(store: Store) -> None:
+                with store.batch():         # the session with its first prompt, or neither
+                    store.create_session(record)
+                    store.add_turn(turn, blobs)
+
+            await self.store.call(first_turn)
+            self.saved = True
         self.turns.append(turn)
         self.turn_images[turn.id] = images
         message = Message(role="user", content=prompt, images=images)

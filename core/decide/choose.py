@@ -99,6 +99,20 @@ def _feasibility(row: DecisionModel, limits: Limits) -> list[str]:
     return why
 
 
+def _default_mix_categories(categories: Mapping[str, RatingResult], votes: Mapping[str, int],
+                             models: Sequence[str] | None) -> list[str]:
+    """The categories of the mix made of the votes: those where every model
+    (`models`, else each model rated in some category) is rated. One vote in
+    a category where nobody has enough (a chat turn without a category) would
+    otherwise leave no model rated in every category of the mix, and no
+    P(best). When no category rates every model, all of them (the decision
+    then says which models are not scored where)."""
+    pool = list(models) if models is not None else sorted(
+        {n for c in votes for n in categories[c].replicate_models if _column(categories[c], n) is not None})
+    full = [c for c in votes if pool and all(_column(categories[c], n) is not None for n in pool)]
+    return full or list(votes)
+
+
 def _column(result: RatingResult, name: str) -> int | None:
     """The model's column in the result's rounds, when it is ranked there (as
     the report ranks: enough votes, `core.stats.ratings.MIN_VOTES_TO_RANK`, so that
@@ -164,8 +178,17 @@ def decide(categories: Mapping[str, RatingResult], engineering: Sequence[Enginee
     out = Decision(confidence=confidence, rounds=rounds, seed=seed, limits=limits,
                    votes_by_category=dict(sorted(votes.items())))
     if mix is None:
-        total = sum(votes.values())
-        shares = {c: n / total for c, n in sorted(votes.items())} if total else {}
+        in_mix = _default_mix_categories(categories, votes, models)
+        left = [c for c in sorted(votes) if c not in in_mix]
+        if left:
+            out.left_out_categories = left
+            n_left = sum(votes[c] for c in left)
+            out.warnings.append(
+                f"left out of the mix: {', '.join(left)} ({n_left} vote{'s' if n_left != 1 else ''}, "
+                f"{100 * n_left / sum(votes.values()):.0f}% of them): not every model is rated there (fewer "
+                f"than {MIN_VOTES_TO_RANK} votes, or none connecting it to the others); `--mix` weighs it anyway")
+        total = sum(votes[c] for c in in_mix)
+        shares = {c: votes[c] / total for c in sorted(in_mix)} if total else {}
         out.mix_source = "the votes (each category's share of them)"
     else:
         shares = normalise_mix(mix)

@@ -127,10 +127,15 @@ class Decision(BaseModel):
     unrated_categories: list[str] = Field(default_factory=list,
                                           description="mix categories without a single vote: left out, "
                                                       "the other shares scaled up")
+    left_out_categories: list[str] = Field(default_factory=list,
+                                           description="the default mix (of the votes) only: categories with "
+                                                       "votes where not every model is rated, left out of it")
     pareto_cost: list[str] = Field(default_factory=list)
     pareto_latency: list[str] = Field(default_factory=list)
     message: str | None = Field(default=None, description="why there is no P(best), when there is none")
     warnings: list[str] = Field(default_factory=list)
+    demo: bool = Field(default=False, description="every vote in scope is on demo models: they are counted, "
+                                                  "and the decision is between demo models")
     style_control: bool = Field(default=False, description="P(best) from style-adjusted ratings")
     style_by_category: dict[str, StyleControl] = Field(default_factory=dict)
 

@@ -563,6 +563,7 @@ def _read_json_records(records: Iterable[tuple[int, str, Any, str | None, str]],
     keys_seen: list[str] = []
     shown = shown_name(path)
     export: list[tuple[int, str, str, dict[str, Any]]] | None = None
+    found: list[str] = []       # the prompt field of each record, found per record: a log may mix chat and plain
     for order, where, obj, problem, source in records:
         if problem:
             raise LogError(problem)
@@ -574,11 +575,18 @@ def _read_json_records(records: Iterable[tuple[int, str, Any, str | None, str]],
         if export is not None:
             export.append((order, where, source, obj))
             continue
-        if not out.prompt_field:
-            out.prompt_field = _pick_prompt_path(obj, prompt_field, where)
-        holder_path, _, leaf = out.prompt_field.rpartition(".")
+        try:
+            path_ = found[0] if prompt_field is not None and found else _pick_prompt_path(obj, prompt_field, where)
+        except LogError:
+            if not found:
+                raise
+            path_ = found[0]        # no prompt here: read as empty, and skipped as such
+        if path_ not in found:
+            found.append(path_)
+            out.prompt_field = " or ".join(found)
+        holder_path, _, leaf = path_.rpartition(".")
         holder = _dig(obj, holder_path)[1] if holder_path else obj
-        msgs, system = _value_messages(_dig(obj, out.prompt_field)[1], holder, where, leaf)
+        msgs, system = _value_messages(_dig(obj, path_)[1], holder, where, leaf)
         collect.add(order, where, source, obj, msgs, system)
     if export is not None:
         out.prompt_field, out.detail = "prompt", "llm logs --json export"

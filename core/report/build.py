@@ -7,7 +7,9 @@ the figures (`core.report.figures`) meet to fill the model
 
 What counts:
 - votes: current ones only (superseded votes dropped); votes involving a demo
-  contestant are left out unless `include_demo`;
+  contestant are left out unless `include_demo`, or unless every vote in
+  scope involves one: then they are all counted and the report is marked
+  `demo` (a newcomer trying the demo models sees them, labelled as such);
 - filters: sessions (ids or unique prefixes), turn category, rater (votes and
   tags), since (a vote's or an output's creation time);
 - answers: the latest attempt per (turn, contestant); requests: every attempt
@@ -64,6 +66,21 @@ def rating_table(result: R.RatingResult) -> RatingTable:
                        warnings=result.warnings)
 
 
+def read_votes_in_scope(store: Store, filters: ReportFilters, *,
+                        with_ids: bool = False) -> tuple[ReportFilters, Votes, int, list[str], bool]:
+    """The votes the filters select: (the filters used, the votes, demo votes
+    left out, warnings, demo). Demo votes are left out unless asked for, but
+    when every vote in scope is on demo models they are read instead and the
+    filters include them (`demo` True): an empty report after trying lineup
+    on its demo models says nothing, a report marked demo shows what it does."""
+    votes, demo_skipped, problems = read_votes(store, scope_of(filters), with_ids=with_ids)
+    if len(votes) or not demo_skipped or filters.include_demo:
+        return filters, votes, demo_skipped, problems, False
+    filters = filters.model_copy(update={"include_demo": True})
+    votes, _, problems = read_votes(store, scope_of(filters), with_ids=with_ids)
+    return filters, votes, 0, problems, True
+
+
 def build_report(store: Store, filters: ReportFilters | None = None, *, rounds: int = R.DEFAULT_ROUNDS,
                  seed: int | None = 0, prices: Mapping[str, Any] | None = None,
                  breakdowns: bool = True, judge: str | None = None, judge_prompt: str | None = None,
@@ -75,12 +92,12 @@ def build_report(store: Store, filters: ReportFilters | None = None, *, rounds: 
     `judge`: an LLM judge's alias, for its section (calibration against
     people's votes, combined ratings); `judge_prompt` a prefix of the hash of
     the prompt to read (default: its newest)."""
-    filters = filters or ReportFilters()
+    filters, votes, demo_skipped, problems, demo = read_votes_in_scope(store, filters or ReportFilters(),
+                                                                       with_ids=style_control)
     scope = scope_of(filters)
     with ThreadPoolExecutor(RATING_THREADS, "lineup-report-ratings") as pool:
-        votes, demo_skipped, problems = read_votes(store, scope, with_ids=style_control)
         report = Report(generated_at=time.time(), database=str(getattr(store, "path", "") or "") or None,
-                        filters=filters, rounds=rounds, seed=seed, votes_demo_excluded=demo_skipped)
+                        filters=filters, rounds=rounds, seed=seed, votes_demo_excluded=demo_skipped, demo=demo)
         bs, used, bad = battle_set(votes)
         problems += bad
         overall, breakdown = _start_ratings(pool, bs, votes, used, rounds, seed, breakdowns)
@@ -122,6 +139,7 @@ def build_report(store: Store, filters: ReportFilters | None = None, *, rounds: 
     if "by_category" in results:
         report.decision = decide(results["by_category"], report.engineering, report.checks, rounds=rounds,
                                  seed=seed)
+        report.decision.demo = demo
     return report
 
 

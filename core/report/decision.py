@@ -21,9 +21,9 @@ from core.stats import ratings as R
 from core.decide.choose import decide
 from core.decide.model import Decision, Limits
 from core.report import figures
-from core.report.build import RATING_THREADS, breakdown_codes, scope_of, start_breakdown
+from core.report.build import RATING_THREADS, breakdown_codes, read_votes_in_scope, scope_of, start_breakdown
 from core.report.model import ReportFilters
-from core.report.patterns import battle_set, read_votes
+from core.report.patterns import battle_set
 from core.report.style_section import style_for
 from store import report_queries as Q
 from store.db import Store
@@ -34,10 +34,10 @@ def build_decision(store: Store, filters: ReportFilters | None = None, *, mix: M
                    confidence: float = 0.95, rounds: int = R.DEFAULT_ROUNDS, seed: int | None = 0,
                    prices: Mapping[str, Any] | None = None, style_control: bool = False) -> Decision:
     """Read the store and decide (see `core.decide.choose.decide`)."""
-    filters = filters or ReportFilters()
+    filters, votes, demo_skipped, problems, demo = read_votes_in_scope(store, filters or ReportFilters(),
+                                                                       with_ids=style_control)
     scope = scope_of(filters)
     with ThreadPoolExecutor(RATING_THREADS, "lineup-decide-ratings") as pool:
-        votes, demo_skipped, problems = read_votes(store, scope, with_ids=style_control)
         bs, used, bad = battle_set(votes)
         found = start_breakdown(pool, bs, votes, used, "by_category", rounds, seed) if bs.n_votes else {}
         whole = pool.submit(R.rate, bs, rounds=rounds, seed=seed) if None in found.values() else None
@@ -66,6 +66,7 @@ def build_decision(store: Store, filters: ReportFilters | None = None, *, mix: M
     decision.warnings = problems + bad + decision.warnings
     if demo_skipped and not filters.include_demo:
         decision.warnings.append(f"{demo_skipped} demo-model votes left out (--include-demo counts them)")
+    decision.demo = demo
     if style_control:
         decision.style_control = True
         decision.style_by_category = style

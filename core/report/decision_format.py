@@ -43,7 +43,11 @@ def interval(lo: float | None, hi: float | None, digits: int = 0) -> str:
 
 
 def headline(d: Decision) -> str:
-    """The decision in one sentence."""
+    """The decision in one sentence (said to be among demo models when it is)."""
+    return ("DEMO models only (synthetic answers): " if d.demo else "") + _headline(d)
+
+
+def _headline(d: Decision) -> str:
     if d.recommendation is None:
         return d.message or "No recommendation."
     conf = f"{100 * d.confidence:.0f}%"

@@ -16,7 +16,7 @@ from core.stats.ratings import Gap, ModelRating
 from core.report import agreement as AG
 from core.report.decision_html import decision_html, matchups_html, style_html
 from core.report.format import fmt, fmt_ci, fmt_rank, nice_step, pct
-from core.report.model import Engineering, FailureModes, Report
+from core.report.model import DEMO_NOTE, Engineering, FailureModes, Report
 from core.report.public_section import public_html
 from core.report.stretch import Block, stretch_blocks
 from core.report.structured import HEADER as STRUCTURED_HEADER
@@ -28,7 +28,7 @@ body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:2em auto;
 h1{font-size:1.6em}h2{font-size:1.25em;margin-top:2em;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;margin:.5em 0 1em}td,th{padding:3px 10px;border-bottom:1px solid #eee;text-align:right}
 td:first-child,th:first-child,td.l,th.l{text-align:left}.warn{background:#fff4e0;padding:.5em 1em;border-left:4px solid #e8a33d}
-.msg{background:#eef4ff;padding:.7em 1em;border-left:4px solid #4a78c2}svg text{font:12px system-ui,sans-serif}
+.demo{background:#ffe3e3;padding:.7em 1em;border-left:6px solid #c0392b;font-weight:bold}.msg{background:#eef4ff;padding:.7em 1em;border-left:4px solid #4a78c2}svg text{font:12px system-ui,sans-serif}
 .small{color:#666;font-size:.9em}
 """
 
@@ -175,6 +175,8 @@ def render_html(r: Report) -> str:
             f"<p class=small>{r.votes_used} votes, {r.rounds} bootstrap rounds, seed {html_text(r.seed)}. "
             "Bradley-Terry on the Elo scale (mean 1000), 95% bootstrap intervals; dashed whiskers are open "
             "(no finite rating on that side).</p>"]
+    if r.demo:
+        body.insert(1, f'<p class="demo">{html_text(DEMO_NOTE)}</p>')
     if r.message:
         body.append(f'<p class="msg">{html_text(r.message)}</p>')
     if r.decision is not None and r.models:
@@ -245,5 +247,5 @@ def render_html(r: Report) -> str:
     body += _html_blocks(stretch_blocks(r))
     return ("<!DOCTYPE html><html lang=en><head><meta charset=utf-8>"
             "<meta name=viewport content='width=device-width, initial-scale=1'>"
-            f"<title>lineup report</title><style>{_CSS}</style></head><body>"
+            f"<title>lineup report{' (demo models)' if r.demo else ''}</title><style>{_CSS}</style></head><body>"
             + "\n".join(body) + "</body></html>\n")

@@ -17,7 +17,7 @@ from core.stats.ratings import Gap, ModelRating
 from core.report import agreement as AG
 from core.report.decision_markdown import decision_lines, matchups_lines, style_lines
 from core.report.format import fmt, fmt_ci, fmt_rank, pct
-from core.report.model import Report
+from core.report.model import DEMO_NOTE, Report
 from core.report.public_section import public_lines
 from core.report.stretch import Block, stretch_blocks
 from core.report.structured import HEADER as STRUCTURED_HEADER
@@ -53,6 +53,8 @@ def render_markdown(r: Report) -> str:
                  "Ratings: Bradley-Terry, Elo scale (mean 1000), 95% bootstrap intervals; a rank range "
                  "covers every rank the intervals allow.")
     lines.append("")
+    if r.demo:
+        lines += [f"> **{markdown_inline(DEMO_NOTE)}**", ""]
     if r.message:
         lines += [f"> {markdown_inline(r.message)}", ""]
     for w in r.warnings:

@@ -42,6 +42,10 @@ from core.report.rater_quality import RaterQuality
 from core.report.structured import StructuredRow
 from core.stats.style import StyleControl
 
+#: What every rendering of a report marks it with when it is of demo models only (`Report.demo`).
+DEMO_NOTE = ("DEMO: every vote here is on demo models (synthetic, offline answers), so they are shown; "
+             "these figures rate no real model. Configure real models (`lineup models`) to rate them.")
+
 #: The category of turns that have none, in the per-category tables.
 NO_CATEGORY = "(none)"
 
@@ -134,6 +138,8 @@ class Report(BaseModel):
     seed: int | None
     votes_used: int = 0
     votes_demo_excluded: int = 0
+    demo: bool = Field(default=False, description="every vote in scope is on demo models: they are counted "
+                                                  "(filters.include_demo) and every figure is of demo models")
     models: list[ModelRating] = Field(default_factory=list)
     groups: list[list[str]] = Field(default_factory=list)
     gaps: list[Gap] = Field(default_factory=list)

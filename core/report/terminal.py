@@ -19,7 +19,7 @@ from core.stats.ratings import Gap, ModelRating
 from core.report import agreement as AG
 from core.report.decision_terminal import print_decision_section, print_matchups, print_style
 from core.report.format import fmt, fmt_ci, fmt_rank, gap_hint, pct
-from core.report.model import Report
+from core.report.model import DEMO_NOTE, Report
 from core.report.public_section import print_public
 from core.report.stretch import Block, stretch_blocks
 from core.report.structured import HEADER as STRUCTURED_HEADER
@@ -44,6 +44,8 @@ def print_report(report: Report, console: Console | None = None) -> None:
         if not console.is_terminal:
             console = Console(highlight=False, soft_wrap=False, width=160)
 
+    if report.demo:
+        console.print(Text(one_line(DEMO_NOTE), style="bold reverse"))
     if report.message:
         console.print(Text(report.message))
     for warning in report.warnings:

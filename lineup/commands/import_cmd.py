@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     if not added:
         print(f"{shown}: nothing new to import ({summary.records} records already present)")
     else:
-        parts = ", ".join(f"{n} {table.replace('_', ' ')}{'s' if n != 1 else ''}" for table, n in added.items())
+        parts = ", ".join(_count(n, table.replace("_", " ")) for table, n in added.items())
         print(f"{shown} ({summary.format}): imported {parts}")
     if summary.deleted_here:
         from core.ground.text import one_line
@@ -99,3 +99,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"{shown}: left out {n} session{'s' if n != 1 else ''} deleted here "
               f"({one_line(', '.join(summary.deleted_here[:3]))}{' ...' if n > 3 else ''})")
     return 0
+
+
+def _count(n: int, noun: str) -> str:
+    """"1 vote", "2 blind guesses": the rows added of one table, in words."""
+    if n == 1:
+        return f"{n} {noun}"
+    return f"{n} {noun}{'es' if noun.endswith(('s', 'x', 'ch', 'sh')) else 's'}"

@@ -7,7 +7,9 @@ used and, on failure, which part was wrong (URL, auth, format...).
 `--json` shape, per model: `alias`, `provider`, `model`, `base_url`
 (credentials removed), `api_key_env`, `key` ("present" | "missing" | null),
 `headers` ([{`name`, `env` (null for a literal), `set`}]; values never),
-`demo`; with `--check`, `check`: {`ok`, `ttft_ms`, `total_ms`, `streamed`,
+`demo`, `configured` (false: a demo alias that `-m` accepts without a
+config, such as the offline judge `demo/judge`; never checked); with
+`--check`, `check` (null when not configured): {`ok`, `ttft_ms`, `total_ms`, `streamed`,
 `error_kind`, `error`, `problem` (null | "url" | "auth" | "format" |
 "request" | "server" | "timeout" | "config"), `hint`, `route` (null for the
 demo, else {`method`, `url`, `auth`, `headers`})}."""
@@ -37,7 +39,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from core.answering.config import ConfigError, config_path, load_config, redact_url
     from core.ground.text import one_line
-    from providers.model_config import EnvValue
+    from providers.model_config import DEMO_JUDGE, DEMO_MODELS, EnvValue
 
     try:
         config = load_config(args.config, probe_ollama=True)
@@ -53,14 +55,21 @@ def run(args: argparse.Namespace) -> int:
                     if isinstance(v, EnvValue) else {"name": name, "env": None, "set": None}
                     for name, v in m.headers.items()],
         "demo": m.is_demo,
+        "configured": True,
     } for m in config.models.values()]
+    # the demo aliases `-m` resolves whatever the config says (`core.answering.config.resolve_models`), the judge too
+    rows += [{"alias": m.alias, "provider": m.provider, "model": m.model, "base_url": None, "api_key_env": None,
+              "key": None, "headers": [], "demo": True, "configured": False}
+             for m in (*DEMO_MODELS, DEMO_JUDGE) if m.alias not in config.models]
 
     failed = False
     if args.check:
         import anyio
 
         checks = anyio.run(_check_all, list(config.models.values()), config, args.timeout)
-        for row, check in zip(rows, checks, strict=True):
+        for row in rows:
+            row["check"] = None
+        for row, check in zip(rows, checks, strict=False):   # checks cover the configured rows, the first ones
             row["check"] = check
         failed = any(not c["ok"] for c in checks)
 
@@ -81,7 +90,13 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(f"No config file ({one_line(str(path))}): models autodetected from the environment.")
     print()
-    _print_table(rows, args.check)
+    _print_table([r for r in rows if r["configured"]], args.check)
+    offline = [r for r in rows if not r["configured"]]
+    if offline:
+        print()
+        print("Also offline, with -m (demo models, synthetic answers; demo/judge is the offline judge: "
+              "lineup judge -m demo/judge):")
+        _print_table(offline, False)
     if args.check:
         _print_routes(rows)
     return 1 if failed else 0
@@ -120,7 +135,7 @@ def _print_routes(rows: list[dict]) -> None:
     """Per checked model: the route and auth used, and on failure which part was wrong."""
     from core.ground.text import one_line
 
-    shown = [r for r in rows if r["check"].get("route")]
+    shown = [r for r in rows if r["check"] and r["check"].get("route")]
     if not shown:
         return
     print()

@@ -255,7 +255,11 @@ def _execute(args, config, models, sample_set, params, *, repeat, concurrency, s
         err.print(f"exit 1: {progress.failed} of {progress.total} conversations failed after retries "
                   "(see the errors column); run the same command again to retry them")
         return 1
-    err.print(f"vote on it: lineup vote {progress.session_id}")
+    if len(progress.tallies) > 1:
+        err.print(f"vote on it: lineup vote {progress.session_id}")
+    else:       # nothing to compare, so nothing blind and nothing to vote on
+        err.print(f"one model, nothing to vote on: its checks, speed and cost are in "
+                  f"lineup report --session {progress.session_id}")
     return 0
 
 

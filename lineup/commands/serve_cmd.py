@@ -1,6 +1,6 @@
 """`lineup serve [--port N] [--host H]`: Datasette, read-only, over a copy of
-the database made for publishing (`store.publish`: unrevealed blind sessions
-and package mappings are not in it), with lineup's metadata: table
+the database made for publishing (`store.publish`: of a blind session only
+its cases or turns revealed so far, no package mappings), with lineup's metadata: table
 descriptions, readable views, canned queries. Needs `pip install lineup[serve]`."""
 
 from __future__ import annotations
@@ -35,11 +35,14 @@ def run(args: argparse.Namespace) -> int:
     store.close()
     with tempfile.TemporaryDirectory(prefix="lineup-serve-") as tmp:
         copy = Path(tmp) / "lineup.db"
-        counts = write_published_copy(db, copy)
+        published = write_published_copy(db, copy)
         meta = Path(tmp) / "metadata.json"
         meta.write_text(json.dumps(metadata("lineup")))
-        print(f"serving {counts['session']} sessions read-only at http://{args.host}:{args.port}/lineup "
-              "(unrevealed blind sessions left out); Ctrl-C stops", flush=True)
+        print(f"serving {published.shown()} read-only at http://{args.host}:{args.port}/lineup; "
+              "Ctrl-C stops", flush=True)
+        if left := published.left_out():
+            print(f"left out until revealed (blind: vote on them or reveal them, then restart): {left}",
+                  flush=True)
         return _serve([sys.executable, "-m", "datasette", "serve", "--immutable", str(copy),
                        "--metadata", str(meta), "--host", args.host, "--port", str(args.port),
                        "--setting", "allow_download", "off"])
