@@ -125,6 +125,12 @@ def test_each_case_goes_to_overlap_raters_and_never_twice_to_one(owner):
     assert all(p["left"] == 0 for p in progress["raters"])
     assert progress["agreement"]["units"] == 4          # every case judged by two
     assert "progress: " in out
+    # the report: a rating per rater, and the same agreement the owner saw
+    done = run_cli(db, "report", "--session", sid, "--json", "--bootstrap", "20")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert sorted(report["by_rater"]) == raters
+    assert report["agreement"]["units"] == 4 and report["agreement"]["alpha"] == progress["agreement"]["alpha"]
 
 
 def _headers(resp: httpx.Response) -> str:
@@ -359,3 +365,54 @@ def test_a_vote_package_is_voted_in_a_browser_and_imported_back(owner, tmp_path)
     assert done.returncode == 0, done.stderr
     assert sorted({(rater, choice) for rater, _, choice in _votes(db)}) == [("dee", "tie")]
     assert len(_votes(db)) == 4
+
+
+def test_adaptive_pairs_and_gold_come_only_from_the_raters_cases(owner):
+    db, sid, _ = owner
+    r = start(db, sid, "--rater", "ann", "--rater", "bob", "--adaptive", "--gold-rate", "0.3")
+    try:
+        with httpx.Client(timeout=30) as c:
+            link = r.links["ann"]
+            view = c.get(link + "/state").json()
+            cases = set()
+            while view["state"] != "done":
+                assert view["labels"] == ["A", "B"]            # a pair at a time
+                cases.add(view["case"])
+                view = c.post(link + "/vote", json={"handle": view["handle"], "choice": "A",
+                                                    "confirm": True}).json()
+                view = c.post(link + "/next", json={"handle": view["handle"]}).json()
+    finally:
+        r.stop()
+    with sqlite3.connect(db) as conn:
+        mine = {u.split(":")[1] for (u,) in conn.execute("SELECT unit FROM rater_assignment WHERE rater = 'ann'")}
+        reasons = [x for (x,) in conn.execute("SELECT choice_reason FROM vote WHERE rater = 'ann'")]
+    assert cases == mine and len(mine) == 2            # four cases, one rater each: two are ann's
+    assert reasons and all(reasons)                    # the adaptive choice's reason recorded with each vote
+
+
+def test_the_owner_page_shows_progress_with_names_escaped(owner):
+    db, sid, _ = owner
+    r = start(db, sid, "--rater", "<b>ann</b>", "--rater", "bob")
+    try:
+        _vote_all(r.links["<b>ann</b>"])
+        page = httpx.get(r.owner)
+        assert page.status_code == 200
+        assert "&lt;b&gt;ann&lt;/b&gt;" in page.text and "<b>ann" not in page.text
+        assert "Krippendorff" in page.text
+        assert httpx.get(r.owner + "x").status_code == 404
+    finally:
+        r.stop()
+
+
+def test_units_go_to_the_least_loaded_raters_and_late_units_are_added():
+    from core.raters import assign
+
+    first = assign([f"u{i}" for i in range(6)], ["ann", "bob", "cy"], 2)
+    load = {n: sum(r == n for _, r in first) for n in ("ann", "bob", "cy")}
+    assert sorted(load.values()) == [4, 4, 4]
+    assert all(len({r for u2, r in first if u2 == u}) == 2 for u in {u for u, _ in first})
+    # a unit that appears later goes to the raters with least; those already made stay
+    later = assign([f"u{i}" for i in range(7)], ["ann", "bob", "cy", "dee"], 2, first)
+    assert [u for u, _ in later] == ["u6", "u6"]
+    assert "dee" in {r for _, r in later} and len({r for _, r in later}) == 2
+    assert assign(["u0"], ["ann"], 1, [("u0", "ann")]) == []

@@ -305,7 +305,14 @@ async def _json_body(request: Request) -> dict[str, Any]:
 
     if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
         raise Refused(415, "Send JSON.")
-    raw = await request.body()
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_BODY:
+        raise Refused(413, "Too large.")
+    raw = b""
+    async for chunk in request.stream():       # bounded whatever the header said
+        raw += chunk
+        if len(raw) > MAX_BODY:
+            raise Refused(413, "Too large.")
     if len(raw) > MAX_BODY:
         raise Refused(413, "Too large.")
     try:
