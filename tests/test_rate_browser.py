@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.rate_support import start
+from tests.rate_support import run_cli, start
 from tests.test_share import _config_strings, owner  # noqa: F401  (the fixture: a database of two runs)
 
 pytest.importorskip("starlette")
@@ -148,6 +148,11 @@ def test_two_raters_vote_in_browsers_by_keyboard_and_by_touch(owner, browser, tm
         ctx.close()
     finally:
         r.stop()
+    # the report rates per rater and measures their agreement on the cases both judged
+    done = run_cli(db, "report", "--session", sid, "--json", "--bootstrap", "20")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert sorted(report["by_rater"]) == ["ann", "bob"] and report["agreement"]["raters"] == ["ann", "bob"]
     for what in (seen.before, seen_bob.before, [before_text]):
         assert what
         found = [(n, t[:120]) for t in what for n in needles if n in t]
