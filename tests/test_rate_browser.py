@@ -92,6 +92,10 @@ def test_two_raters_vote_in_browsers_by_keyboard_and_by_touch(owner, browser, tm
     with sqlite3.connect(db) as conn:
         aliases = [a for (a,) in conn.execute("SELECT DISTINCT alias FROM contestant WHERE session_id = ?", [sid])]
     shots = os.environ.get("LINEUP_SCREENSHOTS")
+    with sqlite3.connect(db) as conn:       # answer text that would be markup, were it ever treated as such
+        conn.execute("UPDATE output SET text = text || ? WHERE session_id = ? AND text LIKE 'Ripe mango%' AND "
+                     "turn_id IN (SELECT id FROM turn WHERE case_id = 'case-1')",     # the second case shown
+                     [' <img src=x onerror="document.title=1">', sid])
     r = start(db, sid, "--rater", "ann", "--rater", "bob", "--overlap", "2")
     try:
         # ann, at desktop width, with the keyboard
@@ -111,6 +115,7 @@ def test_two_raters_vote_in_browsers_by_keyboard_and_by_touch(owner, browser, tm
         assert _votes(db, "ann") == [("A", None)]
         page.keyboard.press("Enter")                      # next case
         page.wait_for_selector("#after", state="hidden")
+        assert page.locator("img").count() == 0 and page.get_by_text('<img src=x onerror="document.title=1">').count()
         page.keyboard.press("m")                          # tag B: m, then its label
         page.keyboard.press("b")
         page.wait_for_selector("dialog[open]")
@@ -118,9 +123,23 @@ def test_two_raters_vote_in_browsers_by_keyboard_and_by_touch(owner, browser, tm
         page.click("#tag-save")
         page.wait_for_selector("div.mine")
         assert _tags(db, "ann") == ["too_verbose"]
+        page.keyboard.press("o")                          # a note for the next vote
+        page.keyboard.type("reads like a draft")
+        page.keyboard.press("Enter")
         page.keyboard.press("t")
         _wait_saved(db, "ann", 2, page)
         assert [c for c, _ in _votes(db, "ann")] == ["A", "tie"]
+        page.wait_for_selector("#after:not([hidden])")
+        page.keyboard.press("u")                          # undo: the tie withdrawn, its case back
+        page.wait_for_selector("#after", state="hidden")
+        page.wait_for_selector("text=Undone")
+        page.keyboard.press("x")
+        page.wait_for_selector("#after:not([hidden])")
+        assert [c for c, _ in _votes(db, "ann")] == ["A", "all_bad"]
+        with sqlite3.connect(db) as conn:
+            assert conn.execute("SELECT choice, note FROM vote WHERE rater = 'ann' AND retracted_at IS NOT NULL"
+                                ).fetchall() == [("tie", "reads like a draft")]
+        assert page.title() == "lineup: blind vote"
         ctx.close()
 
         # bob, at phone width, with clicks (taps) and a ranking

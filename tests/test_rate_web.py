@@ -285,6 +285,88 @@ def test_a_vote_acknowledged_survives_kill_9(owner):
     assert [(rater, choice) for rater, _, choice in _votes(db)] == [("ann", "C")]
 
 
+def test_votes_acknowledged_while_five_raters_vote_survive_kill_9_mid_stream(owner):
+    """kill -9 while votes are in flight: every vote the server acknowledged
+    is in the database (the ones cut off may or may not be)."""
+    import threading
+
+    db, sid, _ = owner
+    raters = [f"r{i}" for i in range(5)]
+    r = start(db, sid, *[a for n in raters for a in ("--rater", n)], "--overlap", "5")
+    acked: dict[str, int] = dict.fromkeys(raters, 0)
+    killed = threading.Event()
+
+    def vote(name: str) -> None:
+        try:
+            with httpx.Client(timeout=10) as c:
+                view = c.get(r.links[name] + "/state").json()
+                while view["state"] == "vote" and not killed.is_set():
+                    got = c.post(r.links[name] + "/vote", json={"handle": view["handle"], "choice": "B",
+                                                                "confirm": True})
+                    if got.status_code == 200 and got.json().get("saved"):
+                        acked[name] += 1
+                    view = c.post(r.links[name] + "/next", json={"handle": view["handle"]}).json()
+        except (httpx.TransportError, ValueError):
+            pass                                    # the server was killed under this request
+
+    threads = [threading.Thread(target=vote, args=(n,)) for n in raters]
+    for t in threads:
+        t.start()
+    for _ in range(400):                            # kill once about half the votes are acknowledged
+        if sum(acked.values()) >= 10:
+            break
+        threading.Event().wait(0.01)
+    r.kill9()
+    killed.set()
+    for t in threads:
+        t.join(30)
+    assert sum(acked.values()) >= 10
+    stored = {name: sum(1 for rater, _, _ in _votes(db) if rater == name) for name in raters}
+    assert all(stored[n] >= acked[n] for n in raters), (stored, acked)
+
+
+def test_a_vote_for_an_answer_that_failed_waits_for_its_confirmation(owner):
+    db, sid, _ = owner
+    r = start(db, sid, "--rater", "ann")
+    try:
+        with httpx.Client(timeout=30) as c:
+            link = r.links["ann"]
+            view = c.get(link + "/state").json()
+            while not any(p["status"] == "error" for p in view["panes"]):
+                view = c.post(link + "/skip", json={"handle": view["handle"]}).json()
+            failed = next(p for p in view["panes"] if p["status"] == "error")
+            assert failed["entries"][-1]["text"].startswith("error (")       # kind and status only
+            first = c.post(link + "/vote", json={"handle": view["handle"], "choice": failed["label"]}).json()
+            assert first["confirm"] and first["state"] == "vote" and "failed" in first["message"]
+            assert _votes(db) == []
+            second = c.post(link + "/vote", json={"handle": view["handle"], "choice": failed["label"],
+                                                  "confirm": True}).json()
+            assert second["state"] == "voted"
+    finally:
+        r.stop()
+    assert [choice for _, _, choice in _votes(db)] == [failed["label"]]
+
+
+def test_hostile_answer_text_arrives_as_inert_text(owner):
+    """Markup stays text in the JSON (the page sets it with textContent, under
+    a CSP without inline script); bidi and escape characters arrive as
+    visible escapes (`core.text.escape_controls`), never raw."""
+    db, sid, _ = owner
+    hostile = "<img src=x onerror=alert(1)><script>alert(2)</script>" + chr(0x202E) + "evil" + chr(0x1B) + "[31m"
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE output SET text = ? WHERE session_id = ?", [hostile, sid])
+    r = start(db, sid, "--rater", "ann")
+    try:
+        got = httpx.get(r.links["ann"] + "/state")
+    finally:
+        r.stop()
+    texts = [e["text"] for p in got.json()["panes"] for e in p["entries"] if e["role"] == "answer"]
+    assert texts and all(t == "<img src=x onerror=alert(1)><script>alert(2)</script>\\u202eevil\\x1b[31m"
+                         for t in texts)
+    assert chr(0x202E) not in got.text and chr(0x1B) not in got.text
+    assert "\\u202e" not in got.text.replace("\\\\u202e", "")     # nor as a JSON escape a parser would turn back
+
+
 def test_a_database_it_cannot_write_is_refused(owner, tmp_path):
     """File 0444 in a 0555 folder; root ignores modes, so then as an ordinary user."""
     import os
