@@ -42,6 +42,7 @@ COMMANDS: dict[str, str] = {
     "sample": "stratified sample of prompts from request logs",
     "serve": "a read-only view of the database in Datasette (pip install lineup[serve])",
     "share": "a blind vote package of sessions for other raters (their votes come back with import)",
+    "rate": "the blind vote queue in raters' browsers, a link each, with progress (pip install lineup[web])",
 }
 
 def _common(parser: argparse.ArgumentParser) -> None:

@@ -471,5 +471,35 @@ def m015_public_scores(db: Database) -> None:
         PRIMARY KEY (model, metric, period))""")
 
 
+@_migration(name="m016_rater_links")
+def m016_rater_links(db: Database) -> None:
+    """Team raters in a browser (`lineup rate`, `core.answering.raters`): a team is a
+    set of sessions served to named raters with an overlap; each rater's (and
+    the owner's) link is kept only as the SHA-256 of its token; each unit
+    (a case of a session) goes to `overlap` raters (`rater_assignment`).
+    Never published (`store.publish` copies an allow-list)."""
+    db.execute("""CREATE TABLE rater_team (
+        id TEXT PRIMARY KEY,
+        created REAL NOT NULL,
+        sessions TEXT NOT NULL,                 -- JSON: session ids, sorted
+        overlap INTEGER NOT NULL                -- raters per unit
+    ) WITHOUT ROWID""")
+    db.execute("""CREATE TABLE rater_link (
+        token_hash TEXT PRIMARY KEY,            -- sha256 hex of the token in the link
+        team_id TEXT NOT NULL REFERENCES rater_team(id) ON DELETE CASCADE,
+        rater TEXT NOT NULL,                    -- the rater's name ('' for the owner's link)
+        role TEXT NOT NULL,                     -- 'rater' or 'owner'
+        created REAL NOT NULL
+    ) WITHOUT ROWID""")
+    db.execute("CREATE UNIQUE INDEX rater_link_one ON rater_link(team_id, role, rater)")
+    db.execute("""CREATE TABLE rater_assignment (
+        team_id TEXT NOT NULL REFERENCES rater_team(id) ON DELETE CASCADE,
+        unit TEXT NOT NULL,                     -- core.answering.vote_queue.QueueItem.key
+        rater TEXT NOT NULL,
+        created REAL NOT NULL,
+        PRIMARY KEY (team_id, unit, rater)
+    ) WITHOUT ROWID""")
+
+
 MIGRATION_NAMES: tuple[str, ...] = tuple(name for name, _ in _STEPS)
 SCHEMA_VERSION = len(MIGRATION_NAMES)

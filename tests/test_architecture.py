@@ -20,16 +20,18 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("lineup", "core", "providers", "store", "tui")
+PACKAGES = ("lineup", "core", "providers", "store", "tui", "web")
 
 # Floors, top to bottom: a package imports only itself and the floors below.
-FLOORS: tuple[tuple[str, ...], ...] = (("lineup",), ("tui",), ("core",), ("providers", "store"))
+# `web` (the raters' browser front end) is a front end beside the TUI: neither imports the other.
+FLOORS: tuple[tuple[str, ...], ...] = (("lineup",), ("tui", "web"), ("core",), ("providers", "store"))
 # Third-party modules a package never imports.
 FORBIDDEN_THIRD_PARTY = {
-    "core": ("textual",),
+    "core": ("textual", "starlette", "uvicorn"),
     "providers": ("textual", "sqlite3", "sqlite_utils"),
     "store": ("textual", "httpx"),
-    "tui": ("httpx", "sqlite3", "sqlite_utils"),
+    "tui": ("httpx", "sqlite3", "sqlite_utils", "starlette", "uvicorn"),
+    "web": ("textual", "httpx", "sqlite3", "sqlite_utils"),
 }
 # The wings of the core, bottom to top: a wing imports only itself and the wings
 # below it (each wing's __init__ docstring says what it owns). Every module of the
@@ -45,6 +47,8 @@ WING_MAY_IMPORT_FROM_BELOW = {
 TUI_MAY_IMPORT_FROM_BELOW = ("providers.events", "providers.model_config", "providers.catalogue")
 # Commands that open the TUI import it inside run(), so the others never load Textual.
 TUI_COMMANDS = {"chat_cmd", "replay_cmd", "vote_cmd", "report_cmd"}
+# The command that serves the web front end imports it inside run(), like the TUI's.
+WEB_COMMANDS = {"rate_cmd"}
 
 
 @dataclass(frozen=True)
@@ -125,10 +129,10 @@ def violations(root: Path = ROOT) -> list[str]:
         if dst in PACKAGES:
             if dst != src and floor_of(dst) <= floor_of(src):
                 found.append(f"{where}: {dst} is not below {src}")
-            if src == "tui" and dst in ("providers", "store") and not any(
+            if src in ("tui", "web") and dst in ("providers", "store") and not any(
                     e.target == ok or e.target.startswith(ok + ".") for ok in TUI_MAY_IMPORT_FROM_BELOW):
-                found.append(f"{where}: the TUI takes only the event contract and model definitions from below "
-                             "the core")
+                found.append(f"{where}: the {'TUI' if src == 'tui' else 'web front end'} takes only the event "
+                             "contract and model definitions from below the core")
             if e.target not in modules:
                 found.append(f"{where}: no such module in the tree")
         for bad in FORBIDDEN_THIRD_PARTY.get(src, ()):
@@ -138,6 +142,8 @@ def violations(root: Path = ROOT) -> list[str]:
             found.append(f"{where}: commands open the TUI inside run(), never at import")
         if src == "lineup" and dst == "tui" and e.source.rpartition(".")[2] not in TUI_COMMANDS | {"launch"}:
             found.append(f"{where}: only the interactive commands open the TUI")
+        if src == "lineup" and dst == "web" and (not e.lazy or e.source.rpartition(".")[2] not in WEB_COMMANDS):
+            found.append(f"{where}: only `lineup rate` loads the web front end, inside run()")
     return found
 
 
@@ -276,6 +282,8 @@ def test_the_checker_sees_each_kind_of_violation(tmp_path):
         "providers/__init__.py": "", "providers/bad.py": "from store.db import Store\nimport textual\n",
         "store/__init__.py": "", "store/db.py": "from core.a import x\n",
         "tui/__init__.py": "", "tui/app.py": "from store.records import X\nfrom providers.http import H\n",
+        "web/__init__.py": "", "web/app.py": "from tui import app\nfrom store.db import Store\nimport sqlite3\n",
+        "lineup/commands/vote_cmd.py": "import web.app\n",
     })
     found = violations(tmp_path)
     expected = [
@@ -285,6 +293,10 @@ def test_the_checker_sees_each_kind_of_violation(tmp_path):
         "tui.app:1 imports store.records: the TUI takes only",
         "tui.app:2 imports providers.http: no such module",
         "lineup.commands.run_cmd:2 imports tui.app: only the interactive commands",
+        "web.app:1 imports tui.app: tui is not below web",
+        "web.app:2 imports store.db: the web front end takes only",
+        "web.app:3 imports sqlite3: web never imports sqlite3",
+        "lineup.commands.vote_cmd:1 imports web.app: only `lineup rate` loads the web front end",
     ]
     for want in expected:
         assert any(f.startswith(want) for f in found), (want, found)

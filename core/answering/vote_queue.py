@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import combinations
 from typing import TYPE_CHECKING, Literal
@@ -197,12 +198,15 @@ class VoteQueue:
     """State and writes of one pass through the queue. `store` is an
     AsyncStore; `rng` fixes the shuffles (tests), else each is fresh;
     `case_seed` (a vote package's) makes each case's order a function of the
-    seed, the rater and the case, the same on every pass (resume, undo)."""
+    seed, the rater and the case, the same on every pass (resume, undo);
+    `units` (item keys: a team rater's assignment, `core.answering.raters`) limits the
+    queue to those cases."""
 
-    def __init__(self, store: AsyncStore, *, rater: str, session_id: str | None = None, reveal: Reveal = "each",
+    def __init__(self, store: AsyncStore, *, rater: str, session_id: str | Sequence[str] | None = None,
+                 reveal: Reveal = "each",
                  repeats: Repeats = "separate", rng: random.Random | None = None, adaptive: bool = False,
                  confidence: float = 0.95, gold_rate: float = 0.0,
-                 case_seed: str | None = None) -> None:
+                 case_seed: str | None = None, units: Collection[str] | None = None) -> None:
         if not 0 <= gold_rate < 1:
             raise ValueError(f"gold_rate is at least 0 and below 1, not {gold_rate!r}")
         if reveal not in ("each", "end"):
@@ -216,6 +220,7 @@ class VoteQueue:
         self.repeats = repeats
         self.rng = rng
         self.case_seed = case_seed
+        self.units = None if units is None else frozenset(units)   # a team rater's assignment (item keys)
         self.items: list[QueueItem] = []
         self.total = 0
         self.done = 0
@@ -239,9 +244,9 @@ class VoteQueue:
         self._pool: list[QueueItem] = []    # every judgeable case loaded, where gold pairs come from
 
     async def load(self) -> None:
-        """The unvoted cases of one session, or of every session (oldest first)."""
+        """The unvoted cases of one session (or of these), or of every session (oldest first)."""
         if self.session_id:
-            ids = [self.session_id]
+            ids = [self.session_id] if isinstance(self.session_id, str) else list(self.session_id)
         else:
             ids = [s.id for s in reversed(await self.store.list_sessions()) if s.turns]
         items: list[QueueItem] = []
@@ -254,7 +259,8 @@ class VoteQueue:
                 candidates += self._candidates(loaded)
                 battles.update(_people_battles(loaded))
             else:
-                items.extend(build_items(loaded, rater=self.rater, repeats=self.repeats))
+                items.extend(i for i in build_items(loaded, rater=self.rater, repeats=self.repeats)
+                             if self.units is None or i.key in self.units)
             # votes of an earlier pass left before its end (reveal="end"): shown when this one ends
             self._hidden_votes += [v.id for v in loaded.current_votes()
                                    if v.rater == self.rater and counts_as_human(v) and v.revealed_at is None
@@ -274,7 +280,7 @@ class VoteQueue:
         out: list[Candidate] = []
         for item in build_items(loaded, rater=None, repeats=self.repeats):
             targets = {t.id for t in item.targets}
-            if targets & seen:
+            if targets & seen or (self.units is not None and item.key not in self.units):
                 continue
             present = [a for a in item.aliases
                        if all((o := item.outputs.get((t, a))) is not None and o.status != "streaming"
