@@ -38,7 +38,8 @@ COMMANDS: dict[str, str] = {
     "decide": "which model to ship for a traffic mix and limits: P(best), recommendation, routing",
     "export": "export a session as JSONL, CSV or Markdown",
     "import": "import our JSONL export, Chatbot Arena battles, or another lineup database",
-    "sample": "stratified sample of prompts from request logs",
+    "sample": "stratified sample of prompts from request logs or traces",
+    "canary": "an online canary: the gateway's traffic split, then its outcomes, test and verdict from traces",
     "serve": "a read-only view of the database in Datasette (pip install lineup[serve])",
     "share": "a blind vote package of sessions for other raters (their votes come back with import)",
 }
