@@ -93,6 +93,12 @@ def test_langfuse_traces_and_an_observation_array(tmp_path):
     assert [(r.prompt, r.stratum) for r in logs.records] == [("Explain recursion", "code"), ("Best pasta sauce?", "food")]
     assert logs.skipped[SKIP_NOT_LLM] == 2                                     # the SPAN observations
     assert logs.records[0].logged is not None and logs.records[0].logged.latency_ms == pytest.approx(900)
+    # GET /api/public/observations: the observations alone, as a JSON array
+    observations = [o for t in traces for o in t["observations"]]
+    path.write_text(json.dumps(observations), encoding="utf-8")
+    alone = read_logs(path, "length")
+    assert [r.prompt for r in alone.records] == ["Explain recursion", "Best pasta sauce?"]
+    assert alone.skipped[SKIP_NOT_LLM] == 2 and alone.derived
 
 
 def test_litellm_payloads_by_requester_metadata(tmp_path):
