@@ -21,7 +21,7 @@ SessionKind = Literal["chat", "run", "rerun", "import", "load"]
 UNJUDGED_KINDS: frozenset[str] = frozenset({"load"})
 OutputStatus = Literal["streaming", "complete", "error", "cancelled", "interrupted"]
 #: How an answer came: streamed from the provider, reused from the cache, or through a batch API.
-OutputOrigin = Literal["stream", "cache", "batch"]
+OutputOrigin = Literal["stream", "cache", "batch", "logged"]   # logged: production's, from a trace
 RaterKind = Literal["human", "judge"]
 # vote choices that are not a label
 TIE, BOTH_BAD, ALL_BAD = "tie", "both_bad", "all_bad"

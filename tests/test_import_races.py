@@ -1,5 +1,4 @@
-"""`lineup import` and `lineup vote` against the world (issue 24, from
-family 5), as processes: a full disk, kill -9, a concurrent writer, two
+"""`lineup import` and `lineup vote` against the world, as processes: a full disk, kill -9, a concurrent writer, two
 voters at once.
 
 - an import onto a full disk says "disk full ... nothing of it was saved"

@@ -1,5 +1,5 @@
 """A vote package is untrusted input, field by field, and is recognised
-however it arrives (issue 24, parts 2 and 3).
+however it arrives.
 
 - ids: no vote or tag of a package (by its id or its `supersedes`) can
   retract, supersede or remove a record of the owner's database;

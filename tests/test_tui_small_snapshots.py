@@ -1,4 +1,4 @@
-"""SVG snapshots at 80x24, the default size of many terminals (issue 25):
+"""SVG snapshots at 80x24, the default size of many terminals:
 four demo models under tabs with the vote bar focused, eight blind ones
 with every choice on screen, and the settings dialog with every column.
 Deterministic as the main snapshots are (test_tui_snapshots). Update with

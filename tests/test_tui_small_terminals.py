@@ -1,4 +1,4 @@
-"""Small terminals and the settings dialog (issue 25, "The first hour"): at
+"""Small terminals and the settings dialog: at
 80x24 every pane is reachable and named, every vote choice is on screen, the
 footer names whole keys, code folds between tokens with a mark, the pane
 header drops whole figures, and the settings dialog shows every field, Tabs

@@ -1,4 +1,4 @@
-"""Real-terminal tests at the sizes people have (issue 25, "The first hour"):
+"""Real-terminal tests at the sizes people have:
 `lineup` in tmux at 80x24, the default of many terminals, and at 160x45,
 with the demo models. At 80x24 every pane is reachable and named, every vote
 choice (tie and all bad too) is on screen, the footer ends on a whole key and
@@ -81,7 +81,7 @@ def assert_footer_whole(screen: str) -> str:
 
 @pytest.mark.parametrize("n", [2, 4, 8])
 def test_at_80x24_every_pane_and_every_vote_choice_is_on_screen(tmp_path, n):
-    """The path of issue 25: four models (and two, and eight) at 80x24. The
+    """Four models (and two, and eight) at 80x24. The
     tab strip names every pane, Alt+Right reaches the last, the vote bar shows
     every choice with tie and all bad, and x votes all bad."""
     tmux = Tmux(f"lineup-size-{n}-{os.getpid()}")

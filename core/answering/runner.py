@@ -45,6 +45,21 @@ if TYPE_CHECKING:
     from core.answering.sampleset import SampleSet
 
 
+#: The contestant that is production's own answer (`lineup run --with-logged`, `-m logged`).
+LOGGED_ALIAS = "logged"
+_LOGGED_MODEL = "(the answer logged in production)"
+
+
+def logged_contestant() -> ModelConfig:
+    """The logged answer as a contestant: nothing is ever sent to it; its
+    answers are the cases' `logged` answers, recorded with origin "logged"."""
+    return ModelConfig(alias=LOGGED_ALIAS, provider="openai", model=_LOGGED_MODEL, base_url="http://logged.invalid/v1")
+
+
+def is_logged(config: ModelConfig) -> bool:
+    return config.alias == LOGGED_ALIAS and config.model == _LOGGED_MODEL
+
+
 @dataclass
 class ModelTally:
     """Per-model progress and the figures of the end-of-run summary."""
@@ -60,6 +75,7 @@ class ModelTally:
     tokens_per_s: list[float] = field(default_factory=list)
     cost: float = 0.0
     cost_known: bool = False
+    logged_ms: list[float] = field(default_factory=list)   # the log's latencies: never with ttft_ms
 
 
 @dataclass
@@ -220,6 +236,8 @@ class Runner:
             n_turns = len(case_turn_texts(case))
             for r in range(self.repeat):
                 for c in self._contestants:
+                    if is_logged(c.config) and (case.logged is None or case.follow_ups):
+                        continue     # production answered the opening prompt of a sampled case only
                     tallies[c.alias].planned += 1
                     answers = [outputs.get((t.id, c.alias)) if (t := turns.get((case.id, r, k))) else None
                                for k in range(n_turns)]
@@ -333,7 +351,13 @@ class Runner:
             base = _new_output(turn, c, attempt=(prev.attempt + 1) if prev else 1).model_copy(
                 update={"request_key": key})
             hit = await self.store.call(lambda s: find_cached(s, key)) if self.cache else None  # noqa: B023  (awaited here)
-            if hit is not None:
+            if is_logged(c.config):
+                final = logged_answer(case.logged, base)
+                await self.store.call(lambda s: s.finish_output(final))  # noqa: B023  (awaited here)
+                if case.logged.latency_ms is not None:
+                    tally.logged_ms.append(case.logged.latency_ms)
+                hit = final        # no request: nothing measured, nothing timed
+            elif hit is not None:
                 final = cached_answer(hit, base)
                 await self.store.call(lambda s: s.finish_output(final))  # noqa: B023  (awaited here)
                 tally.cached += 1
@@ -531,6 +555,16 @@ def _new_output(turn: TurnRecord, c: Contestant, attempt: int) -> OutputRecord:
     )
 
 
+def logged_answer(logged, base: OutputRecord) -> OutputRecord:
+    """A case's logged answer as the logged contestant's output: origin
+    "logged", its tokens and cost from the log, and no timing (the log's
+    latency is kept apart, never among measured times to first token)."""
+    return base.model_copy(update={
+        "status": "complete", "text": logged.text, "finish_reason": "stop", "streamed": False,
+        "origin": "logged", "served_model": logged.model, "input_tokens": logged.input_tokens,
+        "output_tokens": logged.output_tokens, "cost": logged.cost, "is_demo": False})
+
+
 def case_turn_texts(case) -> list[str]:
     """The user message recorded for each request of a case: the opening
     prompt (the last user message of a `messages` case), then each follow-up."""
@@ -551,6 +585,7 @@ def summary_rows(progress: RunProgress) -> list[dict]:
             "ttft_p50_ms": statistics.median(t.ttft_ms) if t.ttft_ms else None,
             "tokens_per_s_p50": statistics.median(t.tokens_per_s) if t.tokens_per_s else None,
             "cost": t.cost if t.cost_known else None,
+            "logged_latency_p50_ms": statistics.median(t.logged_ms) if t.logged_ms else None,
         })
     return rows
 

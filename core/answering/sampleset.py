@@ -43,6 +43,7 @@ from providers.events import ImagePart, Message, SamplingParams, ToolSpec
 
 MAX_IMAGE_BYTES = 5 * 1024 * 1024
 MAX_ERRORS_SHOWN = 20
+MAX_LOGGED_CHARS = 200_000
 
 # magic bytes -> MIME type: what the providers we speak accept as image parts.
 _IMAGE_MAGIC: tuple[tuple[bytes, str], ...] = (
@@ -91,6 +92,21 @@ class GoldAnswers(BaseModel):
     worse: str = Field(min_length=1, description="a clearly worse answer to the same prompt")
 
 
+class Logged(BaseModel):
+    """What production answered this case, from its trace (`lineup sample
+    --keep-answers`); `lineup run --with-logged` makes it a contestant. The
+    timing is the log's, kept apart from measured timings."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    text: str = Field(min_length=1, max_length=MAX_LOGGED_CHARS)
+    model: str | None = Field(default=None, max_length=200)
+    latency_ms: float | None = Field(default=None, ge=0, le=86_400_000)
+    ttft_ms: float | None = Field(default=None, ge=0, le=86_400_000)
+    input_tokens: int | None = Field(default=None, ge=0)
+    output_tokens: int | None = Field(default=None, ge=0)
+    cost: float | None = Field(default=None, ge=0)
+
+
 class Case(BaseModel):
     """One evaluation case: a prompt (or a scripted conversation), optional
     follow-ups sent after each answer, images, checks and a reference note."""
@@ -115,6 +131,7 @@ class Case(BaseModel):
     max_steps: int = Field(default=DEFAULT_MAX_STEPS, ge=1, le=MAX_STEPS_LIMIT,
                            description="requests at most in one answer's tool loop")
     response_format: StructuredOutput | None = Field(default=None, description="native structured output")
+    logged: Logged | None = Field(default=None, description="the answer production gave (a trace's)")
 
     @model_validator(mode="before")
     @classmethod

@@ -60,6 +60,8 @@ from core.ground.jsonl import json_objects
 from core.exchange.language import detect_language
 from core.answering.sampleset import MAX_IMAGE_BYTES, image_mime
 from core.ground.text import one_line
+from core.exchange.traces import SKIP_NOT_LLM, LoggedAnswer, TraceError, read_trace_file
+from core.exchange.traces import sniff as sniff_trace
 
 PROMPT_FIELD_NAMES = ("prompt", "input", "question", "message", "messages", "text", "query", "instruction",
                       "user_input", "content")
@@ -106,6 +108,7 @@ class LogRecord:
     images: tuple[LogImage, ...] = ()
     image_urls: tuple[str, ...] = ()     # remote images of the last user message, not fetched
     source: str = ""                     # where, as a case's tag shows it: "line3", "[2]", "row5", "turn=ID"
+    logged: LoggedAnswer | None = None   # the answer the log holds (trace formats)
 
     def conversation_text(self) -> str:
         """The user and assistant text, without the system prompt (what `--by length` measures)."""
@@ -516,6 +519,9 @@ def read_logs(path: str | Path, by: str, prompt_field: str | None = None,
         raise LogError(str(exc)) from None
     if head.startswith(_SQLITE_MAGIC):
         return _read_sqlite(path, by, prompt_field, max_chars)
+    trace_kind = sniff_trace(head) if prompt_field is None else None
+    if trace_kind is not None:      # OpenTelemetry, LangSmith, Langfuse, LiteLLM: `core.exchange.traces`
+        return _read_traces(path, trace_kind, by, max_chars)
     suffix = path.suffix.lower()
     first = head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1]
     if suffix not in (".csv", ".tsv") and first == b"[":
@@ -533,6 +539,31 @@ def read_logs(path: str | Path, by: str, prompt_field: str | None = None,
                        for lineno, where, obj, problem in json_objects(lines(f, shown), shown, "a log record"))
             return _read_json_records(records, path, "jsonl", by, prompt_field, max_chars)
         return _read_csv(f, path, by, prompt_field, max_chars, delimiter=",")
+
+
+def _read_traces(path: Path, kind: str, by: str, max_chars: int) -> LoadedLogs:
+    """A trace export (`core.exchange.traces`): each LLM call a record with its logged
+    answer, every other span or run skipped and counted."""
+    shown = shown_name(path)
+    try:
+        traces = read_trace_file(path, kind)
+        out = LoadedLogs(str(path), kind, "messages", by, [], detail=traces.detail())
+        collect = _Collector(out, max_chars)
+        if traces.skipped:
+            out.skipped[SKIP_NOT_LLM] = traces.skipped
+            out.first_skipped[SKIP_NOT_LLM] = traces.first_skipped
+        for call in traces.calls:
+            msgs = _chat_messages(call.messages, call.where, "messages") if isinstance(call.messages, list) \
+                else call.messages
+            before = len(out.records)
+            collect.add(call.order, call.where, call.source, call.fields, msgs, call.system)
+            if len(out.records) > before and call.logged() is not None:
+                out.records[-1] = replace(out.records[-1], logged=call.logged())
+    except TraceError as exc:
+        raise LogError(str(exc)) from None
+    if not out.records and not out.skipped:
+        raise LogError(f"{shown}: no LLM calls")
+    return collect.finish(shown, traces.calls[0].fields if traces.calls else ())
 
 
 def _read_json_array(path: Path, by: str, prompt_field: str | None, max_chars: int) -> LoadedLogs:

@@ -30,7 +30,7 @@ import unicodedata
 import zlib
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -372,10 +372,10 @@ def image_folder(out: str | Path) -> str:
     return Path(out).stem + ".images"
 
 
-def to_cases(result: SampleResult, images_dir: str = "images") -> SampleOutput:
+def to_cases(result: SampleResult, images_dir: str = "images", keep_answers: bool = False) -> SampleOutput:
     """Sample-set case objects (id, category = stratum, system, prompt or
-    messages, images, tags) and the image files they name (under `images_dir`,
-    by content hash)."""
+    messages, images, tags; with `keep_answers`, the answer the log holds)
+    and the image files they name (under `images_dir`, by content hash)."""
     cases = []
     images: dict[str, bytes] = {}
     used: set[str] = set()
@@ -407,6 +407,8 @@ def to_cases(result: SampleResult, images_dir: str = "images") -> SampleOutput:
         tags = ["sampled", f"{result.logs.by}={rec.stratum}", f"source:{name}:{rec.source or rec.line}"]
         tags += [f"image-url:{url[:MAX_URL_TAG]}" for url in rec.image_urls]
         case["tags"] = tags
+        if keep_answers and rec.logged is not None and rec.logged.text:
+            case["logged"] = {k: v for k, v in asdict(rec.logged).items() if v is not None}
         cases.append(case)
     return SampleOutput(cases, images)
 

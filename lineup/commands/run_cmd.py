@@ -18,6 +18,10 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("set", metavar="SET.jsonl", help="sample set (JSONL, one case per line)")
     p.add_argument("-m", "--model", dest="models", action="append", default=[], metavar="ALIAS",
                    help="a model alias (repeat for each contestant; default: every configured model)")
+    p.add_argument("--with-logged", action="store_true",
+                   help="add the answer production gave (the cases' logged answers, from `lineup sample "
+                        "--keep-answers`) as a contestant named 'logged', judged blind beside the others; "
+                        "nothing is called for it (also: -m logged)")
     p.add_argument("--repeat", type=int, default=1, help="answers per case and model (default 1)")
     p.add_argument("--concurrency", type=int, default=8, help="conversations in flight at once (default 8)")
     p.add_argument("--system", help="system prompt for cases that have none")
@@ -96,9 +100,19 @@ def check_repeats(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from core.ground.errors import UsageError
+    from core.answering.runner import LOGGED_ALIAS, logged_contestant
 
+    with_logged = args.with_logged or LOGGED_ALIAS in args.models
+    args.models = [m for m in args.models if m != LOGGED_ALIAS]
     config, models, sample_set, params = run_inputs(args)
     check_repeats(args)
+    if with_logged:
+        if args.batch:
+            raise UsageError("--with-logged: the logged answers need no batch; run without --batch")
+        if not any(c.logged is not None and not c.follow_ups for c in sample_set.cases):
+            raise UsageError(f"{args.set}: no case holds a logged answer (sample a trace export with "
+                             "`lineup sample --keep-answers`)")
+        models = [m for m in models if m.alias != LOGGED_ALIAS] + [logged_contestant()]
     if args.batch:
         from providers.batch import BATCH_PROVIDERS
 
@@ -238,6 +252,10 @@ def _execute(args, config, models, sample_set, params, *, repeat, concurrency, s
             f"${row['cost']:.4f}" if row["cost"] is not None else "-",
         )
     out.print(summary)
+    for row in summary_rows(progress):
+        if row["logged_latency_p50_ms"] is not None:
+            err.print(f"{row['model']}: production's answers (origin logged, no request made); latency p50 "
+                      f"{row['logged_latency_p50_ms']:.0f} ms as logged, not measured (not in TTFT or tok/s)")
     cached = sum(row["cached"] for row in summary_rows(progress))
     if cached:
         err.print(f"{cached} answers came from the cache (no request made; left out of latency, speed and cost)")

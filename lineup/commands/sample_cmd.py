@@ -8,7 +8,8 @@ import argparse
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("logs", metavar="LOGS",
-                        help="request logs: JSONL, a JSON array (llm logs --json), CSV/TSV, or an `llm` logs.db")
+                        help="request logs: JSONL, a JSON array (llm logs --json), CSV/TSV, an `llm` logs.db, or a "
+                             "trace export (OpenTelemetry OTLP JSON, LangSmith runs, Langfuse, LiteLLM logs)")
     parser.add_argument("--by", required=True, metavar="FIELD",
                         help="stratify by this field / column (dotted path in JSON; a column in logs.db); "
                              "when the logs have no such field, 'length' (prompt length buckets) and "
@@ -27,6 +28,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="as --template, and capitalised names too (more merges, some of them wrong)")
     parser.add_argument("--max-chars", type=int, default=None, metavar="C",
                         help="skip conversations longer than C characters (default 100000; 0 = no limit)")
+    parser.add_argument("--keep-answers", action="store_true",
+                        help="keep each record's logged answer (with its model, latency, tokens and cost) in its "
+                             "case, for `lineup run --with-logged` (trace formats: OpenTelemetry, LangSmith, "
+                             "Langfuse, LiteLLM)")
     parser.add_argument("-o", "--output", required=True, metavar="SET.jsonl", help="sample set to write")
 
 
@@ -114,7 +119,11 @@ def run(args: argparse.Namespace) -> int:
         except SampleSetError as exc:
             raise RuntimeError(f"internal error: the written set does not validate:\n{exc}") from None
 
-    output = to_cases(result, image_folder(out))
+    if args.keep_answers:
+        kept = sum(1 for rec in result.chosen if rec.logged is not None and rec.logged.text)
+        console.print(Text(f"kept the logged answer of {kept} of {total_sampled} case(s)"
+                           + ("" if kept else " (this log holds no answers: a trace export does)")))
+    output = to_cases(result, image_folder(out), keep_answers=args.keep_answers)
     try:
         write_set(output, out, check=valid)
     except OSError as exc:

@@ -1,4 +1,4 @@
-"""Bytes from outside, family 5 of issue 24: too many models for the labels,
+"""Bytes from outside: too many models for the labels,
 a CSV byte that is not UTF-8, and answers that try to steer the judge."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Every field a server sends is untrusted (issue 24): not only the answer.
+"""Every field a server sends is untrusted: not only the answer.
 
 A hostile server puts the session's secrets (a model's API key, a
 neighbour's secret header value) and raw ESC/OSC/BEL bytes into every field

@@ -1,4 +1,4 @@
-"""Patterns from a set or a schema cannot hang a run (issue 24, item 4).
+"""Patterns from a set or a schema cannot hang a run.
 
 A regex check or a JSON-schema `pattern` that backtracks catastrophically
 used to run in `re` for ever: Ctrl-C and SIGTERM were ignored (the match
