@@ -18,7 +18,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from store import rows as R
-from store.db import Store, upsert_output
+from store.db import Store
+from store.rows import upsert_output
 from store.ids import new_ulid
 from store.records import OutputRecord
 

@@ -19,16 +19,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from store import rows as R
-from store.db import (
-    Store,
-    StoreError,
-    _pid_alive,
-    _start_time,
-    connect_readonly,
-    insert_session,
-    insert_vote,
-    upsert_output,
-)
+from store.db import Store, StoreError, connect_readonly
+from store.owners import pid_alive, start_time
+from store.rows import insert_session, insert_vote, upsert_output
 from store.records import (
     CheckResultRecord,
     OutputRecord,
@@ -198,7 +191,7 @@ def work_folder(kind: str) -> Iterator[Path]:
     folder = tempfile.gettempdir()
     remove_stale_work(folder)
     me = os.getpid()
-    with tempfile.TemporaryDirectory(prefix=f"lineup-{kind}-{me}-{_start_time(me) or 0}-", dir=folder) as tmp:
+    with tempfile.TemporaryDirectory(prefix=f"lineup-{kind}-{me}-{start_time(me) or 0}-", dir=folder) as tmp:
         yield Path(tmp)
 
 
@@ -222,7 +215,7 @@ def remove_stale_work(folder: str) -> list[str]:
         except OSError:
             continue
         pid, start = int(m.group(1)), m.group(2)
-        if _pid_alive(pid) and start in ("0", _start_time(pid) or "0"):
+        if pid_alive(pid) and start in ("0", start_time(pid) or "0"):
             continue
         shutil.rmtree(entry.path, ignore_errors=True)
         removed.append(entry.name)

@@ -425,27 +425,30 @@ class VoteError(ValueError):
 
 
 def check_choice(choice: str, labels: Sequence[str], ranking: Sequence[str] | None = None, *,
-                 complete: bool = True) -> None:
+                 complete: bool = True, noun: str = "label") -> None:
     """Raise VoteError unless `choice` (and `ranking`, best first) is a vote on `labels`.
 
-    A ranking places every label once (`complete`; stored records from older
-    versions may lack the last place, which was implied), starts with the
-    pick when there is one, and never goes with a tie."""
+    The one rule for what a vote may say, on screen labels (a record) or on
+    the models they stand for (`core.stats.votes.decompose_vote`, `noun`
+    "contestant"). A ranking places every label once (`complete`; stored
+    records from older versions may lack the last place, which was implied),
+    starts with the pick when there is one, and never goes with a tie."""
     labels = list(labels)
     if len(labels) < 2:
-        raise VoteError(f"a vote needs at least two answers, got {len(labels)}")
+        raise VoteError(f"a vote needs at least two {noun}s, got {len(labels)}")
     if len(set(labels)) != len(labels):
-        raise VoteError(f"labels repeat: {labels}")
+        raise VoteError(f"{noun}s repeat: {labels}")
     if choice not in labels and choice not in NON_LABEL_CHOICES:
-        raise VoteError(f"choice {choice!r} is not one of the labels {sorted(labels)}")
+        raise VoteError(f"choice {choice!r} is not one of the {noun}s {sorted(labels)} "
+                        f"nor one of {sorted(NON_LABEL_CHOICES)}")
     if not ranking:
         return
     order = list(ranking)
     unknown = [lab for lab in order if lab not in labels]
     if unknown:
-        raise VoteError(f"ranking label {unknown[0]!r} is not one of the labels {sorted(labels)}")
+        raise VoteError(f"ranking {noun} {unknown[0]!r} is not one of the {noun}s {sorted(labels)}")
     if len(set(order)) != len(order):
-        raise VoteError(f"ranking places a label twice: {' > '.join(order)}")
+        raise VoteError(f"ranking places a {noun} twice: {' > '.join(order)}")
     if choice == TIE:
         raise VoteError("a vote cannot be both a tie and a ranking")
     if choice in labels and order[0] != choice:

@@ -4,6 +4,7 @@ the importer and the merger all write exactly the same rows."""
 from __future__ import annotations
 
 import json
+import sqlite3
 import re
 import sys
 from array import array
@@ -290,3 +291,37 @@ READ = {
     "vote": _VOTE_READ,
     "tag": _TAG_READ,
 }
+
+
+# ---------------------------------------------------------------------- row writers
+# (the Store's and the importer's; `verb` "INSERT OR IGNORE" makes a merge idempotent)
+
+def insert_session(conn: sqlite3.Connection, rec: SessionRecord, verb: str = "INSERT") -> bool:
+    cur = conn.execute(insert_sql("session", SESSION_COLS, verb), session_row(rec))
+    if cur.rowcount:
+        conn.executemany(insert_sql("contestant", CONTESTANT_COLS, verb),
+                         [contestant_row(rec.id, c) for c in rec.contestants])
+    return cur.rowcount > 0
+
+
+UPSERT_OUTPUT = (insert_sql("output", OUTPUT_COLS) + " ON CONFLICT(id) DO UPDATE SET "
+                  + ", ".join(f"{c} = excluded.{c}" for c in OUTPUT_COLS[1:]))
+
+
+def upsert_output(conn: sqlite3.Connection, rec: OutputRecord, now: float, only_unfinished: bool = False) -> None:
+    where = " WHERE output.status IN ('streaming', 'interrupted')" if only_unfinished else ""
+    conn.execute(UPSERT_OUTPUT + where, output_row(rec, now, None))
+
+
+def insert_vote(conn: sqlite3.Connection, rec: VoteRecord, verb: str = "INSERT") -> bool:
+    replaced_by = conn.execute("SELECT 1 FROM vote WHERE supersedes = ? LIMIT 1", [rec.id]).fetchone()
+    current = 0 if replaced_by or rec.retracted_at is not None else 1
+    cur = conn.execute(insert_sql("vote", VOTE_COLS, verb), vote_row(rec, current))
+    if not cur.rowcount:
+        return False
+    conn.executemany(insert_sql("vote_contestant", VOTE_CONTESTANT_COLS, verb), vote_contestants(rec, current))
+    if rec.supersedes:
+        conn.execute("UPDATE vote SET current = 0 WHERE id = ?", [rec.supersedes])
+        conn.execute("UPDATE vote_contestant SET current = 0 WHERE vote_id = ?", [rec.supersedes])
+    return True
+

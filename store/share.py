@@ -25,7 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from store import bounds
 from store import rows as R
-from store.db import Store, connect_readonly, insert_vote
+from store.db import Store, connect_readonly
+from store.rows import insert_vote
 from store.imports import ImportFileError
 from store.records import TagRecord, VoteRecord
 

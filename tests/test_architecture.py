@@ -246,6 +246,37 @@ def test_a_wing_reaching_up_is_reported(tmp_path):
     ]
 
 
+# The TUI holds the app's store (`LineupApp.store`, an AsyncStore) for what
+# the screens read and for housekeeping of whole sessions; every judgement
+# record (turns, answers, votes, tags, notes, reveals) is written through the
+# core (`ChatSession`, `VoteQueue`), which owns its rules.
+TUI_STORE_CALLS = frozenset({"load_session", "list_sessions", "prompt_history", "read", "images",
+                             "rename_session", "delete_session"})
+
+
+def tui_store_violations(root: Path = ROOT) -> list[str]:
+    """Each `<x>.store.<method>` in tui/ whose method is not a read or a
+    session's housekeeping (`TUI_STORE_CALLS`)."""
+    found = []
+    for path in sorted((root / "tui").rglob("*.py")):
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute)
+                    and node.value.attr == "store" and node.attr not in TUI_STORE_CALLS):
+                found.append(f"{path.relative_to(root)}:{node.lineno}: store.{node.attr}")
+    return found
+
+
+def test_the_tui_only_reads_the_store_and_tidies_sessions():
+    assert tui_store_violations() == []
+
+
+def test_a_screen_writing_a_vote_itself_is_reported(tmp_path):
+    (tmp_path / "tui").mkdir()
+    (tmp_path / "tui" / "screen.py").write_text("async def f(self, v):\n    await self.app.store.add_vote(v)\n")
+    assert tui_store_violations(tmp_path) == ["tui/screen.py:2: store.add_vote"]
+
+
 def test_no_module_imports_itself_back():
     assert cycles() == []
 

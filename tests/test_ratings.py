@@ -85,12 +85,12 @@ def test_all_bad_with_ranking_keeps_the_order():
 
 
 @pytest.mark.parametrize("contestants, choice, ranking, needle", [
-    (["x", "y"], "q", None, "neither a contestant"),
+    (["x", "y"], "q", None, "not one of the contestants"),
     (["x"], "x", None, "at least two"),
     (["x", "x"], "x", None, "repeat"),
     (["x", "y", "z"], "x", ["y", "x", "z"], "starts with 'y'"),
     (["x", "y", "z"], "tie", ["y", "x"], "tie and a ranking"),
-    (["x", "y", "z"], "x", ["x", "q"], "not among the contestants"),
+    (["x", "y", "z"], "x", ["x", "q"], "contestant .q. is not one of the contestants"),
 ])
 def test_bad_votes_are_refused_with_a_reason(contestants, choice, ranking, needle):
     with pytest.raises(ValueError, match=needle):

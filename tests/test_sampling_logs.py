@@ -19,7 +19,7 @@ import pytest
 
 from core.ground.errors import UsageError
 from core.exchange.language import detect_language
-from core.exchange.logs import (
+from core.exchange.log_records import (
     SKIP_ATTACHMENT,
     SKIP_EARLIER_IMAGE,
     SKIP_EMPTY,
@@ -27,8 +27,8 @@ from core.exchange.logs import (
     SKIP_SHAPE,
     SKIP_TOO_LONG,
     SKIP_TOOLS,
-    read_logs,
 )
+from core.exchange.logs import read_logs
 from core.answering.runner import case_turn_texts
 from core.answering.sampleset import load_sample_set
 from core.exchange.sampling import dedupe, sample_records, template_text, to_cases, write_set

@@ -12,7 +12,8 @@ import json
 import pytest
 
 from core.ground.errors import UsageError
-from core.exchange.logs import SKIP_TOOLS, read_logs
+from core.exchange.log_records import SKIP_TOOLS
+from core.exchange.logs import read_logs
 from core.answering.sampleset import load_sample_set
 from core.exchange.traces import SKIP_NOT_LLM, read_trace_file
 from lineup.commands import sample_cmd

@@ -588,10 +588,11 @@ def test_reasoning_is_left_out_while_hidden_unless_shown_for_all():
     assert not V.shows_reasoning(SessionRecord(blind=True, meta={V.SHOW_REASONING: "yes"}))   # only a true flag
 
 
-def test_show_reasoning_is_recorded_with_a_blind_chat(tmp_path):
+def test_show_reasoning_is_recorded_with_a_blind_chat(tmp_path, monkeypatch):
     """`lineup chat --blind --show-reasoning`: the choice goes with the session
     (a reader of its votes knows reasoning was visible); a session without
     it hides reasoning until its reveal."""
+    monkeypatch.setenv("LINEUP_DEMO_SPEED", "0")
     import argparse
 
     from core.answering.sessions import ChatSession
@@ -612,6 +613,8 @@ def test_show_reasoning_is_recorded_with_a_blind_chat(tmp_path):
             plain = await ChatSession.create(store, opts.models, blind=True)
             assert shown.show_reasoning and not shown.reasoning_hidden
             assert not plain.show_reasoning and plain.reasoning_hidden
+            for session in (shown, plain):      # a chat is recorded with its first prompt
+                await session.send("hello")
         finally:
             await store.aclose()
         with Store.open(tmp_path / "c.db") as s:

@@ -228,7 +228,7 @@ class LineupApp(Host):
         try:
             if resume:
                 session = await ChatSession.resume(self.store, resume, self.config)
-                loaded = await self.store.load_session(session.id)
+                loaded = session.loaded
             else:
                 kind, rerun_of = "chat", None
                 script = opts.script if opts is not None else None

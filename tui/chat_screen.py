@@ -43,7 +43,7 @@ from tui.commands import PaletteCommand
 from tui.compare_screen import CompareScreen
 from tui.dialogs import TextPrompt
 from tui.figures import record_figures
-from tui.footer_fit import fit_bindings
+from tui.footer_fit import fit_screen_bindings
 from tui.host import PickerChoice, SettingsChoice
 from tui.model_picker import ModelPicker
 from tui.pane_tabs import Layout, PaneTabs, grid_shape, pane_layout
@@ -546,15 +546,7 @@ class ChatScreen(Screen):
         ours = (self, self.app, self.prompt)
         shown = {key: b for key, b in shown.items()
                  if not any(b.node is node for node in ours) or b.binding.action in wanted}
-        def rank(active: ActiveBinding) -> int:
-            action = active.binding.action
-            if not any(active.node is node for node in ours):
-                return 0
-            return 1 + (self.FOOTER_RANK.index(action) if action in self.FOOTER_RANK else len(self.FOOTER_RANK))
-
-        footer = self.query(Footer)
-        compact = bool(footer) and footer.first().compact
-        return fit_bindings(shown, self.size.width, compact, self.app.get_key_display, rank)
+        return fit_screen_bindings(self, shown, ours, self.FOOTER_RANK)
 
     def on_descendant_focus(self) -> None:
         self.refresh_bindings()

@@ -12,6 +12,8 @@ from collections.abc import Callable
 
 from rich.cells import cell_len
 from textual.binding import ActiveBinding, Binding
+from textual.screen import Screen
+from textual.widgets import Footer
 
 
 def key_width(key_display: str, description: str, compact: bool) -> int:
@@ -54,3 +56,19 @@ def fit_bindings(bindings: dict[str, ActiveBinding], width: int, compact: bool,
             kept.update(members)
             named.update(bindings[k].binding.action for k in members)
     return {key: b for key, b in bindings.items() if key in kept}
+
+
+def fit_screen_bindings(screen: Screen, shown: dict[str, ActiveBinding], ours: tuple[object, ...],
+                        order: tuple[str, ...]) -> dict[str, ActiveBinding]:
+    """`fit_bindings` for a screen's footer: the keys of a focused widget
+    that is not one of `ours` (a pane, the vote bar) first, then `ours` in
+    `order` of importance, as many whole keys as the screen's width holds."""
+    def rank(active: ActiveBinding) -> int:
+        if not any(active.node is node for node in ours):
+            return 0
+        action = active.binding.action
+        return 1 + (order.index(action) if action in order else len(order))
+
+    footer = screen.query(Footer)
+    compact = bool(footer) and footer.first().compact
+    return fit_bindings(shown, screen.size.width, compact, screen.app.get_key_display, rank)

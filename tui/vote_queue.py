@@ -22,7 +22,7 @@ from textual.widgets import Footer, Header, Input, Static
 
 from core.answering.vote_queue import LABELS, QueueItem, Repeats, Reveal, VoteQueue, check_summary
 from core.stats.votes import VoteError, VoteNeedsConfirmation, describe
-from tui.footer_fit import fit_bindings
+from tui.footer_fit import fit_screen_bindings
 from tui.pane_tabs import grid_shape
 from tui.panes import Pane
 from tui.record_entries import Entry, answer_entries, pane_status, prompt_entry, status_note
@@ -95,18 +95,7 @@ class VoteQueueScreen(Screen):
     def active_bindings(self) -> dict[str, ActiveBinding]:
         """As many whole footer keys as the width holds, the most important
         first (`FOOTER_RANK`), never a key cut mid-word."""
-        shown = super().active_bindings
-        ours = (self, self.app)
-
-        def rank(active: ActiveBinding) -> int:
-            action = active.binding.action
-            if not any(active.node is node for node in ours):
-                return 0
-            return 1 + (self.FOOTER_RANK.index(action) if action in self.FOOTER_RANK else len(self.FOOTER_RANK))
-
-        footer = self.query(Footer)
-        compact = bool(footer) and footer.first().compact
-        return fit_bindings(shown, self.size.width, compact, self.app.get_key_display, rank)
+        return fit_screen_bindings(self, super().active_bindings, (self, self.app), self.FOOTER_RANK)
 
     # ----- the queue's state, for drawing (and tests) ------------------------
     @property

@@ -57,7 +57,7 @@ from providers import make_provider
 from providers.events import ChatRequest, Message, SamplingParams, StreamResult
 from providers.model_config import ModelConfig
 from store import AsyncStore
-from store.db import process_token
+from store.owners import process_token
 from store.records import LoadedSession, TagRecord, TurnRecord
 
 Only = Literal["all", "voted", "unvoted"]

@@ -36,7 +36,7 @@ from core.answering.tools import answer_messages
 from providers.events import ChatRequest, Message, SamplingParams
 from providers.model_config import ModelConfig
 from store import AsyncStore
-from store.db import process_token
+from store.owners import process_token
 from store.ids import new_ulid
 from store.records import CheckResultRecord, OutputRecord, SessionRecord, TurnRecord
 from store.runs import find_cached

@@ -58,6 +58,7 @@ from store import AsyncStore, Store
 from store.ids import new_ulid
 from store.records import (
     ContestantRecord,
+    LoadedSession,
     OutputRecord,
     RevealRecord,
     SessionRecord,
@@ -386,6 +387,7 @@ class ChatSession:
         self.tags: list[TagRecord] = []     # current ones (not removed), automatic ones included
         self.limits = ServerLimits(c.config for c in contestants)
         self.saved = True                   # in the store: a new session is recorded with its first prompt
+        self.loaded: LoadedSession | None = None   # the record as `resume` read it (None for a new session)
 
     # ----- creation -------------------------------------------------------
     @classmethod
@@ -471,6 +473,7 @@ class ChatSession:
             contestants.append(Contestant(config=cfg, label=saved.label, position=saved.position,
                                           params=SamplingParams(**saved.params)))
         session = cls(store, rec, contestants, config.defaults)
+        session.loaded = loaded      # the screen draws the record from it: read once
         session.turns = list(loaded.turns)
         session.votes = list(loaded.votes)
         session.tags = list(loaded.tags)

@@ -3,8 +3,10 @@ each turned into the same records (a conversation to replay and a stratum).
 
 Why a module of its own: the formats are many, each has its traps, and the
 sampling (de-duplication, allocation, drawing: `core.exchange.sampling`) should know
-none of them. (Past 600 lines because each format's reader is here, next to
-the rules they share; split by format it would scatter those rules.)
+none of them. What a record becomes, whatever its format (records, skip
+reasons, conversations from chat messages), is `core.exchange.log_records`.
+(Past 600 lines because each format's reader is here; split by format it
+would scatter what the readers share.)
 
 Kinds, detected from the content (then the file's suffix):
 
@@ -43,463 +45,40 @@ logs.db row), raised as `LogError`.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import csv
 import hashlib
 import json
 import sqlite3
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from core.ground.inputs import InputError, decode, lines, loads, open_input, read_input, shown_name, text_lines
 from core.ground.jsonl import json_objects
-from core.exchange.language import detect_language
-from core.answering.sampleset import MAX_IMAGE_BYTES, image_mime
+from core.answering.sampleset import MAX_IMAGE_BYTES
 from core.ground.text import one_line
-from core.exchange.traces import SKIP_NOT_LLM, LoggedAnswer, TraceError, read_trace_file
+from core.exchange.traces import SKIP_NOT_LLM, TraceError, read_trace_file
 from core.exchange.traces import sniff as sniff_trace
-
-PROMPT_FIELD_NAMES = ("prompt", "input", "question", "message", "messages", "text", "query", "instruction",
-                      "user_input", "content")
-# Objects a request body is often logged under: `request.messages` is found without --prompt-field.
-_BODY_FIELD_NAMES = ("request", "body", "request_body", "payload", "params")
-NONE_STRATUM = "(none)"
-DEFAULT_MAX_CHARS = 100_000
-
-SKIP_EMPTY = "empty prompt"
-SKIP_NON_TEXT = "no text in the last user message (images or other parts only)"
-SKIP_TOO_LONG = "too long"
-SKIP_TOOLS = "tool calls or results in the conversation"
-SKIP_ATTACHMENT = "an attachment a sample set cannot carry"
-SKIP_EARLIER_IMAGE = "an image in an earlier turn (a case carries images on its last user message only)"
-SKIP_SHAPE = "a conversation a case cannot script"
-
-_SQLITE_MAGIC = b"SQLite format 3\x00"
-_LLM_EXPORT_KEYS = frozenset({"id", "model", "prompt", "response", "conversation_id"})
-
-
-class LogError(ValueError):
-    """Unusable log input; the message names the file and line (or row)."""
-
-
-@dataclass(frozen=True, slots=True)
-class LogImage:
-    """An image of a case's last user message, with its bytes."""
-
-    mime: str
-    data: bytes
-    sha256: str
-
-
-@dataclass(frozen=True, slots=True)
-class LogRecord:
-    """One logged request, as a case to replay: `history` is the earlier
-    turns, (role, text) alternating from "user"; `prompt` the last user message."""
-
-    prompt: str
-    stratum: str
-    line: int                 # order in the log: line, array index, rowid
-    system: str | None = None
-    history: tuple[tuple[str, str], ...] = ()
-    images: tuple[LogImage, ...] = ()
-    image_urls: tuple[str, ...] = ()     # remote images of the last user message, not fetched
-    source: str = ""                     # where, as a case's tag shows it: "line3", "[2]", "row5", "turn=ID"
-    logged: LoggedAnswer | None = None   # the answer the log holds (trace formats)
-
-    def conversation_text(self) -> str:
-        """The user and assistant text, without the system prompt (what `--by length` measures)."""
-        return "\n".join([t for _, t in self.history] + [self.prompt])
-
-    def user_text(self) -> str:
-        return "\n".join([t for role, t in self.history if role == "user"] + [self.prompt])
-
-
-@dataclass
-class LoadedLogs:
-    path: str
-    kind: str                 # "jsonl" | "json" | "csv" | "sqlite"
-    prompt_field: str
-    by: str
-    records: list[LogRecord]
-    skipped: Counter[str] = field(default_factory=Counter)     # reason -> records
-    first_skipped: dict[str, str] = field(default_factory=dict)  # reason -> where (FILE:LINE, ...) and detail
-    detail: str = ""          # e.g. "llm logs.db: 12 turns (llm 0.36 layout)"
-    derived: bool = False     # the stratum is derived from the text (`--by length` / `language`)
-
-    @property
-    def skipped_total(self) -> int:
-        return sum(self.skipped.values())
-
-
-# ---------------------------------------------------------------- derived strata
-
-_LENGTH_BUCKETS = ((100, "1 short (<100 chars)"), (500, "2 medium (100-499 chars)"),
-                   (2000, "3 long (500-1999 chars)"), (10_000, "4 very long (2000-9999 chars)"))
-
-
-def length_bucket(record: LogRecord) -> str:
-    """The record's length class: characters of the conversation, system prompt left out."""
-    n = len(record.conversation_text())
-    for limit, label in _LENGTH_BUCKETS:
-        if n < limit:
-            return label
-    return "5 huge (10000+ chars)"
-
-
-DERIVED_STRATA: dict[str, Callable[[LogRecord], str]] = {
-    "length": length_bucket,
-    "language": lambda record: detect_language(record.user_text()),
-}
-
-
-# ---------------------------------------------------------------- messages
-
-@dataclass
-class _Img:
-    data: bytes | None = None
-    url: str | None = None
-    problem: str | None = None
-
-
-@dataclass
-class _Msg:
-    """A chat message in the one shape every format is read into."""
-
-    role: str                                # system | user | assistant | tool
-    texts: list[str] = field(default_factory=list)
-    images: list[_Img] = field(default_factory=list)
-    tools: bool = False                      # tool calls or results
-    other: list[str] = field(default_factory=list)   # parts a set cannot carry: "audio", "file", ...
-    _text: str | None = None
-
-    def text(self) -> str:
-        """The text parts joined (computed once: a logs.db message is shared by every later turn)."""
-        if self._text is None:
-            self._text = "\n\n".join(t for t in self.texts if t)
-        return self._text
-
-
-@dataclass
-class _Convo:
-    system: str | None
-    turns: list[tuple[str, str]]             # ends with the user message answered
-    images: list[LogImage]
-    urls: list[str]
-
-
-_ROLES = {"system": "system", "developer": "system", "user": "user", "human": "user", "assistant": "assistant",
-          "model": "assistant", "ai": "assistant", "tool": "tool", "function": "tool", "ipython": "tool"}
-
-
-def _image_from_bytes(data: bytes) -> _Img:
-    if len(data) > MAX_IMAGE_BYTES:
-        return _Img(problem=f"an image of {len(data) / 1e6:.1f} MB (a set carries at most "
-                            f"{MAX_IMAGE_BYTES / 1e6:.0f} MB)")
-    if image_mime(data) is None:
-        return _Img(problem="an image that is not PNG, JPEG, GIF or WebP")
-    return _Img(data=data)
-
-
-def _image_from_base64(text: str) -> _Img:
-    try:
-        data = base64.b64decode(text, validate=True)
-    except (binascii.Error, ValueError):
-        return _Img(problem="an image whose base64 data is invalid")
-    return _image_from_bytes(data)
-
-
-def _image_from_url(url: str) -> _Img:
-    if url.startswith("data:"):
-        head, sep, payload = url.partition(",")
-        if not sep or not head.endswith(";base64"):
-            return _Img(problem="a data: URL that is not base64")
-        return _image_from_base64(payload)
-    return _Img(url=url)
-
-
-def _text_of_system(value: Any, where: str) -> str | None:
-    """A system prompt: a string, or Anthropic's list of text blocks."""
-    if value is None or isinstance(value, str):
-        return value or None
-    if isinstance(value, list):
-        texts = []
-        for i, block in enumerate(value):
-            if isinstance(block, str):
-                texts.append(block)
-            elif isinstance(block, dict) and isinstance(block.get("text"), str):
-                texts.append(block["text"])
-            else:
-                raise LogError(f"{where}: system[{i}]: expected a text block")
-        return "\n\n".join(texts) or None
-    raise LogError(f"{where}: system: expected text, got {type(value).__name__}")
-
-
-def _part(msg: _Msg, part: Any, where: str) -> None:
-    """One content part of an OpenAI (chat or responses API) or Anthropic message."""
-    if isinstance(part, str):
-        msg.texts.append(part)
-        return
-    if not isinstance(part, dict):
-        raise LogError(f"{where}: expected a content part (an object), got {type(part).__name__}")
-    kind = part.get("type")
-    if kind in ("text", "input_text", "output_text"):
-        text = part.get("text")
-        if not isinstance(text, str):
-            raise LogError(f"{where}.text: expected text, got {type(text).__name__}")
-        msg.texts.append(text)
-    elif kind == "refusal" and isinstance(part.get("refusal"), str):
-        msg.texts.append(part["refusal"])
-    elif kind in ("image_url", "input_image"):
-        ref = part.get("image_url")
-        url = ref.get("url") if isinstance(ref, dict) else ref
-        if not isinstance(url, str):
-            raise LogError(f"{where}.image_url: expected a URL")
-        msg.images.append(_image_from_url(url))
-    elif kind == "image":
-        source = part.get("source")
-        if not isinstance(source, dict):
-            raise LogError(f"{where}.source: expected an object")
-        if source.get("type") == "base64" and isinstance(source.get("data"), str):
-            msg.images.append(_image_from_base64(source["data"]))
-        elif source.get("type") == "url" and isinstance(source.get("url"), str):
-            msg.images.append(_image_from_url(source["url"]))
-        else:
-            msg.images.append(_Img(problem=f"an image given as {one_line(source.get('type'), 40)}"))
-    elif kind in ("tool_use", "tool_result", "function_call", "function_call_output", "server_tool_use"):
-        msg.tools = True
-    elif kind in ("thinking", "redacted_thinking", "reasoning"):
-        pass                          # an assistant's reasoning: not part of what is replayed
-    elif kind in ("input_audio", "audio"):
-        msg.other.append("audio")
-    elif kind in ("file", "input_file", "document"):
-        msg.other.append("a file")
-    else:
-        msg.other.append(f"a {one_line(kind, 40)!r} part" if kind is not None else "a part without a type")
-
-
-def _chat_messages(value: list[Any], where: str, field_name: str) -> list[_Msg]:
-    """An OpenAI or Anthropic `messages` array, read into `_Msg`s."""
-    out = []
-    for i, m in enumerate(value):
-        here = f"{where}: {field_name}[{i}]"
-        if not isinstance(m, dict):
-            raise LogError(f"{here}: expected a chat message (an object), got {type(m).__name__}")
-        raw_role = m.get("role")
-        if not isinstance(raw_role, str):
-            raise LogError(f"{here}: no \"role\"" if raw_role is None else f"{here}.role: expected text")
-        role = _ROLES.get(raw_role.lower())
-        if role is None:
-            raise LogError(f"{here}.role: unknown role {one_line(raw_role, 40)!r} "
-                           f"(expected system, developer, user, assistant or tool)")
-        msg = _Msg(role)
-        content = m.get("content")
-        if isinstance(content, str):
-            msg.texts.append(content)
-        elif isinstance(content, list):
-            for j, part in enumerate(content):
-                _part(msg, part, f"{here}.content[{j}]")
-        elif content is not None:
-            raise LogError(f"{here}.content: expected text or a list of parts, got {type(content).__name__}")
-        if m.get("tool_calls") or m.get("function_call") or role == "tool":
-            msg.tools = True
-        out.append(msg)
-    return out
-
-
-@dataclass(frozen=True)
-class _Skip:
-    reason: str                 # one of SKIP_*
-    detail: str | None = None   # what exactly, for the first one of a reason
-
-
-def _conversation(msgs: list[_Msg], system: str | None, max_chars: int) -> _Convo | _Skip:
-    """The case a chat makes, or why (`SKIP_*`) it makes none. Linear in the
-    messages and copying none of them (a logs.db turn's history is long)."""
-    systems = [system] if system else []
-    i, n = 0, len(msgs)
-    while i < n and msgs[i].role == "system":
-        systems.extend(msgs[i].texts)
-        i += 1
-    last_user = -1
-    for k in range(i, n):
-        m = msgs[k]
-        if m.tools:
-            return _Skip(SKIP_TOOLS)
-        if m.role == "system":
-            return _Skip(SKIP_SHAPE, "a system message after the conversation began")
-        if m.role == "user":
-            last_user = k
-    if last_user < 0:
-        return _Skip(SKIP_EMPTY)
-    if msgs[i].role != "user":
-        return _Skip(SKIP_SHAPE, "it starts with an assistant message")
-    # An answer logged after the last user message is not part of the case;
-    # the last run of user messages is the prompt, the rest the history.
-    first_of_last = last_user
-    while first_of_last > i and msgs[first_of_last - 1].role == "user":
-        first_of_last -= 1
-    for k in range(i, last_user + 1):
-        if msgs[k].other:
-            return _Skip(SKIP_ATTACHMENT, msgs[k].other[0])
-    for k in range(i, first_of_last):
-        if msgs[k].images:
-            return _Skip(SKIP_EARLIER_IMAGE)
-    last = msgs[first_of_last:last_user + 1]
-    images_in = [img for m in last for img in m.images]
-    prompt = "\n\n".join(t for t in (m.text() for m in last) if t)
-    if not prompt.strip():
-        return _Skip(SKIP_NON_TEXT if images_in else SKIP_EMPTY)
-    problems = [img.problem for img in images_in if img.problem]
-    if problems:
-        return _Skip(SKIP_ATTACHMENT, problems[0])
-    turns: list[tuple[str, str]] = []
-    group: list[str] = []
-    role = msgs[i].role
-    for k in range(i, first_of_last):            # consecutive messages of one role are joined
-        m = msgs[k]
-        if m.role != role:
-            turns.append((role, "\n\n".join(group)))
-            role, group = m.role, []
-        text = m.text()
-        if text:
-            group.append(text)
-    if first_of_last > i:
-        turns.append((role, "\n\n".join(group)))
-    turns.append(("user", prompt))
-    system_text = "\n\n".join(s for s in systems if s) or None
-    length = len(system_text or "") + sum(len(t) for _, t in turns)
-    if max_chars and length > max_chars:
-        return _Skip(SKIP_TOO_LONG, f"{length} characters, over --max-chars {max_chars}")
-    images = [LogImage(image_mime(img.data) or "", img.data, hashlib.sha256(img.data).hexdigest())
-              for img in images_in if img.data is not None]
-    urls = [img.url for img in images_in if img.url is not None]
-    return _Convo(system_text, turns, images, urls)
-
-
-# ---------------------------------------------------------------- collecting records
-
-class _Collector:
-    """Turns each reader's raw records into `LogRecord`s or counted skips."""
-
-    def __init__(self, out: LoadedLogs, max_chars: int) -> None:
-        self.out = out
-        self.max_chars = max_chars
-        self.by_seen = False
-
-    def add(self, order: int, where: str, source: str, fields: Any, msgs: list[_Msg] | str | None,
-            system: str | None = None) -> None:
-        found, raw = _dig(fields, self.out.by)
-        self.by_seen = self.by_seen or found
-        if msgs is None or isinstance(msgs, str):
-            msgs = [_Msg("user", [msgs] if msgs else [])]
-        convo = _conversation(msgs, system, self.max_chars)
-        if isinstance(convo, _Skip):
-            self.out.skipped[convo.reason] += 1
-            self.out.first_skipped.setdefault(convo.reason, f"{where} ({convo.detail})" if convo.detail else where)
-            return
-        self.out.records.append(LogRecord(
-            prompt=convo.turns[-1][1], stratum=_stratum(raw), line=order, system=convo.system,
-            history=tuple(convo.turns[:-1]), images=tuple(convo.images), image_urls=tuple(convo.urls),
-            source=source))
-
-    def too_long(self, where: str, fields: Any) -> None:
-        """A record found too long before its whole conversation was read."""
-        self.by_seen = self.by_seen or _dig(fields, self.out.by)[0]
-        self.out.skipped[SKIP_TOO_LONG] += 1
-        self.out.first_skipped.setdefault(SKIP_TOO_LONG, f"{where} (over --max-chars {self.max_chars})")
-
-    def finish(self, shown: str, fields_hint: Iterable[str] = ()) -> LoadedLogs:
-        out = self.out
-        if not self.by_seen:
-            derive = DERIVED_STRATA.get(out.by)
-            if derive is None:
-                raise LogError(f"{shown}: no record has the field {out.by!r} given to --by; fields: "
-                               f"{', '.join(fields_hint) or '(none)'} (or a derived stratum: "
-                               f"{', '.join(DERIVED_STRATA)})")
-            out.records = [replace(r, stratum=derive(r)) for r in out.records]
-            out.derived = True
-        return out
-
-
-def _stratum(value: Any) -> str:
-    if value is None or value == "":
-        return NONE_STRATUM
-    if isinstance(value, str):
-        return value
-    if isinstance(value, (dict, list)):
-        return json.dumps(value, sort_keys=True, ensure_ascii=False)
-    return str(value)
-
-
-def _dig(obj: Any, dotted: str) -> tuple[bool, Any]:
-    """(found, value) for a dotted path into nested objects."""
-    if isinstance(obj, dict) and dotted in obj:
-        return True, obj[dotted]
-    cur = obj
-    for part in dotted.split("."):
-        if isinstance(cur, dict) and part in cur:
-            cur = cur[part]
-        else:
-            return False, None
-    return True, cur
-
-
-def _pick_field(available: Iterable[str], wanted: str | None, what: str, where: str) -> str:
-    """The field named `wanted` (case-insensitively), or the first common prompt name."""
-    names = list(available)
-    lower = {n.lower(): n for n in reversed(names)}
-    if wanted is not None:
-        if wanted in names:
-            return wanted
-        if wanted.lower() in lower:
-            return lower[wanted.lower()]
-        raise LogError(f"{where}: no {what} field {wanted!r}; fields: {', '.join(names) or '(none)'}")
-    for candidate in PROMPT_FIELD_NAMES:
-        if candidate in lower:
-            return lower[candidate]
-    raise LogError(
-        f"{where}: no prompt field found (looked for {', '.join(PROMPT_FIELD_NAMES)}); "
-        f"fields: {', '.join(names) or '(none)'}; name one with --prompt-field"
-    )
-
-
-def _pick_prompt_path(obj: dict[str, Any], wanted: str | None, where: str) -> str:
-    """The (dotted) path of the prompt in a JSON record: `--prompt-field`, a
-    common prompt name, or `messages` inside a logged request body."""
-    if wanted is not None and "." in wanted and wanted not in obj:
-        if not _dig(obj, wanted)[0]:
-            raise LogError(f"{where}: no prompt field {wanted!r}; fields: {', '.join(obj) or '(none)'}")
-        return wanted
-    try:
-        return _pick_field(obj.keys(), wanted, "prompt", where)
-    except LogError:
-        if wanted is not None:
-            raise
-        for body in _BODY_FIELD_NAMES:
-            inner = obj.get(body)
-            if isinstance(inner, dict) and isinstance(inner.get("messages"), list):
-                return f"{body}.messages"
-        raise
-
-
-def _value_messages(value: Any, holder: Any, where: str, field_name: str
-                    ) -> tuple[list[_Msg] | str | None, str | None]:
-    """(messages or text, system) from a prompt value and the object holding it."""
-    system_raw = holder.get("system") if isinstance(holder, dict) else None
-    if isinstance(value, dict) and isinstance(value.get("messages"), list):   # a request body as the prompt
-        return (_chat_messages(value["messages"], where, f"{field_name}.messages"),
-                _text_of_system(value.get("system"), where))
-    if value is None or isinstance(value, str):
-        return value, system_raw if isinstance(system_raw, str) else None
-    if isinstance(value, list) and all(isinstance(m, dict) for m in value):
-        return _chat_messages(value, where, field_name), _text_of_system(system_raw, where)
-    if isinstance(value, list):
-        raise LogError(f"{where}: {field_name}: expected text or a list of chat messages")
-    raise LogError(f"{where}: {field_name}: expected text, got {type(value).__name__}")
+from core.exchange.log_records import (
+    DERIVED_STRATA,
+    chat_messages,
+    Collector,
+    DEFAULT_MAX_CHARS,
+    dig,
+    image_from_bytes,
+    Img,
+    LLM_EXPORT_KEYS,
+    LoadedLogs,
+    LogError,
+    Msg,
+    pick_field,
+    pick_prompt_path,
+    ROLES,
+    SQLITE_MAGIC,
+    value_messages,
+)
 
 
 # ---------------------------------------------------------------- reading logs
@@ -517,7 +96,7 @@ def read_logs(path: str | Path, by: str, prompt_field: str | None = None,
             head = f.read(4096)
     except InputError as exc:
         raise LogError(str(exc)) from None
-    if head.startswith(_SQLITE_MAGIC):
+    if head.startswith(SQLITE_MAGIC):
         return _read_sqlite(path, by, prompt_field, max_chars)
     trace_kind = sniff_trace(head) if prompt_field is None else None
     if trace_kind is not None:      # OpenTelemetry, LangSmith, Langfuse, LiteLLM: `core.exchange.traces`
@@ -548,12 +127,12 @@ def _read_traces(path: Path, kind: str, by: str, max_chars: int) -> LoadedLogs:
     try:
         traces = read_trace_file(path, kind)
         out = LoadedLogs(str(path), kind, "messages", by, [], detail=traces.detail())
-        collect = _Collector(out, max_chars)
+        collect = Collector(out, max_chars)
         if traces.skipped:
             out.skipped[SKIP_NOT_LLM] = traces.skipped
             out.first_skipped[SKIP_NOT_LLM] = traces.first_skipped
         for call in traces.calls:
-            msgs = _chat_messages(call.messages, call.where, "messages") if isinstance(call.messages, list) \
+            msgs = chat_messages(call.messages, call.where, "messages") if isinstance(call.messages, list) \
                 else call.messages
             before = len(out.records)
             collect.add(call.order, call.where, call.source, call.fields, msgs, call.system)
@@ -590,7 +169,7 @@ def _read_json_array(path: Path, by: str, prompt_field: str | None, max_chars: i
 def _read_json_records(records: Iterable[tuple[int, str, Any, str | None, str]], path: Path, kind: str,
                        by: str, prompt_field: str | None, max_chars: int) -> LoadedLogs:
     out = LoadedLogs(str(path), kind, prompt_field or "", by, [])
-    collect = _Collector(out, max_chars)
+    collect = Collector(out, max_chars)
     keys_seen: list[str] = []
     shown = shown_name(path)
     export: list[tuple[int, str, str, dict[str, Any]]] | None = None
@@ -601,13 +180,13 @@ def _read_json_records(records: Iterable[tuple[int, str, Any, str | None, str]],
         assert isinstance(obj, dict)
         if not keys_seen:
             keys_seen = list(obj.keys())
-            if prompt_field is None and _LLM_EXPORT_KEYS <= obj.keys():
+            if prompt_field is None and LLM_EXPORT_KEYS <= obj.keys():
                 export = []          # `llm logs --json`: a conversation's turns are separate records
         if export is not None:
             export.append((order, where, source, obj))
             continue
         try:
-            path_ = found[0] if prompt_field is not None and found else _pick_prompt_path(obj, prompt_field, where)
+            path_ = found[0] if prompt_field is not None and found else pick_prompt_path(obj, prompt_field, where)
         except LogError:
             if not found:
                 raise
@@ -616,8 +195,8 @@ def _read_json_records(records: Iterable[tuple[int, str, Any, str | None, str]],
             found.append(path_)
             out.prompt_field = " or ".join(found)
         holder_path, _, leaf = path_.rpartition(".")
-        holder = _dig(obj, holder_path)[1] if holder_path else obj
-        msgs, system = _value_messages(_dig(obj, path_)[1], holder, where, leaf)
+        holder = dig(obj, holder_path)[1] if holder_path else obj
+        msgs, system = value_messages(dig(obj, path_)[1], holder, where, leaf)
         collect.add(order, where, source, obj, msgs, system)
     if export is not None:
         out.prompt_field, out.detail = "prompt", "llm logs --json export"
@@ -629,7 +208,7 @@ def _read_json_records(records: Iterable[tuple[int, str, Any, str | None, str]],
 
 
 def _attachment(type_: Any, size: int | None, content: Callable[[], bytes | None], path: Any, url: Any,
-                att_id: Any) -> _Img | str:
+                att_id: Any) -> Img | str:
     """An `llm` attachment as an image, or what it is when it is not one.
     `size` is the length of the bytes the log holds (None: none); `content()`
     reads them, only for an image small enough to keep."""
@@ -637,11 +216,11 @@ def _attachment(type_: Any, size: int | None, content: Callable[[], bytes | None
         return f"an attachment of type {one_line(type_, 60)}"
     if size:
         if size > MAX_IMAGE_BYTES:
-            return _Img(problem=f"an image of {size / 1e6:.1f} MB (a set carries at most "
+            return Img(problem=f"an image of {size / 1e6:.1f} MB (a set carries at most "
                                 f"{MAX_IMAGE_BYTES / 1e6:.0f} MB)")
         data = content()
         if data:
-            return _image_from_bytes(data)
+            return image_from_bytes(data)
     if isinstance(path, str) and path:
         # The logs.db keeps no copy of a file's bytes: read the file if it
         # is still the one logged (llm's id for it is its bytes' sha256).
@@ -650,14 +229,14 @@ def _attachment(type_: Any, size: int | None, content: Callable[[], bytes | None
                 data = f.read(MAX_IMAGE_BYTES + 1)
         except InputError as exc:
             if exc.problem == "no such file":
-                return _Img(problem="an image file that is gone")
-            return _Img(problem=f"an image file that is not read ({exc.problem})")
+                return Img(problem="an image file that is gone")
+            return Img(problem=f"an image file that is not read ({exc.problem})")
         if hashlib.sha256(data).hexdigest() != att_id:
-            return _Img(problem="an image file changed since it was logged")
-        return _image_from_bytes(data)
+            return Img(problem="an image file changed since it was logged")
+        return image_from_bytes(data)
     if isinstance(url, str) and url:
-        return _Img(url=url)
-    return _Img(problem="an attachment whose bytes are not in the log")
+        return Img(url=url)
+    return Img(problem="an attachment whose bytes are not in the log")
 
 
 def _blob(conn: sqlite3.Connection, att_id: Any) -> Callable[[], bytes | None]:
@@ -668,7 +247,7 @@ def _blob(conn: sqlite3.Connection, att_id: Any) -> Callable[[], bytes | None]:
     return read
 
 
-def _add_attachment(msg: _Msg, got: _Img | str) -> None:
+def _add_attachment(msg: Msg, got: Img | str) -> None:
     if isinstance(got, str):
         msg.other.append(got)
     else:
@@ -690,8 +269,8 @@ def _earlier(convo: list[dict[str, Any]], k: int, size: Callable[[dict[str, Any]
     return convo[start:k]
 
 
-def _llm_export_conversations(export: list[tuple[int, str, str, dict[str, Any]]], collect: _Collector
-                              ) -> Iterator[tuple[int, str, str, dict[str, Any], list[_Msg], str | None]]:
+def _llm_export_conversations(export: list[tuple[int, str, str, dict[str, Any]]], collect: Collector
+                              ) -> Iterator[tuple[int, str, str, dict[str, Any], list[Msg], str | None]]:
     """Records of `llm logs --json`: each with the earlier turns of its conversation before it."""
     by_convo: dict[Any, list[dict[str, Any]]] = defaultdict(list)
     for _, where, _, obj in export:
@@ -703,8 +282,8 @@ def _llm_export_conversations(export: list[tuple[int, str, str, dict[str, Any]]]
     for turns in by_convo.values():
         turns.sort(key=lambda o: (str(o.get("datetime_utc") or ""), str(o.get("id") or "")))
 
-    def user_msg(obj: dict[str, Any], where: str) -> _Msg:
-        msg = _Msg("user", [obj.get("prompt") or ""])
+    def user_msg(obj: dict[str, Any], where: str) -> Msg:
+        msg = Msg("user", [obj.get("prompt") or ""])
         for i, att in enumerate(obj.get("attachments") or []):
             if not isinstance(att, dict):
                 raise LogError(f"{where}: attachments[{i}]: expected an object")
@@ -723,7 +302,7 @@ def _llm_export_conversations(export: list[tuple[int, str, str, dict[str, Any]]]
         return len(obj.get("prompt") or "") + len(obj.get("response") or "") + len(obj.get("system") or "")
 
     for order, where, source, obj in export:
-        msgs: list[_Msg] = []
+        msgs: list[Msg] = []
         if id(obj) in position:
             got = _earlier(by_convo[obj["conversation_id"]], position[id(obj)], size, collect.max_chars)
         else:
@@ -733,7 +312,7 @@ def _llm_export_conversations(export: list[tuple[int, str, str, dict[str, Any]]]
             continue
         for earlier in got:
             msgs.append(user_msg(earlier, where))
-            msgs.append(_Msg("assistant", [earlier.get("response") or ""], tools=bool(earlier.get("tool_calls"))))
+            msgs.append(Msg("assistant", [earlier.get("response") or ""], tools=bool(earlier.get("tool_calls"))))
         msgs.append(user_msg(obj, where))
         yield order, where, source, obj, msgs, obj.get("system")
 
@@ -742,7 +321,7 @@ def _read_csv(binary: BinaryIO, path: Path, by: str, prompt_field: str | None, m
               delimiter: str) -> LoadedLogs:
     csv.field_size_limit(2**31 - 1)   # a field is bounded by the file, which `open_input` bounded
     out = LoadedLogs(str(path), "tsv" if delimiter == "\t" else "csv", "", by, [])
-    collect = _Collector(out, max_chars)
+    collect = Collector(out, max_chars)
     shown = shown_name(path)
     try:
         reader = csv.reader(text_lines(binary, shown), delimiter=delimiter)
@@ -752,9 +331,9 @@ def _read_csv(binary: BinaryIO, path: Path, by: str, prompt_field: str | None, m
             raise LogError(f"{shown}: empty file (expected a header row)") from None
         header = [h.strip() for h in header]
         where = f"{shown}:1"
-        out.prompt_field = _pick_field(header, prompt_field, "prompt", where)
+        out.prompt_field = pick_field(header, prompt_field, "prompt", where)
         if by not in DERIVED_STRATA or by.lower() in (h.lower() for h in header):
-            by = _pick_field(header, by, "--by", where)
+            by = pick_field(header, by, "--by", where)
             out.by = by
         p_idx = header.index(out.prompt_field)
         s_idx = next((i for i, h in enumerate(header) if h.lower() == "system"), None)
@@ -770,14 +349,14 @@ def _read_csv(binary: BinaryIO, path: Path, by: str, prompt_field: str | None, m
                 fields = dict(zip(header, row, strict=True))
                 prompt = row[p_idx] if p_idx < len(row) else None
                 system = row[s_idx] if s_idx is not None and s_idx < len(row) else None
-                msgs: list[_Msg] | str | None = prompt
+                msgs: list[Msg] | str | None = prompt
                 if prompt and prompt.lstrip().startswith("[{"):   # a JSON messages array in a cell
                     try:
                         value = loads(prompt, shown, line)
                     except InputError:
                         value = None
                     if isinstance(value, list) and all(isinstance(m, dict) and "role" in m for m in value):
-                        msgs = _chat_messages(value, here, out.prompt_field)
+                        msgs = chat_messages(value, here, out.prompt_field)
                 collect.add(line, here, f"line{line}", fields, msgs, system or None)
         except csv.Error as exc:
             raise LogError(f"{shown}:{reader.line_num}: bad CSV: {exc}") from None
@@ -812,7 +391,7 @@ def _read_sqlite(path: Path, by: str, prompt_field: str | None, max_chars: int) 
         if "responses" not in tables and not has_turns:
             raise LogError(f"{shown}: no 'responses' table and no 'turns' table (expected an `llm` logs.db)")
         out = LoadedLogs(str(path), "sqlite", prompt_field or "prompt", by, [])
-        collect = _Collector(out, max_chars)
+        collect = Collector(out, max_chars)
         try:
             n_turns = conn.execute("SELECT count(*) FROM turns").fetchone()[0] if has_turns else 0
             legacy_where = " WHERE id NOT IN (SELECT id FROM turns)" if "turns" in tables else ""
@@ -848,16 +427,16 @@ def _columns(conn: sqlite3.Connection, table: str) -> list[str]:
     return [r[1] for r in conn.execute(f"PRAGMA table_info({_q(table)})")]
 
 
-def _read_legacy(conn: sqlite3.Connection, shown: str, collect: _Collector, by: str,
+def _read_legacy(conn: sqlite3.Connection, shown: str, collect: Collector, by: str,
                  prompt_field: str | None, legacy_where: str, check_by: bool) -> list[str]:
     """Rows of the `responses` table: the prompt with its fragments (llm 0.24+
     sends them before the prompt), attachments, and the earlier responses
     of the conversation as history."""
     cols = _columns(conn, "responses")
     where = f"{shown}: table responses"
-    pcol = _pick_field(cols, prompt_field or "prompt", "prompt", where)
+    pcol = pick_field(cols, prompt_field or "prompt", "prompt", where)
     if check_by and (by not in DERIVED_STRATA or by in cols):
-        _pick_field(cols, by, "--by", where)   # named now, with the table's columns
+        pick_field(cols, by, "--by", where)   # named now, with the table's columns
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
 
     def fragments(table: str) -> dict[str, list[str]]:
@@ -897,8 +476,8 @@ def _read_legacy(conn: sqlite3.Connection, shown: str, collect: _Collector, by: 
         pieces = frags.get(str(row.get("id")), []) + ([value] if value else [])
         return "\n".join(pieces) if pieces else value
 
-    def user(row: dict[str, Any], here: str) -> _Msg:
-        msg = _Msg("user", [text(row, pcol, prompt_frags, here) or ""], tools=row.get("id") in tool_ids)
+    def user(row: dict[str, Any], here: str) -> Msg:
+        msg = Msg("user", [text(row, pcol, prompt_frags, here) or ""], tools=row.get("id") in tool_ids)
         for type_, size, path, url, att_id in atts.get(str(row.get("id")), []):
             _add_attachment(msg, _attachment(type_, size, _blob(conn, att_id), path, url, att_id))
         return msg
@@ -911,7 +490,7 @@ def _read_legacy(conn: sqlite3.Connection, shown: str, collect: _Collector, by: 
     for row in rows:
         here = f"{shown}: responses rowid {row['_rowid']}"
         fields = {k: v for k, v in row.items() if k != "_rowid"}
-        msgs: list[_Msg] = []
+        msgs: list[Msg] = []
         got = _earlier(convos[row["conversation_id"]], position[id(row)], size, collect.max_chars) \
             if id(row) in position else []
         if got is None:
@@ -919,7 +498,7 @@ def _read_legacy(conn: sqlite3.Connection, shown: str, collect: _Collector, by: 
             continue
         for earlier in got:
             msgs.append(user(earlier, here))
-            msgs.append(_Msg("assistant", [earlier.get("response") or ""]))
+            msgs.append(Msg("assistant", [earlier.get("response") or ""]))
         msgs.append(user(row, here))
         system = text(row, "system", system_frags, here) if "system" in row else None
         collect.add(row["_rowid"], here, f"row{row['_rowid']}", fields, msgs, system)
@@ -940,7 +519,7 @@ def _text_piece(piece: Any, fragments: dict[int, str]) -> str:
     return fragments.get(fragment, "") if isinstance(fragment, int) else ""
 
 
-def _read_turns(conn: sqlite3.Connection, shown: str, collect: _Collector) -> None:
+def _read_turns(conn: sqlite3.Connection, shown: str, collect: Collector) -> None:
     """The turns of llm 0.36's message store. A turn's input is the chain of
     messages from its `parent_message_hash` up to a root (parent first); its
     output (from there to `tip_message_hash`) is the answer and is not read.
@@ -961,13 +540,13 @@ def _read_turns(conn: sqlite3.Connection, shown: str, collect: _Collector) -> No
     for mh, kind, text, payload in conn.execute(
             "SELECT message_hash, type, text, payload FROM parts ORDER BY message_hash, position"):
         parts[mh].append((kind, text, payload))
-    messages: dict[str, _Msg] = {}
+    messages: dict[str, Msg] = {}
 
-    def message(h: str, here: str) -> _Msg:
+    def message(h: str, here: str) -> Msg:
         got = messages.get(h)
         if got is not None:
             return got
-        msg = _Msg(_ROLES.get(role[h], "tool"))
+        msg = Msg(ROLES.get(role[h], "tool"))
         for kind, text, payload_text in parts.get(h, []):
             payload: dict[str, Any] = {}
             if payload_text:
@@ -1005,7 +584,7 @@ def _read_turns(conn: sqlite3.Connection, shown: str, collect: _Collector) -> No
     for rowid, *values in conn.execute(sql):
         fields = dict(zip(_TURN_FIELDS, values[:1] + values[2:], strict=True))
         here = f"{shown}: turn {one_line(values[0], 60)}"
-        chain: list[_Msg] = []
+        chain: list[Msg] = []
         h = values[1]
         seen: set[str] = set()
         length = 0

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from core.exchange.logs import LoadedLogs, LogRecord
+from core.exchange.log_records import LoadedLogs, LogRecord
 
 DEFAULT_THRESHOLD = 0.8
 TEMPLATE_MODES = ("values", "names")   # what `template` normalises: values; values and names

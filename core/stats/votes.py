@@ -413,24 +413,9 @@ def decompose_vote(contestants: Sequence[str], choice: str,
       ranking keeps the ranking (all bad, but in this order).
     """
     names = list(contestants)
-    if len(names) < 2:
-        raise ValueError(f"a vote needs at least two contestants, got {names!r}")
-    if len(set(names)) != len(names):
-        raise ValueError(f"contestants repeat: {names!r}")
-    if choice not in TIE_CHOICES and choice not in names:
-        raise ValueError(f"choice {choice!r} is neither a contestant ({', '.join(names)}) "
-                         f"nor one of {sorted(TIE_CHOICES)}")
+    check_choice(choice, names, ranking, complete=False, noun="contestant")   # the one rule (a VoteError)
     if ranking:
         order = list(ranking)
-        unknown = [r for r in order if r not in names]
-        if unknown:
-            raise ValueError(f"ranking names {unknown!r}, not among the contestants {names!r}")
-        if len(set(order)) != len(order):
-            raise ValueError(f"ranking repeats a contestant: {order!r}")
-        if choice == "tie":
-            raise ValueError("a vote cannot be both a tie and a ranking")
-        if choice not in TIE_CHOICES and order[0] != choice:
-            raise ValueError(f"ranking starts with {order[0]!r} but the pick is {choice!r}")
         if len(order) >= 2 or (len(order) == 1 and choice in TIE_CHOICES):
             rest = [n for n in names if n not in order]
             out = [Battle(order[i], order[j], "a")

@@ -1,8 +1,23 @@
-"""One module per command: `configure(parser)` and `run(args) -> int`."""
+"""One module per command: `configure(parser)` and `run(args) -> int`.
+
+What several commands share lives here (the database, sessions named on the
+command line, checked flags, prices, the BLAS setting) or, for the commands
+that send a set's requests, in `running`; a command never imports another
+command's module."""
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
+from pathlib import Path
+
+
+def db_path(args: argparse.Namespace) -> Path:
+    """`--db`, else `LINEUP_DB`, else the default."""
+    from store import default_db_path
+
+    return Path(args.db).expanduser() if getattr(args, "db", None) else default_db_path()
 
 
 def open_store(args: argparse.Namespace, *, write: bool):
@@ -14,10 +29,10 @@ def open_store(args: argparse.Namespace, *, write: bool):
     database (or is from a newer lineup) is bad input: `UsageError`, exit 2.
     """
     from core.ground.errors import UsageError
-    from store import Store, StoreError, default_db_path
+    from store import Store, StoreError
 
     try:
-        store = Store.open(args.db or default_db_path(), create=write)
+        store = Store.open(db_path(args), create=write)
     except StoreError as exc:
         raise UsageError(str(exc)) from None
     if write and store.readonly:
@@ -59,3 +74,51 @@ def checked_rater(name: str | None) -> str | None:
     if problem:
         raise UsageError(f"--rater: {problem}")
     return name
+
+
+def open_readonly(path: Path):
+    """A database a reading command only reads (`report`, `decide`): opened
+    read-only, so it never takes a write lock; not lineup's, or from a newer
+    lineup, is a `UsageError`."""
+    from core.ground.errors import UsageError
+    from store import Store, StoreError
+
+    try:
+        return Store.open(path, readonly=True)
+    except StoreError as exc:   # not SQLite, not lineup's, from a newer lineup: bad input
+        raise UsageError(str(exc)) from None
+
+
+def resolve_sessions(store, refs, *, flag: str | None = None) -> list[str]:
+    """The session ids that `refs` (ids, unique prefixes, `last`) name; one
+    that names none or several is a `UsageError` (`--flag: ...` when given)."""
+    from core.ground.errors import UsageError
+    from store import StoreError
+
+    try:
+        return [store.resolve_session(ref) for ref in refs]
+    except StoreError as exc:
+        raise UsageError(f"{flag}: {exc}" if flag else str(exc)) from None
+
+
+def single_threaded_blas() -> None:
+    """The fits solve thousands of tiny systems; a multi-threaded BLAS only adds
+    contention (measured: the 100k-vote report ran ~2x slower on a busy 2-core
+    machine). Effective only if numpy is not loaded yet; an explicit setting wins."""
+    if "numpy" not in sys.modules:
+        for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ.setdefault(var, "1")
+
+
+def config_prices(args: argparse.Namespace) -> dict:
+    """alias -> Price from the config, for answers with no recorded cost. A
+    broken config only costs the prices: the command still runs."""
+    from core.answering.config import ConfigError, load_config
+
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        print(f"lineup {getattr(args, 'command', None) or 'report'}: config not used for prices ({exc})",
+              file=sys.stderr)
+        return {}
+    return {alias: m.price for alias, m in config.models.items() if m.price is not None}

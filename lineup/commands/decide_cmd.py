@@ -55,14 +55,13 @@ def _limits(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    from lineup.commands.report_cmd import _config_prices, _single_threaded_blas
+    from lineup.commands import config_prices, db_path, open_readonly, resolve_sessions, single_threaded_blas
 
-    _single_threaded_blas()
+    single_threaded_blas()
     from core.decide.mix import mix_from_logs, parse_mix
     from core.ground.errors import UsageError
     from core.exchange.logs import LogError
     from core.report import ReportFilters
-    from store import Store, StoreError, default_db_path
 
     if args.bootstrap < 1:
         raise UsageError("--bootstrap must be at least 1: P(best) is counted over the bootstrap rounds")
@@ -83,25 +82,19 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    path = Path(args.db).expanduser() if args.db else default_db_path()
+    path = db_path(args)
     if not path.exists():
         raise UsageError(f"no database at {path}: nothing to decide on. Compare models with `lineup run`, "
                          "then vote.")
-    try:
-        store = Store.open(path, readonly=True)
-    except StoreError as exc:
-        raise UsageError(str(exc)) from None
+    store = open_readonly(path)
     from core.report.decision import build_decision
 
     try:
-        try:
-            sessions = [store.resolve_session(s) for s in args.session]
-        except StoreError as exc:
-            raise UsageError(str(exc)) from None
+        sessions = resolve_sessions(store, args.session)
         filters = ReportFilters(sessions=sessions, include_demo=args.include_demo)
         decision = build_decision(store, filters, mix=mix, mix_source=source, limits=limits, models=args.models,
                                   confidence=args.confidence, rounds=args.bootstrap, seed=args.seed,
-                                  prices=_config_prices(args), style_control=args.style_control)
+                                  prices=config_prices(args), style_control=args.style_control)
     finally:
         store.close()
     if mix is not None:

@@ -33,17 +33,13 @@ def compare(args: argparse.Namespace, baseline: str, candidate: str):
     """The `DiffReport` for two session ids given on the command line."""
     from core.decide.compare import compare_runs
     from core.ground.errors import UsageError
-    from lineup.commands import open_store
-    from store import StoreError
+    from lineup.commands import open_store, resolve_sessions
 
     if args.top < 0:
         raise UsageError("--top must be 0 or more")
     with open_store(args, write=False) as store:
-        try:
-            a = store.load_session(store.resolve_session(baseline))
-            b = store.load_session(store.resolve_session(candidate))
-        except StoreError as exc:
-            raise UsageError(str(exc)) from None
+        base_id, cand_id = resolve_sessions(store, [baseline, candidate])
+        a, b = store.load_session(base_id), store.load_session(cand_id)
     return compare_runs(a, b, models=args.models, alpha=args.alpha, max_p95_regression_pct=args.max_p95_regression,
                         seed=args.seed, top=args.top)
 

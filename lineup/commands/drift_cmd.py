@@ -61,7 +61,7 @@ def canaries(args: argparse.Namespace) -> int:
     import sys
     import time
 
-    from lineup.commands.run_cmd import check_repeats, execute, run_inputs
+    from lineup.commands.running import check_repeats, execute, run_inputs
 
     interval = parse_every(args.every) if args.every else None
     config, models, sample_set, params = run_inputs(args)

@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     from core.ground.errors import UsageError
     from core.ground.inputs import InputError, decode, read_input
     from core.answering.judge import JudgePrompt
-    from lineup.commands.run_cmd import require_keys
+    from lineup.commands.running import require_keys
 
     if args.limit is not None and args.limit < 1:
         raise UsageError("--limit must be at least 1")
@@ -62,22 +62,18 @@ def _execute(args: argparse.Namespace, judge, prompt) -> int:
     import anyio
     from rich.console import Console
 
-    from core.ground.errors import UsageError
     from core.answering.judge import JudgeRunner, Only, plan_units
     from core.ground.text import one_line
-    from lineup.commands import open_store
-    from lineup.commands.run_cmd import StopSignals
-    from store import AsyncStore, StoreError
+    from lineup.commands import open_store, resolve_sessions
+    from lineup.commands.running import StopSignals
+    from store import AsyncStore
 
     err = Console(stderr=True, highlight=False, markup=False)
     out = Console(highlight=False, markup=False)
     store = open_store(args, write=True)
     try:
-        try:
-            ids = [store.resolve_session(s) for s in args.sessions] if args.sessions else \
-                [s.id for s in reversed(store.list_sessions())]
-        except StoreError as exc:
-            raise UsageError(str(exc)) from None
+        ids = resolve_sessions(store, args.sessions) if args.sessions else \
+            [s.id for s in reversed(store.list_sessions())]
         only: Only = "voted" if args.only_voted else "unvoted" if args.only_unvoted else "all"
         units, already, pairs, kin, warnings, directed = [], 0, 0, set(), [], 0
         for sid in ids:

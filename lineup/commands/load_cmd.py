@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
 def profile(args: argparse.Namespace) -> int:
     from core.ground.errors import UsageError
     from core.answering.load import over_server_limit
-    from lineup.commands.run_cmd import StopSignals, run_inputs
+    from lineup.commands.running import StopSignals, run_inputs
 
     levels = parse_levels(args.levels)
     if args.requests is not None and args.requests < 1:
@@ -101,7 +101,7 @@ def _profile(args, config, models, sample_set, params, levels, err, stop) -> int
     from core.answering.load import LoadRunner, load_report
     from core.ground.text import one_line
     from lineup.commands import open_store
-    from lineup.commands.run_cmd import run_live
+    from lineup.commands.running import run_live
     from store import AsyncStore
 
     store = open_store(args, write=True)
@@ -148,14 +148,10 @@ def _profile(args, config, models, sample_set, params, levels, err, stop) -> int
 def report(args: argparse.Namespace) -> int:
     from core.ground.errors import UsageError
     from core.answering.load import load_report
-    from lineup.commands import open_store
-    from store import StoreError
+    from lineup.commands import open_store, resolve_sessions
 
     with open_store(args, write=False) as store:
-        try:
-            loaded = store.load_session(store.resolve_session(args.report))
-        except StoreError as exc:
-            raise UsageError(f"--report: {exc}") from None
+        loaded = store.load_session(resolve_sessions(store, [args.report], flag="--report")[0])
     if loaded.session.kind != "load":
         raise UsageError(f"--report: session {loaded.session.id} is a {loaded.session.kind} session, "
                          "not a load profile (lineup sessions --kind load)")

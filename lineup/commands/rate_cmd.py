@@ -109,18 +109,14 @@ def _team(args: argparse.Namespace, names: list[str]) -> int:
     from core.ground.errors import UsageError
     from core.answering.raters import RaterError, open_team
     from core.answering.config import load_config
-    from lineup.commands import open_store
-    from store import StoreError
+    from lineup.commands import open_store, resolve_sessions
 
     config = load_config(args.config)      # a ConfigError is a UsageError: exit 2
     with open_store(args, write=True) as store:      # refuses a database it cannot write (exit 2)
-        try:
-            if args.sessions:
-                sessions = sorted({store.resolve_session(s) for s in args.sessions})
-            else:
-                sessions = sorted(s.id for s in store.list_sessions() if s.turns)
-        except StoreError as exc:
-            raise UsageError(str(exc)) from None
+        if args.sessions:
+            sessions = sorted(set(resolve_sessions(store, args.sessions)))
+        else:
+            sessions = sorted(s.id for s in store.list_sessions() if s.turns)
         if not sessions:
             raise UsageError("no session to rate: run a sample set first (lineup run)")
         try:

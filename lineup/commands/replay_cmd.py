@@ -60,7 +60,7 @@ def _rerun_run(args: argparse.Namespace, config, models, original, params: dict)
     from core.answering.sampleset import _validation_problems
     from core.ground.text import one_line
     from lineup.commands import checked_params, open_store
-    from lineup.commands.run_cmd import execute, require_keys
+    from lineup.commands.running import execute, require_keys
 
     require_keys(config, models)
     with open_store(args, write=False) as store:

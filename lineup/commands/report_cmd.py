@@ -7,7 +7,6 @@ inside `run`, Rich only when tables are printed."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -49,47 +48,33 @@ def parse_since(text: str) -> float:
     return when.timestamp()
 
 
-def _single_threaded_blas() -> None:
-    """The fits solve thousands of tiny systems; a multi-threaded BLAS only adds
-    contention (measured: the 100k-vote report ran ~2x slower on a busy 2-core
-    machine). Effective only if numpy is not loaded yet; an explicit setting wins."""
-    if "numpy" not in sys.modules:
-        for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-            os.environ.setdefault(var, "1")
-
-
 def run(args: argparse.Namespace) -> int:
-    _single_threaded_blas()
+    from lineup.commands import config_prices, db_path, open_readonly, resolve_sessions, single_threaded_blas
+
+    single_threaded_blas()
     from core.ground.errors import UsageError
     from core.report import ReportFilters, build_report
-    from store import Store, StoreError, default_db_path
 
     if args.bootstrap < 0:
         raise UsageError("--bootstrap must be 0 or more")
     if args.tui and (args.json or args.md or args.html):
         raise UsageError("--tui shows the report on screen: use it without --json, --md or --html")
     since = parse_since(args.since) if args.since else None
-    path = Path(args.db).expanduser() if args.db else default_db_path()
+    path = db_path(args)
     if not path.exists():
         print(f"No database at {path} yet: nothing to report. Compare models with `lineup chat` "
               "or `lineup run`, then vote.")
         return 0
+    store = open_readonly(path)
     try:
-        store = Store.open(path, readonly=True)
-    except StoreError as exc:   # not SQLite, not lineup's, from a newer lineup: bad input
-        raise UsageError(str(exc)) from None
-    try:
-        try:
-            sessions = [store.resolve_session(s) for s in args.session]
-        except StoreError as exc:
-            raise UsageError(str(exc)) from None
+        sessions = resolve_sessions(store, args.session)
         filters = ReportFilters(sessions=sessions, category=args.category, rater=args.rater, since=since,
                                 include_demo=args.include_demo)
         if args.judge_prompt and not args.judge:
             raise UsageError("--judge-prompt goes with --judge JUDGE")
         if not args.tui:
             report = build_report(store, filters, rounds=args.bootstrap, seed=args.seed,
-                                  prices=_config_prices(args), judge=args.judge, judge_prompt=args.judge_prompt,
+                                  prices=config_prices(args), judge=args.judge, judge_prompt=args.judge_prompt,
                                   style_control=args.style_control)
     finally:
         store.close()
@@ -132,16 +117,3 @@ def _run_tui(args: argparse.Namespace, path: Path, filters) -> int:
                             category=filters.category, sessions=filters.sessions, rater=filters.rater,
                             since=filters.since)
     return run_app(path, config, report=options)
-
-
-def _config_prices(args: argparse.Namespace) -> dict:
-    """alias -> Price from the config, for answers with no recorded cost. A
-    broken config only costs the prices: the report still runs."""
-    from core.answering.config import ConfigError, load_config
-
-    try:
-        config = load_config(args.config)
-    except ConfigError as exc:
-        print(f"lineup report: config not used for prices ({exc})", file=sys.stderr)
-        return {}
-    return {alias: m.price for alias, m in config.models.items() if m.price is not None}

@@ -39,9 +39,9 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from core.ground.errors import UsageError
-    from lineup.commands import checked_rater, open_store
+    from lineup.commands import checked_rater, open_store, resolve_sessions
     from lineup.launch import run_app
-    from store import StoreError, default_db_path
+    from store import default_db_path
     from tui.app import VoteOptions
 
     if not 0.5 < args.confidence < 1:
@@ -62,10 +62,7 @@ def run(args: argparse.Namespace) -> int:
     session_id = None
     if args.session:
         with open_store(args, write=False) as store:
-            try:
-                session_id = store.resolve_session(args.session)
-            except StoreError as exc:
-                raise UsageError(str(exc)) from None
+            session_id = resolve_sessions(store, [args.session])[0]
     config = load_config(args.config)   # a ConfigError is a UsageError: exit 2
     return run_app(db, config, vote=VoteOptions(session_id, reveal=args.reveal, repeats=args.repeats,
                                                          adaptive=args.adaptive, confidence=args.confidence,
