@@ -170,13 +170,49 @@ def decide(categories: Mapping[str, RatingResult], engineering: Sequence[Enginee
            rounds: int = 0, seed: int | None = 0) -> Decision:
     """The decision for `mix` (category -> share; None: each category's share
     of the votes) within `limits`, among `models` (None: every rated model).
-    `categories`: the ratings of each category's votes, with their rounds."""
+    `categories`: the ratings of each category's votes, with their rounds.
+
+    In steps: the mix's shares, each model's figures and feasibility, the
+    mix score per bootstrap round, P(best) and the recommendation, routing
+    per category, the cost and latency frontiers."""
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be between 0 and 1, not {confidence}")
     limits = limits or Limits()
     votes = {c: r.n_votes for c, r in categories.items() if r.n_votes}
     out = Decision(confidence=confidence, rounds=rounds, seed=seed, limits=limits,
                    votes_by_category=dict(sorted(votes.items())))
+    shares = _mix_shares(out, categories, votes, mix, mix_source, models)
+    rows = _model_rows(out, categories, shares, engineering, checks, models, limits)
+    cost = {n: r.cost_per_1k for n, r in rows.items()}
+    if not shares:
+        out.message = "No votes in the mix's categories: no P(best)."
+        out.models = list(rows.values())
+        return out
+    n_rounds = min((0 if (reps := categories[c].replicates) is None else reps.shape[0]) for c in shares)
+    if n_rounds == 0:
+        out.message = "No bootstrap rounds: P(best) needs them (--bootstrap N, N > 0)."
+        out.models = list(rows.values())
+        return out
+    out.rounds = n_rounds
+    scored, scores, point = _mix_scores(out, categories, shares, rows, n_rounds, confidence)
+    _recommend(out, rows, scored, scores, point, cost, limits, confidence)
+    out.routing = _routing(categories, shares, rows, cost, out.recommendation, confidence, n_rounds)
+    routed = [(r.share, cost.get(r.choose)) for r in out.routing if r.choose is not None]
+    if (out.recommendation is not None and cost.get(out.recommendation) is not None
+            and len(routed) == len(out.routing) and all(c is not None for _, c in routed)):
+        out.routing_cost_per_1k = sum(w * (c or 0.0) for w, c in routed)
+        out.routing_saving = sum(r.saving or 0.0 for r in out.routing)
+    _frontiers(out, rows, scored)
+    out.models = sorted(rows.values(), key=lambda r: (r.p_best is None, -(r.p_best or 0.0),
+                                                      r.rating is None, -(r.rating or 0.0), r.name))
+    return out
+
+
+def _mix_shares(out: Decision, categories: Mapping[str, RatingResult], votes: Mapping[str, int],
+                mix: Mapping[str, float] | None, mix_source: str | None,
+                models: Sequence[str] | None) -> dict[str, float]:
+    """The categories the decision weighs and their shares (each category's
+    share of the votes by default), saying what was left out and why."""
     if mix is None:
         in_mix = _default_mix_categories(categories, votes, models)
         left = [c for c in sorted(votes) if c not in in_mix]
@@ -203,8 +239,14 @@ def decide(categories: Mapping[str, RatingResult], engineering: Sequence[Enginee
             f"no votes at all in {', '.join(unrated)} ({100 * lost:.0f}% of the mix): nothing can be said "
             "about any model there, so the decision covers the rest of the mix, scaled up")
         shares = normalise_mix(kept) if kept else {}
-    shares = {c: w for c, w in shares.items() if w > 0}
+    return {c: w for c, w in shares.items() if w > 0}
 
+
+def _model_rows(out: Decision, categories: Mapping[str, RatingResult], shares: Mapping[str, float],
+                engineering: Sequence[Engineering], checks: Sequence[CheckRate], models: Sequence[str] | None,
+                limits: Limits) -> dict[str, DecisionModel]:
+    """A row per model considered (rated in the mix, or named): its
+    engineering figures, check pass rate, and whether it keeps the limits."""
     eng = {e.model: e for e in engineering}
     overall_checks = {c.model: c for c in checks if c.check is None and c.category is None}
     names = sorted({n for c in shares for n in categories[c].replicate_models})
@@ -215,24 +257,19 @@ def decide(categories: Mapping[str, RatingResult], engineering: Sequence[Enginee
             out.warnings.append(f"no votes for {', '.join(missing)} in the mix's categories: not rated")
         names = wanted
     rows = {n: _model_figures(n, eng.get(n), overall_checks.get(n)) for n in names}
-    cost = {n: r.cost_per_1k for n, r in rows.items()}
     for row in rows.values():
         why = _feasibility(row, limits)
         row.feasible = not why
         row.why_infeasible = "; ".join(why) or None
+    return rows
 
-    if not shares:
-        out.message = "No votes in the mix's categories: no P(best)."
-        out.models = list(rows.values())
-        return out
-    n_rounds = min((0 if (reps := categories[c].replicates) is None else reps.shape[0]) for c in shares)
-    if n_rounds == 0:
-        out.message = "No bootstrap rounds: P(best) needs them (--bootstrap N, N > 0)."
-        out.models = list(rows.values())
-        return out
-    out.rounds = n_rounds
 
-    # the mix score of every model that is rated in every category with a share
+def _mix_scores(out: Decision, categories: Mapping[str, RatingResult], shares: Mapping[str, float],
+                rows: Mapping[str, DecisionModel], n_rounds: int, confidence: float
+                ) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """The mix score (share-weighted rating) of every model rated in every
+    category with a share: per bootstrap round, and its point value; each
+    row gets its rating and interval."""
     cols: dict[str, dict[str, int]] = {}
     for n, row in rows.items():
         found = {c: _column(categories[c], n) for c in shares}
@@ -258,7 +295,14 @@ def decide(categories: Mapping[str, RatingResult], engineering: Sequence[Enginee
         out.warnings.append(f"not scored for this mix (fewer than {MIN_VOTES_TO_RANK} votes, or none connecting "
                             "them to the other models, in some of its categories): " + "; ".join(
                                 f"{n} ({', '.join(rows[n].missing_categories)})" for n in partial))
+    return scored, scores, point
 
+
+def _recommend(out: Decision, rows: Mapping[str, DecisionModel], scored: list[str], scores: np.ndarray,
+               point: np.ndarray, cost: Mapping[str, float | None], limits: Limits, confidence: float) -> None:
+    """P(best) among the feasible models, the best, those tied with it, and
+    the cheapest of them as the recommendation; with none feasible, the
+    limit that rules out the most."""
     feasible = [j for j, n in enumerate(scored) if rows[n].feasible]
     p = _p_best(scores[:, feasible])
     for row in rows.values():
@@ -294,14 +338,10 @@ def decide(categories: Mapping[str, RatingResult], engineering: Sequence[Enginee
     else:
         out.message = "No model is rated in every category of the mix: no P(best)."
 
-    out.routing = _routing(categories, shares, rows, cost, out.recommendation, confidence, n_rounds)
-    routed = [(r.share, cost.get(r.choose)) for r in out.routing if r.choose is not None]
-    if (out.recommendation is not None and cost.get(out.recommendation) is not None
-            and len(routed) == len(out.routing) and all(c is not None for _, c in routed)):
-        out.routing_cost_per_1k = sum(w * (c or 0.0) for w, c in routed)
-        out.routing_saving = sum(r.saving or 0.0 for r in out.routing)
 
-    ok = [n for n in scored if rows[n].feasible]        # the frontier of what may be shipped
+def _frontiers(out: Decision, rows: Mapping[str, DecisionModel], scored: list[str]) -> None:
+    """The cost and latency frontiers of what may be shipped (feasible, scored)."""
+    ok = [n for n in scored if rows[n].feasible]
     cost_points = {n: (rows[n].cost_per_1k, rows[n].rating) for n in ok if rows[n].cost_per_1k is not None}
     lat_points = {n: (rows[n].p95_duration_ms, rows[n].rating) for n in ok if rows[n].p95_duration_ms is not None}
     out.pareto_cost = _frontier(cost_points)          # type: ignore[arg-type]  # both known
@@ -310,9 +350,6 @@ def decide(categories: Mapping[str, RatingResult], engineering: Sequence[Enginee
         rows[n].on_cost_frontier = True
     for n in out.pareto_latency:
         rows[n].on_latency_frontier = True
-    out.models = sorted(rows.values(), key=lambda r: (r.p_best is None, -(r.p_best or 0.0),
-                                                      r.rating is None, -(r.rating or 0.0), r.name))
-    return out
 
 
 def _routing(categories: Mapping[str, RatingResult], shares: Mapping[str, float],

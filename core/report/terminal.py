@@ -38,7 +38,8 @@ def _left_if(left: bool) -> JustifyMethod:
 
 def print_report(report: Report, console: Console | None = None) -> None:
     """Rich tables on `console` (default: standard output; piped into a file,
-    160 columns wide so that every column has room and names are never cut)."""
+    160 columns wide so that every column has room and names are never cut),
+    one section after another, each drawn by its own function."""
     if console is None:
         console = Console(highlight=False, soft_wrap=False)
         if not console.is_terminal:
@@ -51,24 +52,9 @@ def print_report(report: Report, console: Console | None = None) -> None:
     for warning in report.warnings:
         console.print(Text("warning: " + one_line(warning), style="yellow"))
 
-    def ratings_table(title: str, models: Sequence[ModelRating], gaps: Sequence[Gap]) -> None:
-        table = Table(title=Text(one_line(title)), title_justify="left")
-        for col in ("rank", "model", "rating", "95% CI", "votes", "W", "T", "L", "group"):
-            table.add_column(col, justify=_left_if(col == "model"), no_wrap=col != "model", overflow="fold")
-        for m in models:
-            table.add_row(_t(fmt_rank(m)), _t(m.name), _t(fmt(m.rating)), _t(fmt_ci(m)), _t(m.votes),
-                          _t(m.wins), _t(m.ties), _t(m.losses), _t(m.group + 1))
-        console.print(table)
-        for m in models:   # notes under the table: a column of prose squeezes the figures
-            if m.notes:
-                console.print(_t(f"  {m.name}: " + "; ".join(m.notes)))
-        for g in gaps:
-            if not g.separated:
-                console.print(_t("  " + gap_hint(g)))
-
     if report.models:
-        ratings_table(f"Ratings ({report.votes_used} votes, {report.rounds} bootstrap rounds, seed {report.seed})",
-                      report.models, report.gaps)
+        _ratings_table(console, f"Ratings ({report.votes_used} votes, {report.rounds} bootstrap rounds, "
+                                f"seed {report.seed})", report.models, report.gaps)
     if report.style is not None:
         print_style(report.style, console)
     print_matchups(report.matchups, console)
@@ -80,85 +66,145 @@ def print_report(report: Report, console: Console | None = None) -> None:
     for label, tables in (("category", report.by_category), ("rater", report.by_rater)):
         if len(tables) > 1:
             for name, tab in tables.items():
-                ratings_table(f"Ratings, {label} {name}", tab.models, tab.gaps)
-    if report.position_bias.rows:
-        table = Table(title="Position bias (single-winner votes)", title_justify="left")
-        for col in ("position", "votes", "wins", "win rate", "95% interval", "expected"):
-            table.add_column(col, justify="right")
-        for p in report.position_bias.rows:
-            table.add_row(_t(p.position + 1), _t(p.votes), _t(p.wins), _t(pct(p.win_rate)),
-                          _t(f"{pct(p.ci_low)} .. {pct(p.ci_high)}"), _t(pct(p.expected)))
-        console.print(table)
-    c = report.consistency
-    if c.raters or c.inter_rater_pairs:
-        table = Table(title="Rater consistency (same prompt and models judged twice)", title_justify="left")
-        for col in ("rater", "judged twice", "same verdict", "rate"):
-            table.add_column(col, justify=_left_if(col == "rater"))
-        for x in c.raters:
-            table.add_row(_t(x.rater), _t(x.repeated), _t(x.agreed), _t(pct(x.rate)))
-        if c.inter_rater_pairs:
-            table.add_row(_t("(between raters)"), _t(c.inter_rater_pairs), _t(c.inter_rater_agreed),
-                          _t(pct(c.inter_rater_rate)))
-        console.print(table)
-    if report.agreement.units:
-        table = Table(title="Agreement between raters", title_justify="left",
-                      caption=_t(AG.summary_line(report.agreement)), caption_justify="left")
-        for i, col in enumerate(AG.PAIR_HEADER):
-            table.add_column(col, justify=_left_if(i == 0))
-        for row in AG.pair_rows(report.agreement):
-            table.add_row(*(_t(c) for c in row))
-        console.print(table)
-    if any(f.tags for f in report.failure_modes):
-        table = Table(title="Failure modes (share of answers)", title_justify="left")
-        table.add_column("model")
-        table.add_column("answers", justify="right")
-        table.add_column("tagged", justify="right")
-        table.add_column("tags")
-        for f in report.failure_modes:
-            table.add_row(_t(f.model), _t(f.answers), _t(pct(f.tagged / f.answers if f.answers else None)),
-                          _t(", ".join(f"{k} {s.count} ({100 * s.rate:.0f}%)" for k, s in f.tags.items())))
-        console.print(table)
-    if report.engineering:
-        table = Table(title="Speed, errors and cost", title_justify="left")
-        for col in ("model", "requests", "errors", "TTFT p50/p95 ms", "tok/s p50", "duration p50 ms",
-                    "tokens out", "cost"):
-            table.add_column(col, justify=_left_if(col == "model"))
-        for e in report.engineering:
-            kinds = ", ".join(f"{k} {v}" for k, v in e.errors_by_kind.items())
-            ttft = (f"{fmt(e.ttft_ms.p50)}/{fmt(e.ttft_ms.p95)}" if e.ttft_ms else "-")
-            table.add_row(_t(e.model), _t(e.requests), _t(pct(e.error_rate) + (f" ({kinds})" if kinds else "")),
-                          _t(ttft), _t(fmt(e.output_tokens_per_s_p50, 1)),
-                          _t(fmt(e.duration_ms.p50 if e.duration_ms else None)), _t(f"{e.output_tokens:,}"),
-                          _t("-" if e.cost is None else f"${e.cost:.4f}"))
-        console.print(table)
-    if report.checks:
-        table = Table(title="Automated checks", title_justify="left")
-        for col in ("model", "check", "passed", "rate"):
-            table.add_column(col, justify=_left_if(col not in ("passed", "rate")))
-        for r in report.checks:
-            table.add_row(_t(r.model), _t(r.check or "all"), _t(f"{r.passed}/{r.total}"), _t(pct(r.rate)))
-        for r in report.checks_by_category:
-            table.add_row(_t(r.model), _t(f"category {r.category}"), _t(f"{r.passed}/{r.total}"), _t(pct(r.rate)))
-        console.print(table)
-    if report.structured:
-        table = Table(title="Structured output (Wilson 95% intervals)", title_justify="left")
-        for col in STRUCTURED_HEADER:
-            table.add_column(col, justify=_left_if(col == "model"))
-        for row in structured_table(report.structured):
-            table.add_row(*(_t(c) for c in row))
-        console.print(table)
-    if report.stability:
-        table = Table(title="Stability over repeats", title_justify="left")
-        for col in ("model", "cases", "runs", "identical", "similarity mean/min", "flaky checks",
-                    "pass-rate sd mean/max"):
-            table.add_column(col, justify=_left_if(col == "model"))
-        for s in report.stability:
-            table.add_row(_t(s.model), _t(s.cases), _t(s.runs), _t(pct(s.exact_match_rate)),
-                          _t(f"{fmt(s.mean_similarity, 2)} / {fmt(s.min_similarity, 2)}"),
-                          _t(f"{s.flaky_checks}/{s.checks}"),
-                          _t(f"{fmt(s.pass_rate_sd_mean, 2)} / {fmt(s.pass_rate_sd_max, 2)}"))
-        console.print(table)
+                _ratings_table(console, f"Ratings, {label} {name}", tab.models, tab.gaps)
+    for section in (_print_position_bias, _print_consistency, _print_agreement, _print_failure_modes,
+                    _print_engineering, _print_checks, _print_structured, _print_stability):
+        section(report, console)
     print_blocks(stretch_blocks(report), console)
+
+
+def _ratings_table(console: Console, title: str, models: Sequence[ModelRating], gaps: Sequence[Gap]) -> None:
+    """A ratings table, each model's notes and the gaps not separated under it."""
+    table = Table(title=Text(one_line(title)), title_justify="left")
+    for col in ("rank", "model", "rating", "95% CI", "votes", "W", "T", "L", "group"):
+        table.add_column(col, justify=_left_if(col == "model"), no_wrap=col != "model", overflow="fold")
+    for m in models:
+        table.add_row(_t(fmt_rank(m)), _t(m.name), _t(fmt(m.rating)), _t(fmt_ci(m)), _t(m.votes),
+                      _t(m.wins), _t(m.ties), _t(m.losses), _t(m.group + 1))
+    console.print(table)
+    for m in models:   # notes under the table: a column of prose squeezes the figures
+        if m.notes:
+            console.print(_t(f"  {m.name}: " + "; ".join(m.notes)))
+    for g in gaps:
+        if not g.separated:
+            console.print(_t("  " + gap_hint(g)))
+
+
+def _print_position_bias(report: Report, console: Console) -> None:
+    """Single-winner votes by screen position against chance."""
+    if not report.position_bias.rows:
+        return
+    table = Table(title="Position bias (single-winner votes)", title_justify="left")
+    for col in ("position", "votes", "wins", "win rate", "95% interval", "expected"):
+        table.add_column(col, justify="right")
+    for p in report.position_bias.rows:
+        table.add_row(_t(p.position + 1), _t(p.votes), _t(p.wins), _t(pct(p.win_rate)),
+                      _t(f"{pct(p.ci_low)} .. {pct(p.ci_high)}"), _t(pct(p.expected)))
+    console.print(table)
+
+
+def _print_consistency(report: Report, console: Console) -> None:
+    """The same rater on the same prompt and models, and raters between them."""
+    c = report.consistency
+    if not (c.raters or c.inter_rater_pairs):
+        return
+    table = Table(title="Rater consistency (same prompt and models judged twice)", title_justify="left")
+    for col in ("rater", "judged twice", "same verdict", "rate"):
+        table.add_column(col, justify=_left_if(col == "rater"))
+    for x in c.raters:
+        table.add_row(_t(x.rater), _t(x.repeated), _t(x.agreed), _t(pct(x.rate)))
+    if c.inter_rater_pairs:
+        table.add_row(_t("(between raters)"), _t(c.inter_rater_pairs), _t(c.inter_rater_agreed),
+                      _t(pct(c.inter_rater_rate)))
+    console.print(table)
+
+
+def _print_agreement(report: Report, console: Console) -> None:
+    """Krippendorff's alpha between raters, and per pair."""
+    if not report.agreement.units:
+        return
+    table = Table(title="Agreement between raters", title_justify="left",
+                  caption=_t(AG.summary_line(report.agreement)), caption_justify="left")
+    for i, col in enumerate(AG.PAIR_HEADER):
+        table.add_column(col, justify=_left_if(i == 0))
+    for row in AG.pair_rows(report.agreement):
+        table.add_row(*(_t(c) for c in row))
+    console.print(table)
+
+
+def _print_failure_modes(report: Report, console: Console) -> None:
+    """Tags as a share of each model's answers."""
+    if not (any(f.tags for f in report.failure_modes)):
+        return
+    table = Table(title="Failure modes (share of answers)", title_justify="left")
+    table.add_column("model")
+    table.add_column("answers", justify="right")
+    table.add_column("tagged", justify="right")
+    table.add_column("tags")
+    for f in report.failure_modes:
+        table.add_row(_t(f.model), _t(f.answers), _t(pct(f.tagged / f.answers if f.answers else None)),
+                      _t(", ".join(f"{k} {s.count} ({100 * s.rate:.0f}%)" for k, s in f.tags.items())))
+    console.print(table)
+
+
+def _print_engineering(report: Report, console: Console) -> None:
+    """Speed, errors and cost per model."""
+    if not report.engineering:
+        return
+    table = Table(title="Speed, errors and cost", title_justify="left")
+    for col in ("model", "requests", "errors", "TTFT p50/p95 ms", "tok/s p50", "duration p50 ms",
+                "tokens out", "cost"):
+        table.add_column(col, justify=_left_if(col == "model"))
+    for e in report.engineering:
+        kinds = ", ".join(f"{k} {v}" for k, v in e.errors_by_kind.items())
+        ttft = (f"{fmt(e.ttft_ms.p50)}/{fmt(e.ttft_ms.p95)}" if e.ttft_ms else "-")
+        table.add_row(_t(e.model), _t(e.requests), _t(pct(e.error_rate) + (f" ({kinds})" if kinds else "")),
+                      _t(ttft), _t(fmt(e.output_tokens_per_s_p50, 1)),
+                      _t(fmt(e.duration_ms.p50 if e.duration_ms else None)), _t(f"{e.output_tokens:,}"),
+                      _t("-" if e.cost is None else f"${e.cost:.4f}"))
+    console.print(table)
+
+
+def _print_checks(report: Report, console: Console) -> None:
+    """Automated checks per model, check and category."""
+    if not report.checks:
+        return
+    table = Table(title="Automated checks", title_justify="left")
+    for col in ("model", "check", "passed", "rate"):
+        table.add_column(col, justify=_left_if(col not in ("passed", "rate")))
+    for r in report.checks:
+        table.add_row(_t(r.model), _t(r.check or "all"), _t(f"{r.passed}/{r.total}"), _t(pct(r.rate)))
+    for r in report.checks_by_category:
+        table.add_row(_t(r.model), _t(f"category {r.category}"), _t(f"{r.passed}/{r.total}"), _t(pct(r.rate)))
+    console.print(table)
+
+
+def _print_structured(report: Report, console: Console) -> None:
+    """Structured output rates with Wilson intervals."""
+    if not report.structured:
+        return
+    table = Table(title="Structured output (Wilson 95% intervals)", title_justify="left")
+    for col in STRUCTURED_HEADER:
+        table.add_column(col, justify=_left_if(col == "model"))
+    for row in structured_table(report.structured):
+        table.add_row(*(_t(c) for c in row))
+    console.print(table)
+
+
+def _print_stability(report: Report, console: Console) -> None:
+    """How much repeats of one case differ."""
+    if not report.stability:
+        return
+    table = Table(title="Stability over repeats", title_justify="left")
+    for col in ("model", "cases", "runs", "identical", "similarity mean/min", "flaky checks",
+                "pass-rate sd mean/max"):
+        table.add_column(col, justify=_left_if(col == "model"))
+    for s in report.stability:
+        table.add_row(_t(s.model), _t(s.cases), _t(s.runs), _t(pct(s.exact_match_rate)),
+                      _t(f"{fmt(s.mean_similarity, 2)} / {fmt(s.min_similarity, 2)}"),
+                      _t(f"{s.flaky_checks}/{s.checks}"),
+                      _t(f"{fmt(s.pass_rate_sd_mean, 2)} / {fmt(s.pass_rate_sd_max, 2)}"))
+    console.print(table)
 
 
 def print_blocks(blocks: Sequence[Block], console: Console) -> None:
