@@ -134,7 +134,7 @@ def _print_agreement(report: Report, console: Console) -> None:
 
 def _print_failure_modes(report: Report, console: Console) -> None:
     """Tags as a share of each model's answers."""
-    if not (any(f.tags for f in report.failure_modes)):
+    if not any(f.tags for f in report.failure_modes):
         return
     table = Table(title="Failure modes (share of answers)", title_justify="left")
     table.add_column("model")
