@@ -65,7 +65,7 @@ def test_lineup_in_a_real_terminal_records_a_vote(tmp_path):
                 "LINEUP_RATER": "pty-tester", "TERM": "xterm-256color", "COLORTERM": "truecolor",
                 "PYTHONPATH": str(ROOT)}
     env_prefix = " ".join(f"{k}={v!s}" for k, v in env_vars.items())
-    command = f"cd {ROOT} && env {env_prefix} {sys.executable} -m lineup; echo EXITED $?; sleep 30"
+    command = f"cd {ROOT} && env -u COLUMNS -u LINES {env_prefix} {sys.executable} -m lineup; echo EXITED $?; sleep 30"
     tmux = Tmux(f"lineup-test-{os.getpid()}")
     tmux("-f", "/dev/null", "new-session", "-d", "-s", "lineup", "-x", "140", "-y", "40", command)
     try:
@@ -106,7 +106,7 @@ def _start(tmux: Tmux, tmp_path: Path, args: str, speed: str) -> Path:
                 "LINEUP_RATER": "pty-tester", "TERM": "xterm-256color", "COLORTERM": "truecolor",
                 "PYTHONPATH": str(ROOT)}
     env_prefix = " ".join(f"{k}={v!s}" for k, v in env_vars.items())
-    command = f"cd {ROOT} && env {env_prefix} {sys.executable} -m lineup {args}; echo EXITED $?; sleep 30"
+    command = f"cd {ROOT} && env -u COLUMNS -u LINES {env_prefix} {sys.executable} -m lineup {args}; echo EXITED $?; sleep 30"
     tmux("-f", "/dev/null", "new-session", "-d", "-s", "lineup", "-x", "140", "-y", "40", command)
     tmux("resize-window", "-t", "lineup", "-x", "140", "-y", "40", check=False)
     return db
@@ -172,7 +172,7 @@ def test_picker_image_attach_and_copy_in_a_real_terminal(tmp_path):
                 "LINEUP_RATER": "pty-tester", "TERM": "xterm-256color", "COLORTERM": "truecolor",
                 "PYTHONPATH": str(ROOT)}
     env_prefix = " ".join(f"{k}={v!s}" for k, v in env_vars.items())
-    command = f"cd {tmp_path} && env {env_prefix} {sys.executable} -m lineup; echo EXITED $?; sleep 30"
+    command = f"cd {tmp_path} && env -u COLUMNS -u LINES {env_prefix} {sys.executable} -m lineup; echo EXITED $?; sleep 30"
     tmux = Tmux(f"lineup-test-wb-{os.getpid()}")
     tmux("-f", "/dev/null", "new-session", "-d", "-s", "lineup", "-x", "140", "-y", "40", command)
     saved = tmp_path / "copied.txt"
@@ -287,7 +287,7 @@ def _launch(tmux: Tmux, tmp_path: Path, *, speed: str, size: tuple[int, int] = (
     env_vars = {"LINEUP_DB": str(db), "LINEUP_CONFIG": str(config), "LINEUP_DEMO_SPEED": speed,
                 "TERM": "xterm-256color", "PYTHONPATH": str(ROOT)}
     env_prefix = " ".join(f"{k}={v!s}" for k, v in env_vars.items())
-    command = f"cd {ROOT} && echo $$ > {pid} && exec env {env_prefix} {sys.executable} -m lineup"
+    command = f"cd {ROOT} && echo $$ > {pid} && exec env -u COLUMNS -u LINES {env_prefix} {sys.executable} -m lineup"
     x, y = map(str, size)
     tmux("-f", "/dev/null", "new-session", "-d", "-s", "lineup", "-x", x, "-y", y, command)
     tmux("resize-window", "-t", "lineup", "-x", x, "-y", y, check=False)
