@@ -391,7 +391,21 @@ def _mapped_records(store: Store, src: Store, info: PackageInfo, path: Path
     vote, never a judge's; not revealed; the package's own `supersedes` is
     not read), under an id derived from the package, so nothing of the
     owner's records can be named, superseded, withdrawn or removed by it;
-    of one rater's votes on one unit, the latest counts."""
+    of one rater's votes on one unit, the latest counts. In steps: the
+    package is one this database issued; its content is what was shared;
+    its votes, then its tags, rebuilt."""
+    issued, ours = _issued(store, info, path)
+    loaded, alias_of, units = _shared_content(src, issued, ours, path)
+    votes, superseded = _package_votes(loaded, ours, alias_of, units, info, path)
+    return votes, superseded, _package_tags(src, ours, info, path)
+
+
+def _altered(path: Path, what: str) -> ImportFileError:
+    return ImportFileError(f"{path} was altered since it was shared: {what}; nothing was imported")
+
+
+def _issued(store: Store, info: PackageInfo, path: Path) -> tuple[SharedPackage, dict[tuple[str, str], ShareRow]]:
+    """The package as this database issued it, and its rows by (kind, shared id)."""
     issued = shared_package(store, info.id)
     if issued is None:
         raise ImportFileError(f"{path} was not shared from this database ({store.path}): its package "
@@ -402,14 +416,19 @@ def _mapped_records(store: Store, src: Store, info: PackageInfo, path: Path
                               f"as {issued.origin}: it was altered; nothing was imported")
     ours: dict[tuple[str, str], ShareRow] = {(r.kind, r.shared_id): r for r in issued.rows}
 
-    def altered(what: str) -> ImportFileError:
-        return ImportFileError(f"{path} was altered since it was shared: {what}; nothing was imported")
+    return issued, ours
 
+
+def _shared_content(src: Store, issued: SharedPackage, ours: dict[tuple[str, str], ShareRow], path: Path
+                    ) -> tuple[list[LoadedSession], dict[tuple[str, str], str], dict[str, str]]:
+    """The package's sessions, checked against what was shared (sessions,
+    contestants, turns and answers by content hash); the owner's alias of
+    each opaque name, and the unit each turn is judged as."""
     loaded = [src.load_session(sid) for sid in _session_ids(src)]
     shared_sessions = {r.shared_id for r in issued.rows if r.kind == "session"}
     if {ls.session.id for ls in loaded} != shared_sessions:
         extra = sorted({ls.session.id for ls in loaded} - shared_sessions)
-        raise altered(f"session {extra[0]} was not in it" if extra else "a session shared in it is missing")
+        raise _altered(path, f"session {extra[0]} was not in it" if extra else "a session shared in it is missing")
     alias_of: dict[tuple[str, str], str] = {}      # (package session, opaque name) -> the owner's alias
     units: dict[str, str] = {}                     # package turn -> the unit it is judged as
     for ls in loaded:
@@ -418,27 +437,35 @@ def _mapped_records(store: Store, src: Store, info: PackageInfo, path: Path
         names = {c.alias for c in ls.session.contestants}
         wanted = {r.shared_id for r in issued.rows if r.kind == "contestant" and r.session_id == owner_sid}
         if names != wanted:
-            raise altered(f"the contestants of session {sid} are not those shared")
+            raise _altered(path, f"the contestants of session {sid} are not those shared")
         for n in names:
             alias_of[(sid, n)] = ours[("contestant", n)].owner_id
         for t in ls.turns:
             row = ours.get(("turn", t.id))
             if row is None or row.session_id != owner_sid:
-                raise altered(f"turn {t.id} was not shared")
+                raise _altered(path, f"turn {t.id} was not shared")
             if row.digest != turn_digest(t):
-                raise altered(f"the prompt of turn {t.id}" + (f" (case {t.case_id})" if t.case_id else "")
+                raise _altered(path, f"the prompt of turn {t.id}" + (f" (case {t.case_id})" if t.case_id else "")
                               + " differs from what was shared (content hash)")
             units[t.id] = unit_key(t)
         for o in ls.outputs:
             row = ours.get(("output", o.id))
             if row is None or row.session_id != owner_sid:
-                raise altered(f"answer {o.id} was not shared")
+                raise _altered(path, f"answer {o.id} was not shared")
             if row.digest != answer_digest(o):
-                raise altered(f"answer {o.id} differs from what was shared (content hash)")
+                raise _altered(path, f"answer {o.id} differs from what was shared (content hash)")
         if len(ls.turns) != sum(1 for r in issued.rows if r.kind == "turn" and r.session_id == owner_sid) or \
                 len(ls.outputs) != sum(1 for r in issued.rows if r.kind == "output" and r.session_id == owner_sid):
-            raise altered(f"turns or answers of session {sid} are missing")
+            raise _altered(path, f"turns or answers of session {sid} are missing")
 
+    return loaded, alias_of, units
+
+
+def _package_votes(loaded: list[LoadedSession], ours: dict[tuple[str, str], ShareRow],
+                   alias_of: dict[tuple[str, str], str], units: dict[str, str], info: PackageInfo, path: Path
+                   ) -> tuple[list[VoteRecord], set[str]]:
+    """Each vote rebuilt from its allowed fields in the owner's terms, and
+    the ids of those a later vote of the same rater on the same unit supersedes."""
     votes: list[VoteRecord] = []
     latest: dict[tuple[str, str, str, tuple[str, ...]], VoteRecord] = {}
     superseded: set[str] = set()
@@ -447,16 +474,16 @@ def _mapped_records(store: Store, src: Store, info: PackageInfo, path: Path
         for v in sorted(ls.votes, key=lambda v: (v.created, v.id)):
             problem = record_problem(v) or _rater_problem(v.rater)
             if problem:
-                raise altered(f"vote {v.id}: {problem}" if not problem.startswith("vote ") else problem)
+                raise _altered(path, f"vote {v.id}: {problem}" if not problem.startswith("vote ") else problem)
             if v.rater_kind != HUMAN or any(getattr(v, f) is not None for f in _JUDGE_FIELDS):
-                raise altered(f"vote {v.id} is a judge's verdict (a package holds people's votes only)")
+                raise _altered(path, f"vote {v.id} is a judge's verdict (a package holds people's votes only)")
             turn = ours.get(("turn", v.turn_id))
             if v.session_id != sid or turn is None or turn.session_id != ours[("session", sid)].owner_id:
-                raise altered(f"vote {v.id} is on a turn that was not shared")
+                raise _altered(path, f"vote {v.id} is on a turn that was not shared")
             mapping: dict[str, str] = {}
             for label, name in v.mapping.items():
                 if (sid, name) not in alias_of:
-                    raise altered(f"vote {v.id} names a contestant that was not shared")
+                    raise _altered(path, f"vote {v.id} names a contestant that was not shared")
                 mapping[label] = alias_of[(sid, name)]
             key = (sid, v.rater, units[v.turn_id], tuple(sorted(mapping.values())))
             before = latest.get(key)
@@ -468,26 +495,32 @@ def _mapped_records(store: Store, src: Store, info: PackageInfo, path: Path
                                      revealed=False, now=v.created, ids=[new_id],
                                      supersedes={turn.owner_id: before.id} if before is not None else None)
             except VoteError as exc:
-                raise altered(f"vote {v.id}: {exc}") from None
+                raise _altered(path, f"vote {v.id}: {exc}") from None
             if v.retracted_at is not None:
                 mine = mine.model_copy(update={"retracted_at": v.retracted_at})
             if before is not None:
                 superseded.add(before.id)
             latest[key] = mine
             votes.append(mine)
+    return votes, superseded
+
+
+def _package_tags(src: Store, ours: dict[tuple[str, str], ShareRow], info: PackageInfo, path: Path
+                  ) -> list[tuple[TagRecord, float | None]]:
+    """The raters' tags (automatic ones left out), on the owner's answers."""
     tags: list[tuple[TagRecord, float | None]] = []
     for tag, removed_at in tags_with_removals(src):
         row = ours.get(("output", tag.output_id))
         if row is None:
-            raise altered(f"tag {tag.id} is on an answer that was not shared")
+            raise _altered(path, f"tag {tag.id} is on an answer that was not shared")
         if tag.auto:
             continue    # none were shared; an automatic tag in a package was not a rater's
         problem = _rater_problem(tag.rater)
         if problem:
-            raise altered(f"tag {tag.id}: {problem}")
+            raise _altered(path, f"tag {tag.id}: {problem}")
         tags.append((TagRecord(id=_package_id(info, "tag", tag.id, tag.created), output_id=row.owner_id,
                                tag=tag.tag, rater=tag.rater, note=tag.note, created=tag.created), removed_at))
-    return votes, superseded, tags
+    return tags
 
 
 def _rater_problem(rater: str) -> str | None:
