@@ -257,6 +257,7 @@ def test_tool_arguments_nested_too_deeply_are_a_bad_response_with_the_reason(pro
         request = chat_request("hi", tools=(ToolSpec(name="get_weather"),))
         result, _events = collect(model_config(srv, protocol, max_retries=0), request)
     assert result.error is not None and result.error.kind == ErrorKind.bad_response, result.error
-    assert ("nested too deeply" in result.error.message if depth == 5000
-            else f"nested deeper than {MAX_ARGUMENT_DEPTH} levels" in result.error.message), result.error.message
+    # past what Python parses (its recursion limit, which a process may have raised) or past the bound
+    assert (f"nested deeper than {MAX_ARGUMENT_DEPTH} levels" in result.error.message
+            or (depth == 5000 and "nested too deeply" in result.error.message)), result.error.message
     assert not result.tool_calls

@@ -74,7 +74,7 @@ def test_a_blind_chat_shows_reasoning_only_after_the_vote(tmp_path, size):
         tmux("send-keys", "-t", "lineup", "Enter")
         tmux.wait_for("Which answer is best?", forbid=NAMES + REASONING)
         tmux("send-keys", "-t", "lineup", "F2")
-        tmux.wait_for("A best", forbid=NAMES + REASONING)
+        tmux.wait_for("b best", forbid=NAMES + REASONING)   # the vote bar's keys in the footer
         tmux("send-keys", "-t", "lineup", "a")
         tmux.wait_for("Vote saved")
         tmux.wait_for("short numbered")                  # the reasoning's end, once the names are out
@@ -166,7 +166,7 @@ def test_a_chat_rater_named_with_rater_is_the_one_replay_shows(tmp_path):
         tmux("send-keys", "-t", "lineup", "Enter")
         tmux.wait_for("Which answer is best?")
         tmux("send-keys", "-t", "lineup", "F2")
-        tmux.wait_for("A best")
+        tmux.wait_for("b best")
         tmux("send-keys", "-t", "lineup", "b")
         tmux.wait_for("Vote saved")
         tmux("send-keys", "-t", "lineup", "C-q")

@@ -101,7 +101,7 @@ def test_at_80x24_every_pane_and_every_vote_choice_is_on_screen(tmp_path, n):
             tabs = next(line for line in lines if line.count("✓") == n and "╭" not in line)
             shown = [t.split("✓")[0].strip() for t in tabs.split("│")]
             assert len(shown) == n and len(set(shown)) == n, tabs
-            for alias, tab in zip(ALIASES, shown, strict=True):
+            for alias, tab in zip(ALIASES[:n], shown, strict=True):
                 head, _, tail = tab.partition("…")
                 assert head and alias.startswith(head) and alias.endswith(tail), tabs
         bad = "both bad" if n == 2 else "all bad"

@@ -25,9 +25,11 @@ class HasPaletteCommands(Protocol):
 
 
 def _binding_commands(screen: Screen[object]) -> Iterator[PaletteCommand]:
-    """Fallback for screens without `palette_commands`: their active bindings."""
+    """Fallback for screens without `palette_commands`: their active bindings,
+    all of them (`palette_bindings` where the footer shows only those that fit)."""
     seen = set()
-    for key, active in screen.active_bindings.items():
+    bindings = getattr(screen, "palette_bindings", None) or screen.active_bindings
+    for key, active in bindings.items():
         b = active.binding
         if not b.description or b.action in seen or not active.enabled:
             continue

@@ -97,6 +97,11 @@ class VoteQueueScreen(Screen):
         first (`FOOTER_RANK`), never a key cut mid-word."""
         return fit_screen_bindings(self, super().active_bindings, (self, self.app), self.FOOTER_RANK)
 
+    @property
+    def palette_bindings(self) -> dict[str, ActiveBinding]:
+        """Every active binding, for the palette (the footer shows those that fit)."""
+        return super().active_bindings
+
     # ----- the queue's state, for drawing (and tests) ------------------------
     @property
     def _queue(self) -> VoteQueue:
