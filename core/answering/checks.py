@@ -272,8 +272,8 @@ class CodeTestsCheck(_Check):
     def entry_name(self) -> str:
         return self.entry or code_checks.LANGUAGES[self.language].default_entry
 
-    def runs(self) -> code_checks.TestsSpec:
-        return code_checks.TestsSpec(language=self.language, tests=self.tests, entry=self.entry_name,
+    def runs(self) -> code_checks.CodeSpec:
+        return code_checks.CodeSpec(language=self.language, tests=self.tests, entry=self.entry_name,
                                      timeout_s=self.timeout_s, memory_mb=self.memory_mb)
 
 

@@ -390,7 +390,7 @@ def find_code(blocks: Sequence[tuple[str, str]], language: str) -> str | None:
 # ---------------------------------------------------------------- one run of the tests
 
 @dataclass(frozen=True)
-class TestsSpec:
+class CodeSpec:
     """What a `code_tests` check asks (the spec model is in `core.answering.checks`)."""
 
     language: str
@@ -401,7 +401,7 @@ class TestsSpec:
 
 
 @contextmanager
-def _prepared(spec: TestsSpec, code: str) -> Iterator[tuple[Job, Path]]:
+def _prepared(spec: CodeSpec, code: str) -> Iterator[tuple[Job, Path]]:
     lang = LANGUAGES[spec.language]
     with scratch() as root:
         work = root / "work"
@@ -416,7 +416,7 @@ def _prepared(spec: TestsSpec, code: str) -> Iterator[tuple[Job, Path]]:
         yield job, root / "result.json"
 
 
-def _verdict(spec: TestsSpec, ended: Exit, result_path: Path, isolated: bool) -> CodeResult:
+def _verdict(spec: CodeSpec, ended: Exit, result_path: Path, isolated: bool) -> CodeResult:
     def done(status: Status, detail: str) -> CodeResult:
         if not isolated:
             detail += " (network not isolated: no network namespace could be made here)"
@@ -455,7 +455,7 @@ def _no_runner() -> CodeResult | None:
     return None
 
 
-def run_tests(spec: TestsSpec, code: str | None) -> CodeResult:
+def run_tests(spec: CodeSpec, code: str | None) -> CodeResult:
     """Run `code` against the spec's tests; blocking (`run_tests_async` in an event loop)."""
     if code is None:
         return CodeResult("no_code", f"no {spec.language} code block found in the answer")
@@ -467,7 +467,7 @@ def run_tests(spec: TestsSpec, code: str | None) -> CodeResult:
         return _verdict(spec, ended, result_path, job.network is not None)
 
 
-async def run_tests_async(spec: TestsSpec, code: str | None) -> CodeResult:
+async def run_tests_async(spec: CodeSpec, code: str | None) -> CodeResult:
     """`run_tests` in an event loop; a cancel kills the process and removes its folder."""
     if code is None:
         return CodeResult("no_code", f"no {spec.language} code block found in the answer")

@@ -26,8 +26,9 @@ limit or on Ctrl-C, and whatever it does to its interpreter (monkey-patching,
 `sys.exit`, a crash) stays there. The price is a fresh interpreter per call
 (tens of milliseconds), small beside the answer it checks. The child gets
 the minimal environment of `core.answering.code_checks` (no API key), a
-scratch folder as its working directory and the time limit; the network is
-left to it (a team's check may ask a service of its own).
+scratch folder as its working directory, lineup's own `sys.path` (so it
+finds what lineup found when the set loaded) and the time limit; the
+network is left to it (a team's check may ask a service of its own).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from __future__ import annotations
 import ast
 import json
 import math
+import os
 import sys
 from dataclasses import dataclass
 from importlib.metadata import entry_points
@@ -164,6 +166,9 @@ def main():
             why += f": {type(exc).__name__}" + (f": {text}" if text else "") + at
         finish({"error": why[:4000]})
 
+    with open(input_path, encoding="utf-8") as f:
+        data = json.load(f)
+    sys.path[:] = data["sys_path"]   # lineup's own: what it found the check in when the set loaded
     try:
         if mode == "file":
             sys.path.insert(0, where)
@@ -183,8 +188,6 @@ def main():
             fn = found[0].load()
     except BaseException as exc:
         failed("the check could not be loaded", exc)
-    with open(input_path, encoding="utf-8") as f:
-        data = json.load(f)
     try:
         value = fn(data["answer"], data["case"], data["trace"])
     except BaseException as exc:
@@ -242,7 +245,9 @@ def _interpret(ended: Exit, result_path: Path, timeout_s: float) -> CustomResult
 
 
 def _input(answer: str, case: dict[str, Any] | None, trace: dict[str, Any] | None) -> bytes:
-    return json.dumps({"answer": answer, "case": case or {}, "trace": trace}, ensure_ascii=True).encode("ascii")
+    path = [os.path.abspath(p) if p else os.getcwd() for p in sys.path]
+    return json.dumps({"answer": answer, "case": case or {}, "trace": trace, "sys_path": path},
+                      ensure_ascii=True).encode("ascii")
 
 
 class _Prepared:
