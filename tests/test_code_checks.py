@@ -19,7 +19,7 @@ import pytest
 
 from core.answering import code_checks
 from core.answering.checks import CodeTestsCheck, run_case_check_async, run_check
-from core.answering.code_checks import CodeSpec, run_tests, run_tests_async
+from core.answering.code_checks import CodeSpec, run_tests
 from lineup.cli import main
 from store import Store
 
