@@ -13,6 +13,7 @@ import anyio
 import pytest
 
 from core.answering.checks import AnswerFacts, PythonCheck, run_case_check_async, run_check
+from core.answering.runner import sample_set_from_run
 from core.answering.sampleset import SampleSetError, load_sample_set
 from lineup.cli import main
 from store import Store
@@ -220,6 +221,11 @@ def test_a_run_calls_the_check_with_the_answer_the_case_and_the_trace(beside, mo
     assert result.check == "says the city" and result.spec["type"] == "python"
     assert result.spec["score"] == 0.75 and result.spec["status"] == ("passed" if result.passed else "failed")
     assert result.detail == "mentions the city"
+    # a re-run from the record (`lineup replay --rerun`) has no set folder: the check is named as not re-run
+    rebuilt, lost = sample_set_from_run(loaded)
+    assert rebuilt.case("weather").checks == ()
+    assert lost == ["case weather: the custom check 'says the city' (its module is found beside the set file, "
+                    "which the record does not keep; re-run the set file instead)"]
 
 
 def test_the_shipped_custom_check_counts_asserts_in_the_code_not_in_prose():

@@ -13,6 +13,12 @@ answer's trace (`tool_called`, `tool_not_called`, `max_steps`,
 `response_format`, reads its schema; its outcome also records the failure
 modes found (`extra`), which the report counts.
 
+Two checks run a process (`EXECUTED_CHECK_TYPES`): `code_tests` runs the
+answer's code against the case's tests (`core.answering.code_checks`) and
+`python` calls a team's own function (`core.answering.custom_checks`); their
+outcome records its `status`. In an event loop they are awaited
+(`run_case_check_async`), so a cancel kills the process.
+
 Why this file is past 600 lines: every check is a spec model (validated when
 a set loads) and a runner next to it, and the loader, the runner, re-runs
 and the report all read the one `Check` union and `CHECK_TYPES` defined

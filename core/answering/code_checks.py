@@ -94,7 +94,10 @@ for what, value in ((resource.RLIMIT_AS, mem), (resource.RLIMIT_CPU, cpu), (reso
                     (resource.RLIMIT_CORE, 0)):
     if value >= 0:
         hard = value + 1 if what == resource.RLIMIT_CPU else value
-        resource.setrlimit(what, (value, hard))
+        try:
+            resource.setrlimit(what, (value, hard))
+        except (ValueError, OSError):
+            pass   # a system that refuses one (macOS and RLIMIT_AS): the wall-clock limit still holds
 os.execv(sys.argv[4], sys.argv[4:])
 """
 

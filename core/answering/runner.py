@@ -518,6 +518,10 @@ def sample_set_from_run(loaded) -> tuple["SampleSet", list[str]]:
             for check in checks_of.get(best.id, ()) if best is not None else ():
                 if check.spec.get("type") == "structured_output" and "response_format" in extra:
                     continue   # implied by the response_format, added again by the case
+                if check.spec.get("type") == "python" and ":" in str(check.spec.get("function")):
+                    lost.append(f"case {case_id}: the custom check {check.check!r} (its module is found beside "
+                                "the set file, which the record does not keep; re-run the set file instead)")
+                    continue
                 spec = {key: v for key, v in check.spec.items() if key not in _RESULT_KEYS}
                 if k != len(turns) - 1:
                     spec.setdefault("turn", k)
