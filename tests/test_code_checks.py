@@ -280,3 +280,52 @@ def test_the_code_set_runs_its_tests_on_the_demo_models_and_reports_them(tmp_pat
     assert leap == [0, 1, 1]
     per_model = {rates[(m, "all")]["rate"] for m in ("demo/concise", "demo/thorough", "demo/thinker")}
     assert len(per_model) == 3, "the figures differ from model to model"
+
+
+def test_answers_from_a_loopback_server_are_run_hostile_ones_included(tmp_path, monkeypatch):
+    """A run over real HTTP: one model answers right, one loops for ever, one
+    reads the environment for the key it was called with, one prints no
+    code. Each result is recorded, and the key never reached the code."""
+    from core.answering.runner import Runner
+    from core.answering.sampleset import load_sample_set
+    from store import AsyncStore
+    from tests.server import Reply, TestServer, model_config
+
+    planted = "sk-loopback-planted-0123456789"
+    monkeypatch.setenv("LOOPBACK_TEST_KEY", planted)
+    answers = {
+        "right": _answer("def add(a, b):\n    return a + b\n"),
+        "loops": _answer("def add(a, b):\n    while True:\n        pass\n"),
+        "snoops": _answer("import os\nSEEN = repr(dict(os.environ))\ndef add(a, b):\n    return a + b\n"),
+        "prose": "Add them with the + operator.",
+    }
+    case = {"id": "add", "category": "code", "prompt": "Write add(a, b) in Python.",
+            "checks": [{"type": "code_tests", "timeout_s": 2,
+                        "tests": f"assert add(2, 3) == 5\nassert {planted[:12]!r} not in SEEN if 'SEEN' in dir() "
+                                 "else True\n"}]}
+    set_path = tmp_path / "set.jsonl"
+    set_path.write_text(json.dumps(case) + "\n")
+    with TestServer() as srv:
+        srv.respond(lambda received: Reply(text=answers[received.json["model"]]))
+        models = [model_config(srv, "openai", alias=name, model=name, max_retries=0, read_timeout=10,
+                               api_key_env="LOOPBACK_TEST_KEY") for name in answers]
+
+        async def go() -> None:
+            store = AsyncStore(Store.open(tmp_path / "run.db"))
+            try:
+                await Runner(store, load_sample_set(set_path), models, concurrency=4).run()
+            finally:
+                await store.aclose()
+
+        anyio.run(go)
+        assert all(r.headers.get("authorization") == f"Bearer {planted}" for r in srv.requests)
+    store = Store.open(tmp_path / "run.db")
+    try:
+        (summary,) = store.list_sessions(kind="run")
+        loaded = store.load_session(summary.id)
+    finally:
+        store.close()
+    who = {o.id: o.contestant for o in loaded.outputs}
+    status = {who[c.output_id]: (c.spec["status"], c.passed) for c in loaded.checks}
+    assert status == {"right": ("passed", True), "loops": ("timed_out", False), "snoops": ("passed", True),
+                      "prose": ("no_code", False)}
