@@ -41,7 +41,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -120,10 +120,9 @@ def network_wrapper() -> tuple[str, ...] | None:
     return None
 
 
-def minimal_env(home: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+def minimal_env(home: Path) -> dict[str, str]:
     """The whole environment a child gets: nothing of lineup's own (no key)."""
-    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(home), "TMPDIR": str(home),
-            "LANG": "C.UTF-8", **(extra or {})}
+    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(home), "TMPDIR": str(home), "LANG": "C.UTF-8"}
 
 
 @dataclass
@@ -222,7 +221,7 @@ def scratch(prefix: str = "lineup-check-") -> Iterator[Path]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def one_line(text: str, limit: int = DETAIL_LIMIT) -> str:
+def shown_detail(text: str, limit: int = DETAIL_LIMIT) -> str:
     """Untrusted text (the code's messages, the tests' lines) as a detail:
     control characters escaped, on one line, cut to `limit`."""
     return server_text(text, limit=limit)
@@ -423,7 +422,7 @@ def _verdict(spec: CodeSpec, ended: Exit, result_path: Path, isolated: bool) -> 
     def done(status: Status, detail: str) -> CodeResult:
         if not isolated:
             detail += " (network not isolated: no network namespace could be made here)"
-        return CodeResult(status, one_line(detail), isolated)
+        return CodeResult(status, shown_detail(detail), isolated)
 
     if ended.timed_out:
         return done("timed_out", f"timed out after {spec.timeout_s:g} s (killed)")

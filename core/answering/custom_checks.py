@@ -43,7 +43,16 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Literal
 
-from core.answering.code_checks import Exit, Job, minimal_env, one_line, run_job, run_job_async, scratch, signal_name
+from core.answering.code_checks import (
+    Exit,
+    Job,
+    minimal_env,
+    run_job,
+    run_job_async,
+    scratch,
+    shown_detail,
+    signal_name,
+)
 
 #: The entry point group an installed custom check is found in.
 ENTRY_POINT_GROUP = "lineup.checks"
@@ -215,7 +224,7 @@ main()
 
 
 def _bad(detail: str) -> CustomResult:
-    return CustomResult("error", 0.0, one_line(detail))
+    return CustomResult("error", 0.0, shown_detail(detail))
 
 
 def _interpret(ended: Exit, result_path: Path, timeout_s: float) -> CustomResult:
@@ -239,9 +248,9 @@ def _interpret(ended: Exit, result_path: Path, timeout_s: float) -> CustomResult
         score = 1.0 if passed else 0.0
     if not isinstance(score, (int, float)) or isinstance(score, bool) or not math.isfinite(score) \
             or not 0.0 <= score <= 1.0:
-        return _bad(f"score {one_line(str(score), 40)} is not a number from 0 to 1")
+        return _bad(f"score {shown_detail(str(score), 40)} is not a number from 0 to 1")
     detail = str(reason) if reason else ("passed" if passed else "failed")
-    return CustomResult("passed" if passed else "failed", float(score), one_line(detail))
+    return CustomResult("passed" if passed else "failed", float(score), shown_detail(detail))
 
 
 def _input(answer: str, case: dict[str, Any] | None, trace: dict[str, Any] | None) -> bytes:
