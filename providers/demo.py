@@ -41,6 +41,12 @@ prompt): an instance of the schema from the prompt (``quirky`` leaves out a
 required field and gets a type wrong, and ignores a schema given in words;
 ``thorough`` fences one given in words).
 
+Code: a prompt that names one of a few textbook functions (``slugify(``,
+``is_leap(``, ``moving_average(``) gets real code for it, right or with the
+usual mistake depending on the style (``providers.demo_code``), so executed
+tests (`code_tests`) pass for some styles and fail for others; any other
+code prompt gets a generic function.
+
 Follow-ups (more than one user message) reference the turn number and the
 previous answer. ``max_tokens`` cuts the answer (finish reason ``length``),
 ``stop`` sequences end it (``stop``). Token counts in the `UsageReport` are
@@ -69,6 +75,7 @@ import anyio
 
 from providers.base import Provider
 from providers.catalogue import DEMO_JUDGE_NAME, DEMO_MODEL_NAMES, DEMO_STYLE_NAMES
+from providers.demo_code import known_code
 from providers.demo_tools import schema_in, structured_answer, tool_step
 from providers.events import (
     ChatRequest,
@@ -300,7 +307,7 @@ def compose(style: DemoStyle, request: ChatRequest, seed: int) -> Plan:
                    previous_topic=" ".join(keywords(previous_prompt or "")[:3]) or "that",
                    wants_json=bool(re.search(r"\bjson\b", prompt, re.IGNORECASE)),
                    wants_code=bool(_CODE.search(prompt)), lang=_language(prompt),
-                   images=len(users[-1].images) if users else 0, rng=rng)
+                   images=len(users[-1].images) if users else 0, rng=rng, style=style.name)
 
     if style.name == JUDGE_STYLE.name:
         return Plan(prompt=prompt, text=judge_verdict(prompt))
@@ -351,6 +358,7 @@ class _Context:
     lang: str
     images: int
     rng: random.Random
+    style: str = ""
 
     def pick(self, *options: str) -> str:
         return self.rng.choice(options)
@@ -373,7 +381,7 @@ def _code(ctx: _Context) -> str:
         "go": f"func {a}{b.title()}(items []string) []string {{\n\tout := items[:0]\n\tfor _, s := range items {{\n"
               f"\t\tif s != \"\" {{\n\t\t\tout = append(out, s)\n\t\t}}\n\t}}\n\treturn out\n}}\n",
     }
-    return f"```{ctx.lang}\n{bodies[ctx.lang]}```"
+    return f"```{ctx.lang}\n{known_code(ctx.style, ctx.prompt, ctx.lang) or bodies[ctx.lang]}```"
 
 
 def _json_payload(ctx: _Context) -> dict:

@@ -276,7 +276,8 @@ def test_unknown_type_rejected():
     assert "spelling" in str(err.value)
 
 
-def test_every_type_has_a_runner_and_outcome_fields():
+def test_every_type_has_a_runner_and_outcome_fields(tmp_path):
+    executed = {"code_tests": {"tests": "assert x == 1"}, "python": {"function": "my_checks:ok"}}
     specs = {
         "valid_json": {}, "json_schema": {"schema": {"type": "object"}}, "regex": {"pattern": "x"},
         "contains": {"values": ["x"]}, "not_contains": {"values": ["y"]}, "max_words": {"limit": 3},
@@ -285,7 +286,7 @@ def test_every_type_has_a_runner_and_outcome_fields():
         "tool_called": {"tool": "t"}, "tool_not_called": {"tool": "u"}, "max_steps": {"limit": 2},
         "tool_args_valid": {}, "structured_output": {},
     }
-    assert set(specs) == set(CHECK_TYPES)
+    assert set(specs) | set(executed) == set(CHECK_TYPES)
     from core.answering.checks import AnswerFacts
     from core.answering.tools import StructuredOutput, ToolScript
     from store.records import AnswerTrace, TraceCall, TraceStep
@@ -299,6 +300,11 @@ def test_every_type_has_a_runner_and_outcome_fields():
     assert [o.type for o in outcomes] == list(specs)
     assert all(o.name == f"my {o.type}" for o in outcomes)
     assert all(o.passed and o.score == 1.0 for o in outcomes)
+    # the executed ones run code: the answer's, and a team's module beside the set
+    (tmp_path / "my_checks.py").write_text("def ok(answer, case, trace):\n    return 'x = 1' in answer\n")
+    outcomes = run_checks([check(type=t, name=f"my {t}", **s) for t, s in executed.items()],
+                          "```python\nx = 1\n```", AnswerFacts(set_dir=tmp_path))
+    assert [(o.type, o.name, o.passed, o.score) for o in outcomes] == [(t, f"my {t}", True, 1.0) for t in executed]
 
 
 def test_run_case_checks_uses_each_checks_turn():

@@ -321,7 +321,7 @@ GOOD_TRACES: dict[str, list[AnswerTrace]] = {
 
 
 def _facts(case: Case, traces: list[AnswerTrace | None]) -> list[AnswerFacts]:
-    return [AnswerFacts(trace=t, script=case.tool_script(), structured=case.response_format) for t in traces]
+    return case.answer_facts(traces, SETS)
 
 
 def _all_cases() -> dict[str, Case]:

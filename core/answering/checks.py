@@ -13,6 +13,12 @@ answer's trace (`tool_called`, `tool_not_called`, `max_steps`,
 `response_format`, reads its schema; its outcome also records the failure
 modes found (`extra`), which the report counts.
 
+Two checks run a process (`EXECUTED_CHECK_TYPES`): `code_tests` runs the
+answer's code against the case's tests (`core.answering.code_checks`) and
+`python` calls a team's own function (`core.answering.custom_checks`); their
+outcome records its `status`. In an event loop they are awaited
+(`run_case_check_async`), so a cancel kills the process.
+
 Why this file is past 600 lines: every check is a spec model (validated when
 a set loads) and a runner next to it, and the loader, the runner, re-runs
 and the report all read the one `Check` union and `CHECK_TYPES` defined
@@ -26,10 +32,12 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from core.answering import code_checks, custom_checks
 from core.ground import patterns
 from core.ground.patterns import PatternError, PatternTimeout, compile_pattern
 from core.ground.text import escape_controls
@@ -241,11 +249,66 @@ class StructuredOutputCheck(_Check):
     type: Literal["structured_output"] = "structured_output"
 
 
+class CodeTestsCheck(_Check):
+    """The answer's code passes `tests`: its last fenced block in `language`
+    (else its last unlabelled block) is saved as module `entry` and the tests
+    run after it, in a separate process with a time and a memory limit, an
+    empty environment, a scratch folder and no network
+    (`core.answering.code_checks`, where each language is a table entry)."""
+
+    type: Literal["code_tests"] = "code_tests"
+    language: str = Field(default="python", description="a key of core.answering.code_checks.LANGUAGES")
+    tests: str = Field(min_length=1, max_length=100_000, description="run after the code, with its names in scope")
+    entry: str | None = Field(default=None, description="the module name the code is saved as (python: solution)")
+    timeout_s: float = Field(default=code_checks.DEFAULT_TIMEOUT_S, gt=0, le=code_checks.MAX_TIMEOUT_S)
+    memory_mb: int = Field(default=code_checks.DEFAULT_MEMORY_MB, ge=code_checks.MIN_MEMORY_MB,
+                           le=code_checks.MAX_MEMORY_MB)
+
+    @model_validator(mode="after")
+    def _runnable(self) -> "CodeTestsCheck":
+        lang = code_checks.LANGUAGES.get(self.language)
+        if lang is None:
+            raise ValueError(f"language {self.language!r} cannot be run; one of {', '.join(code_checks.LANGUAGES)}")
+        problem = lang.tests_problem(self.tests) or lang.entry_problem(self.entry_name)
+        if problem:
+            raise ValueError(problem)
+        return self
+
+    @property
+    def entry_name(self) -> str:
+        return self.entry or code_checks.LANGUAGES[self.language].default_entry
+
+    def runs(self) -> code_checks.CodeSpec:
+        return code_checks.CodeSpec(language=self.language, tests=self.tests, entry=self.entry_name,
+                                     timeout_s=self.timeout_s, memory_mb=self.memory_mb)
+
+
+class PythonCheck(_Check):
+    """A team's own function decides (`core.answering.custom_checks`):
+    `MODULE:FUNCTION` beside the set file, or an entry point of the group
+    `lineup.checks`; called with the answer, the case and the trace in a
+    separate process under `timeout_s`. Whether it can be found is checked
+    when the set loads (`core.answering.sampleset`)."""
+
+    type: Literal["python"] = "python"
+    function: str = Field(min_length=1, max_length=300)
+    timeout_s: float = Field(default=code_checks.DEFAULT_TIMEOUT_S, gt=0, le=code_checks.MAX_TIMEOUT_S)
+
+    @field_validator("function")
+    @classmethod
+    def _names_a_function(cls, value: str) -> str:
+        problem = custom_checks.parse_name(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+
 Check = Annotated[
     Union[
         ValidJsonCheck, JsonSchemaCheck, RegexCheck, ContainsCheck, NotContainsCheck,
         MaxWordsCheck, MinWordsCheck, MaxCharsCheck, MinCharsCheck, RequiredFieldsCheck,
         ToolCalledCheck, ToolNotCalledCheck, MaxStepsCheck, ToolArgsValidCheck, StructuredOutputCheck,
+        CodeTestsCheck, PythonCheck,
     ],
     Field(discriminator="type"),
 ]
@@ -254,19 +317,26 @@ CHECK_TYPES: tuple[str, ...] = (
     "valid_json", "json_schema", "regex", "contains", "not_contains",
     "max_words", "min_words", "max_chars", "min_chars", "required_fields",
     "tool_called", "tool_not_called", "max_steps", "tool_args_valid", "structured_output",
+    "code_tests", "python",
 )
 #: Checks that read an answer's tool trace (a case must declare tools to use them).
 TOOL_CHECK_TYPES = frozenset({"tool_called", "tool_not_called", "max_steps", "tool_args_valid"})
+#: Checks that run a process (seconds, not microseconds): in an event loop they
+#: are awaited (`run_case_check_async`), so a cancel kills the process.
+EXECUTED_CHECK_TYPES = frozenset({"code_tests", "python"})
 
 
 @dataclass(frozen=True)
 class AnswerFacts:
     """What some checks read besides an answer's text: its trace, the
-    case's tools and its structured-output request."""
+    case's tools and its structured-output request; a custom check also
+    the case (its JSON form) and the folder of the set file its module is beside."""
 
     trace: AnswerTrace | None = None
     script: ToolScript | None = None
     structured: StructuredOutput | None = None
+    case: dict[str, Any] | None = None
+    set_dir: Path | None = None
 
     @property
     def calls(self) -> list[TraceCall]:
@@ -312,7 +382,7 @@ def extract_json(text: str, *, strict: bool = False) -> tuple[Any, str]:
         whole_error = exc
     if strict:
         raise ValueError(f"not JSON: {_short_json_error(whole_error)}")
-    blocks = [(m.group(2).lower(), m.group(3)) for m in _FENCE.finditer(text)]
+    blocks = fenced_blocks(text)
     ordered = [b for b in blocks if b[0] in ("json", "jsonc", "json5")] + [b for b in blocks if b[0] in ("",)]
     first_error: str | None = None
     for label, body in ordered:
@@ -323,6 +393,11 @@ def extract_json(text: str, *, strict: bool = False) -> tuple[Any, str]:
     if first_error:
         raise ValueError(first_error)
     raise ValueError(f"not JSON and no ```json block: {_short_json_error(whole_error)}")
+
+
+def fenced_blocks(text: str) -> list[tuple[str, str]]:
+    """An answer's fenced code blocks, in order: (label in lower case, body)."""
+    return [(m.group(2).lower(), m.group(3)) for m in _FENCE.finditer(text)]
 
 
 def _short_json_error(exc: json.JSONDecodeError) -> str:
@@ -351,7 +426,9 @@ def run_check(check: Any, answer: str, facts: AnswerFacts | None = None) -> Chec
     this answer (JSON nested beyond the parser's depth, any other fault)
     fails with the reason: one answer never stops a run. Its patterns (regex,
     a schema's `pattern`) share one time budget (`core.ground.patterns`); one that
-    runs out fails the check, the reason in its detail."""
+    runs out fails the check, the reason in its detail. An executed check
+    (`EXECUTED_CHECK_TYPES`) blocks while its process runs: in an event
+    loop, `run_case_check_async`."""
     extra: dict[str, Any] = {}
     try:
         with patterns.time_limit():
@@ -365,6 +442,10 @@ def run_check(check: Any, answer: str, facts: AnswerFacts | None = None) -> Chec
         passed, score, detail = False, 0.0, "nested too deeply to check (beyond the JSON parser's depth limit)"
     except Exception as exc:
         passed, score, detail = False, 0.0, f"the check could not run: {type(exc).__name__}: {exc}"[:300]
+    return _outcome(check, passed, score, detail, extra)
+
+
+def _outcome(check: Any, passed: bool, score: float, detail: str, extra: dict[str, Any]) -> CheckOutcome:
     return CheckOutcome(
         type=check.type,
         name=check.label,
@@ -391,6 +472,33 @@ def run_case_checks(case_checks: Sequence[Any], answers: Sequence[str],
 def run_case_check(check: Any, answers: Sequence[str], facts: Sequence[AnswerFacts] | None = None) -> CheckOutcome:
     """One check of a (multi-turn) case on the answer its `turn` names. A
     check whose turn has no answer fails with a detail."""
+    target = _target(check, answers, facts)
+    if isinstance(target, CheckOutcome):
+        return target
+    return run_check(check, *target)
+
+
+async def run_case_check_async(check: Any, answers: Sequence[str],
+                               facts: Sequence[AnswerFacts] | None = None) -> CheckOutcome:
+    """`run_case_check` for a caller in an event loop: an executed check's
+    process is awaited (the loop goes on; a cancel, Ctrl-C, kills the process
+    and is re-raised); the other checks run at once, as they are quick."""
+    target = _target(check, answers, facts)
+    if isinstance(target, CheckOutcome):
+        return target
+    answer, fact = target
+    runner = _ASYNC_RUNNERS.get(check.type)
+    if runner is None:
+        return run_check(check, answer, fact)
+    try:
+        passed, score, detail, extra = await runner(check, answer, fact or AnswerFacts())
+    except Exception as exc:
+        passed, score, detail, extra = False, 0.0, f"the check could not run: {type(exc).__name__}: {exc}"[:300], {}
+    return _outcome(check, passed, score, detail, extra)
+
+
+def _target(check: Any, answers: Sequence[str],
+            facts: Sequence[AnswerFacts] | None) -> tuple[str, AnswerFacts | None] | CheckOutcome:
     turn = -1 if check.turn is None else check.turn
     try:
         answer = answers[turn]
@@ -399,7 +507,7 @@ def run_case_check(check: Any, answers: Sequence[str], facts: Sequence[AnswerFac
             type=check.type, name=check.label, spec=check.model_dump(by_alias=True, exclude_none=True),
             passed=False, score=0.0, detail=f"no answer for turn {turn} ({len(answers)} answer(s))",
         )
-    return run_check(check, answer, facts[turn] if facts is not None else None)
+    return answer, facts[turn] if facts is not None else None
 
 
 def _valid_json(check: ValidJsonCheck, answer: str) -> tuple[bool, float, str]:
@@ -634,7 +742,54 @@ def _structured_output(_check: StructuredOutputCheck, answer: str, facts: Answer
     return False, rate, f"{', '.join(failures)} ({_first_error(schema, value)}); {completeness}", extra
 
 
+# ---------------------------------------------------------------- executed checks
+
+
+def _code_result(result: code_checks.CodeResult) -> FactResult:
+    extra = {"status": result.status, "network_isolated": result.network_isolated}
+    return result.passed, 1.0 if result.passed else 0.0, result.detail, extra
+
+
+def _code_tests(check: CodeTestsCheck, answer: str, _facts: AnswerFacts) -> FactResult:
+    code = code_checks.find_code(fenced_blocks(answer), check.language)
+    return _code_result(code_checks.run_tests(check.runs(), code))
+
+
+async def _code_tests_async(check: CodeTestsCheck, answer: str, _facts: AnswerFacts) -> FactResult:
+    code = code_checks.find_code(fenced_blocks(answer), check.language)
+    return _code_result(await code_checks.run_tests_async(check.runs(), code))
+
+
+def _custom_args(facts: AnswerFacts) -> tuple[Path | None, dict[str, Any] | None, dict[str, Any] | None]:
+    trace = facts.trace.model_dump(mode="json") if facts.trace is not None else None
+    return facts.set_dir, facts.case, trace
+
+
+def _custom_result(result: custom_checks.CustomResult) -> FactResult:
+    return result.passed, result.score, result.detail, {"status": result.status}
+
+
+def _python(check: PythonCheck, answer: str, facts: AnswerFacts) -> FactResult:
+    set_dir, case, trace = _custom_args(facts)
+    return _custom_result(custom_checks.run_custom(check.function, set_dir, answer, case, trace,
+                                                   timeout_s=check.timeout_s))
+
+
+async def _python_async(check: PythonCheck, answer: str, facts: AnswerFacts) -> FactResult:
+    set_dir, case, trace = _custom_args(facts)
+    return _custom_result(await custom_checks.run_custom_async(check.function, set_dir, answer, case, trace,
+                                                               timeout_s=check.timeout_s))
+
+
+_ASYNC_RUNNERS: dict[str, Any] = {
+    "code_tests": _code_tests_async,
+    "python": _python_async,
+}
+
+
 _FACT_RUNNERS: dict[str, Any] = {
+    "code_tests": _code_tests,
+    "python": _python,
     "tool_called": _tool_called,
     "tool_not_called": _tool_not_called,
     "max_steps": _max_steps,

@@ -391,14 +391,14 @@ class Runner:
         one at a time, each saved before the next runs, so a stop (Ctrl-C,
         SIGTERM) between two checks keeps what was checked and the next run
         does not run it again (a check's patterns are time-limited, so a stop
-        waits for at most one check)."""
-        from core.answering.checks import AnswerFacts, run_case_check
+        waits for at most one check; an executed check's process is awaited,
+        and a stop kills it)."""
+        from core.answering.checks import run_case_check_async
 
         checks = case.all_checks
         if not checks:
             return
-        script = case.tool_script()
-        facts = [AnswerFacts(trace=a.trace, script=script, structured=case.response_format) for a in answers]
+        facts = case.answer_facts([a.trace for a in answers], self.sample_set.set_dir)
         texts = [a.text for a in answers]
         for check in checks:
             target = answers[-1 if check.turn is None else check.turn]
@@ -407,7 +407,7 @@ class Runner:
                 recorded[key] -= 1
                 continue
             await anyio.lowlevel.checkpoint()   # a stop asked for during the last check ends here
-            outcome = run_case_check(check, texts, facts)
+            outcome = await run_case_check_async(check, texts, facts)
             with anyio.CancelScope(shield=True):   # what was checked is kept
                 await self.store.add_check_result(CheckResultRecord(
                     id=new_ulid(), output_id=target.id, check=outcome.name,
@@ -518,6 +518,10 @@ def sample_set_from_run(loaded) -> tuple["SampleSet", list[str]]:
             for check in checks_of.get(best.id, ()) if best is not None else ():
                 if check.spec.get("type") == "structured_output" and "response_format" in extra:
                     continue   # implied by the response_format, added again by the case
+                if check.spec.get("type") == "python" and ":" in str(check.spec.get("function")):
+                    lost.append(f"case {case_id}: the custom check {check.check!r} (its module is found beside "
+                                "the set file, which the record does not keep; re-run the set file instead)")
+                    continue
                 spec = {key: v for key, v in check.spec.items() if key not in _RESULT_KEYS}
                 if k != len(turns) - 1:
                     spec.setdefault("turn", k)
@@ -534,7 +538,8 @@ def sample_set_from_run(loaded) -> tuple["SampleSet", list[str]]:
     digest = hashlib.sha256(json.dumps([session.id, [c.model_dump(mode="json") for c in cases]],
                                        sort_keys=True).encode()).hexdigest()
     name = session.sample_set_name or session.id
-    return SampleSet(name=name, path=f"session {session.id}", sha256=digest, cases=tuple(cases)), lost
+    return SampleSet(name=name, path=f"session {session.id}", sha256=digest, cases=tuple(cases),
+                     from_file=False), lost
 
 
 #: The fields of a case that shape its answer beyond the request: the tools,
@@ -542,7 +547,7 @@ def sample_set_from_run(loaded) -> tuple["SampleSet", list[str]]:
 _TOOLING = {"tools", "tool_results", "tool_default", "max_steps", "response_format"}
 
 #: What a recorded check result adds to its check's spec (not part of the spec itself).
-_RESULT_KEYS = frozenset({"score", "failures", "structured"})
+_RESULT_KEYS = frozenset({"score", "failures", "structured", "status", "network_isolated"})
 
 
 def _new_output(turn: TurnRecord, c: Contestant, attempt: int) -> OutputRecord:

@@ -3,12 +3,14 @@ sample_sets/README.md).
 
 `load_sample_set` validates the whole file up front, so a run never stops
 half-way on a typo: every problem is reported as `FILE:LINE: FIELD: message`
-(bad JSON, wrong types, unknown fields, bad check specs, duplicate ids,
+(bad JSON, wrong types, unknown fields, bad check specs, a custom check's
+function that cannot be found, duplicate ids,
 missing, oversized or unsupported images).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from itertools import pairwise
 import base64
 import hashlib
@@ -26,7 +28,8 @@ from pydantic import (
     model_validator,
 )
 
-from core.answering.checks import CHECK_TYPES, TOOL_CHECK_TYPES, Check, StructuredOutputCheck
+from core.answering.custom_checks import locate
+from core.answering.checks import CHECK_TYPES, TOOL_CHECK_TYPES, AnswerFacts, Check, StructuredOutputCheck
 from core.ground.inputs import InputError, decode, loads, read_input, shown_name, split_lines
 from core.ground.jsonl import json_objects
 from core.answering.tools import (
@@ -40,6 +43,7 @@ from core.answering.tools import (
     tool_problems,
 )
 from providers.events import ImagePart, Message, SamplingParams, ToolSpec
+from store.records import AnswerTrace
 
 MAX_IMAGE_BYTES = 5 * 1024 * 1024
 MAX_ERRORS_SHOWN = 20
@@ -216,6 +220,14 @@ class Case(BaseModel):
             return (*self.checks, StructuredOutputCheck())
         return self.checks
 
+    def answer_facts(self, traces: Sequence[AnswerTrace | None], set_dir: Path | None) -> list[AnswerFacts]:
+        """What the checks read besides each answer's text (one per trace):
+        the trace, the tools, the structured output, the case itself and the
+        folder its set file is in (for a custom check's module)."""
+        script, dumped = self.tool_script(), self.model_dump(mode="json", by_alias=True, exclude_none=True)
+        return [AnswerFacts(trace=t, script=script, structured=self.response_format, case=dumped, set_dir=set_dir)
+                for t in traces]
+
     def tool_script(self) -> ToolScript | None:
         """The case's tools and their scripted results, or None without tools."""
         if not self.tools:
@@ -247,11 +259,17 @@ class SampleSet(BaseModel):
     path: str
     sha256: str
     cases: tuple[Case, ...]
+    from_file: bool = Field(default=True, description="False for a set rebuilt from a recorded session")
     _images: dict[str, ImagePart] = PrivateAttr(default_factory=dict)
 
     @property
     def base_dir(self) -> Path:
         return Path(self.path).parent
+
+    @property
+    def set_dir(self) -> Path | None:
+        """The folder of the set file (a custom check's module is beside it); None for a set from a session."""
+        return self.base_dir.resolve() if self.from_file else None
 
     @property
     def categories(self) -> list[str]:
@@ -388,6 +406,7 @@ def load_sample_set(path: str | Path) -> SampleSet:
     cases: list[Case] = []
     first_line: dict[str, int] = {}
     checked_images: dict[str, str | None] = {}
+    located: dict[str, str | None] = {}   # a custom check's function -> why it cannot be found
     for lineno, where, data, problem in json_objects(split_lines(raw, shown), shown, "a case"):
         if problem:
             problems.append(problem)
@@ -401,6 +420,13 @@ def load_sample_set(path: str | Path) -> SampleSet:
             problems.append(f"{where}: id: duplicate id {case.id!r} (first on line {first_line[case.id]})")
             continue
         first_line[case.id] = lineno
+        for i, check in enumerate(case.checks):
+            if check.type == "python":
+                if check.function not in located:
+                    found = locate(check.function, path.parent)
+                    located[check.function] = found if isinstance(found, str) else None
+                if located[check.function]:
+                    problems.append(f"{where}: checks.{i}.function: {located[check.function]}")
         for i, rel in enumerate(case.images):
             if rel not in checked_images:
                 checked_images[rel] = _check_image(path.parent / rel)
