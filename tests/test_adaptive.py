@@ -16,6 +16,7 @@ from collections import Counter
 from itertools import combinations
 
 import anyio
+import pytest
 from test_tui_vote_queue import ALIASES, CASES, make_run
 
 from core.stats.adaptive import WARMUP, AdaptivePlanner, Candidate, Choice, boundary, misorder, standing, stop_message
@@ -110,6 +111,7 @@ def test_the_sequential_boundary_asks_more_than_a_single_look():
 TIE_SEEDS, TIE_TOLERATED = 200, 16
 
 
+@pytest.mark.slow
 def test_the_stop_does_not_fire_on_a_planted_tie_at_the_top_more_often_than_its_level():
     """The planted top two are equal, so any stop is a false one (it names
     one of them ahead of the other). Seeded passes of the adaptive queue,
@@ -127,6 +129,7 @@ def test_the_stop_does_not_fire_on_a_planted_tie_at_the_top_more_often_than_its_
     assert false_stops <= TIE_TOLERATED
 
 
+@pytest.mark.slow
 def test_the_stop_fires_on_a_clear_gap_with_the_true_best_on_top():
     true = {"a": 1250.0, "b": 1050.0, "c": 1000.0}
     votes = {}
@@ -216,6 +219,7 @@ def test_a_plain_queue_records_no_choice_reason(tmp_path):
     assert vote.choice_reason is None and len(vote.mapping) == 3
 
 
+@pytest.mark.slow
 def test_the_adaptive_screen_shows_two_answers_records_why_and_says_when_to_stop(tmp_path):
     """`lineup vote --adaptive` in the TUI: two panes, nothing names a model
     before the vote, the vote carries its choice reason, and once people's
@@ -381,6 +385,7 @@ def test_the_blinding_guess_goes_with_the_vote_just_cast(tmp_path):
         assert s.conn.execute("SELECT count(*) FROM blind_guess").fetchone()[0] == 2
 
 
+@pytest.mark.slow
 def test_the_vote_screen_serves_gold_pairs_and_says_what_they_were(tmp_path):
     from tui_support import leaks, open_store, run, wait_for
 
@@ -419,6 +424,7 @@ def test_the_vote_screen_serves_gold_pairs_and_says_what_they_were(tmp_path):
         assert len([v for v in s.load_session(sid).current_votes() if v.rater == "tester"]) == 1
 
 
+@pytest.mark.slow
 def test_the_blinding_audit_asks_before_the_names_and_records_the_guess(tmp_path):
     from tui_support import open_store, run, wait_for
 

@@ -189,10 +189,12 @@ def cycles(root: Path = ROOT) -> list[list[str]]:
     return out
 
 
+@pytest.mark.slow
 def test_the_layers_hold():
     assert violations() == []
 
 
+@pytest.mark.slow
 def test_the_report_has_no_sql():
     """The SQL the report runs lives with the schema (`store.report_queries`):
     nothing in `core.report` imports sqlite3 or runs a statement. (Only the
@@ -228,6 +230,7 @@ def wing_violations(root: Path = ROOT) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 def test_each_wing_of_the_core_imports_only_the_wings_below():
     assert wing_violations() == []
 
@@ -277,10 +280,12 @@ def test_a_screen_writing_a_vote_itself_is_reported(tmp_path):
     assert tui_store_violations(tmp_path) == ["tui/screen.py:2: store.add_vote"]
 
 
+@pytest.mark.slow
 def test_no_module_imports_itself_back():
     assert cycles() == []
 
 
+@pytest.mark.slow
 def test_nothing_below_the_command_line_imports_it():
     _, edges = graph()
     assert [f"{e.source} imports {e.target}" for e in edges
@@ -334,6 +339,7 @@ def test_the_checker_sees_each_kind_of_violation(tmp_path):
     assert cycles(tmp_path) == [["core.a", "core.b"]]
 
 
+@pytest.mark.slow
 def test_core_and_batch_commands_run_without_textual():
     """Import every module of the core, providers and store and every non-TUI
     command, build the parser, then check sys.modules."""

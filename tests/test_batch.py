@@ -185,6 +185,7 @@ def _jobs(db: Path) -> list[tuple]:
         conn.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lose_ack", [False, True])
 def test_a_batch_run_killed_between_submit_and_download_resumes_without_submitting_again(
         tmp_path: Path, lose_ack: bool) -> None:

@@ -185,6 +185,7 @@ sys.exit(main(sys.argv[3:]))
 """
 
 
+@pytest.mark.slow
 def test_a_read_only_database_refuses_writes_and_serves_reads():
     root = Path(tempfile.mkdtemp(prefix="lineup-ro-", dir="/tmp"))
     folder = root / "ro"
@@ -249,6 +250,7 @@ def _file_size_limit(limit: int):
     return apply
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(resource, "RLIMIT_FSIZE"), reason="needs RLIMIT_FSIZE")
 def test_a_full_disk_is_reported_and_loses_nothing(tmp_path):
     """The disk "fills up" (RLIMIT_FSIZE: writes past the limit fail with EFBIG)
@@ -350,6 +352,7 @@ def test_sampling_flags_out_of_range_are_refused(tmp_path, flag, value, message)
     assert message in proc.stderr and not db.exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("toml,message", [
     ("[defaults]\ntemperature = nan\n", "defaults.temperature: must be between 0 and 2"),
     ("[defaults]\ntemperature = inf\n", "defaults.temperature: must be between 0 and 2"),
@@ -367,6 +370,7 @@ def test_config_sampling_params_out_of_range_are_refused(tmp_path, toml, message
     assert f"c.toml: {message}" in proc.stderr and not db.exists()
 
 
+@pytest.mark.slow
 def test_no_request_body_ever_carries_nan_or_infinity(tmp_path):
     """The last line of defence, at the provider boundary: `extra_body` is sent
     as is, and TOML can put inf in it. The answer fails (bad_request, said
@@ -440,6 +444,7 @@ def _under_a_terminal(argv: list[str], cwd: Path, env: dict[str, str], timeout: 
 HOSTILE_NAME = "esc\x1b]0;PWN\x07\x1b[31m"
 
 
+@pytest.mark.slow
 def test_a_hostile_set_file_name_never_reaches_the_terminal_as_escapes(tmp_path):
     """Issue 11, item 15: the set's name (from its file name) is the title of
     `lineup run`'s progress table; with `\\e]0;PWN\\a` in it a terminal set its

@@ -119,6 +119,7 @@ def _load(db: Path, *sids: str):
         store.close()
 
 
+@pytest.mark.slow
 def test_a_twenty_point_drop_on_100_cases_regresses_and_identical_runs_do_not(tmp_path: Path) -> None:
     db = tmp_path / "g.db"
     with Store.open(db) as store:
@@ -180,6 +181,7 @@ def test_an_answer_that_failed_counts_as_failing_its_checks_and_as_not_answered(
     assert report.comparisons[0].latency[0].pairs == 40
 
 
+@pytest.mark.slow
 def test_latency_is_flagged_at_the_configured_threshold(tmp_path: Path) -> None:
     db = tmp_path / "g.db"
     rng = random.Random(7)
@@ -205,6 +207,7 @@ def test_latency_is_flagged_at_the_configured_threshold(tmp_path: Path) -> None:
     assert compare_runs(a, b, seed=5).comparisons[0].latency == compare_runs(a, b, seed=5).comparisons[0].latency
 
 
+@pytest.mark.slow
 def test_cost_ratings_and_runs_on_different_models(tmp_path: Path) -> None:
     db = tmp_path / "g.db"
     with Store.open(db) as store:
@@ -236,6 +239,7 @@ def test_cost_ratings_and_runs_on_different_models(tmp_path: Path) -> None:
             ContestantRecord(alias=x, provider="openai", model=x, label=x) for x in ("p", "q")]})}))
 
 
+@pytest.mark.slow
 def test_two_models_of_one_run_compare_the_same_way(tmp_path: Path) -> None:
     db = tmp_path / "g.db"
     with Store.open(db) as store:
@@ -245,6 +249,7 @@ def test_two_models_of_one_run_compare_the_same_way(tmp_path: Path) -> None:
     assert cmp.paired_units == 10 and cmp.answers.identical == 0
 
 
+@pytest.mark.slow
 def test_blind_runs_list_no_case_until_it_is_revealed(tmp_path: Path) -> None:
     db = tmp_path / "g.db"
     with Store.open(db) as store:
@@ -275,6 +280,7 @@ def test_the_json_shape_is_stable(tmp_path: Path, capsys: pytest.CaptureFixture)
     assert all(math.isfinite(t["p_value"]) for t in cmp["tests"])
 
 
+@pytest.mark.slow
 def test_gate_exit_codes_and_what_it_prints(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     db = tmp_path / "g.db"
     with Store.open(db) as store:
@@ -326,6 +332,7 @@ def _session_ids(db: Path) -> list[str]:
         store.close()
 
 
+@pytest.mark.slow
 def test_end_to_end_through_lineup_run_and_the_gate(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     db = tmp_path / "e.db"
     sample = _set_with_check(tmp_path / "set.jsonl", 30)

@@ -109,6 +109,7 @@ def test_case_whole_body(server: TestServer, path: Path) -> None:
     check(case, result, events, server)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", CASES, ids=[p.stem for p in CASES])
 def test_case_rechunked(server: TestServer, path: Path) -> None:
     case = load(path)

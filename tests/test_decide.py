@@ -59,6 +59,7 @@ def brute_force_p_best(votes, mix, names, rounds, seed):
     return {n: float(np.mean(top == k)) for n, k in idx.items()}
 
 
+@pytest.mark.slow
 def test_p_best_matches_a_brute_force_bootstrap(store):
     truth = {"code": {"a": 40, "b": 20, "c": 0}, "writing": {"a": 0, "b": 25, "c": 10}}
     planted = planted_store(store, truth, 300, seed=4)

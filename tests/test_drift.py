@@ -34,6 +34,7 @@ def test_fisher_greater_matches_scipy() -> None:
         assert fisher_greater(x1, n1, x2, n2) == pytest.approx(expected, rel=1e-9)
 
 
+@pytest.mark.slow
 def test_a_drift_in_fingerprint_and_answers_is_flagged_at_the_run_where_it_started(
         tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     db = tmp_path / "d.db"
@@ -71,6 +72,7 @@ def test_a_drift_in_fingerprint_and_answers_is_flagged_at_the_run_where_it_start
     assert "system_fingerprint fp_a -> fp_b" in out
 
 
+@pytest.mark.slow
 def test_steady_canaries_flag_nothing_and_a_plain_run_is_not_a_canary(tmp_path: Path,
                                                                       capsys: pytest.CaptureFixture) -> None:
     db = tmp_path / "d.db"
@@ -91,6 +93,7 @@ def test_steady_canaries_flag_nothing_and_a_plain_run_is_not_a_canary(tmp_path: 
     assert len(model["runs"]) == 4 and model["flags"] == []
 
 
+@pytest.mark.slow
 def test_latency_drift_and_sampled_runs(tmp_path: Path) -> None:
     db = tmp_path / "d.db"
     with Store.open(db) as store:

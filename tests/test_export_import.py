@@ -326,6 +326,7 @@ def test_a_file_that_is_not_sqlite_is_reported_and_never_overwritten(tmp_path, c
     assert {p.name for p in tmp_path.iterdir()} == {"notes.txt"}
 
 
+@pytest.mark.slow
 def test_a_corrupt_database_is_reported_and_left_untouched(tmp_path):
     db = tmp_path / "x.db"
     with Store.open(db) as store:
@@ -340,6 +341,7 @@ def test_a_corrupt_database_is_reported_and_left_untouched(tmp_path):
     assert sha(db) == before
 
 
+@pytest.mark.slow
 def test_a_newer_schema_is_refused_naming_its_version(tmp_path, capsys):
     db = tmp_path / "x.db"
     with Store.open(db):
@@ -359,6 +361,7 @@ def test_a_newer_schema_is_refused_naming_its_version(tmp_path, capsys):
     assert sha(db) == before
 
 
+@pytest.mark.slow
 def test_a_read_only_database_opens_for_reading(tmp_path):
     db = tmp_path / "x.db"
     with Store.open(db) as store:
@@ -393,6 +396,7 @@ sys.exit(main(["export", "--db", sys.argv[1], "--format", "md"]))
 """
 
 
+@pytest.mark.slow
 def test_a_database_in_a_read_only_folder_is_detected_and_readable():
     """File mode 0444 in a 0555 folder: opened read-only without being told (no -wal/-shm can be made)."""
     root = Path(tempfile.mkdtemp(prefix="lineup-ro-", dir="/tmp"))

@@ -133,6 +133,7 @@ def _assert_identity_safe(kind: str | None, text: str | None) -> None:
         assert word not in shown, shown
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("protocol", ["openai", "anthropic"])
 @pytest.mark.parametrize("fault", sorted(FAULTS))
 def test_fault_in_blind_chat(fault, protocol, tmp_path, no_dns):
@@ -169,6 +170,7 @@ def test_fault_in_blind_chat(fault, protocol, tmp_path, no_dns):
     assert by_alias["fine2"].status == "complete"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault", ["refused", "401", "stall", "disconnect", "html-200", "invalid-utf8"])
 def test_fault_in_run(fault, tmp_path, no_dns):
     _, want_status, want_kind = FAULTS[fault]

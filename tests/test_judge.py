@@ -136,6 +136,7 @@ def test_judge_votes_are_in_no_human_figure(tmp_path):
     assert not any("[[" in r for r in rows[1:])      # the reply is hidden while the case is: it may guess a model
 
 
+@pytest.mark.slow
 def test_always_a_judge_over_http_is_fully_position_inconsistent_and_blind(tmp_path, capsys):
     from core.report import ReportFilters, build_report
     from core.report.markdown import render_markdown

@@ -43,6 +43,7 @@ def _levels(data: dict, alias: str) -> dict[int, dict]:
     return {f["level"]: f for f in model["levels"]}
 
 
+@pytest.mark.slow
 def test_figures_follow_the_servers_growth_and_each_level_caps_the_requests_in_flight(
         tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     db = tmp_path / "l.db"
@@ -171,6 +172,7 @@ def _env(db: Path, config: Path) -> dict[str, str]:
     return {**os.environ, "LINEUP_DB": str(db), "LINEUP_CONFIG": str(config), "PYTHONUNBUFFERED": "1"}
 
 
+@pytest.mark.slow
 def test_ctrl_c_mid_load_exits_130_and_keeps_the_record(tmp_path: Path) -> None:
     db = tmp_path / "l.db"
     sample = sample_set(tmp_path / "set.jsonl", 4)

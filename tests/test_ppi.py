@@ -7,6 +7,7 @@ not widen much with a judge no better than a coin."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from core.stats import ratings as R
 from core.stats.ppi import Items, wald_ratings
@@ -48,6 +49,7 @@ def _coverage(agree: float, reps: int = 200) -> tuple[float, float, float]:
     return float(np.mean(covered)), float(np.mean(width)), float(np.mean(human))
 
 
+@pytest.mark.slow
 def test_ppi_covers_the_true_ratings_and_is_narrower_when_the_judge_agrees_80_percent():
     coverage, width, human_wald = _coverage(0.8)
     # people's own intervals as the report draws them: bootstrap percentiles (20 repetitions)
@@ -62,6 +64,7 @@ def test_ppi_covers_the_true_ratings_and_is_narrower_when_the_judge_agrees_80_pe
     assert width < 0.9 * human_wald and width < 0.9 * float(np.mean(boot))
 
 
+@pytest.mark.slow
 def test_ppi_stays_valid_with_a_useless_judge():
     coverage, width, human_wald = _coverage(0.5, reps=150)
     print(f"PPI, judge agreeing 50% (a coin): coverage {coverage:.3f}; width {width:.0f} vs people only {human_wald:.0f}")

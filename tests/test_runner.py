@@ -14,6 +14,7 @@ from collections import Counter
 from pathlib import Path
 
 import anyio
+import pytest
 
 from core.answering.runner import Runner
 from core.answering.sampleset import load_sample_set
@@ -92,6 +93,7 @@ def test_run_every_case_model_and_repeat_with_follow_ups_and_checks(tmp_path):
     assert loaded.session.meta["references"] == {"c2": "the expected answer, for after the vote"}
 
 
+@pytest.mark.slow
 def test_interrupted_run_resumes_without_duplicates_or_gaps(tmp_path):
     sample = load_sample_set(_write_set(tmp_path / "set.jsonl", n=6))
     db = tmp_path / "run.db"
@@ -155,6 +157,7 @@ def test_failed_answers_are_counted_and_retried_on_resume(tmp_path):
     assert attempts.count((1, "error")) == 2 and (2, "complete") in attempts
 
 
+@pytest.mark.slow
 def test_cli_run_ctrl_c_then_resume(tmp_path):
     """The real command: SIGINT stops it cleanly (exit 130), the same command resumes."""
     set_path = _write_set(tmp_path / "set.jsonl", n=6)
@@ -198,6 +201,7 @@ def _wait_for_an_answer(db: Path, proc: subprocess.Popen, limit: float = 60) -> 
                 continue
 
 
+@pytest.mark.slow
 def test_cli_run_ctrl_c_pressed_again_and_again_still_stops_cleanly(tmp_path):
     """Issue 11, item 20. Ctrl-C used to be lineup's only while the run's
     signal receiver was open, and that closed on the first signal: every later
@@ -254,6 +258,7 @@ def test_cli_run_unknown_model_is_usage_error(tmp_path, capsys):
     assert "nope" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_cli_run_redoes_answers_the_server_cut(tmp_path):
     """A local server that cuts answers (`[DONE]` with no finish reason, as
     llama-cpp-python does when another request arrives) gives cut answers, not

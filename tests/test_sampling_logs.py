@@ -77,6 +77,7 @@ def copy_db(llm_logs, tmp_path: Path) -> Path:
     return db
 
 
+@pytest.mark.slow
 def test_llm_036_logs_db_is_read_from_its_turns(llm_logs):
     con = sqlite3.connect(llm_logs.db)
     assert con.execute("SELECT count(*) FROM responses").fetchone() == (0,)   # the old table stays empty

@@ -175,6 +175,7 @@ async def test_scrollbar_shows_where_the_view_is_after_streaming():
             assert bar.render_lines(region) == painted
 
 
+@pytest.mark.slow
 async def test_rows_moved_by_a_scroll_are_not_styled_again_and_paint_the_same():
     """Following a stream scrolls the view by a line or two per flush: the rows
     that only moved reuse Textual's styled line (StreamView._reuse_moved_lines),
