@@ -31,6 +31,8 @@ SLOW_FILES = {
     # subprocesses killed, racing or huge inputs
     "test_importing_hostile.py", "test_inputs_huge.py", "test_store_kill.py", "test_runs_at_scale.py",
     "test_secrets.py", "test_import_races.py", "test_runner_processes.py",
+    # time limits waited out, checks run in processes
+    "test_patterns.py", "test_code_checks.py", "test_custom_checks.py",
     # the app under a pilot, snapshots, real terminals
     "test_tui_chat.py", "test_tui_workbench.py", "test_tui_vote_queue.py", "test_tui_tools.py",
     "test_tui_report.py", "test_tui_replay.py", "test_tui_tag_picker.py", "test_tui_small_terminals.py",

@@ -88,6 +88,7 @@ def _store_with(tmp_path, pairs: list[tuple[str, str, int, int]], *, judge_order
     return store
 
 
+@pytest.mark.slow
 def test_report_judge_recovers_the_planted_kappa_from_a_store(tmp_path):
     rng = np.random.default_rng(7)
     n = 2400

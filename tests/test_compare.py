@@ -364,6 +364,7 @@ def test_end_to_end_through_lineup_run_and_the_gate(tmp_path: Path, capsys: pyte
     assert f"lineup replay {cand}" in out and "newly failing" in out
 
 
+@pytest.mark.slow
 def test_the_readme_ci_example_runs_as_written(tmp_path: Path) -> None:
     """The `run:` block of the CI job in docs/evaluate.md, run by bash: exit 0 for a
     candidate as good as the baseline, 3 for a worse one, gate.json written."""

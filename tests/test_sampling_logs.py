@@ -96,6 +96,7 @@ def test_llm_036_logs_db_is_read_from_its_turns(llm_logs):
     assert by_prompt[f"{NOTES}\nWhen does the north gate open?"].history == ()
 
 
+@pytest.mark.slow
 def test_llm_images_inline_kept_remote_noted(llm_logs, tmp_path):
     logs = read_logs(llm_logs.db, "model")
     by_prompt = {r.prompt: r for r in logs.records}
