@@ -137,20 +137,39 @@ def _failed(plugin: Plugin, why: str) -> Plugin:
     return Plugin(name=plugin.name, target=plugin.target, dist=plugin.dist, error=_bounded(why))
 
 
-def make_plugin_provider(cfg: "ModelConfig", **options: Any) -> "GuardedProvider":
-    """The provider for a model whose `provider` names a plugin, guarded;
-    ValueError (naming the plugin) when it cannot be used."""
+def make_plugin_provider(cfg: "ModelConfig", **options: Any) -> Provider:
+    """The provider for a model whose `provider` names a plugin, guarded
+    (`GuardedProvider`). A plugin that cannot be used (not importable, not a
+    Provider, its constructor fails) gives a provider whose every stream is
+    one `StreamError(config)` naming the plugin and why: that model's pane
+    or case fails, never lineup. ValueError only when no plugin declares
+    the name (a config check refuses such a model before this)."""
     plugin = load(cfg.provider)
     if plugin is None:
         raise ValueError(f"model {cfg.alias!r}: unknown provider {cfg.provider!r} (no plugin declares it)")
     if plugin.cls is None:
-        raise ValueError(f"model {cfg.alias!r}: provider plugin {plugin.name!r} {plugin.error}")
+        return Unusable(f"provider plugin {plugin.name!r} {plugin.error}", cfg.secrets())
     try:
         inner = plugin.cls(cfg, **options)   # type: ignore[call-arg]  # the contract: cls(cfg, **options)
     except Exception as exc:  # noqa: BLE001 - a plugin's constructor is its own failure
-        raise ValueError(f"model {cfg.alias!r}: provider plugin {plugin.name!r} failed to start: "
-                         f"{_bounded(f'{type(exc).__name__}: {exc}', 200)}") from None
+        return Unusable(f"provider plugin {plugin.name!r} failed to start: {type(exc).__name__}: {exc}",
+                        cfg.secrets())
     return GuardedProvider(inner, cfg, plugin.name)
+
+
+class Unusable(Provider):
+    """A model whose plugin cannot be used: each stream is its one config error (no request is made)."""
+
+    def __init__(self, why: str, secrets: tuple[str, ...] = ()) -> None:
+        from providers.http import scrub
+
+        self.why = scrub(_bounded(why), secrets)
+
+    async def _failed(self) -> AsyncIterator[StreamEvent]:
+        yield StreamError(kind=ErrorKind.config, message=self.why, t=time.perf_counter())
+
+    def events(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
+        return self._failed()
 
 
 def plugin_accepts_images(name: str) -> bool:
