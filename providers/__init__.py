@@ -1,6 +1,6 @@
 """Model APIs: one module per wire protocol, all producing the event stream of
 `providers.events`. `make_provider` picks the module for a `ModelConfig` from
-the catalogue, or from a provider plugin (`providers.plugins`); the modules
+the catalogue, or from a provider plugin (`providers.plugins`, guarded by `providers.plugin_guard`); the modules
 are imported lazily so that loading one protocol (or the demo) never pulls in
 the others."""
 
@@ -25,7 +25,7 @@ def make_provider(cfg: "ModelConfig", **options: Any) -> "Provider":
     """
     entry = CATALOGUE.get(cfg.provider)
     if entry is None:   # a provider plugin (`providers.plugins`), guarded like the built-in protocols
-        from providers.plugins import make_plugin_provider
+        from providers.plugin_guard import make_plugin_provider
 
         return make_plugin_provider(cfg, **options)
     cls = getattr(importlib.import_module(entry.module), entry.cls)

@@ -22,7 +22,13 @@ Usage
 The protocol is chosen by the request path: `.../chat/completions` (OpenAI
 SSE), `/v1/messages` (Anthropic SSE), `/api/chat` (Ollama NDJSON),
 `...:streamGenerateContent` (Gemini; `?alt=sse` gives SSE, otherwise the
-JSON-array stream). `GET /api/tags` and `GET .../models` list `srv.models`.
+JSON-array stream), `.../responses` (the OpenAI Responses API: typed SSE
+events, each item added, its deltas, done, then `response.completed`, or
+`response.incomplete` with a `finish_reason` other than "completed"; its
+`error_event` is `response.failed` with code `server_error`, its
+`no_finish` / `role_only` a `response.completed` with no status; base URL
+`srv.base_url("openai-responses")`). `GET /api/tags` and `GET .../models`
+list `srv.models`.
 
 `Reply` scripts an answer: `text`, `reasoning` (sent first), `chunk_chars`
 (characters per delta; one delta = one flushed HTTP chunk), `delay` between

@@ -259,7 +259,7 @@ async def _check(model, config, timeout: float) -> dict:
     finally:
         await provider.aclose()
     if result.error is not None:
-        from providers.plugins import Unusable
+        from providers.plugin_guard import Unusable
 
         plugin = ("plugin", "the provider plugin cannot be used (see lineup models: its package, or the "
                             "error it raised)") if isinstance(provider, Unusable) else None
