@@ -26,7 +26,7 @@ from providers import plugins as plugmod
 from providers.events import ErrorKind, RequestSent
 from providers.model_config import ModelConfig
 from store import AsyncStore, Store
-from tests.server import chat_request, collect_async
+from tests.server import Reply, TestServer, chat_request, collect_async
 
 PLUGINS = Path(__file__).resolve().parent / "plugins"
 ROOT = Path(__file__).resolve().parent.parent
@@ -83,6 +83,33 @@ def test_the_example_plugin_streams_through_make_provider(installed):
     assert (result.input_tokens, result.output_tokens) == (3, 3)
     assert result.served_model == "echo-plain"
     assert not accepts_images(_echo())      # the plugin class says it takes no images
+
+
+def test_an_http_plugin_gets_the_retries_and_errors_of_the_built_in_protocols(installed, monkeypatch):
+    monkeypatch.setenv("ECHO_KEY", SECRET)
+    with TestServer() as srv:
+        srv.script(Reply(status=503, message="busy"), Reply(text="from the wire"))
+        cfg = ModelConfig(alias="h", provider="echo-http", model="m", base_url=srv.base_url("openai"),
+                          api_key_env="ECHO_KEY")
+        from providers.http import RetryPolicy
+
+        async def go():
+            provider = make_provider(cfg, retry=RetryPolicy(base=0.001))
+            try:
+                return await collect_async(provider, chat_request("ping"))
+            finally:
+                await provider.aclose()
+
+        result, events = anyio.run(go)
+        assert result.text == "from the wire" and [e.type for e in events].count("retrying") == 1
+        assert srv.requests[-1].json["prompt"] == "ping"
+        assert srv.requests[-1].headers["authorization"] == f"Bearer {SECRET}"
+        srv.script(Reply(status=401, message=f"bad key {SECRET}"))
+        result, events = anyio.run(go)
+        assert events[-1].kind == ErrorKind.auth and SECRET not in events[-1].message
+    # no base_url and no catalogue default: the model fails with a config error that says so
+    _, events = _collect(ModelConfig(alias="h", provider="echo-http", model="m"))
+    assert events[-1].kind == ErrorKind.config and "base_url is required" in events[-1].message
 
 
 def test_a_config_names_a_plugin_provider_and_a_typo_lists_the_plugins(installed, tmp_path):
@@ -172,4 +199,4 @@ def test_an_installed_plugin_works_in_a_fresh_process(tmp_path):
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert data["models"][0]["check"]["ok"] is True
-    assert {p["name"] for p in data["plugins"]} >= {"echo", "broken", "notaprovider"}
+    assert {p["name"] for p in data["plugins"]} >= {"echo", "echo-http", "broken", "notaprovider"}

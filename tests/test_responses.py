@@ -223,3 +223,28 @@ def test_hostile_shapes_never_crash_and_never_pass_for_text(srv, line):
     assert result.text == "fine"
     if events[-1].type == "error":
         assert events[-1].kind in (ErrorKind.bad_response, ErrorKind.truncated)
+
+
+def test_models_check_names_the_route_and_the_part_that_failed(srv, monkeypatch, tmp_path, capsys):
+    import socket
+
+    from core.answering import config as cfgmod
+    from lineup.cli import main
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        monkeypatch.setenv("OLLAMA_HOST", f"127.0.0.1:{s.getsockname()[1]}")
+    monkeypatch.setattr(cfgmod, "default_config_path", lambda: tmp_path / "none.toml")
+    monkeypatch.setenv("RESP_KEY", "sk-resp-0123456789abcdef0123")
+    path = tmp_path / "c.toml"
+    path.write_text(f'[models.r]\nprovider = "openai-responses"\nmodel = "gpt-5"\nbase_url = "{srv.url}/v1"\n'
+                    'api_key_env = "RESP_KEY"\nmax_retries = 0\n', encoding="utf-8")
+    srv.script(Reply(text="ok"))
+    assert main(["models", "--config", str(path), "--check", "--json"]) == 0
+    check = json.loads(capsys.readouterr().out)["models"][0]["check"]
+    assert check["ok"] and check["route"]["url"] == f"{srv.url}/v1/responses"
+    assert check["route"]["auth"].startswith("Authorization: Bearer")
+    srv.script(Reply(status=401, message="Incorrect API key provided"))
+    assert main(["models", "--config", str(path), "--check"]) == 1
+    out = capsys.readouterr().out
+    assert f"POST {srv.url}/v1/responses" in out and "wrong: auth" in out

@@ -22,7 +22,7 @@ from store import AsyncStore, Store
 from tests.server import Received, Reply, TestServer, model_config
 
 ROOT = Path(__file__).resolve().parents[1]
-PROTOCOLS = ["openai", "anthropic", "ollama", "gemini"]
+PROTOCOLS = ["openai", "openai-responses", "anthropic", "ollama", "gemini"]
 WEATHER = {"name": "get_weather", "description": "Current weather for a city.",
            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
 DOG = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"},

@@ -8,7 +8,13 @@ chooses a misbehaviour, so that tests can check what the core guarantees
 around a plugin: "raise" fails mid-stream, "no-terminal" stops without a
 terminal event, "junk" sends a value that is not an event, "leak" ends with
 an error that echoes the key, "slow" never finishes, "call" makes a tool
-call (and answers once the result comes back)."""
+call (and answers once the result comes back).
+
+`EchoHttpProvider` (`echo-http`) is the other kind of plugin: an HTTP
+protocol built on lineup's `HttpProvider`, so it gets the retries, limits
+and error mapping of the built-in protocols. Its "protocol" is a chat
+completions request to `{base_url}/chat/completions` with the prompt in a
+`prompt` field, read with lineup's OpenAI-compatible stream parser."""
 
 from __future__ import annotations
 
@@ -20,6 +26,8 @@ from typing import Any
 import anyio
 
 from providers.base import Provider
+from providers.http import HttpProvider, StreamParser
+from providers.openai import OpenAIParser
 from providers.events import (
     ChatRequest,
     ErrorKind,
@@ -75,3 +83,17 @@ class EchoProvider(Provider):
 
     async def aclose(self) -> None:
         self.closed = True
+
+
+class EchoHttpProvider(HttpProvider):
+    name = "echo-http"
+    protocol = "echo over HTTP (example plugin)"
+
+    def build(self, request: ChatRequest, key: str | None) -> tuple[str, dict[str, str], dict[str, Any]]:
+        prompt = next((m.content for m in reversed(request.messages) if m.role == "user"), "")
+        body = {"model": self.cfg.model, "prompt": prompt, "stream": True,
+                "messages": [{"role": "user", "content": prompt}]}
+        return f"{self.base_url}/chat/completions", {"accept": "text/event-stream"}, body
+
+    def parser(self) -> StreamParser:
+        return OpenAIParser()
