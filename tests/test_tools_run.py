@@ -182,6 +182,26 @@ def test_a_refused_response_format_falls_back_to_instructions_once(tmp_path):
     assert check.spec["score"] == 0.5
 
 
+def test_a_responses_server_refusing_text_format_falls_back_to_instructions(tmp_path):
+    """The Responses API asks for structured output in `text.format`; a server
+    that refuses it by that name gets the instructions instead, once."""
+    set_path = write_set(tmp_path / "set.jsonl", dog_case())
+
+    def refuse_format(rec: Received) -> Reply:
+        if "text" in (rec.json or {}):
+            return Reply(status=400, message="Unsupported parameter: 'text.format' is not supported with this model.")
+        return Reply(text=json.dumps({"name": "Rex", "age": 3, "owner": {"email": "a@b.c"}}))
+
+    with TestServer() as srv:
+        srv.respond(refuse_format)
+        run_set(tmp_path / "run.db", set_path, [model_config(srv, "openai-responses", alias="m", max_retries=0)])
+        first, second = (r.json for r in srv.requests)
+    assert first["text"]["format"]["type"] == "json_schema" and "text" not in second
+    assert json.dumps(DOG, sort_keys=True) in second["instructions"]
+    (out,) = loaded_run(tmp_path / "run.db").outputs
+    assert out.status == "complete" and out.trace.structured == "fallback"
+
+
 def test_a_second_refusal_is_the_answers_error(tmp_path):
     set_path = write_set(tmp_path / "set.jsonl", dog_case())
     with TestServer() as srv:   # it refuses the instructions too (the word is in the system prompt now)
