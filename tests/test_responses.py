@@ -248,3 +248,18 @@ def test_models_check_names_the_route_and_the_part_that_failed(srv, monkeypatch,
     assert main(["models", "--config", str(path), "--check"]) == 1
     out = capsys.readouterr().out
     assert f"POST {srv.url}/v1/responses" in out and "wrong: auth" in out
+
+
+def test_a_responses_model_is_of_openais_family_and_litellms_openai_route():
+    """Judge kinship and the canary's gateway plan read the provider name: a
+    Responses model on OpenAI's own API is OpenAI's, and LiteLLM calls it
+    `openai/MODEL` (its `openai-responses/` would be no provider at all)."""
+    from core.answering.identity import family_of
+    from core.decide.canary import deployment
+    from providers.model_config import ModelConfig
+
+    for url in (None, "https://api.openai.com/v1"):
+        assert family_of("openai-responses", "prod-deployment", url) == family_of("openai", "prod-deployment", url)
+        assert family_of("openai-responses", "prod-deployment", url) == "openai"
+    cfg = ModelConfig(alias="r", provider="openai-responses", model="gpt-5", api_key_env="OPENAI_API_KEY")
+    assert deployment("r", cfg).model == "openai/gpt-5"
