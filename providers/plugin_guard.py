@@ -41,11 +41,11 @@ def make_plugin_provider(cfg: "ModelConfig", **options: Any) -> Provider:
     (`GuardedProvider`). A plugin that cannot be used (not importable, not a
     Provider, its constructor fails) gives a provider whose every stream is
     one `StreamError(config)` naming the plugin and why: that model's pane
-    or case fails, never lineup. ValueError only when no plugin declares
-    the name (a config check refuses such a model before this)."""
+    or case fails, never lineup; so does one no installed plugin declares
+    (a session recorded with a plugin since uninstalled)."""
     plugin = load(cfg.provider)
-    if plugin is None:
-        raise ValueError(f"model {cfg.alias!r}: unknown provider {cfg.provider!r} (no plugin declares it)")
+    if plugin is None:   # a recorded session's plugin, uninstalled since
+        return Unusable(f"provider {cfg.provider!r}: no installed provider plugin declares it")
     if plugin.cls is None:
         return Unusable(f"provider plugin {plugin.name!r} {plugin.error}", cfg.secrets())
     try:

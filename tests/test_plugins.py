@@ -200,3 +200,45 @@ def test_an_installed_plugin_works_in_a_fresh_process(tmp_path):
     data = json.loads(proc.stdout)
     assert data["models"][0]["check"]["ok"] is True
     assert {p["name"] for p in data["plugins"]} >= {"echo", "echo-http", "broken", "notaprovider"}
+
+
+def test_a_session_recorded_with_a_plugin_since_uninstalled_still_opens(tmp_path, monkeypatch):
+    """Resuming needs the models as recorded: a plugin that is gone fails its
+    pane with a config error, and the session, its record and the other
+    panes go on."""
+    from core.answering.config import Config
+
+    db = tmp_path / "s.db"
+    monkeypatch.syspath_prepend(str(PLUGINS))
+    plugmod.refresh()
+    demo = ModelConfig(alias="d", provider="demo", model="concise")
+
+    async def record():
+        store = AsyncStore(Store.open(db))
+        session = await ChatSession.create(store, [_echo(), demo])
+        await session.send("first words")
+        await session.aclose()
+        await store.aclose()
+        return session.id
+
+    session_id = anyio.run(record)
+    monkeypatch.undo()                   # the package is uninstalled
+    sys.modules.pop("lineup_echo_plugin", None)
+    plugmod.refresh()
+    assert "echo" not in plugmod.plugin_names()
+    monkeypatch.setenv("LINEUP_DEMO_SPEED", "0")
+
+    async def resume():
+        store = AsyncStore(Store.open(db))
+        session = await ChatSession.resume(store, session_id, Config())
+        await session.send("second words")
+        await session.aclose()
+        loaded = await store.load_session(session_id)
+        await store.aclose()
+        return loaded
+
+    loaded = anyio.run(resume)
+    second = {o.contestant: o for o in loaded.outputs if o.turn_id == loaded.turns[-1].id}
+    assert second["echo-plain"].status == "error" and second["echo-plain"].error_kind == "config"
+    assert "no installed provider plugin declares it" in second["echo-plain"].error_message
+    assert second["d"].status == "complete"
