@@ -263,3 +263,21 @@ def test_a_responses_model_is_of_openais_family_and_litellms_openai_route():
         assert family_of("openai-responses", "prod-deployment", url) == "openai"
     cfg = ModelConfig(alias="r", provider="openai-responses", model="gpt-5", api_key_env="OPENAI_API_KEY")
     assert deployment("r", cfg).model == "openai/gpt-5"
+
+
+def test_config_defaults_are_openais_and_a_local_server_needs_no_key(tmp_path):
+    from core.answering.config import ConfigError, load_config
+    from providers import make_provider
+
+    path = tmp_path / "c.toml"
+    path.write_text('[models.r]\nprovider = "openai-responses"\nmodel = "gpt-5"\n'
+                    '[models.local]\nprovider = "openai-responses"\nmodel = "gpt-oss"\n'
+                    'base_url = "http://127.0.0.1:8000/v1"\n', encoding="utf-8")
+    models = load_config(path).models
+    assert models["r"].api_key_env == "OPENAI_API_KEY" and models["local"].api_key_env is None
+    assert make_provider(models["r"]).base_url == "https://api.openai.com/v1"
+    # a whole endpoint pasted as base_url is refused: lineup adds /responses itself
+    path.write_text('[models.r]\nprovider = "openai-responses"\nmodel = "gpt-5"\n'
+                    'base_url = "https://api.openai.com/v1/responses"\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match="ends with /responses"):
+        load_config(path)
