@@ -53,7 +53,7 @@ class EchoProvider(Provider):
         self.cfg = cfg
         self.closed = False
 
-    async def events(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:  # type: ignore[override]
+    async def events(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
         mode = self.cfg.model
         yield RequestSent(t=time.perf_counter(), wall=time.time())
         yield ServedBy(model=f"echo-{mode}")
