@@ -1,7 +1,8 @@
 """Model APIs: one module per wire protocol, all producing the event stream of
 `providers.events`. `make_provider` picks the module for a `ModelConfig` from
-the catalogue; the modules are imported lazily so that loading one protocol
-(or the demo) never pulls in the others."""
+the catalogue, or from a provider plugin (`providers.plugins`, guarded by `providers.plugin_guard`); the modules
+are imported lazily so that loading one protocol (or the demo) never pulls in
+the others."""
 
 from __future__ import annotations
 
@@ -22,10 +23,11 @@ def make_provider(cfg: "ModelConfig", **options: Any) -> "Provider":
     `RetryPolicy`, `transport=` an httpx transport; Gemini `stream_form=`
     "sse" or "json"); the demo provider takes none.
     """
-    try:
-        entry = CATALOGUE[cfg.provider]
-    except KeyError:
-        raise ValueError(f"model {cfg.alias!r}: unknown provider {cfg.provider!r}") from None
+    entry = CATALOGUE.get(cfg.provider)
+    if entry is None:   # a provider plugin (`providers.plugins`), guarded like the built-in protocols
+        from providers.plugin_guard import make_plugin_provider
+
+        return make_plugin_provider(cfg, **options)
     cls = getattr(importlib.import_module(entry.module), entry.cls)
     return cls(cfg, **options)
 
@@ -38,7 +40,9 @@ def accepts_images(cfg: "ModelConfig") -> bool:
         return False
     entry = CATALOGUE.get(cfg.provider)
     if entry is None:
-        return False
+        from providers.plugins import plugin_accepts_images
+
+        return plugin_accepts_images(cfg.provider)
     return bool(getattr(getattr(importlib.import_module(entry.module), entry.cls), "accepts_images", False))
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Literal, get_args
 
 #: Every provider name a config may use (checked against `CATALOGUE` on import).
-ProviderName = Literal["openai", "anthropic", "ollama", "gemini", "demo"]
+ProviderName = Literal["openai", "openai-responses", "anthropic", "ollama", "gemini", "demo"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +30,9 @@ class ProviderEntry:
 CATALOGUE: dict[str, ProviderEntry] = {e.name: e for e in (
     ProviderEntry("openai", "providers.openai", "OpenAIProvider", "https://api.openai.com/v1",
                   "OPENAI_API_KEY", "OpenAI-compatible chat completions (also vLLM, llama.cpp, LM Studio, gateways)",
+                  reasoning_effort=True),
+    ProviderEntry("openai-responses", "providers.responses", "ResponsesProvider", "https://api.openai.com/v1",
+                  "OPENAI_API_KEY", "OpenAI Responses API (reasoning summaries; models only served there)",
                   reasoning_effort=True),
     ProviderEntry("anthropic", "providers.anthropic", "AnthropicProvider", "https://api.anthropic.com",
                   "ANTHROPIC_API_KEY", "Anthropic Messages", "x-api-key", None),

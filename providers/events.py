@@ -367,6 +367,8 @@ class SamplingParams(BaseModel):
 SAMPLING_WIRE_NAMES: dict[str, dict[str, str]] = {
     "openai": {"temperature": "temperature", "top_p": "top_p", "max_tokens": "max_tokens", "seed": "seed",
                "stop": "stop"},
+    # the Responses API has no seed or stop sequences
+    "openai-responses": {"temperature": "temperature", "top_p": "top_p", "max_tokens": "max_output_tokens"},
     # max_tokens is required there and set apart; seed has no equivalent
     "anthropic": {"temperature": "temperature", "top_p": "top_p", "stop": "stop_sequences"},
     "gemini": {"temperature": "temperature", "top_p": "topP", "max_tokens": "maxOutputTokens", "seed": "seed",

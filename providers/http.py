@@ -531,6 +531,9 @@ class HttpProvider(Provider):
     def __init__(self, cfg: ModelConfig, *, retry: RetryPolicy | None = None,
                  transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.cfg = cfg
+        entry = CATALOGUE.get(self.name)   # None: a provider plugin's protocol (`providers.plugins`)
+        if entry is None and not cfg.base_url:
+            raise ValueError(f"model {cfg.alias!r}: base_url is required (provider {cfg.provider!r} has no default)")
         base = (cfg.base_url or default_base_url(self.name)).rstrip("/")
         # A query in base_url (`...?api-version=...`) is kept and sent on every request.
         parts = urlsplit(base)
@@ -539,8 +542,9 @@ class HttpProvider(Provider):
             base = urlunsplit(parts._replace(query="", fragment="")).rstrip("/")
         self._query.update(cfg.query)
         self.base_url = base
-        entry = CATALOGUE[self.name]   # how this protocol sends its key when the model's `auth` does not say
-        self.auth = cfg.auth or Auth(header=entry.auth_header, scheme=entry.auth_scheme)
+        # how this protocol sends its key when the model's `auth` does not say (a plugin: Authorization: Bearer)
+        self.auth = cfg.auth or (Auth(header=entry.auth_header, scheme=entry.auth_scheme) if entry
+                                 else Auth(header="Authorization", scheme="Bearer"))
         self.retry = retry or RetryPolicy()
         self._transport = transport
         self._client: httpx.AsyncClient | None = None

@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from providers.catalogue import DEMO_JUDGE_NAME, DEMO_MODEL_NAMES, ProviderName
+from providers.catalogue import CATALOGUE, DEMO_JUDGE_NAME, DEMO_MODEL_NAMES
 from providers.events import SamplingParams
 
 
@@ -72,12 +72,19 @@ def header_value_ok(value: str) -> bool:
     return value.isascii() and value.replace("\t", " ").isprintable()
 
 
+def known_providers() -> tuple[str, ...]:
+    """Every provider name a config may use: the catalogue's, then the installed plugins'."""
+    from providers.plugins import plugin_names
+
+    return (*CATALOGUE, *sorted(plugin_names()))
+
+
 class ModelConfig(BaseModel):
     """One alias. `base_url` is filled with the provider default when omitted."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     alias: str
-    provider: ProviderName
+    provider: str = Field(description="a name of the catalogue (`providers.catalogue`) or of a provider plugin")
     model: str
     base_url: str | None = None
     api_key_env: str | None = None
@@ -104,6 +111,21 @@ class ModelConfig(BaseModel):
         "extra request headers: a literal value (not a secret) or {env = NAME} (a secret, read at request time)"))
     query: dict[str, str] = Field(default_factory=dict, description=(
         "extra query parameters on every request (api-version for Azure OpenAI)"))
+
+    @field_validator("provider")
+    @classmethod
+    def _known_provider(cls, value: str, info: ValidationInfo) -> str:
+        if value in CATALOGUE:
+            return value
+        from providers.plugins import NAME_PATTERN, plugin_names   # only for a name the catalogue lacks
+
+        if value in plugin_names():
+            return value
+        if info.context and info.context.get("recorded") and NAME_PATTERN.fullmatch(value):
+            # a recorded session's plugin that is gone: the session still opens, the model fails
+            # when asked (`providers.plugin_guard`)
+            return value
+        raise ValueError(f"unknown provider; expected one of {', '.join(known_providers())}")
 
     @field_validator("auth", mode="before")
     @classmethod

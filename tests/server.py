@@ -22,7 +22,13 @@ Usage
 The protocol is chosen by the request path: `.../chat/completions` (OpenAI
 SSE), `/v1/messages` (Anthropic SSE), `/api/chat` (Ollama NDJSON),
 `...:streamGenerateContent` (Gemini; `?alt=sse` gives SSE, otherwise the
-JSON-array stream). `GET /api/tags` and `GET .../models` list `srv.models`.
+JSON-array stream), `.../responses` (the OpenAI Responses API: typed SSE
+events, each item added, its deltas, done, then `response.completed`, or
+`response.incomplete` with a `finish_reason` other than "completed"; its
+`error_event` is `response.failed` with code `server_error`, its
+`no_finish` / `role_only` a `response.completed` with no status; base URL
+`srv.base_url("openai-responses")`). `GET /api/tags` and `GET .../models`
+list `srv.models`.
 
 `Reply` scripts an answer: `text`, `reasoning` (sent first), `chunk_chars`
 (characters per delta; one delta = one flushed HTTP chunk), `delay` between
@@ -320,7 +326,8 @@ class TestServer:
 
     def base_url(self, provider: str) -> str:
         """`ModelConfig.base_url` that points a provider at this server."""
-        return {"openai": self.url + "/v1", "gemini": self.url + "/v1beta"}.get(provider, self.url)
+        return {"openai": self.url + "/v1", "openai-responses": self.url + "/v1",
+                "gemini": self.url + "/v1beta"}.get(provider, self.url)
 
     def script(self, *replies: Reply | RawReply) -> None:
         """Replies for the next requests, in order; the last one keeps being served."""
@@ -573,7 +580,8 @@ class _Responder:
             await self.wait(reply.first_delay)
             await self.piece(json.dumps(_whole_body(proto, reply), indent=2).encode())
             return await self.finish()
-        ctype = {"openai": "text/event-stream", "anthropic": "text/event-stream; charset=utf-8",
+        ctype = {"openai": "text/event-stream", "responses": "text/event-stream",
+                 "anthropic": "text/event-stream; charset=utf-8",
                  "ollama": "application/x-ndjson", "gemini-sse": "text/event-stream",
                  "gemini-json": "application/json; charset=UTF-8"}[proto]
         await self.head(200, {"content-type": ctype, **extra})
@@ -661,6 +669,8 @@ def _protocol(rec: Received) -> str | None:
     path = rec.path
     if path.endswith("/chat/completions"):
         return "openai"
+    if path.endswith("/responses"):
+        return "responses"
     if path.endswith("/v1/messages"):
         return "anthropic"
     if path.endswith("/api/chat"):
@@ -755,6 +765,18 @@ def _fingerprint(reply: Reply) -> dict[str, str]:
 def _whole_body(proto: str, reply: Reply) -> Any:
     """The protocol's complete non-streamed response for `reply`."""
     i, o, r = _usage(reply)
+    if proto == "responses":
+        output: list[dict[str, Any]] = []
+        if reply.reasoning:
+            output.append({"type": "reasoning", "id": "rs_0", "summary": [{"type": "summary_text",
+                                                                          "text": reply.reasoning}]})
+        output.append({"type": "message", "id": "msg_0", "status": "completed", "role": "assistant",
+                       "content": [{"type": "output_text", "text": reply.text, "annotations": []}]})
+        output += [{"type": "function_call", "id": f"fc_{n}", "call_id": _call_id(c, n), "name": c["name"],
+                    "arguments": _args_text(c), "status": "completed"} for n, c in enumerate(reply.tool_calls)]
+        return {"id": "resp_test", "object": "response", "status": "completed", "model": reply.served_model,
+                "output": output, "usage": {"input_tokens": i, "output_tokens": o, "total_tokens": i + o,
+                                            "output_tokens_details": {"reasoning_tokens": r or 0}}}
     if proto == "openai":
         message: dict[str, Any] = {"role": "assistant", "content": reply.text}
         if reply.reasoning:
@@ -1059,8 +1081,123 @@ class _GeminiArray(_Gemini):
     sse = False
 
 
-_ENCODERS = {"openai": _OpenAI, "anthropic": _Anthropic, "ollama": _Ollama, "gemini-sse": _Gemini,
-             "gemini-json": _GeminiArray}
+class _Responses(_Encoder):
+    """The OpenAI Responses API's typed events: each item (reasoning, message,
+    function call) added, its deltas, done; `response.completed` at the end
+    (`response.incomplete` when the reply's `finish_reason` is set and is
+    not "completed": its `incomplete_details.reason`)."""
+
+    def __init__(self, reply: Reply) -> None:
+        super().__init__(reply)
+        self.seq = 0
+        self.started = False
+        self.item: str | None = None      # the open item's kind: "text" | "reasoning"
+        self.index = -1                   # its output_index
+
+    def _ev(self, name: str, obj: dict[str, Any]) -> bytes:
+        self.seq += 1
+        return b"event: " + name.encode() + b"\ndata: " + _j({"type": name, "sequence_number": self.seq, **obj}) + b"\n\n"
+
+    def _response(self, status: str | None, **extra: Any) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": "resp_test", "object": "response", "created_at": 0,
+                               "model": self.reply.served_model, "output": [], "usage": None, **extra}
+        if status is not None:
+            out["status"] = status
+        return out
+
+    def _start(self) -> bytes:
+        if self.started:
+            return b""
+        self.started = True
+        return (self._ev("response.created", {"response": self._response("in_progress")})
+                + self._ev("response.in_progress", {"response": self._response("in_progress")}))
+
+    def _close(self) -> bytes:
+        if self.item is None:
+            return b""
+        kind, self.item = self.item, None
+        item_id = f"{'msg' if kind == 'text' else 'rs'}_{self.index}"
+        if kind == "text":
+            return (self._ev("response.content_part.done", {"item_id": item_id, "output_index": self.index,
+                                                            "content_index": 0, "part": {"type": "output_text"}})
+                    + self._ev("response.output_item.done", {"output_index": self.index, "item": {
+                        "type": "message", "id": item_id, "status": "completed", "role": "assistant"}}))
+        return self._ev("response.output_item.done", {"output_index": self.index, "item": {
+            "type": "reasoning", "id": item_id}})
+
+    def _open(self, kind: str) -> bytes:
+        if self.item == kind:
+            return b""
+        out = self._close()
+        self.item, self.index = kind, self.index + 1
+        if kind == "text":
+            item_id = f"msg_{self.index}"
+            return out + self._ev("response.output_item.added", {"output_index": self.index, "item": {
+                "type": "message", "id": item_id, "status": "in_progress", "role": "assistant", "content": []}}) \
+                + self._ev("response.content_part.added", {"item_id": item_id, "output_index": self.index,
+                                                           "content_index": 0,
+                                                           "part": {"type": "output_text", "text": "",
+                                                                    "annotations": []}})
+        item_id = f"rs_{self.index}"
+        return out + self._ev("response.output_item.added", {"output_index": self.index, "item": {
+            "type": "reasoning", "id": item_id, "summary": []}}) \
+            + self._ev("response.reasoning_summary_part.added", {"item_id": item_id, "output_index": self.index,
+                                                                 "summary_index": 0,
+                                                                 "part": {"type": "summary_text", "text": ""}})
+
+    def delta(self, kind: str, text: str) -> bytes:
+        head = self._start() + self._open(kind)
+        name = "response.output_text.delta" if kind == "text" else "response.reasoning_summary_text.delta"
+        where = {"content_index": 0} if kind == "text" else {"summary_index": 0}
+        item_id = f"{'msg' if kind == 'text' else 'rs'}_{self.index}"
+        return head + self._ev(name, {"item_id": item_id, "output_index": self.index, **where, "delta": text})
+
+    def tool_call(self, index: int, call: dict[str, Any]) -> list[bytes]:
+        args = _args_text(call)
+        n = max(1, self.reply.chunk_chars)
+        head = self._start() + self._close()
+        self.index += 1
+        item = {"type": "function_call", "id": f"fc_{self.index}", "call_id": _call_id(call, index),
+                "name": call["name"], "arguments": "", "status": "in_progress"}
+        out = [head + self._ev("response.output_item.added", {"output_index": self.index, "item": item})]
+        out += [self._ev("response.function_call_arguments.delta", {
+            "item_id": item["id"], "output_index": self.index, "delta": args[i:i + n]}) for i in range(0, len(args), n)]
+        out.append(self._ev("response.function_call_arguments.done", {
+            "item_id": item["id"], "output_index": self.index, "arguments": args})
+            + self._ev("response.output_item.done", {"output_index": self.index,
+                                                     "item": {**item, "arguments": args, "status": "completed"}}))
+        return out
+
+    def end(self, reply: Reply, with_terminator: bool) -> bytes:
+        out = self._start() + self._close()
+        if not with_terminator:
+            return out
+        i, o, r = _usage(reply)
+        usage = {"input_tokens": i, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": o,
+                 "output_tokens_details": {"reasoning_tokens": r or 0}, "total_tokens": i + o}
+        reason = reply.finish_reason
+        if reason and reason != "completed":
+            return out + self._ev("response.incomplete", {"response": self._response(
+                "incomplete", usage=usage, incomplete_details={"reason": reason})})
+        return out + self._ev("response.completed", {"response": self._response("completed", usage=usage)})
+
+    def error(self, reply: Reply) -> bytes:
+        return self._start() + self._close() + self._ev("response.failed", {"response": self._response(
+            "failed", error={"code": "server_error", "message": reply.message})})
+
+    def malformed(self) -> bytes:
+        return self._start() + b'event: response.output_text.delta\ndata: {"type": "response.output_text.delta", "delta": \n\n'
+
+    def opening(self) -> bytes:
+        return self._start()
+
+    def cut_end(self) -> bytes:
+        # the terminator with no status: nothing says the answer was complete
+        return self._start() + self._close() + self._ev("response.completed", {"response": self._response(None)})
+
+
+_ENCODERS = {"openai": _OpenAI, "responses": _Responses, "anthropic": _Anthropic, "ollama": _Ollama,
+             "gemini-sse": _Gemini, "gemini-json": _GeminiArray}
 
 
 # --- a judge on the wire ------------------------------------------------------------

@@ -6,6 +6,7 @@ its bootstrap interval covers it, and too little overlap is said in words."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from core.stats import calibration as C
 from core.answering.judge import JudgePrompt

@@ -26,8 +26,11 @@ CASES = sorted(CORPUS.glob("*.json")) if CORPUS.is_dir() else []
 pytestmark = pytest.mark.skipif(
     not CASES, reason=f"conformance corpus not found at {CORPUS} (third-party data kept outside the repo)")
 
-_SUFFIX = {"openai-compatible": "/chat/completions", "anthropic": "/v1/messages", "ollama": "/api/chat"}
-_PROVIDER = {"openai-compatible": "openai", "anthropic": "anthropic", "ollama": "ollama", "gemini": "gemini"}
+# "openai-responses": the cases in tests/data/responses_wire (tests/test_responses.py replays them)
+_SUFFIX = {"openai-compatible": "/chat/completions", "anthropic": "/v1/messages", "ollama": "/api/chat",
+           "openai-responses": "/responses"}
+_PROVIDER = {"openai-compatible": "openai", "anthropic": "anthropic", "ollama": "ollama", "gemini": "gemini",
+             "openai-responses": "openai-responses"}
 
 
 def load(path: Path) -> dict[str, Any]:

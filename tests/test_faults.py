@@ -134,7 +134,7 @@ def _assert_identity_safe(kind: str | None, text: str | None) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("protocol", ["openai", "anthropic"])
+@pytest.mark.parametrize("protocol", ["openai", "openai-responses", "anthropic"])
 @pytest.mark.parametrize("fault", sorted(FAULTS))
 def test_fault_in_blind_chat(fault, protocol, tmp_path, no_dns):
     _, want_status, want_kind = FAULTS[fault]

@@ -19,9 +19,9 @@ from tests.server import Reply, TestServer, chat_request, collect, model_config
 
 FAST = RetryPolicy(base=0.001, cap=1.0)
 # (provider, make_provider options): Gemini in both stream forms
-PROTOCOLS = [("openai", {}), ("anthropic", {}), ("ollama", {}), ("gemini", {"stream_form": "sse"}),
+PROTOCOLS = [("openai", {}), ("openai-responses", {}), ("anthropic", {}), ("ollama", {}), ("gemini", {"stream_form": "sse"}),
              ("gemini", {"stream_form": "json"})]
-IDS = ["openai", "anthropic", "ollama", "gemini-sse", "gemini-json"]
+IDS = ["openai", "openai-responses", "anthropic", "ollama", "gemini-sse", "gemini-json"]
 
 
 @pytest.fixture(scope="module")
@@ -285,7 +285,7 @@ def test_key_never_appears_in_any_event(srv, proto, opts, monkeypatch):
             assert SECRET not in dumped and SECRET[:16] not in dumped, ev
         # The key did go out, in the protocol's header (and never in the URL).
         req = srv.requests[0]
-        header = {"openai": "authorization", "anthropic": "x-api-key", "ollama": "authorization",
+        header = {"openai": "authorization", "openai-responses": "authorization", "anthropic": "x-api-key", "ollama": "authorization",
                   "gemini": "x-goog-api-key"}[proto]
         assert SECRET in req.headers[header]
         assert SECRET not in req.path + req.query

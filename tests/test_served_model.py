@@ -16,7 +16,7 @@ from providers.events import SERVED_LIMIT, ServedBy
 from tests.server import RawReply, Reply, TestServer, chat_request, collect, model_config
 from tests.test_conformance import CASES, load, replay
 
-PROTOCOLS = ["openai", "anthropic", "ollama", "gemini"]
+PROTOCOLS = ["openai", "openai-responses", "anthropic", "ollama", "gemini"]
 
 
 @pytest.fixture(scope="module")

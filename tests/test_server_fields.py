@@ -34,7 +34,7 @@ KEY_VAR, HEADER_VAR = "LINEUP_FIELDS_KEY", "LINEUP_FIELDS_HEADER"
 SECRETS = (KEY, HEADER_SECRET)
 NEEDLES = [s[i:i + 8].encode() for s in SECRETS for i in range(len(s) - 7)]
 RAW_CONTROLS = ("\x1b", "\x07", "\x9b")
-PROTOCOLS = ("openai", "anthropic", "ollama", "gemini")
+PROTOCOLS = ("openai", "openai-responses", "anthropic", "ollama", "gemini")
 
 
 def _leak(field: str) -> str:
@@ -133,8 +133,7 @@ def test_every_server_field_is_scrubbed_bounded_and_escaped_wherever_it_lands(
     with TestServer() as srv:
         config = _config(tmp_path / "config.toml", srv)
         srv.respond(_hostile)
-        streamed = ["-m", "s-openai", "-m", "s-anthropic", "-m", "s-ollama", "-m", "s-gemini", "-m", "neighbour",
-                    "-m", "failing"]
+        streamed = [*(a for p in PROTOCOLS for a in ("-m", f"s-{p}")), "-m", "neighbour", "-m", "failing"]
         for _ in range(2):   # the second resumes the first (nothing to redo)
             cli("run", str(tools_set), *streamed, "--config", str(config), "--quiet", codes=(0, 1))
         for _ in range(2):   # canary runs: `lineup drift --report`, `lineup diff` compares them

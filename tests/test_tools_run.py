@@ -22,7 +22,7 @@ from store import AsyncStore, Store
 from tests.server import Received, Reply, TestServer, model_config
 
 ROOT = Path(__file__).resolve().parents[1]
-PROTOCOLS = ["openai", "anthropic", "ollama", "gemini"]
+PROTOCOLS = ["openai", "openai-responses", "anthropic", "ollama", "gemini"]
 WEATHER = {"name": "get_weather", "description": "Current weather for a city.",
            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
 DOG = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"},
@@ -180,6 +180,26 @@ def test_a_refused_response_format_falls_back_to_instructions_once(tmp_path):
     assert check.spec["failures"] == ["missing_field", "wrong_type"] and check.spec["structured"] == "fallback"
     # name, age present of name, age, owner, owner.email
     assert check.spec["score"] == 0.5
+
+
+def test_a_responses_server_refusing_text_format_falls_back_to_instructions(tmp_path):
+    """The Responses API asks for structured output in `text.format`; a server
+    that refuses it by that name gets the instructions instead, once."""
+    set_path = write_set(tmp_path / "set.jsonl", dog_case())
+
+    def refuse_format(rec: Received) -> Reply:
+        if "text" in (rec.json or {}):
+            return Reply(status=400, message="Unsupported parameter: 'text.format' is not supported with this model.")
+        return Reply(text=json.dumps({"name": "Rex", "age": 3, "owner": {"email": "a@b.c"}}))
+
+    with TestServer() as srv:
+        srv.respond(refuse_format)
+        run_set(tmp_path / "run.db", set_path, [model_config(srv, "openai-responses", alias="m", max_retries=0)])
+        first, second = (r.json for r in srv.requests)
+    assert first["text"]["format"]["type"] == "json_schema" and "text" not in second
+    assert json.dumps(DOG, sort_keys=True) in second["instructions"]
+    (out,) = loaded_run(tmp_path / "run.db").outputs
+    assert out.status == "complete" and out.trace.structured == "fallback"
 
 
 def test_a_second_refusal_is_the_answers_error(tmp_path):

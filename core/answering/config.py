@@ -83,7 +83,7 @@ from providers.catalogue import (
     default_base_url,
 )
 from providers.events import PARAM_NAMES, SamplingParams
-from providers.model_config import DEMO_JUDGE, DEMO_MODELS, ModelConfig, Price  # noqa: F401  (Price: part of a model's table)
+from providers.model_config import DEMO_JUDGE, DEMO_MODELS, ModelConfig, Price, known_providers  # noqa: F401  (Price: part of a model's table)
 
 OLLAMA_PROBE_TIMEOUT = 0.3
 
@@ -388,7 +388,15 @@ def _tags(raw: Any, problems: list) -> tuple[str, ...]:
 
 
 #: The path each protocol adds to `base_url` (a base_url already ending with it is refused).
-_ROUTE_SUFFIX = {"openai": "/chat/completions", "anthropic": "/v1/messages", "ollama": "/api/chat"}
+_ROUTE_SUFFIX = {"openai": "/chat/completions", "openai-responses": "/responses", "anthropic": "/v1/messages",
+                 "ollama": "/api/chat"}
+
+
+def _plugin_declared(name: str) -> bool:
+    """Whether an installed provider plugin declares `name` (read only for a name the catalogue lacks)."""
+    from providers.plugins import plugin_names
+
+    return name in plugin_names()
 
 
 def _model(alias: str, table: Any, problems: list) -> ModelConfig | None:
@@ -406,13 +414,15 @@ def _model(alias: str, table: Any, problems: list) -> ModelConfig | None:
         data.pop("alias")
 
     provider = data.get("provider")
+    plugin = isinstance(provider, str) and provider not in PROVIDERS and _plugin_declared(provider)
     if provider is None:
-        problems.append((_join(*where, "provider"), f"required key is missing (one of {', '.join(PROVIDERS)})"))
-    elif provider not in PROVIDERS:
+        problems.append((_join(*where, "provider"),
+                         f"required key is missing (one of {', '.join(known_providers())})"))
+    elif provider not in PROVIDERS and not plugin:
         shown = repr(provider) if isinstance(provider, str) and len(provider) < 30 and not looks_like_key(
             provider.replace("-", "_")) else "this value"
         problems.append((_join(*where, "provider"),
-                         f"unknown provider {shown}; expected one of {', '.join(PROVIDERS)}"))
+                         f"unknown provider {shown}; expected one of {', '.join(known_providers())}"))
 
     key_env = data.get("api_key_env")
     if isinstance(key_env, str) and key_env != "":
@@ -463,14 +473,14 @@ def _model(alias: str, table: Any, problems: list) -> ModelConfig | None:
             problems.append((_join(*where, "model"),
                              f"unknown demo style {data['model']!r}; expected one of {', '.join(DEMO_STYLE_NAMES)}"))
 
-    if provider not in PROVIDERS:
+    if provider not in PROVIDERS and not plugin:
         data["provider"] = "demo"   # already reported; a placeholder so the other fields are still checked
     if provider in PROVIDERS:
         if "base_url" not in data and "base_url" not in table:
             data["base_url"] = PROVIDER_DEFAULT_BASE_URL[provider]
         if "api_key_env" not in table:
             default_key = PROVIDER_DEFAULT_KEY_ENV[provider]
-            if provider == "openai" and "base_url" in table:
+            if provider in ("openai", "openai-responses") and "base_url" in table:
                 default_key = None
             data["api_key_env"] = default_key
     if data.get("api_key_env") == "":

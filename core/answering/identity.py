@@ -75,7 +75,9 @@ FAMILIES: tuple[Family, ...] = (
     Family("ai21", r"jamba", (r"Jamba",), (r"AI21(?:\s+Labs)?",)),
 )
 _BY_PROVIDER = {"anthropic": "anthropic", "gemini": "google"}
-_OFFICIAL_HOSTS = {"openai": ("openai.com", "openai.azure.com")}
+_OPENAI_HOSTS = ("openai.com", "openai.azure.com")
+#: Protocols whose default server is one maker's own API: (that maker's family, its hosts).
+_OFFICIAL_HOSTS = {"openai": ("openai", _OPENAI_HOSTS), "openai-responses": ("openai", _OPENAI_HOSTS)}
 
 # Versions and sizes that may follow a product name: "GPT-4o", "Claude 3.5 Sonnet", "Qwen2.5-Max".
 _TAIL = (r"(?:[- \t]?(?:\d+(?:\.\d+)*[a-z]?\+?|v\d+(?:\.\d+)*|turbo|mini|pro|flash|ultra|nano|sonnet|opus|haiku"
@@ -224,8 +226,9 @@ def _families(provider: str, model: str, base_url: str) -> list[Family]:
     families = [f for f in FAMILIES if re.search(f.model_ids, lowered)]
     by_provider = _BY_PROVIDER.get(provider)
     host = (urlsplit(base_url).hostname or "") if base_url else ""
-    if not families and provider in _OFFICIAL_HOSTS and (not host or host.endswith(_OFFICIAL_HOSTS[provider])):
-        by_provider = provider
+    official = _OFFICIAL_HOSTS.get(provider)
+    if not families and official is not None and (not host or host.endswith(official[1])):
+        by_provider = official[0]
     families += [f for f in FAMILIES if f.key == by_provider and f not in families]
     return families
 

@@ -878,10 +878,11 @@ def _config_from_record(c: ContestantRecord, config: Config) -> ModelConfig:
     """A model as it was frozen in a session, reachable again with today's key
     variable, auth and headers (none of them is recorded: they may hold or name secrets)."""
     same = next((m for m in config.models.values() if m.provider == c.provider and m.model == c.model), None)
-    return ModelConfig(
+    # context "recorded": a provider plugin uninstalled since is still a model (it fails when asked)
+    return ModelConfig.model_validate(dict(
         alias=c.alias, provider=c.provider, model=c.model, base_url=c.base_url,
         api_key_env=same.api_key_env if same else None,
         auth=same.auth if same else None, headers=dict(same.headers) if same else {},
         query=dict(same.query) if same else {},
         params=SamplingParams(**c.params), price=c.price,
-    )
+    ), context={"recorded": True})

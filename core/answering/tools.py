@@ -56,6 +56,7 @@ RESERVED_TOOL_NAMES = frozenset({ANSWER_TOOL})
 #: Words in a refusal (HTTP 400) that name a protocol's structured-output field, per provider.
 STRUCTURED_FIELDS: dict[str, tuple[str, ...]] = {
     "openai": ("response_format", "json_schema"),
+    "openai-responses": ("text.format", "json_schema"),
     "anthropic": ("tool_choice", ANSWER_TOOL),
     "gemini": ("responseschema", "response_schema", "responsemimetype", "response_mime_type"),
     "ollama": ("format",),

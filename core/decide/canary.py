@@ -74,7 +74,8 @@ METRICS: dict[str, tuple[str, bool]] = {
 }
 
 # LiteLLM's provider prefixes for lineup's protocols.
-_LITELLM_PREFIX = {"openai": "openai", "anthropic": "anthropic", "gemini": "gemini", "ollama": "ollama_chat"}
+_LITELLM_PREFIX = {"openai": "openai", "openai-responses": "openai", "anthropic": "anthropic", "gemini": "gemini",
+                   "ollama": "ollama_chat"}
 
 
 # ---------------------------------------------------------------- plan

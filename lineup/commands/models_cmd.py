@@ -4,6 +4,11 @@ header's variable) and whether it is set, never its value; `--check` sends
 one tiny request per model, concurrently, and says which route and auth it
 used and, on failure, which part was wrong (URL, auth, format...).
 
+Installed provider plugins (`providers.plugins`) are listed after the
+models, each with its protocol or, when it cannot be used, why; `--json`
+puts them under `plugins`: [{`name`, `target`, `distribution`, `protocol`,
+`ok`, `error`}].
+
 `--json` shape, per model: `alias`, `provider`, `model`, `base_url`
 (credentials removed), `api_key_env`, `key` ("present" | "missing" | null),
 `headers` ([{`name`, `env` (null for a literal), `set`}]; values never),
@@ -11,7 +16,7 @@ used and, on failure, which part was wrong (URL, auth, format...).
 config, such as the offline judge `demo/judge`; never checked); with
 `--check`, `check` (null when not configured): {`ok`, `ttft_ms`, `total_ms`, `streamed`,
 `error_kind`, `error`, `problem` (null | "url" | "auth" | "format" |
-"request" | "server" | "timeout" | "config"), `hint`, `route` (null for the
+"request" | "server" | "timeout" | "config" | "plugin"), `hint`, `route` (null for the
 demo, else {`method`, `url`, `auth`, `headers`})}."""
 
 from __future__ import annotations
@@ -73,11 +78,12 @@ def run(args: argparse.Namespace) -> int:
             row["check"] = check
         failed = any(not c["ok"] for c in checks)
 
+    plugins = _plugins()
     path, _ = config_path(args.config)
     if args.json:
         print(json.dumps({"config": config.source, "autodetected": config.autodetected,
-                          "demo_only": config.demo_only, "warnings": list(config.warnings), "models": rows},
-                         indent=2))
+                          "demo_only": config.demo_only, "warnings": list(config.warnings), "models": rows,
+                          "plugins": plugins}, indent=2))
         return 1 if failed else 0
 
     for warning in config.warnings:
@@ -97,9 +103,32 @@ def run(args: argparse.Namespace) -> int:
         print("Also offline, with -m (demo models, synthetic answers; demo/judge is the offline judge: "
               "lineup judge -m demo/judge):")
         _print_table(offline, False)
+    if plugins:
+        print()
+        print("Provider plugins (provider = NAME in a model's table):")
+        _print_plugins(plugins)
     if args.check:
         _print_routes(rows)
     return 1 if failed else 0
+
+
+def _plugins() -> list[dict[str, Any]]:
+    """Every installed provider plugin, loaded: what it is, or why it cannot be used."""
+    from providers.plugins import plugins
+
+    return [{"name": p.name, "target": p.target, "distribution": p.dist, "protocol": p.protocol if p.cls else None,
+             "ok": p.cls is not None, "error": p.error} for p in plugins()]
+
+
+def _print_plugins(plugins: list[dict[str, Any]]) -> None:
+    """One line per plugin; one that cannot be used says why (its text is the plugin's: made inert)."""
+    from core.ground.text import one_line
+
+    width = max(len(one_line(p["name"])) for p in plugins)
+    for p in plugins:
+        source = f" ({one_line(p['distribution'])})" if p["distribution"] else ""
+        what = one_line(p["protocol"]) if p["ok"] else f"FAILED: {one_line(p['error'])}"
+        print(f"  {one_line(p['name']).ljust(width)}  {what}  [{one_line(p['target'])}{source}]")
 
 
 def _unset(name: str) -> bool:
@@ -205,8 +234,8 @@ async def _check(model, config, timeout: float) -> dict:
     try:
         provider = make_provider(model)
         describe = getattr(provider, "route", None)
-        if describe is not None:
-            r = describe(request)
+        r = describe(request) if describe is not None else None
+        if r is not None:   # a plugin provider may have no route to tell
             route = {"method": "POST", "url": redact_url(r.url), "auth": r.auth, "headers": list(r.headers)}
     except Exception as exc:  # a bad provider set-up is this model's failure, not the command's
         return failure("config", str(exc) or type(exc).__name__,
@@ -230,7 +259,11 @@ async def _check(model, config, timeout: float) -> dict:
     finally:
         await provider.aclose()
     if result.error is not None:
-        return failure(str(result.error.kind), result.error.message, result)
+        from providers.plugin_guard import Unusable
+
+        plugin = ("plugin", "the provider plugin cannot be used (see lineup models: its package, or the "
+                            "error it raised)") if isinstance(provider, Unusable) else None
+        return failure(str(result.error.kind), result.error.message, result, problem=plugin)
     return {"ok": True, "ttft_ms": result.ttft_ms,
             "total_ms": result.duration_ms if result.duration_ms is not None else (time.perf_counter() - started) * 1000,
             "streamed": result.streamed, "error_kind": None, "error": None, "problem": None, "hint": None,
