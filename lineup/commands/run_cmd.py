@@ -18,6 +18,10 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("set", metavar="SET.jsonl", help="sample set (JSONL, one case per line)")
     p.add_argument("-m", "--model", dest="models", action="append", default=[], metavar="ALIAS",
                    help="a model alias (repeat for each contestant; default: every configured model)")
+    p.add_argument("--variants", metavar="NAMES",
+                   help="comma-separated variant names: every model of -m runs as each variant (MODEL@NAME: "
+                        "the model's own [variants.\"MODEL@NAME\"], else a generic [variants.NAME]); the "
+                        "report then groups the ratings by model and by variant")
     p.add_argument("--with-logged", action="store_true",
                    help="add the answer production gave (the cases' logged answers, from `lineup sample "
                         "--keep-answers`) as a contestant named 'logged', judged blind beside the others; "
@@ -62,7 +66,7 @@ def run_inputs(args: argparse.Namespace):
     """(config, models, sample set, sampling params) of a command that runs a
     set (`run`, `drift`, `load`): each checked, exit 2 naming what is wrong, every
     model's key in the environment before anything is recorded."""
-    from core.answering.config import ConfigError, load_config, resolve_models
+    from core.answering.config import ConfigError, load_config, resolve_models, variant_matrix
     from core.ground.errors import UsageError
     from core.answering.sampleset import SampleSetError, load_sample_set
     from core.stats.votes import labels_for
@@ -72,14 +76,23 @@ def run_inputs(args: argparse.Namespace):
         config = load_config(args.config, probe_ollama=True)
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
+    aliases = list(args.models)
+    names = [n.strip() for n in (getattr(args, "variants", None) or "").split(",") if n.strip()]
+    if getattr(args, "variants", None) is not None and not names:
+        raise UsageError("--variants: name at least one variant (--variants terse,detailed)")
     try:
-        models = resolve_models(config, args.models) if args.models else list(config.models.values())
+        if names:   # the matrix: every model with every variant
+            aliases = variant_matrix(config, aliases or list(config.models), names)
+        models = resolve_models(config, aliases) if aliases else list(config.models.values())
     except ConfigError as exc:
-        raise UsageError(f"-m/--model: {exc}") from None
+        raise UsageError(f"{'--variants' if names else '-m/--model'}: {exc}") from None
     try:
         sample_set = load_sample_set(args.set)
     except SampleSetError as exc:
         raise UsageError(str(exc)) from None
+    problems = sample_set.template_problems(models)   # before any request: every case fills every template
+    if problems:
+        raise UsageError(str(SampleSetError(problems)))
     if not models:
         raise UsageError("no models: name them with -m ALIAS (see `lineup models`)")
     try:
