@@ -279,3 +279,25 @@ def test_two_demo_models_by_two_variants_run_vote_report_decide_export(tmp_path,
                for x in detailed)
     terse = [x for x in lines if x["contestant"]["alias"] == "demo/concise@terse"]
     assert all(x["system"] == "Answer in one sentence." and x["params"]["temperature"] == 0 for x in terse)
+
+
+def test_before_the_reveal_the_tui_shows_the_cases_prompt_not_a_variants():
+    from store.records import OutputRecord, TurnRecord
+    from tui.record_entries import prompt_entry
+
+    turn = TurnRecord(session_id="s", position=0, user_message="Where is my parcel?")
+    out = OutputRecord(session_id="s", turn_id=turn.id, contestant="gpt@warm", label="A",
+                       prompt="Reply in a calm voice: Where is my parcel?")
+    assert prompt_entry(turn, out, hidden=True, templated=True) == ("user", "Where is my parcel?")
+    assert prompt_entry(turn, out, hidden=False, templated=True)[1].startswith("Reply in a calm voice")
+    edited = out.model_copy(update={"prompt": "Where is my order?"})     # a chat's edit: the same for every answer
+    assert prompt_entry(turn, edited, hidden=True) == ("user", "Where is my order?")
+
+
+def test_lineup_models_lists_the_variants(tmp_path, monkeypatch, capsys):
+    (tmp_path / "config.toml").write_text(VARIANTS)
+    monkeypatch.setenv("LINEUP_CONFIG", str(tmp_path / "config.toml"))
+    assert main(["models", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)["variants"]
+    assert listed == [{"name": "terse", "model": None, "overrides": ["system", "params"]},
+                      {"name": "detailed", "model": None, "overrides": ["system", "template"]}]

@@ -62,6 +62,11 @@ def run(args: argparse.Namespace) -> int:
               "key": None, "headers": [], "demo": True, "configured": False}
              for m in (*DEMO_MODELS, DEMO_JUDGE) if m.alias not in config.models]
 
+    # [variants]: a model with its own prompt and settings (`-m NAME`, or `-m MODEL@NAME` for a generic one)
+    variants = [{"name": name, "model": v.model, "overrides": [k for k in ("system", "template") if getattr(v, k)]
+                 + (["params"] if v.params.model_dump(exclude_none=True) else [])}
+                for name, v in config.variants.items()]
+
     failed = False
     if args.check:
         import anyio
@@ -76,8 +81,8 @@ def run(args: argparse.Namespace) -> int:
     path, _ = config_path(args.config)
     if args.json:
         print(json.dumps({"config": config.source, "autodetected": config.autodetected,
-                          "demo_only": config.demo_only, "warnings": list(config.warnings), "models": rows},
-                         indent=2))
+                          "demo_only": config.demo_only, "warnings": list(config.warnings), "models": rows,
+                          "variants": variants}, indent=2))
         return 1 if failed else 0
 
     for warning in config.warnings:
@@ -97,6 +102,12 @@ def run(args: argparse.Namespace) -> int:
         print("Also offline, with -m (demo models, synthetic answers; demo/judge is the offline judge: "
               "lineup judge -m demo/judge):")
         _print_table(offline, False)
+    if variants:
+        print()
+        print("Variants (-m NAME; a generic one, without a model, as -m MODEL@NAME or run --variants NAME):")
+        for v in variants:
+            of = f"of {v['model']}" if v["model"] else "generic"
+            print(f"  {one_line(v['name'])}  {one_line(of)}  ({', '.join(v['overrides']) or 'no overrides'})")
     if args.check:
         _print_routes(rows)
     return 1 if failed else 0
