@@ -301,3 +301,51 @@ def test_lineup_models_lists_the_variants(tmp_path, monkeypatch, capsys):
     listed = json.loads(capsys.readouterr().out)["variants"]
     assert listed == [{"name": "terse", "model": None, "overrides": ["system", "params"]},
                       {"name": "detailed", "model": None, "overrides": ["system", "template"]}]
+
+
+def test_a_blind_chat_sends_each_variant_its_own_system_prompt_and_resumes_it(tmp_path):
+    from core.answering.config import Config, Variant, apply_variant
+    from core.answering.sessions import ChatSession
+
+    with TestServer() as srv:
+        srv.script(Reply(text="ok"))
+        base = model_config(srv, "openai", alias="gpt", model="gpt-x", max_retries=0, read_timeout=5)
+        models = [apply_variant(base, "gpt@a", Variant(system="Prompt A.", params={"temperature": 0.1})),
+                  apply_variant(base, "gpt@b", Variant(system="Prompt B.", params={"temperature": 0.9}))]
+
+        async def go():
+            store = AsyncStore(Store.open(tmp_path / "c.db"))
+            session = await ChatSession.create(store, models, blind=True, system="the session's")
+            await session.send("hello")
+            await session.aclose()
+            again = await ChatSession.resume(store, session.id, Config(models={"gpt": base}))
+            await again.send("and again")
+            await again.aclose()
+            await store.aclose()
+
+        anyio.run(go)
+        sent = sorted((r.json["temperature"], r.json["messages"][0]["content"], r.json["messages"][-1]["content"])
+                      for r in srv.requests)
+    assert sent == [(0.1, "Prompt A.", "and again"), (0.1, "Prompt A.", "hello"),
+                    (0.9, "Prompt B.", "and again"), (0.9, "Prompt B.", "hello")]
+
+
+def test_a_variant_run_re_runs_with_its_cases_vars(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("LINEUP_DEMO_SPEED", "0")
+    (tmp_path / "config.toml").write_text('[variants.support]\ntemplate = "Customer {{name}}: {{prompt}}"\n')
+    monkeypatch.setenv("LINEUP_CONFIG", str(tmp_path / "config.toml"))
+    monkeypatch.setenv("LINEUP_DB", str(tmp_path / "x.db"))
+    path = tmp_path / "set.jsonl"
+    path.write_text(json.dumps({"id": "a", "category": "c", "prompt": "Hi {{name}}", "vars": {"name": "{{x}}"}})
+                    + "\n")
+    assert main(["run", str(path), "-m", "demo/concise", "-m", "demo/concise@support", "--quiet"]) == 0
+    with Store.open(tmp_path / "x.db") as store:
+        (first,) = store.list_sessions(kind="run")
+    assert main(["replay", first.id, "--rerun"]) == 0, capsys.readouterr().err
+    with Store.open(tmp_path / "x.db") as store:
+        sessions = store.list_sessions()
+        loaded = [store.load_session(s.id) for s in sessions]
+    prompts = sorted(o.prompt for s in loaded for o in s.outputs if o.contestant == "demo/concise@support")
+    # a value holding braces is put in as it is, and never filled again on the re-run
+    assert prompts == ["Customer {{x}}: Hi {{x}}"] * 2
+    assert all(t.user_message == "Hi {{x}}" for s in loaded for t in s.turns)

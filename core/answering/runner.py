@@ -479,6 +479,8 @@ def _case_extras(cases) -> dict[str, dict]:
             extra["params"] = c.params.model_dump(exclude_none=True)
         if c.messages is not None:
             extra["messages"] = [m.model_dump() for m in c.messages]
+        if c.vars is not None:   # what a variant's template reads (the turns hold the texts filled in)
+            extra["vars"] = dict(c.vars)
         for name in ("tools", "tool_results", "tool_default", "max_steps", "response_format"):
             if name in c.model_fields_set:
                 extra[name] = c.model_dump(mode="json", by_alias=True)[name]
@@ -533,10 +535,13 @@ def sample_set_from_run(loaded) -> tuple["SampleSet", list[str]]:
         opening = {"messages": extra["messages"]} if "messages" in extra else {"prompt": turns[0].user_message}
         tooling = {k: extra[k] for k in ("tools", "tool_results", "tool_default", "max_steps", "response_format")
                    if k in extra}
-        cases.append(Case(id=case_id, category=turns[0].category or "uncategorised", **opening,
-                          follow_ups=tuple(t.user_message for t in turns[1:]), system=extra.get("system"),
-                          params=extra.get("params"), checks=tuple(specs), reference=references.get(case_id),
-                          gold=golds.get(case_id), **tooling))
+        case = Case(id=case_id, category=turns[0].category or "uncategorised", **opening,
+                    follow_ups=tuple(t.user_message for t in turns[1:]), system=extra.get("system"),
+                    params=extra.get("params"), checks=tuple(specs), reference=references.get(case_id),
+                    gold=golds.get(case_id), **tooling)
+        if isinstance(extra.get("vars"), dict):   # after validation: the recorded texts are filled in already
+            case = case.model_copy(update={"vars": {str(k): str(v) for k, v in extra["vars"].items()}})
+        cases.append(case)
     digest = hashlib.sha256(json.dumps([session.id, [c.model_dump(mode="json") for c in cases]],
                                        sort_keys=True).encode()).hexdigest()
     name = session.sample_set_name or session.id
