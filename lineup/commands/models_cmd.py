@@ -63,9 +63,10 @@ def run(args: argparse.Namespace) -> int:
              for m in (*DEMO_MODELS, DEMO_JUDGE) if m.alias not in config.models]
 
     # [variants]: a model with its own prompt and settings (`-m NAME`, or `-m MODEL@NAME` for a generic one)
-    variants = [{"name": name, "model": v.model, "overrides": [k for k in ("system", "template") if getattr(v, k)]
-                 + (["params"] if v.params.model_dump(exclude_none=True) else [])}
-                for name, v in config.variants.items()]
+    variants: list[dict[str, Any]] = [
+        {"name": name, "model": v.model, "overrides": [k for k in ("system", "template") if getattr(v, k)]
+         + (["params"] if v.params.model_dump(exclude_none=True) else [])}
+        for name, v in config.variants.items()]
 
     failed = False
     if args.check:
