@@ -111,6 +111,14 @@ class ModelConfig(BaseModel):
         "extra request headers: a literal value (not a secret) or {env = NAME} (a secret, read at request time)"))
     query: dict[str, str] = Field(default_factory=dict, description=(
         "extra query parameters on every request (api-version for Azure OpenAI)"))
+    # A variant (`[variants.NAME]` in the config): the same model with its own
+    # prompt. The core reads these (what a contestant sends), the providers never do.
+    variant_of: str | None = Field(default=None, description=(
+        "the model alias this contestant is a variant of (None: a plain model)"))
+    system: str | None = Field(default=None, description=(
+        "the variant's system prompt: replaces the run's and the case's"))
+    template: str | None = Field(default=None, description=(
+        "the variant's prompt template: {{prompt}} is the case's prompt, {{NAME}} the case's vars.NAME"))
 
     @field_validator("provider")
     @classmethod

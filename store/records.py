@@ -45,6 +45,10 @@ class ContestantRecord(_Record):
     label: str
     position: int = 0
     is_demo: bool = False
+    # a variant (`[variants.NAME]`): the alias it is a variant of, its system prompt and template
+    variant_of: str | None = None
+    system: str | None = None
+    template: str | None = None
 
 
 class SessionRecord(_Record):

@@ -357,6 +357,20 @@ def _stale_attempts(store: Store, scope: Scope, turns: list[Any]) -> set[str]:
     return stale
 
 
+def variant_bases(store: Store, scope: Scope) -> dict[str, str]:
+    """alias -> the model alias it is a variant of, for the contestants of the
+    sessions in scope that are variants (`[variants.NAME]`)."""
+    sql = "SELECT alias, variant_of FROM contestant WHERE variant_of IS NOT NULL"
+    params: list[Any] = []
+    if scope.sessions:
+        sql += f" AND session_id IN ({','.join('?' * len(scope.sessions))})"
+        params.extend(scope.sessions)
+    out: dict[str, str] = {}
+    for alias, base in store.conn.execute(sql + " ORDER BY session_id, position", params):
+        out.setdefault(alias, base)
+    return out
+
+
 def recorded_prices(store: Store) -> dict[tuple[str, str], Any]:
     """(session, alias) -> the price its session recorded (JSON as stored,
     parsed; unreadable ones left out)."""

@@ -501,5 +501,15 @@ def m016_rater_links(db: Database) -> None:
     ) WITHOUT ROWID""")
 
 
+@_migration(name="m017_contestant_variant")
+def m017_contestant_variant(db: Database) -> None:
+    """A contestant that is a variant (`[variants.NAME]` in the config): the
+    model alias it is a variant of, its own system prompt and its prompt
+    template, so that a variant is a contestant of its own in every view and
+    a change to its prompt is never resumed as the same contestant."""
+    for column in ("variant_of", "system", "template"):
+        db.execute(f"ALTER TABLE contestant ADD COLUMN {column} TEXT")
+
+
 MIGRATION_NAMES: tuple[str, ...] = tuple(name for name, _ in _STEPS)
 SCHEMA_VERSION = len(MIGRATION_NAMES)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from core.answering.attachments import placeholder
 from core.answering.tools import trace_lines
-from core.stats.votes import output_note, shown_reasoning
+from core.stats.votes import output_note, shown_prompt, shown_reasoning
 
 if TYPE_CHECKING:
     from core.answering.sessions import TurnRecord
@@ -17,10 +17,13 @@ Entry = tuple[str, str]
 _ROLE = {"text": "assistant", "call": "tool", "result": "tool", "notice": "note", "stop": "note"}
 
 
-def prompt_entry(turn: TurnRecord, out: OutputRecord | None = None) -> Entry:
-    """A saved turn's prompt as `out` answered it (edited and re-sent, or as
-    first typed), with a placeholder line per attached image."""
-    text = out.prompt if out is not None and out.prompt else turn.user_message
+def prompt_entry(turn: TurnRecord, out: OutputRecord | None = None, *, hidden: bool = False,
+                 templated: bool = False) -> Entry:
+    """A saved turn's prompt as `out` answered it (edited and re-sent, a
+    variant's template filled in, or as first typed), with a placeholder line
+    per attached image; while `hidden`, never a variant's own prompt
+    (`core.stats.votes.shown_prompt`)."""
+    text = shown_prompt(turn.user_message, out, hidden=hidden, templated=templated)
     return ("user", text + "".join("\n" + placeholder(img) for img in turn.images))
 
 

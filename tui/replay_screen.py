@@ -148,10 +148,13 @@ class ReplayScreen(Screen):
                 continue
             outs = self._outputs(turn.id, i)
             shown = turn.user_message
+            templated = any(c.template for c in self._loaded.session.contestants if c.alias == self.aliases[i])
             for k, out in enumerate(outs):
-                if out.prompt and out.prompt != shown:      # an attempt that answered the prompt edited
+                hidden = not self.reveal.turn(out.turn_id)
+                # an attempt that answered the prompt edited (or a variant's template, once revealed)
+                if out.prompt and out.prompt != shown and not (hidden and templated):
                     text, _ = prompt_entry(turn, out)
-                    entries.append(("user", f"(edited) {text}"))
+                    entries.append(("user", f"{'(variant prompt)' if templated else '(edited)'} {text}"))
                     shown = out.prompt
                 entries += answer_entries(out, self._note(out, last=k == len(outs) - 1),
                                           hidden=not self.reveal.turn(out.turn_id),

@@ -200,14 +200,15 @@ class VoteQueueScreen(Screen):
                 entries.extend(answer_entries(out, status_note(out, hidden=hidden), hidden=hidden))
                 last = out
 
+        templated = any(getattr(c, "template", None) for c in item.contestants if c.alias == alias)
         for t in item.context:
-            entries.append(prompt_entry(t, item.outputs.get((t.id, alias))))
+            entries.append(prompt_entry(t, item.outputs.get((t.id, alias)), hidden=hidden, templated=templated))
             answer(t)
         for r, turns in enumerate(item.repeats):
             if len(item.repeats) > 1:
                 entries.append(("note", f"repeat {r + 1} of {len(item.repeats)}"))
             for t in turns:
-                entries.append(prompt_entry(t, item.outputs.get((t.id, alias))))
+                entries.append(prompt_entry(t, item.outputs.get((t.id, alias)), hidden=hidden, templated=templated))
                 answer(t)
         pane.body.set_conversation(entries)
         pane.status = pane_status(last) if last else "idle"

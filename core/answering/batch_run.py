@@ -34,7 +34,7 @@ import anyio
 from core.answering.cache import cached_answer, request_key
 from core.answering.identity import prompt_texts, tag_self_identification
 from core.answering.judge_directed import tag_judge_directed
-from core.answering.runner import Runner, _check_keys, _latest_outputs, _new_output, case_turn_texts
+from core.answering.runner import Runner, _check_keys, _latest_outputs, _new_output, case_turn_texts, sent_system
 from core.answering.sessions import Contestant, output_from_result, server_fields
 from core.ground.text import SERVER_MESSAGE_LIMIT, server_text
 from core.answering.tools import build_trace, scrubbed_trace
@@ -187,7 +187,8 @@ class BatchRunner(Runner):
         answers: list[OutputRecord] = []
         for k, text in enumerate(case_turn_texts(u.case)):
             if k == 0:
-                history.extend(u.case.opening_messages(self.sample_set.images_for(u.case)))
+                history.extend(u.case.opening_messages(self.sample_set.images_for(u.case),
+                                                       template=u.contestant.config.template))
             else:
                 history.append(Message(role="user", content=text))
             turn = await self._turn(u.case, u.repeat, k, text, self.sample_set.images_for(u.case) if k == 0 else ())
@@ -201,7 +202,8 @@ class BatchRunner(Runner):
 
     def _request(self, u: _Unit, history: list[Message]) -> ChatRequest:
         return ChatRequest(model=u.contestant.config.model, messages=tuple(history),
-                           system=u.case.system or self.system, params=u.contestant.params.merged(u.case.params))
+                           system=sent_system(u.contestant.config, u.case, self.system),
+                           params=u.contestant.params.merged(u.case.params))
 
     async def _pending(self, units: list[_Unit]) -> dict[str, list[tuple[int, BatchItem]]]:
         """The next request of every unfinished unit, by model."""
@@ -217,7 +219,7 @@ class BatchRunner(Runner):
                 continue
             request = self._request(u, history)
             key = request_key(u.contestant.config, request, u.repeat)
-            base = _new_output(turn, u.contestant, attempt=(prev.attempt + 1) if prev else 1).model_copy(
+            base = _new_output(turn, u.contestant, attempt=(prev.attempt + 1) if prev else 1, case=u.case).model_copy(
                 update={"request_key": key})
             hit = await self.store.call(lambda st: find_cached(st, key)) if self.cache else None  # noqa: B023  (awaited here)
             if hit is not None:   # answered from the record: no request (the next round asks what follows)
@@ -378,7 +380,8 @@ class BatchRunner(Runner):
         result = StreamResult()
         for ev in events:
             result.add(server_fields(ev, scrub))
-        base = _new_output(turn, c, item.attempt).model_copy(update={"request_key": item.request_key,
+        case = next((x for x in self.sample_set.cases if x.id == turn.case_id), None)
+        base = _new_output(turn, c, item.attempt, case=case).model_copy(update={"request_key": item.request_key,
                                                                      "origin": "batch"})
         final = output_from_result(base, result, c.config)
         if result.multi_step:
@@ -399,10 +402,11 @@ class BatchRunner(Runner):
             if final.cost is not None:
                 tally.cost += final.cost
                 tally.cost_known = True
-            case = next((x for x in self.sample_set.cases if x.id == turn.case_id), None)
             if case is not None:
                 users = [Message(role="user", content=t) for t in case_turn_texts(case)[:turn.follow_up_index + 1]]
-                prompts = prompt_texts(users, case.system or self.system)
+                if turn.follow_up_index == 0 and c.config.template is not None:
+                    users[0] = Message(role="user", content=case.prompt_for(c.config.template))
+                prompts = prompt_texts(users, sent_system(c.config, case, self.system))
                 await tag_self_identification(self.store, final, c.config, prompts)
                 await tag_judge_directed(self.store, final, prompts)
 

@@ -31,6 +31,15 @@ user config dir; see `default_config_path`)::
     query = { "api-version" = "2024-10-21" }
     headers = { "X-Org" = "research", "X-Gateway-Key" = { env = "GATEWAY_KEY" } }
 
+    [variants."gpt4o@terse"]   # the same model with its own prompt: a contestant of its own
+    model = "gpt4o"
+    system = "Answer in one sentence."
+    template = "Customer: {{customer_message}}"   # the user message ({{prompt}}: the case's own)
+    params = { temperature = 0 }
+
+    [variants.detailed]        # generic (no model): -m ANY_MODEL@detailed, run --variants detailed
+    system = "Answer step by step."
+
 Key rules: when ``api_key_env`` is omitted, openai models without their own
 ``base_url`` use ``OPENAI_API_KEY`` and anthropic / gemini models always use
 their vendor's variable; ollama and local OpenAI-compatible servers (own
@@ -88,10 +97,24 @@ from providers.model_config import DEMO_JUDGE, DEMO_MODELS, ModelConfig, Price, 
 OLLAMA_PROBE_TIMEOUT = 0.3
 
 
+class Variant(BaseModel):
+    """`[variants.NAME]`: a model with its own prompt and settings, a
+    contestant of its own (label, rating, report line). With `model`, NAME
+    is an alias of its own (`-m gpt4o@terse`); without, it is generic and
+    applies to any model as `-m MODEL@NAME` (and `lineup run --variants NAME`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    model: str | None = Field(default=None, description="the model alias it is a variant of (none: generic)")
+    system: str | None = Field(default=None, description="system prompt, in place of the run's and the case's")
+    template: str | None = Field(default=None, description="the user message: {{prompt}} and the case's {{vars}}")
+    params: SamplingParams = SamplingParams()
+
+
 class Config(BaseModel):
     model_config = ConfigDict(frozen=True)
     defaults: SamplingParams = SamplingParams()
     models: dict[str, ModelConfig] = Field(default_factory=dict)
+    variants: dict[str, Variant] = Field(default_factory=dict)   # [variants.NAME]
     tags: tuple[str, ...] = ()          # custom failure-mode tags, after the default taxonomy
     run_cache: bool = False             # [run] cache: `lineup run` reuses identical requests' answers
     source: str | None = None           # the file it came from, for messages
@@ -319,8 +342,8 @@ def parse_config(data: Mapping[str, Any], source: str | None = None) -> Config:
     """A `Config` from already-parsed TOML data; collects every problem found."""
     problems: list[tuple[str, str]] = []
     for key in data:
-        if key not in ("defaults", "models", "tags", "run"):
-            problems.append((_key(key), "unknown key (expected defaults, models, tags or run)"))
+        if key not in ("defaults", "models", "variants", "tags", "run"):
+            problems.append((_key(key), "unknown key (expected defaults, models, variants, tags or run)"))
 
     defaults = SamplingParams()
     if "defaults" in data:
@@ -343,9 +366,85 @@ def parse_config(data: Mapping[str, Any], source: str | None = None) -> Config:
         if model is not None:
             models[alias] = model
 
+    variants = _variants(data.get("variants", {}), models, problems)
+
     if problems:
         raise ConfigError(problems, source)
-    return Config(defaults=defaults, models=models, tags=tags, run_cache=run_cache, source=source)
+    return Config(defaults=defaults, models=models, variants=variants, tags=tags, run_cache=run_cache,
+                  source=source)
+
+
+#: Most characters of a variant's system prompt or template (a prompt, not a document).
+MAX_PROMPT_CHARS = 100_000
+
+
+def _variants(raw: Any, models: Mapping[str, ModelConfig], problems: list) -> dict[str, Variant]:
+    """`[variants.NAME]` tables, checked with their key paths: the name is an
+    alias (not a model's), `model` a configured or demo alias, the texts
+    bounded, the parameters checked as a model's are."""
+    if not isinstance(raw, dict):
+        problems.append(("variants", f"must be a table of [variants.NAME] tables (got {_describe(raw)})"))
+        return {}
+    known = set(models) | {m.alias for m in DEMO_MODELS}
+    out: dict[str, Variant] = {}
+    for name, table in raw.items():
+        where = ("variants", name)
+        if not isinstance(table, dict):
+            problems.append((_join(*where), f"must be a table (got {_describe(table)})"))
+            continue
+        before = len(problems)
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,63}", name):
+            problems.append((_join(*where), "a variant's name must start with a letter or digit and hold only "
+                                            "letters, digits and . _ / : @ + - (at most 64 characters)"))
+        if name in known:
+            problems.append((_join(*where), "is a model's alias already: give the variant a name of its own "
+                                            "(e.g. MODEL@terse)"))
+        data = dict(table)
+        model = data.get("model")
+        if model is not None and (not isinstance(model, str) or model not in known):
+            shown = repr(model) if isinstance(model, str) and len(model) < 70 else "this value"
+            problems.append((_join(*where, "model"), f"unknown model alias {shown}; expected one of "
+                                                     f"{', '.join(sorted(known))}"))
+        elif model is not None and "@" in name and name.rpartition("@")[0] != model:
+            problems.append((_join(*where, "model"), f"is {model!r}, but the name says it is a variant of "
+                                                     f"{name.rpartition('@')[0]!r}"))
+        elif model is None and "@" in name:
+            problems.append((_join(*where, "model"), "required for a name with @ (MODEL@NAME names a variant of "
+                                                     "MODEL; a generic variant's name has no @)"))
+        for key in ("system", "template"):
+            text = data.get(key)
+            if text is None:
+                continue
+            if not isinstance(text, str):
+                problems.append((_join(*where, key), f"must be a string (got {_describe(text)})"))
+            elif not text.strip():
+                problems.append((_join(*where, key), "is empty (leave it out instead)"))
+            elif len(text) > MAX_PROMPT_CHARS:
+                problems.append((_join(*where, key), f"longer than {MAX_PROMPT_CHARS:,} characters"))
+        if "params" in data:
+            if isinstance(data["params"], dict):
+                if _params(data["params"], (*where, "params"), problems) is None:
+                    data.pop("params")
+            else:
+                problems.append((_join(*where, "params"), f"must be a table (got {_describe(data['params'])})"))
+                data.pop("params")
+        try:
+            variant = Variant.model_validate(data)
+        except ValidationError as exc:
+            problems.extend(_validation_problems(exc, where))
+            continue
+        if len(problems) == before:
+            out[name] = variant
+    return out
+
+
+def apply_variant(base: ModelConfig, alias: str, variant: Variant) -> ModelConfig:
+    """`base` as the contestant `alias`: its parameters under the variant's,
+    the variant's system prompt and template (the provider sees the same
+    model; the core sends what the variant says)."""
+    return base.model_copy(update={
+        "alias": alias, "variant_of": base.alias, "params": base.params.merged(variant.params),
+        "system": variant.system, "template": variant.template})
 
 
 def _run_table(raw: Any, problems: list) -> bool:
@@ -792,14 +891,51 @@ def resolve_models(config: Config, aliases: list[str]) -> list[ModelConfig]:
         if alias in seen:
             raise ConfigError([("", f"model alias {alias!r} given twice")], config.source)
         seen.add(alias)
-        model = config.models.get(alias) or demo.get(alias)
+        model = config.models.get(alias) or demo.get(alias) or _variant(config, alias, demo)
         if model is None:
-            known = list(config.models) + [a for a in demo if a not in config.models]
+            known = list(config.models) + [a for a in demo if a not in config.models] + [
+                v for v, spec in config.variants.items() if spec.model is not None]
             close = difflib.get_close_matches(alias, known, n=1)
             hint = f" Did you mean {close[0]!r}?" if close else ""
             raise ConfigError([("", f"unknown model alias {alias!r}.{hint} Known aliases: {', '.join(known)} "
                                     "(see `lineup models`)")], config.source)
         out.append(model)
+    return out
+
+
+def _variant(config: Config, alias: str, demo: Mapping[str, ModelConfig]) -> ModelConfig | None:
+    """The contestant `alias` names as a variant: a `[variants.ALIAS]` with a
+    model, else MODEL@NAME for a generic `[variants.NAME]`; None when neither."""
+    spec = config.variants.get(alias)
+    if spec is not None and spec.model is not None:
+        base = config.models.get(spec.model) or demo.get(spec.model)
+        return apply_variant(base, alias, spec) if base is not None else None
+    model, at, name = alias.rpartition("@")
+    spec = config.variants.get(name) if at else None
+    if spec is None or spec.model is not None:
+        return None
+    base = config.models.get(model) or demo.get(model)
+    return apply_variant(base, alias, spec) if base is not None else None
+
+
+def variant_matrix(config: Config, aliases: list[str], names: list[str]) -> list[str]:
+    """`-m A -m B --variants x,y`: every model with every variant, as the
+    aliases `resolve_models` takes (A@x, A@y, B@x, B@y). A name is the model's
+    own `[variants."A@x"]`, else a generic `[variants.x]`; `ConfigError` names
+    a pair that is neither."""
+    out, problems = [], []
+    for alias in aliases:
+        for name in names:
+            full = f"{alias}@{name}"
+            own = config.variants.get(full)
+            generic = config.variants.get(name)
+            if own is not None and own.model == alias or generic is not None and generic.model is None:
+                out.append(full)
+            else:
+                problems.append(("", f"--variants {name}: no [variants.{_key(full)}] with model = {alias!r} "
+                                     f"and no generic [variants.{_key(name)}] (without model)"))
+    if problems:
+        raise ConfigError(problems, config.source)
     return out
 
 

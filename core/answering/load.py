@@ -40,7 +40,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from core.answering.attachments import image_record
-from core.answering.runner import _new_output, case_turn_texts
+from core.answering.runner import _new_output, case_turn_texts, sent_system
 from core.stats.votes import labels_for
 from core.answering.sessions import Contestant, ServerLimits, contestant_record, record_stream
 from providers.events import ChatRequest, SamplingParams
@@ -212,9 +212,10 @@ class LoadRunner:
                    tally: PhaseTally, limit: anyio.CapacityLimiter,
                    server: AbstractAsyncContextManager) -> None:
         async with server, limit:
-            request = ChatRequest(model=c.config.model, messages=case.opening_messages(self.sample_set.images_for(case)),
-                                  system=case.system or self.system, params=c.params.merged(case.params))
-            final, _ = await record_stream(self.store, c, request, _new_output(turn, c, attempt=1),
+            request = ChatRequest(model=c.config.model, messages=case.opening_messages(
+                                      self.sample_set.images_for(case), template=c.config.template),
+                                  system=sent_system(c.config, case, self.system), params=c.params.merged(case.params))
+            final, _ = await record_stream(self.store, c, request, _new_output(turn, c, attempt=1, case=case),
                                            contestants=everyone, script=case.tool_script(),
                                            structured=case.response_format)
         if final.status == "complete":

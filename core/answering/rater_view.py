@@ -26,7 +26,7 @@ from core.answering.attachments import placeholder
 from core.ground.text import escape_controls
 from core.answering.tools import trace_lines
 from core.answering.vote_queue import check_summary
-from core.stats.votes import bad_choice, describe, output_note, shown_reasoning
+from core.stats.votes import bad_choice, describe, output_note, shown_prompt, shown_reasoning
 
 if TYPE_CHECKING:
     from core.answering.vote_queue import QueueItem, VoteQueue
@@ -39,8 +39,8 @@ def _t(text: object) -> str:
     return escape_controls(text)
 
 
-def _prompt(turn: TurnRecord, out: OutputRecord | None) -> dict[str, str]:
-    text = out.prompt if out is not None and out.prompt else turn.user_message
+def _prompt(turn: TurnRecord, out: OutputRecord | None, hidden: bool = False, templated: bool = False) -> dict[str, str]:
+    text = shown_prompt(turn.user_message, out, hidden=hidden, templated=templated)
     return {"role": "prompt", "text": _t(text + "".join("\n" + placeholder(img) for img in turn.images))}
 
 
@@ -62,9 +62,10 @@ def _answer(out: OutputRecord, hidden: bool) -> list[dict[str, str]]:
 def _pane(item: QueueItem, alias: str, label: str, hidden: bool) -> dict[str, Any]:
     entries: list[dict[str, str]] = []
     last: OutputRecord | None = None
+    templated = any(getattr(c, "template", None) for c in item.contestants if c.alias == alias)
     for t in item.context:
         out = item.outputs.get((t.id, alias))
-        entries.append(_prompt(t, out))
+        entries.append(_prompt(t, out, hidden, templated))
         if out is not None:
             entries += _answer(out, hidden)
     for r, turns in enumerate(item.repeats):
@@ -72,7 +73,7 @@ def _pane(item: QueueItem, alias: str, label: str, hidden: bool) -> dict[str, An
             entries.append({"role": "note", "text": f"repeat {r + 1} of {len(item.repeats)}"})
         for t in turns:
             out = item.outputs.get((t.id, alias))
-            entries.append(_prompt(t, out))
+            entries.append(_prompt(t, out, hidden, templated))
             if out is not None:
                 entries += _answer(out, hidden)
                 last = out

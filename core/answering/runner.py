@@ -334,7 +334,7 @@ class Runner:
         for k, text in enumerate(case_turn_texts(case)):
             if k == 0:
                 images = self.sample_set.images_for(case)
-                history.extend(case.opening_messages(images))
+                history.extend(case.opening_messages(images, template=c.config.template))
             else:
                 images = ()
                 history.append(Message(role="user", content=text))
@@ -345,10 +345,10 @@ class Runner:
                 answers.append(prev)
                 continue
             request = ChatRequest(model=c.config.model, messages=tuple(history),
-                                  system=case.system or self.system, params=params)
+                                  system=sent_system(c.config, case, self.system), params=params)
             tooling = case.model_dump(mode="json", include=_TOOLING) if case.tools or case.response_format else None
             key = request_key(c.config, request, repeat, tooling=tooling)
-            base = _new_output(turn, c, attempt=(prev.attempt + 1) if prev else 1).model_copy(
+            base = _new_output(turn, c, attempt=(prev.attempt + 1) if prev else 1, case=case).model_copy(
                 update={"request_key": key})
             hit = await self.store.call(lambda s: find_cached(s, key)) if self.cache else None  # noqa: B023  (awaited here)
             if is_logged(c.config):
@@ -420,10 +420,16 @@ class Runner:
             self.on_progress(self.progress)
 
 
+#: What defines a contestant beyond its alias: a change to any of them is a new contestant, never resumed as
+#: the old one (a variant's system prompt and template included).
+CONTESTANT_FIELDS = ("provider", "model", "base_url", "params", "variant_of", "system", "template")
+
+
 def contestant_differences(existing: SessionRecord, wanted: dict, system: str | None) -> list[str]:
     """What differs between a recorded run and the contestants about to run:
-    everything that defines a contestant (provider, model, server, parameters)
-    and the system prompt. Empty when the recorded run can be resumed."""
+    everything that defines a contestant (`CONTESTANT_FIELDS`: provider, model,
+    server, parameters, a variant's prompt) and the run's system prompt. Empty
+    when the recorded run can be resumed."""
     found = []
     if existing.system != system:
         found.append(f"system prompt {existing.system!r} -> {system!r}")
@@ -433,7 +439,7 @@ def contestant_differences(existing: SessionRecord, wanted: dict, system: str | 
         if old is None or new is None:
             found.append(f"model {alias!r} {'added' if old is None else 'removed'}")
             continue
-        for name in ("provider", "model", "base_url", "params"):
+        for name in CONTESTANT_FIELDS:
             before, after = getattr(old, name), getattr(new, name)
             if before != after:
                 found.append(f"{alias}: {name} {before!r} -> {after!r}")
@@ -473,6 +479,8 @@ def _case_extras(cases) -> dict[str, dict]:
             extra["params"] = c.params.model_dump(exclude_none=True)
         if c.messages is not None:
             extra["messages"] = [m.model_dump() for m in c.messages]
+        if c.vars is not None:   # what a variant's template reads (the turns hold the texts filled in)
+            extra["vars"] = dict(c.vars)
         for name in ("tools", "tool_results", "tool_default", "max_steps", "response_format"):
             if name in c.model_fields_set:
                 extra[name] = c.model_dump(mode="json", by_alias=True)[name]
@@ -531,10 +539,13 @@ def sample_set_from_run(loaded) -> tuple["SampleSet", list[str]]:
         opening = {"messages": extra["messages"]} if "messages" in extra else {"prompt": turns[0].user_message}
         tooling = {k: extra[k] for k in ("tools", "tool_results", "tool_default", "max_steps", "response_format")
                    if k in extra}
-        cases.append(Case(id=case_id, category=turns[0].category or "uncategorised", **opening,
-                          follow_ups=tuple(t.user_message for t in turns[1:]), system=extra.get("system"),
-                          params=extra.get("params"), checks=tuple(specs), reference=references.get(case_id),
-                          gold=golds.get(case_id), **tooling))
+        case = Case(id=case_id, category=turns[0].category or "uncategorised", **opening,
+                    follow_ups=tuple(t.user_message for t in turns[1:]), system=extra.get("system"),
+                    params=extra.get("params"), checks=tuple(specs), reference=references.get(case_id),
+                    gold=golds.get(case_id), **tooling)
+        if isinstance(extra.get("vars"), dict):   # after validation: the recorded texts are filled in already
+            case = case.model_copy(update={"vars": {str(k): str(v) for k, v in extra["vars"].items()}})
+        cases.append(case)
     digest = hashlib.sha256(json.dumps([session.id, [c.model_dump(mode="json") for c in cases]],
                                        sort_keys=True).encode()).hexdigest()
     name = session.sample_set_name or session.id
@@ -550,8 +561,20 @@ _TOOLING = {"tools", "tool_results", "tool_default", "max_steps", "response_form
 _RESULT_KEYS = frozenset({"score", "failures", "structured", "status", "network_isolated"})
 
 
-def _new_output(turn: TurnRecord, c: Contestant, attempt: int) -> OutputRecord:
-    return OutputRecord(
+def sent_system(cfg: ModelConfig, case, system: str | None) -> str | None:
+    """The system prompt a contestant sends for a case: a variant's own, else
+    the case's, else the run's (`--system`)."""
+    return cfg.system or case.system or system
+
+
+def _new_output(turn: TurnRecord, c: Contestant, attempt: int, case=None) -> OutputRecord:
+    """A new attempt's record; with the `case` of a variant whose template
+    rewrites the opening message, the text it sent is kept in `prompt` (the
+    turn holds the case's own)."""
+    prompt = None
+    if case is not None and c.config.template is not None and turn.follow_up_index == 0:
+        prompt = case.prompt_for(c.config.template)
+    return OutputRecord(prompt=prompt,
         id=new_ulid(), session_id=turn.session_id, turn_id=turn.id, contestant=c.alias, label=c.label,
         attempt=attempt, status="streaming", text="", reasoning=None, error_kind=None, error_message=None,
         finish_reason=None, sent_at=None, ttft_ms=None, duration_ms=None, chunk_ms=[], chunk_chars=[],

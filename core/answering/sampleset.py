@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from itertools import pairwise
 import base64
 import hashlib
+import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -29,6 +30,7 @@ from pydantic import (
 )
 
 from core.answering.custom_checks import locate
+from core.answering.templates import PROMPT_VAR, missing, render, variables
 from core.answering.checks import CHECK_TYPES, TOOL_CHECK_TYPES, AnswerFacts, Check, StructuredOutputCheck
 from core.ground.inputs import InputError, decode, loads, read_input, shown_name, split_lines
 from core.ground.jsonl import json_objects
@@ -136,13 +138,18 @@ class Case(BaseModel):
                            description="requests at most in one answer's tool loop")
     response_format: StructuredOutput | None = Field(default=None, description="native structured output")
     logged: Logged | None = Field(default=None, description="the answer production gave (a trace's)")
+    vars: dict[str, str] | None = Field(default=None, description=(
+        "values of the prompt's {{NAME}} placeholders (and of a variant's template): with vars, the prompt, "
+        "the messages and the follow-ups are templates, filled in when the set is read"))
 
     @model_validator(mode="before")
     @classmethod
     def _leading_system_message(cls, data: Any) -> Any:
-        """A leading {"role": "system"} message becomes `system` (OpenAI-style logs have one)."""
+        """A leading {"role": "system"} message becomes `system` (OpenAI-style logs have one);
+        with `vars`, the texts are filled in (`_fill_vars`)."""
         if not isinstance(data, dict):
             return data
+        data = _fill_vars(data)
         msgs = data.get("messages")
         if isinstance(msgs, list) and msgs and isinstance(msgs[0], dict) and msgs[0].get("role") == "system":
             if data.get("system") is not None:
@@ -240,14 +247,72 @@ class Case(BaseModel):
         """How many answers a model gives to this case (1 + follow-ups)."""
         return 1 + len(self.follow_ups)
 
-    def opening_messages(self, images: tuple[ImagePart, ...] = ()) -> tuple[Message, ...]:
-        """The history of the first request; `images` ride on its last user message.
-        Each follow-up is then sent after the model's answer, as a plain user message."""
+    @property
+    def opening_text(self) -> str:
+        """The user message the first request answers (the prompt, or the last of `messages`)."""
         if self.prompt is not None:
-            return (Message(role="user", content=self.prompt, images=images),)
+            return self.prompt
+        return (self.messages or ())[-1].content
+
+    def template_values(self) -> dict[str, str]:
+        """What a variant's template may use: the case's vars, and `prompt`
+        (the case's own opening message) unless the vars name one."""
+        return {PROMPT_VAR: self.opening_text, **(self.vars or {})}
+
+    def prompt_for(self, template: str | None) -> str:
+        """The opening user message a contestant with `template` sends (its
+        own prompt without one); `KeyError` for a variable the case lacks
+        (`SampleSet.template_problems` finds those before a run starts)."""
+        return self.opening_text if template is None else render(template, self.template_values())
+
+    def opening_messages(self, images: tuple[ImagePart, ...] = (), template: str | None = None) -> tuple[Message, ...]:
+        """The history of the first request; `images` ride on its last user message,
+        which a variant's `template` rewrites. Each follow-up is then sent after
+        the model's answer, as a plain user message."""
+        if self.prompt is not None:
+            return (Message(role="user", content=self.prompt_for(template), images=images),)
         msgs = [Message(role=m.role, content=m.content) for m in self.messages or ()]
-        msgs[-1] = Message(role="user", content=msgs[-1].content, images=images)
+        msgs[-1] = Message(role="user", content=self.prompt_for(template), images=images)
         return tuple(msgs)
+
+
+def _fill_vars(data: dict) -> dict:
+    """A case's prompt, messages and follow-ups with its `vars` put in (a case
+    without vars is left as it is: its braces are text). A name used and not
+    given is reported as `vars.NAME`; values must be text or numbers."""
+    values = data.get("vars")
+    if values is None:
+        return data
+    if not isinstance(values, dict):
+        return data   # the field's own validation says what is wrong
+    text: dict[str, str] = {}
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise ValueError(f"vars.{name}: must be a string or a number")
+        text[str(name)] = value if isinstance(value, str) else json.dumps(value)
+    data = dict(data, vars=text)
+    wanted: list[str] = []
+    if isinstance(data.get("prompt"), str):
+        wanted += variables(data["prompt"])
+    msgs = data.get("messages")
+    if isinstance(msgs, list):
+        wanted += [n for m in msgs if isinstance(m, dict) and isinstance(m.get("content"), str)
+                   for n in variables(m["content"])]
+    ups = data.get("follow_ups")
+    if isinstance(ups, list):
+        wanted += [n for u in ups if isinstance(u, str) for n in variables(u)]
+    lacking = [n for n in dict.fromkeys(wanted) if n not in text]
+    if lacking:
+        raise ValueError("\n".join(f"vars.{n}: the prompt uses {{{{{n}}}}} and vars does not give it"
+                                   for n in lacking))
+    if isinstance(data.get("prompt"), str):
+        data["prompt"] = render(data["prompt"], text)
+    if isinstance(msgs, list):
+        data["messages"] = [dict(m, content=render(m["content"], text))
+                            if isinstance(m, dict) and isinstance(m.get("content"), str) else m for m in msgs]
+    if isinstance(ups, list):
+        data["follow_ups"] = [render(u, text) if isinstance(u, str) else u for u in ups]
+    return data
 
 
 class SampleSet(BaseModel):
@@ -261,6 +326,26 @@ class SampleSet(BaseModel):
     cases: tuple[Case, ...]
     from_file: bool = Field(default=True, description="False for a set rebuilt from a recorded session")
     _images: dict[str, ImagePart] = PrivateAttr(default_factory=dict)
+    _lines: dict[str, int] = PrivateAttr(default_factory=dict)   # case id -> its line in the file
+
+    def where(self, case: Case) -> str:
+        """`FILE:LINE` of a case (`FILE: case ID` for a set not read from a file)."""
+        line = self._lines.get(case.id)
+        return f"{shown_name(Path(self.path))}:{line}" if line else f"{self.path}: case {case.id}"
+
+    def template_problems(self, models: Any) -> list[str]:
+        """Why some contestant's template cannot be filled for some case, as
+        `FILE:LINE: vars.NAME: ...` lines: found before any request is made."""
+        problems = []
+        for m in models:
+            template = getattr(m, "template", None)
+            if template is None:
+                continue
+            for case in self.cases:
+                for name in missing(template, case.template_values()):
+                    problems.append(f"{self.where(case)}: vars.{name}: the template of {m.alias} uses "
+                                    f"{{{{{name}}}}} and the case's vars do not give it")
+        return problems
 
     @property
     def base_dir(self) -> Path:
@@ -437,4 +522,6 @@ def load_sample_set(path: str | Path) -> SampleSet:
         problems.append(f"{shown}: no cases")
     if problems:
         raise SampleSetError(problems)
-    return SampleSet(name=path.stem, path=str(path), sha256=hashlib.sha256(raw).hexdigest(), cases=tuple(cases))
+    loaded = SampleSet(name=path.stem, path=str(path), sha256=hashlib.sha256(raw).hexdigest(), cases=tuple(cases))
+    loaded._lines.update(first_line)
+    return loaded

@@ -158,6 +158,7 @@ def contestant_record(c: Contestant) -> ContestantRecord:
         params=c.params.model_dump(exclude_none=True),
         price=cfg.price.model_dump() if cfg.price else None,
         label=c.label, position=c.position, is_demo=cfg.is_demo,
+        variant_of=cfg.variant_of, system=cfg.system, template=cfg.template,
     )
 
 
@@ -668,7 +669,8 @@ class ChatSession:
 
     async def _answer(self, c: Contestant, turn: TurnRecord, attempt: int,
                       on_update: Callable[[PaneUpdate], None] | None) -> None:
-        request = ChatRequest(model=c.config.model, messages=tuple(c.history), system=self.system,
+        # a variant's own system prompt replaces the session's (never shown while blind: it is the contestant's)
+        request = ChatRequest(model=c.config.model, messages=tuple(c.history), system=c.config.system or self.system,
                               params=c.params)
         edited = self.edited.get(turn.id)
         base = OutputRecord(
@@ -691,7 +693,7 @@ class ChatSession:
         c.last_output = final
         c.history.extend(answer_messages(final))
         # blind or not: the tag describes the answer, and any session may be judged blind later (vote queue)
-        prompts = prompt_texts(c.history, self.system)
+        prompts = prompt_texts(c.history, request.system)
         for auto in (await tag_self_identification(self.store, final, c.config, prompts),
                      await tag_judge_directed(self.store, final, prompts)):
             if auto is not None:
@@ -885,4 +887,5 @@ def _config_from_record(c: ContestantRecord, config: Config) -> ModelConfig:
         auth=same.auth if same else None, headers=dict(same.headers) if same else {},
         query=dict(same.query) if same else {},
         params=SamplingParams(**c.params), price=c.price,
+        variant_of=c.variant_of, system=c.system, template=c.template,   # a variant keeps its recorded prompt
     ), context={"recorded": True})

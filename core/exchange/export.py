@@ -73,7 +73,9 @@ def export_jsonl(loaded: LoadedSession) -> Iterator[str]:
         params = {**s.params, **(contestant.params if contestant else {})}
         line = {
             "format": EXPORT_FORMAT, "version": EXPORT_VERSION,
-            "prompt": o.prompt or turn.user_message, "system": s.system, "params": params,
+            # what this answer was sent: a variant's own system prompt and filled-in template
+            "prompt": o.prompt or turn.user_message, "system": (contestant.system if contestant else None) or s.system,
+            "params": params,
             "contestant": contestant.model_dump(mode="json") if contestant else None,
             "session": session, "turn": turn.model_dump(mode="json"), "output": o.model_dump(mode="json"),
             "votes": votes_by_turn.get(o.turn_id, []), "tags": tags.get(o.id, []),

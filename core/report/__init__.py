@@ -10,6 +10,8 @@ The package, one concern per module:
   decides what a vote means);
 - `figures`: the derived numbers (quantiles, rates, intervals, groups);
 - `format`: how numbers, intervals, ranks and hints are written;
+- `variants`: the prompt x model matrix, the ratings of variants grouped by
+  model and by variant (drawn by `stretch.variant_blocks`);
 - renderers, plain functions of the model: `markdown.render_markdown`,
   `html.render_html` (with SVG charts), `terminal.print_report` (Rich tables,
   imported on its own so that `--json` never loads Rich). The TUI's report

@@ -46,6 +46,7 @@ from core.report.model import NO_CATEGORY, RatingTable, Report, ReportFilters
 from core.report.patterns import Votes, battle_set, read_votes
 from core.report.rater_quality import rater_quality
 from core.report.style_section import style_for
+from core.report.variants import variant_groups
 from core.stats.style import StyleControl
 from store import public_scores as P
 from store import report_queries as Q
@@ -136,6 +137,7 @@ def build_report(store: Store, filters: ReportFilters | None = None, *, rounds: 
             "no vote has the texts of the answers it judged: style control needs them"])
     if bs.n_votes:
         report.public = public_scores(P.read_leaderboard(store), P.read_online(store), whole)
+    report.variants = variant_groups(report.models, Q.variant_bases(store, scope))
     if "by_category" in results:
         report.decision = decide(results["by_category"], report.engineering, report.checks, rounds=rounds,
                                  seed=seed)

@@ -24,7 +24,9 @@ the report's own votes, the recommendation, routing and the Pareto frontiers:
 `core.decide.model`), `style` (with `--style-control`: the style covariates'
 coefficients and the style-adjusted ratings beside the raw ones,
 `core.stats.style`), `public` (imported leaderboard scores and online metrics
-beside the ratings, `core.stats.public_scores`; None when none were imported).
+beside the ratings, `core.stats.public_scores`; None when none were imported),
+`variants` (the ratings of a prompt x model matrix grouped by model and by
+variant, `core.report.variants`; None without variants).
 Fields are only ever added.
 """
 
@@ -41,6 +43,7 @@ from core.report.matchups import Matchups
 from core.report.rater_quality import RaterQuality
 from core.report.structured import StructuredRow
 from core.stats.style import StyleControl
+from core.report.variants import VariantGroups
 
 #: What every rendering of a report marks it with when it is of demo models only (`Report.demo`).
 DEMO_NOTE = ("DEMO: every vote here is on demo models (synthetic, offline answers), so they are shown; "
@@ -167,6 +170,9 @@ class Report(BaseModel):
     style: StyleControl | None = Field(default=None, description="style control (`--style-control` only)")
     public: PublicScores | None = Field(default=None, description="leaderboard scores and online metrics "
                                                                   "(`lineup import --leaderboard/--online`)")
+    variants: VariantGroups | None = Field(default=None, description="the prompt x model matrix: ratings of "
+                                                                     "the variants by model and by variant "
+                                                                     "(`core.report.variants`); None without any")
 
     @property
     def empty(self) -> bool:

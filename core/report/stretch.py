@@ -1,5 +1,6 @@
-"""The words and tables of the report's judge and rater-quality sections,
-once, for every renderer: what an LLM judge's verdicts say next to people's
+"""The words and tables of the report's prompt x model, judge and
+rater-quality sections, once, for every renderer: which prompt is better for
+each model and which model with each prompt, what an LLM judge's verdicts say next to people's
 votes (each rating table says whose votes made it), gold accuracy per
 rater, the blinding audit.
 
@@ -15,10 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from core.report.format import fmt, pct
+from core.report.format import fmt, fmt_ci, pct
 from core.report.judge import CombinedRatings, JudgeReport
 from core.report.model import Report
 from core.report.rater_quality import RaterQuality
+from core.report.variants import VariantGroups, verdict
 
 
 @dataclass(frozen=True)
@@ -38,9 +40,9 @@ def _interval(lo: float | None, hi: float | None, as_pct: bool = True, digits: i
 
 
 def stretch_blocks(r: Report) -> list[Block]:
-    """The judge and rater-quality sections of a report, in order; none when
-    there is nothing to say."""
-    out: list[Block] = []
+    """The prompt x model groups, the judge and rater-quality sections of a
+    report, in order; none when there is nothing to say."""
+    out: list[Block] = variant_blocks(r.variants)
     if r.judge is not None:
         out += judge_blocks(r.judge)
     elif r.judge_votes_excluded:
@@ -49,6 +51,26 @@ def stretch_blocks(r: Report) -> list[Block]:
                            "judges match these filters and are in none of the figures above, which are made of "
                            "people's votes only; `lineup report --judge ALIAS` compares a judge with them.")]
     out += rater_quality_blocks(r.rater_quality)
+    return out
+
+
+def variant_blocks(groups: VariantGroups | None) -> list[Block]:
+    """The prompt x model matrix (`core.report.variants`): per model, which
+    prompt is better; per prompt, which model is better."""
+    if groups is None or not (groups.by_model or groups.by_variant):
+        return []
+    out = [Block("h2", "Prompts and models"),
+           Block("p", "The contestants that are variants (a model with its own prompt and settings), from the "
+                      "ratings above: per model, which prompt is better; per prompt, which model is better.")]
+    for title, groups_of, col, what in (("For each model: which prompt", groups.by_model, "variant", "prompt"),
+                                        ("For each prompt: which model", groups.by_variant, "model", "model")):
+        for g in groups_of:
+            out.append(Block("h3", f"{title} ({g.name})"))
+            out.append(Block("table", header=(col, "contestant", "rating", "95% interval", "votes"),
+                             rows=tuple((r.variant if col == "variant" else r.model, r.contestant,
+                                         fmt(r.rating.rating), fmt_ci(r.rating), str(r.rating.votes))
+                                        for r in g.rows)))
+            out.append(Block("p", verdict(g, what)))
     return out
 
 

@@ -240,6 +240,17 @@ def shown_reasoning(reasoning: str | None, *, hidden: bool, show_reasoning: bool
     return reasoning
 
 
+def shown_prompt(user_message: str, out: OutputRecord | None, *, hidden: bool, templated: bool = False) -> str:
+    """The prompt an answer is shown under: the text it answered (`out.prompt`:
+    an edited chat prompt, or a variant's template filled in) else the turn's.
+    While `hidden`, a prompt only its own contestant was sent (`templated`: a
+    variant's template) is not shown: it would tell which variant wrote the
+    answer; the turn's own prompt, the same for every answer, stands in."""
+    if out is None or not out.prompt or (hidden and templated):
+        return user_message
+    return out.prompt
+
+
 # --------------------------------------------------------------------------- new votes
 
 

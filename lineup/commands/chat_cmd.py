@@ -53,6 +53,10 @@ def prepare(args: argparse.Namespace):
         models = resolve_models(config, args.models) if args.models else list(config.models.values())
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
+    templated = [m.alias for m in models if m.template is not None]
+    if templated:
+        raise UsageError(f"-m {templated[0]}: a variant's template fills a sample set's cases (`lineup run`); "
+                         "in the chat you type the message: use a variant without a template")
     pick = not args.resume and not args.models and len(models) > PICKER_AT
     if not args.resume:
         if not args.models:

@@ -67,6 +67,12 @@ def run(args: argparse.Namespace) -> int:
               "key": None, "headers": [], "demo": True, "configured": False}
              for m in (*DEMO_MODELS, DEMO_JUDGE) if m.alias not in config.models]
 
+    # [variants]: a model with its own prompt and settings (`-m NAME`, or `-m MODEL@NAME` for a generic one)
+    variants: list[dict[str, Any]] = [
+        {"name": name, "model": v.model, "overrides": [k for k in ("system", "template") if getattr(v, k)]
+         + (["params"] if v.params.model_dump(exclude_none=True) else [])}
+        for name, v in config.variants.items()]
+
     failed = False
     if args.check:
         import anyio
@@ -83,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"config": config.source, "autodetected": config.autodetected,
                           "demo_only": config.demo_only, "warnings": list(config.warnings), "models": rows,
-                          "plugins": plugins}, indent=2))
+                          "plugins": plugins, "variants": variants}, indent=2))
         return 1 if failed else 0
 
     for warning in config.warnings:
@@ -107,6 +113,12 @@ def run(args: argparse.Namespace) -> int:
         print()
         print("Provider plugins (provider = NAME in a model's table):")
         _print_plugins(plugins)
+    if variants:
+        print()
+        print("Variants (-m NAME; a generic one, without a model, as -m MODEL@NAME or run --variants NAME):")
+        for v in variants:
+            of = f"of {v['model']}" if v["model"] else "generic"
+            print(f"  {one_line(v['name'])}  {one_line(of)}  ({', '.join(v['overrides']) or 'no overrides'})")
     if args.check:
         _print_routes(rows)
     return 1 if failed else 0

@@ -69,6 +69,9 @@ def _rerun_run(args: argparse.Namespace, config, models, original, params: dict)
         sample_set, lost = sample_set_from_run(loaded)
     except ValidationError as exc:   # recorded by an older lineup that let it through (a case's params)
         raise UsageError("; ".join(_validation_problems(f"session {original.id}", exc))) from None
+    problems = sample_set.template_problems(models)   # a variant's template: every case gives its variables
+    if problems:
+        raise UsageError("\n".join(problems))
     err = Console(stderr=True, highlight=False, markup=False)
     for what in lost:
         err.print(one_line(f"not re-sent: {what}"))

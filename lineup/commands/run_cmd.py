@@ -11,6 +11,10 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("set", metavar="SET.jsonl", help="sample set (JSONL, one case per line)")
     p.add_argument("-m", "--model", dest="models", action="append", default=[], metavar="ALIAS",
                    help="a model alias (repeat for each contestant; default: every configured model)")
+    p.add_argument("--variants", metavar="NAMES",
+                   help="comma-separated variant names: every model of -m runs as each variant (MODEL@NAME: "
+                        "the model's own [variants.\"MODEL@NAME\"], else a generic [variants.NAME]); the "
+                        "report then groups the ratings by model and by variant")
     p.add_argument("--with-logged", action="store_true",
                    help="add the answer production gave (the cases' logged answers, from `lineup sample "
                         "--keep-answers`) as a contestant named 'logged', judged blind beside the others; "

@@ -33,7 +33,7 @@ def run_inputs(args: argparse.Namespace):
     """(config, models, sample set, sampling params) of a command that runs a
     set (`run`, `drift`, `load`): each checked, exit 2 naming what is wrong, every
     model's key in the environment before anything is recorded."""
-    from core.answering.config import ConfigError, load_config, resolve_models
+    from core.answering.config import ConfigError, load_config, resolve_models, variant_matrix
     from core.ground.errors import UsageError
     from core.answering.sampleset import SampleSetError, load_sample_set
     from core.stats.votes import labels_for
@@ -43,14 +43,23 @@ def run_inputs(args: argparse.Namespace):
         config = load_config(args.config, probe_ollama=True)
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
+    aliases = list(args.models)
+    names = [n.strip() for n in (getattr(args, "variants", None) or "").split(",") if n.strip()]
+    if getattr(args, "variants", None) is not None and not names:
+        raise UsageError("--variants: name at least one variant (--variants terse,detailed)")
     try:
-        models = resolve_models(config, args.models) if args.models else list(config.models.values())
+        if names:   # the matrix: every model with every variant
+            aliases = variant_matrix(config, aliases or list(config.models), names)
+        models = resolve_models(config, aliases) if aliases else list(config.models.values())
     except ConfigError as exc:
-        raise UsageError(f"-m/--model: {exc}") from None
+        raise UsageError(f"{'--variants' if names else '-m/--model'}: {exc}") from None
     try:
         sample_set = load_sample_set(args.set)
     except SampleSetError as exc:
         raise UsageError(str(exc)) from None
+    problems = sample_set.template_problems(models)   # before any request: every case fills every template
+    if problems:
+        raise UsageError(str(SampleSetError(problems)))
     if not models:
         raise UsageError("no models: name them with -m ALIAS (see `lineup models`)")
     try:
