@@ -238,6 +238,15 @@ class Case(BaseModel):
         return tuple(msgs)
 
 
+class SetHeader(BaseModel):
+    """What a set says of itself, on its first line as `{"set": {...}}`:
+    `grader`, the model alias that grades its `rubric` checks that name none
+    (`lineup run --grader` overrides it)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    grader: str | None = Field(default=None, min_length=1, max_length=200)
+
+
 class SampleSet(BaseModel):
     """A loaded, validated set. `sha256` is the file's content hash, so a run
     records exactly which version of the set it used."""
@@ -247,6 +256,7 @@ class SampleSet(BaseModel):
     path: str
     sha256: str
     cases: tuple[Case, ...]
+    header: SetHeader = Field(default_factory=SetHeader)
     _images: dict[str, ImagePart] = PrivateAttr(default_factory=dict)
 
     @property
@@ -388,9 +398,19 @@ def load_sample_set(path: str | Path) -> SampleSet:
     cases: list[Case] = []
     first_line: dict[str, int] = {}
     checked_images: dict[str, str | None] = {}
-    for lineno, where, data, problem in json_objects(split_lines(raw, shown), shown, "a case"):
+    header = SetHeader()
+    for index, (lineno, where, data, problem) in enumerate(json_objects(split_lines(raw, shown), shown, "a case")):
         if problem:
             problems.append(problem)
+            continue
+        if isinstance(data, dict) and "set" in data:
+            if index or len(data) != 1 or not isinstance(data["set"], dict):
+                problems.append(f"{where}: set: a set header is the first line, alone: {{\"set\": {{...}}}}")
+                continue
+            try:
+                header = SetHeader.model_validate(data["set"])
+            except ValidationError as exc:
+                problems.extend(p.replace(f"{where}: ", f"{where}: set.", 1) for p in _validation_problems(where, exc))
             continue
         try:
             case = Case.model_validate(data)
@@ -411,4 +431,5 @@ def load_sample_set(path: str | Path) -> SampleSet:
         problems.append(f"{shown}: no cases")
     if problems:
         raise SampleSetError(problems)
-    return SampleSet(name=path.stem, path=str(path), sha256=hashlib.sha256(raw).hexdigest(), cases=tuple(cases))
+    return SampleSet(name=path.stem, path=str(path), sha256=hashlib.sha256(raw).hexdigest(), cases=tuple(cases),
+                     header=header)
