@@ -594,7 +594,12 @@ def judge_verdict(prompt: str) -> str:
     reference = ref.group(1) if ref else None
     (sa, ca, n), (sb, cb, _) = (judge_score(question, answers["A"], reference),
                                 judge_score(question, answers["B"], reference))
-    reason = (f"Assistant A covers {ca} of the question's {n} key words, Assistant B {cb}; "
+    against = ""
+    if reference is not None:
+        words = keywords(reference, 8)
+        ra, rb = (sum(1 for w in words if w in answers[k].lower()) for k in ("A", "B"))
+        against = f"of the reference answer's {len(words)} key words, A covers {ra} and B {rb}; "
+    reason = (f"Assistant A covers {ca} of the question's {n} key words, Assistant B {cb}; {against}"
               f"weighing coverage, detail and format, A scores {sa:.1f} and B {sb:.1f}.")
     if abs(sa - sb) < JUDGE_TIE_MARGIN:
         return reason + " They are about equally good. [[C]]"
