@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from core.report.format import fmt, pct
-from core.report.judge import CombinedRatings, JudgeReport
+from core.report.judge import CombinedRatings, JudgeReport, JudgeStyle
 from core.report.model import Report
 from core.report.rater_quality import RaterQuality
 
@@ -84,6 +84,8 @@ def judge_blocks(j: JudgeReport) -> list[Block]:
                                     else ".") + first)]
     c = j.calibration
     out.append(Block("h3", "Agreement with people"))
+    if c.flag:
+        out.append(Block("p", c.flag))
     if not c.enough:
         out.append(Block("p", c.message or "nothing to compare"))
     else:
@@ -105,6 +107,40 @@ def judge_blocks(j: JudgeReport) -> list[Block]:
                           "sample of those the judge judged."))
     for t in j.ratings:
         out += _ratings_blocks(t)
+    out += judge_style_blocks(j.style)
+    return out
+
+
+def judge_style_blocks(st: JudgeStyle) -> list[Block]:
+    """Style control on the judge's own verdicts: its coefficients beside
+    people's, and its ratings before and after the style is removed."""
+    out = [Block("h3", "Style control on the judge's verdicts (length and Markdown)")]
+    if st.judge is None:
+        out.append(Block("p", st.message or "no style control"))
+        return out
+    if st.summary:
+        out.append(Block("p", st.summary))
+    people = {c.feature: c for c in st.people.coefficients} if st.people is not None else {}
+
+    def coef(c) -> tuple[str, str]:
+        if c is None:
+            return "-", "-"
+        if not c.varies:
+            return "not fitted", "-"
+        return f"{c.coef:+.2f}", _interval(c.ci_low, c.ci_high, as_pct=False)
+
+    out.append(Block("table", header=("feature", "judge", "95% interval", "people", "95% interval"),
+                     rows=tuple((c.description, *coef(c), *coef(people.get(c.feature)))
+                                for c in st.judge.coefficients)))
+    out.append(Block("p", "A coefficient is the change in log-odds of winning per standard deviation of the "
+                          "feature's difference between two answers: positive for length means longer answers "
+                          "win more often, whoever wrote them. The judge's ratings from its verdicts alone, plain "
+                          "and with the style removed (bias-corrected):"))
+    out.append(Block("table", header=("model", "judge's rating", "95% interval", "style-adjusted", "95% interval"),
+                     rows=tuple((r.name, fmt(r.rating), _interval(r.ci_low, r.ci_high, as_pct=False, digits=0),
+                                 fmt(r.adjusted), _interval(r.adjusted_low, r.adjusted_high, as_pct=False, digits=0))
+                                for r in st.judge.models)))
+    out += [Block("p", w) for w in st.judge.warnings]
     return out
 
 
