@@ -242,3 +242,21 @@ def test_ctrl_c_ends_a_run_waiting_on_a_stalled_grader_at_once(tmp_path):
     assert proc.returncode == 130, err
     assert took < 5, took             # the bound is 2 s; a loaded CI machine gets slack
     assert _checks(db)[0] == {}
+
+
+def test_a_rerun_of_a_graded_run_is_graded_by_the_same_grader(tmp_path):
+    from core.answering.runner import sample_set_from_run
+
+    db = tmp_path / "lineup.db"
+    path = _write(tmp_path / "set.jsonl", {"set": {"grader": "demo/judge"}}, CASE)
+    assert main(["run", str(path), "-m", "demo/concise", "--quiet", "--db", str(db)]) == 0
+    with Store.open(db) as store:
+        (s,) = store.list_sessions(kind="run")
+        rebuilt, _ = sample_set_from_run(store.load_session(s.id))
+    (check,) = rebuilt.cases[0].checks
+    assert check.type == "rubric" and check.judge == "demo/judge" and rebuilt.cases[0].reference == REFERENCE
+    assert main(["replay", s.id, "--rerun", "-m", "demo/thorough", "--db", str(db)]) == 0
+    with Store.open(db) as store:
+        rerun = next(x for x in store.list_sessions() if x.id != s.id)
+        graded = store.load_session(rerun.id).checks
+    assert len(graded) == 1 and graded[0].spec["graded_by"] == "demo/judge" and graded[0].spec["with_reference"]

@@ -550,6 +550,8 @@ def sample_set_from_run(loaded) -> tuple["SampleSet", list[str]]:
                 if check.spec.get("type") == "structured_output" and "response_format" in extra:
                     continue   # implied by the response_format, added again by the case
                 spec = {key: v for key, v in check.spec.items() if key not in _RESULT_KEYS}
+                if spec.get("type") == "rubric" and not spec.get("judge") and check.spec.get("graded_by"):
+                    spec["judge"] = check.spec["graded_by"]   # graded again by the grader that graded it
                 if k != len(turns) - 1:
                     spec.setdefault("turn", k)
                 specs.append(spec)
