@@ -260,3 +260,57 @@ def test_a_rerun_of_a_graded_run_is_graded_by_the_same_grader(tmp_path):
         rerun = next(x for x in store.list_sessions() if x.id != s.id)
         graded = store.load_session(rerun.id).checks
     assert len(graded) == 1 and graded[0].spec["graded_by"] == "demo/judge" and graded[0].spec["with_reference"]
+
+
+def test_rubric_grades_are_set_beside_peoples_votes_and_flagged_below_the_threshold(tmp_path):
+    """Where a person compared two answers a grader graded, the higher grade is
+    the grader's verdict; the report's agreement is the share of votes it
+    matches (recounted here from the records), flagged below the threshold."""
+    import random
+
+    from core.report import ReportFilters, build_report
+    from core.report.markdown import render_markdown
+    from core.stats.votes import make_votes
+
+    topics = ["rivers of europe", "binary search trees", "sourdough starters", "solar panels on roofs",
+              "the french revolution", "python decorators", "tidal energy", "coral reef bleaching",
+              "jazz improvisation", "volcanic eruptions", "bicycle gears", "honey bees", "glacier retreat"]
+    cases = [{"set": {"grader": "demo/judge"}}] + [
+        {"id": f"t{k}", "category": "explain", "prompt": f"Explain {t} with examples and trade-offs in detail",
+         "checks": [{"type": "rubric", "name": "rated", "rubric": "Covers the topic.", "scale": "1-5"}]}
+        for k, t in enumerate(topics)]
+    db = tmp_path / "lineup.db"
+    assert main(["run", str(_write(tmp_path / "set.jsonl", *cases)), "-m", "demo/concise", "-m", "demo/thorough",
+                 "--quiet", "--seed", "4", "--db", str(db)]) == 0
+    rng = random.Random(9)
+    with Store.open(db) as store:
+        (s,) = store.list_sessions(kind="run")
+        loaded = store.load_session(s.id)
+        label = {c.alias: c.label for c in loaded.session.contestants}
+        grade = {}
+        for c in loaded.checks:
+            out = next(o for o in loaded.outputs if o.id == c.output_id)
+            grade[(out.turn_id, out.contestant)] = c.spec["grade"]
+        agreed = voted = 0
+        for turn in loaded.turns:
+            if (turn.id, "demo/concise") not in grade or (turn.id, "demo/thorough") not in grade:
+                continue
+            pick = rng.choice(["demo/concise", "demo/thorough", "tie"])
+            choice = label[pick] if pick != "tie" else "tie"
+            (v,) = make_votes(s.id, [turn.id], choice, mapping={lab: a for a, lab in label.items()},
+                              positions=sorted(label.values()), rater="ana", revealed=True)
+            store.add_vote(v)
+            gc, gq = grade[(turn.id, "demo/concise")], grade[(turn.id, "demo/thorough")]
+            says = "demo/concise" if gc > gq else "demo/thorough" if gq > gc else "tie"
+            agreed += says == pick
+            voted += 1
+        report = build_report(store, ReportFilters(include_demo=True), rounds=20)
+        strict = build_report(store, ReportFilters(include_demo=True), rounds=20, min_judge_agreement=0.99)
+        lax = build_report(store, ReportFilters(include_demo=True), rounds=20, min_judge_agreement=0.0)
+    assert voted >= 10 and len({g for g in grade.values()}) > 1          # the grades are not all one value
+    (row,) = report.graders
+    assert (row.check, row.grader, row.graded) == ("rated", "demo/judge", 2 * len(topics))
+    assert (row.comparisons, row.agreed) == (voted, agreed)
+    assert row.ci_low <= row.rate <= row.ci_high and sum(map(sum, row.confusion)) == voted
+    assert strict.graders[0].unreliable and not lax.graders[0].unreliable
+    assert "Rubric graders against people" in render_markdown(strict) and "UNRELIABLE" in render_markdown(strict)

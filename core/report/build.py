@@ -40,6 +40,8 @@ from core.decide.choose import decide
 from core.stats.public_scores import public_scores
 from core.report import figures
 from core.report.agreement import Agreement, agreement
+from core.report.graders import grader_agreement
+from core.report.judge import DEFAULT_MIN_AGREEMENT
 from core.report.judge import judge_report as judge_section
 from core.report.matchups import matchups
 from core.report.model import NO_CATEGORY, RatingTable, Report, ReportFilters
@@ -156,6 +158,8 @@ def _stretch(store: Store, scope: Q.Scope, report: Report, judge: str | None, ju
         threshold = {} if min_judge_agreement is None else {"min_agreement": min_judge_agreement}
         report.judge = judge_section(store, scope, judge, rounds=rounds, seed=seed, prompt_hash=judge_prompt,
                                      **threshold)
+    report.graders = grader_agreement(store, scope, DEFAULT_MIN_AGREEMENT if min_judge_agreement is None
+                                      else min_judge_agreement)
     report.rater_quality = rater_quality(store, scope)
 
 

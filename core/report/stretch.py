@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from core.report.format import fmt, pct
+from core.report.graders import GraderAgreement
 from core.report.judge import CombinedRatings, JudgeReport, JudgeStyle
 from core.report.model import Report
 from core.report.rater_quality import RaterQuality
@@ -48,7 +49,30 @@ def stretch_blocks(r: Report) -> list[Block]:
                 Block("p", f"{r.judge_votes_excluded} verdict{'s' if r.judge_votes_excluded != 1 else ''} of LLM "
                            "judges match these filters and are in none of the figures above, which are made of "
                            "people's votes only; `lineup report --judge ALIAS` compares a judge with them.")]
+    out += grader_blocks(r.graders)
     out += rater_quality_blocks(r.rater_quality)
+    return out
+
+
+def grader_blocks(rows: list[GraderAgreement]) -> list[Block]:
+    """Rubric graders beside people: where a person compared two answers a
+    grader graded, the higher grade as its verdict."""
+    if not rows:
+        return []
+    out = [Block("h2", "Rubric graders against people"),
+           Block("p", "Where a person's vote compares two answers a rubric grader graded on the same turn, the "
+                      "higher grade is the grader's verdict (equal grades: a tie). A pass/fail rubric ties "
+                      "whenever both pass or both fail.")]
+    out.append(Block("table", header=("check", "grader", "graded", "comparisons", "agreement", "95% interval", "flag"),
+                     rows=tuple((g.check, g.grader, str(g.graded), str(g.comparisons), pct(g.rate),
+                                 _interval(g.ci_low, g.ci_high),
+                                 (f"UNRELIABLE: below {pct(g.min_agreement)}" if g.unreliable else "")
+                                 + (g.message or "")) for g in rows)))
+    for g in rows:
+        if g.confusion:
+            out.append(Block("table", header=(f"{g.check} ({g.grader}): people \\ grades", *g.categories),
+                             rows=tuple((n, *(str(k) for k in row))
+                                        for n, row in zip(g.categories, g.confusion, strict=True))))
     return out
 
 
