@@ -266,3 +266,16 @@ def test_demo_judge_judges_against_the_reference_offline(tmp_path, capsys):
     assert main(["judge", "-m", "demo/judge", "--no-swap"]) == 0                 # without it: another prompt
     plain = [v for v in _judge_votes(tmp_path, sid) if v.judge_prompt_hash == JudgePrompt().hash]
     assert len(plain) == 3 and not any("reference" in (v.judge_reason or "") for v in plain)
+
+
+def test_a_judge_that_sends_keepalives_forever_times_out(tmp_path, monkeypatch, capsys):
+    from core.answering import judge as judge_module
+
+    monkeypatch.setattr(judge_module, "DEFAULT_TIMEOUT_S", 1.0)
+    sid = _run_set(tmp_path, DEMO[:2])
+    with TestServer() as srv:
+        srv.script(Reply(text="thinking", fault="keepalive_stall", fault_after=1, delay=0.1))
+        config = _config(tmp_path, srv, read_timeout=30)
+        assert main(["judge", "-m", "judge", "--config", str(config), "--limit", "1", "--no-swap"]) == 1
+    assert "judge timed out after 1 s" in capsys.readouterr().err
+    assert _judge_votes(tmp_path, sid) == []

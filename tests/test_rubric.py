@@ -314,3 +314,34 @@ def test_rubric_grades_are_set_beside_peoples_votes_and_flagged_below_the_thresh
     assert row.ci_low <= row.rate <= row.ci_high and sum(map(sum, row.confusion)) == voted
     assert strict.graders[0].unreliable and not lax.graders[0].unreliable
     assert "Rubric graders against people" in render_markdown(strict) and "UNRELIABLE" in render_markdown(strict)
+
+
+def test_a_grader_that_sends_keepalives_forever_times_out_and_is_asked_again(tmp_path, monkeypatch, capsys):
+    """Keep-alives reset the provider's read limit; the grading's own limit
+    still ends it: not a verdict, not recorded."""
+    from core.answering import rubric
+
+    monkeypatch.setattr(rubric, "DEFAULT_TIMEOUT_S", 1.0)
+    monkeypatch.setenv("COLUMNS", "200")
+    db = tmp_path / "lineup.db"
+    with TestServer() as srv:
+        srv.respond(_fake_grader(lambda user: Reply(text="hmm", fault="keepalive_stall", fault_after=1, delay=0.1)))
+        config = config_file(tmp_path / "config.toml", srv, {"alpha": {}, "grader": {"read_timeout": 30}})
+        assert main(["run", str(_write(tmp_path / "set.jsonl", CASE)), "-m", "alpha", "--grader", "grader",
+                     "--quiet", "--config", str(config), "--db", str(db)]) == 1
+    assert "grader: timed out after 1 s" in capsys.readouterr().out
+    assert _checks(db)[0] == {}
+
+
+def test_a_grader_of_a_contestants_family_is_named_in_a_warning(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    with TestServer() as srv:
+        srv.respond(_fake_grader())
+        config = config_file(tmp_path / "config.toml", srv, {"small": {"model": "gpt-4o-mini"},
+                                                              "other": {"model": "qwen2.5:7b"},
+                                                              "grader": {"model": "gpt-4o"}})
+        assert main(["run", str(_write(tmp_path / "set.jsonl", CASE)), "-m", "small", "-m", "other",
+                     "--grader", "grader", "--quiet", "--config", str(config), "--db", str(tmp_path / "l.db")]) == 0
+    err = capsys.readouterr().err
+    assert "the grader grader is of the same family (openai) as small: it grades its own kin" in err
+    assert err.count("warning:") == 1           # qwen is of another family

@@ -110,6 +110,9 @@ MULTI_REFERENCE = "<|The Start of Reference Answer|>\n\n{reference}\n\n<|The End
 _VERDICT = re.compile(r"\[\[(A|B|C)\]\]")
 #: The most of a judge's reply that is kept (its reason and verdict); the verdict is read from all of it.
 MAX_REASON_CHARS = 20_000
+#: Seconds one verdict may take, whole (the provider's connect and read limits apply too: a server
+#: that sends keep-alives and no verdict would pass those).
+DEFAULT_TIMEOUT_S = 180.0
 
 
 def parse_verdict(text: str) -> str | None:
@@ -388,8 +391,13 @@ class JudgeRunner:
         request = ChatRequest(model=self.judge.model, messages=(Message(role="user", content=user),),
                               system=system, params=self.judge.params.merged(self.params))
         result = StreamResult()
-        async for event in provider.stream(request):
-            result.add(event)
+        limit = DEFAULT_TIMEOUT_S
+        with anyio.move_on_after(limit) as scope:
+            async for event in provider.stream(request):
+                result.add(event)
+        if scope.cancelled_caught:
+            self.tally.failed[f"judge timed out after {limit:g} s"] += 1
+            return False
         reply = _scrubbed(result.text, self.judge)
         if result.error is not None:
             self.tally.failed[f"judge error ({result.error.kind.value})"] += 1

@@ -116,8 +116,26 @@ def resolve_graders(args: argparse.Namespace, config, sample_set, models):
     except ConfigError as exc:
         raise UsageError(f"grader: {exc}") from None
     require_keys(config, graders)
+    _warn_kin(graders, models)
     secrets = [s for m in [*models, *graders] for s in m.secrets()]
     return Graders({g.alias: g for g in graders}, default, secrets=secrets)
+
+
+def _warn_kin(graders, models) -> None:
+    """A grader of a contestant's own family grades its kin (models tend to
+    prefer their family's answers): said, not refused."""
+    from rich.console import Console
+
+    from core.answering.identity import family_of
+    from core.ground.text import one_line
+
+    err = Console(stderr=True, highlight=False, markup=False)
+    for g in graders:
+        own = family_of(g.provider, g.model, g.base_url)
+        kin = sorted(m.alias for m in models if m.alias != g.alias and family_of(m.provider, m.model, m.base_url) == own)
+        if own and kin and not g.is_demo:
+            err.print(one_line(f"warning: the grader {g.alias} is of the same family ({own}) as {', '.join(kin)}: "
+                               "it grades its own kin"))
 
 
 def check_repeats(args: argparse.Namespace) -> None:
