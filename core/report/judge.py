@@ -307,6 +307,11 @@ def _length_words(judge: StyleControl, people: StyleControl | None) -> str:
         text += (f": with it, {'longer' if coef > 0 else 'shorter'} answers win more often whoever wrote them "
                  "(a length bias); its style-adjusted ratings remove it")
     text += "."
+    others = [f"{FEATURE_TEXT[c.feature]} {c.coef:+.2f}" for c in judge.coefficients
+              if c.feature != "length" and c.varies and c.ci_low is not None and c.ci_high is not None
+              and (c.ci_low > 0 or c.ci_high < 0)]
+    if others:
+        text += f" Its verdicts also follow {', '.join(others)} (each interval excludes 0)."
     if people is not None:
         text += f" People's, on their own votes: {said(people)[0]}."
     return text
