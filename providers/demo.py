@@ -24,7 +24,16 @@ conversations) and answers with a short reason and ``[[A]]``, ``[[B]]`` or
 answer is scored on the question's key words it covers, its length (capped)
 and, when JSON is asked for, whether it holds valid JSON; the higher score
 wins, close scores tie. The order the answers come in changes nothing, so it
-is position-consistent, and it never looks at anything but the text.
+is position-consistent, and it never looks at anything but the text. With
+a reference answer in the request (`lineup judge --reference`), an answer's
+coverage of the reference's key words counts as well.
+
+It also grades single answers (a rubric check, `core.answering.rubric`: the
+rubric, the question, an optional reference, "[The Start of Assistant's
+Answer]"): the share of the reference's key words the answer covers (of the
+question's, without a reference) decides, `[[PASS]]` from one half up, or a
+rating `[[1]]`..`[[5]]` when the instructions ask for one; the reason says
+how many of whose key words it found.
 
 Tools (a request with `tools`): each style decides whether a tool fits the
 prompt (words of its name and description in the prompt), fills the
@@ -310,7 +319,8 @@ def compose(style: DemoStyle, request: ChatRequest, seed: int) -> Plan:
                    images=len(users[-1].images) if users else 0, rng=rng, style=style.name)
 
     if style.name == JUDGE_STYLE.name:
-        return Plan(prompt=prompt, text=judge_verdict(prompt))
+        graded = grade_verdict(prompt, request.system or "")
+        return Plan(prompt=prompt, text=graded if graded is not None else judge_verdict(prompt))
     plan = Plan(prompt=prompt, text=_WRITERS[style.name](ctx))
     asked = schema_in(request.system) if style.name != "quirky" else None
     if request.response_format is not None:
@@ -498,7 +508,16 @@ _SINGLE_ANSWER = re.compile(r"\[The Start of Assistant (A|B)'s Answer\]\n(.*?)\n
                             re.DOTALL)
 _CONVERSATION = re.compile(r"<\|The Start of Assistant (A|B)'s Conversation with User\|>\n(.*?)\n"
                            r"<\|The End of Assistant \1's Conversation with User\|>", re.DOTALL)
-_QUESTION = re.compile(r"\[User Question\]\n(.*?)\n\n\[The Start of Assistant", re.DOTALL)
+_QUESTION = re.compile(r"\[User Question\]\n(.*?)\n\n\[The Start of (?:Reference|Assistant)", re.DOTALL)
+_REFERENCE = re.compile(r"(?:\[|<\|)The Start of Reference Answer(?:\]|\|>)\n+(.*?)\n+(?:\[|<\|)The End of Reference "
+                        r"Answer(?:\]|\|>)", re.DOTALL)
+_GRADED_ANSWER = re.compile(r"\[The Start of Assistant's Answer\]\n(.*?)\n\[The End of Assistant's Answer\]", re.DOTALL)
+_GRADED_CONVERSATION = re.compile(r"<\|The Start of Assistant's Conversation with User\|>\n\n(.*?)\n\n"
+                                  r"<\|The End of Assistant's Conversation with User\|>", re.DOTALL)
+_GRADED_QUESTION = re.compile(r"\[Question\]\n(.*?)\n\n\[The Start of", re.DOTALL)
+_GRADED_TURN = re.compile(r"### User:\n(.*?)\n\n### Assistant:\n(.*?)(?=\n\n### User:\n|\Z)", re.DOTALL)
+#: A grade passes from this share of key words covered up.
+GRADE_PASS_SHARE = 0.5
 _TURN = re.compile(r"### User:\n(.*?)\n\n### Assistant (?:A|B):\n(.*?)(?=\n\n### User:\n|\Z)", re.DOTALL)
 #: Score differences below this are a tie.
 JUDGE_TIE_MARGIN = 0.75
@@ -534,15 +553,43 @@ def _has_json(text: str) -> bool:
     return False
 
 
-def judge_score(question: str, answer: str) -> tuple[float, int, int]:
-    """(score, key words of the question covered, of how many) of one answer."""
+def judge_score(question: str, answer: str, reference: str | None = None) -> tuple[float, int, int]:
+    """(score, key words of the question covered, of how many) of one
+    answer; with a reference, each of its key words covered adds too."""
     words = keywords(question, 8)
     low = answer.lower()
     covered = sum(1 for w in words if w in low)
     score = 2.0 * covered + min(len(answer.split()) / 50.0, 4.0)
+    if reference:
+        score += 2.0 * sum(1 for w in keywords(reference, 8) if w in low)
     if re.search(r"\bjson\b", question, re.IGNORECASE):
         score += 3.0 if _has_json(answer) else -3.0
     return score, covered, len(words)
+
+
+def grade_verdict(prompt: str, system: str) -> str | None:
+    """The demo grader's reply to a single-answer grading request (a rubric
+    check), or None when the text is not one."""
+    answer = _GRADED_ANSWER.search(prompt)
+    if answer is not None:
+        q = _GRADED_QUESTION.search(prompt)
+        question, text = (q.group(1) if q else ""), answer.group(1)
+    else:
+        conv = _GRADED_CONVERSATION.search(prompt)
+        turns = _GRADED_TURN.findall(conv.group(1)) if conv else []
+        if not turns:
+            return None
+        question, text = turns[-1]
+    ref = _REFERENCE.search(prompt)
+    whose = "the reference answer's" if ref else "the question's"
+    words = keywords(ref.group(1) if ref else question, 8)
+    low = text.lower()
+    covered = sum(1 for w in words if w in low)
+    share = covered / len(words) if words else 0.0
+    reason = f"The answer covers {covered} of {whose} {len(words)} key words."
+    if "[[PASS]]" in system:
+        return reason + (" It meets the rubric. [[PASS]]" if share >= GRADE_PASS_SHARE else " It falls short. [[FAIL]]")
+    return reason + f" Rating: [[{1 + round(4 * share)}]]"
 
 
 def judge_verdict(prompt: str) -> str:
@@ -551,8 +598,16 @@ def judge_verdict(prompt: str) -> str:
     if found is None:
         return "I could not find two answers to compare in this request. [[C]]"
     question, answers = found
-    (sa, ca, n), (sb, cb, _) = judge_score(question, answers["A"]), judge_score(question, answers["B"])
-    reason = (f"Assistant A covers {ca} of the question's {n} key words, Assistant B {cb}; "
+    ref = _REFERENCE.search(prompt)
+    reference = ref.group(1) if ref else None
+    (sa, ca, n), (sb, cb, _) = (judge_score(question, answers["A"], reference),
+                                judge_score(question, answers["B"], reference))
+    against = ""
+    if reference is not None:
+        words = keywords(reference, 8)
+        ra, rb = (sum(1 for w in words if w in answers[k].lower()) for k in ("A", "B"))
+        against = f"of the reference answer's {len(words)} key words, A covers {ra} and B {rb}; "
+    reason = (f"Assistant A covers {ca} of the question's {n} key words, Assistant B {cb}; {against}"
               f"weighing coverage, detail and format, A scores {sa:.1f} and B {sb:.1f}.")
     if abs(sa - sb) < JUDGE_TIE_MARGIN:
         return reason + " They are about equally good. [[C]]"

@@ -417,6 +417,18 @@ def check_rows(store: Store, scope: Scope) -> Iterator[tuple[Any, ...]]:
         f"WHERE {cond} ORDER BY c.rowid", params)
 
 
+def rubric_rows(store: Store, scope: Scope) -> list[tuple[Any, ...]]:
+    """(turn id, model, check name, spec (JSON text)) of every `rubric`
+    check result on the attempts in scope (`core.report.graders`)."""
+    join, cond, params = _output_filter(scope)
+    return store.conn.execute(
+        "SELECT o.turn_id, o.contestant, c.check_name, c.spec "
+        f"FROM check_result c JOIN output o ON o.id = c.output_id{join} "
+        f"WHERE {cond} AND c.spec LIKE '%rubric%' AND json_valid(c.spec) "   # LIKE first: cheap, most are not
+        "AND json_extract(c.spec, '$.type') = 'rubric' ORDER BY c.rowid",
+        params).fetchall()
+
+
 def repeated_answers(store: Store, scope: Scope) -> list[Sequence[Any]]:
     """The answers (id, turn, contestant, attempt, status, session, prompt,
     follow-up, repeat) to prompts asked more than once (repeat_index), in the

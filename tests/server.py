@@ -1229,7 +1229,7 @@ def request_texts(rec: Received) -> tuple[str, str]:
 
 _JUDGE_ANSWER = re.compile(r"\[The Start of Assistant (A|B)'s Answer\]\n(.*?)\n\[The End of Assistant \1's Answer\]",
                            re.DOTALL)
-_JUDGE_QUESTION = re.compile(r"\[User Question\]\n(.*?)\n\n\[The Start of Assistant", re.DOTALL)
+_JUDGE_QUESTION = re.compile(r"\[User Question\]\n(.*?)\n\n\[The Start of (?:Reference|Assistant)", re.DOTALL)
 _JUDGE_CONVERSATION = re.compile(r"<\|The Start of Assistant (A|B)'s Conversation with User\|>\n\n(.*?)\n\n"
                                  r"<\|The End of Assistant \1's Conversation with User\|>", re.DOTALL)
 _JUDGE_TURN = re.compile(r"### User:\n(.*?)\n\n### Assistant (?:A|B):\n(.*?)(?=\n\n### User:\n|\Z)", re.DOTALL)

@@ -15,7 +15,7 @@ import math
 import random
 from dataclasses import dataclass, field
 
-from core.stats.votes import bad_choice, labels_for, make_votes
+from core.stats.votes import JudgeFields, bad_choice, judge_rater, labels_for, make_votes
 from store.ids import new_ulid
 from store.records import (
     CheckResultRecord,
@@ -124,14 +124,16 @@ class Planted:
 
 def planted_store(store, truth: dict[str, dict[str, float]], votes: int | dict[str, int], *, seed: int = 0,
                   profiles: dict[str, Profile] | None = None, length_bias: float = 0.0, tie: float = 0.0,
-                  created: float = 1.7e9, rater: str = "planted") -> Planted:
+                  created: float = 1.7e9, rater: str = "planted", judge: JudgeFields | None = None) -> Planted:
     """Write votes whose truth is known: in category c, model a beats model b
     with probability 1 / (1 + exp(-(ln 10 * (R_a - R_b) / 400 + length_bias * x)))
     where R = `truth[c]` (Elo points) and x = (words_a - words_b) / (words_a +
     words_b), the raters' taste for length; a tie with probability `tie`
     first. Each vote judges two models on its own turn (one session per
-    category and pair of models, both answering every turn). Returns what
-    was written, for a test to recompute anything independently."""
+    category and pair of models, both answering every turn). With `judge`,
+    the votes are that LLM judge's verdicts (one order each), not a
+    person's: a judge planted with a length bias. Returns what was written,
+    for a test to recompute anything independently."""
     rng = random.Random(seed)
     profiles = profiles or {}
     out = Planted()
@@ -188,8 +190,10 @@ def planted_store(store, truth: dict[str, dict[str, float]], votes: int | dict[s
                         outcome = "a" if rng.random() < 1.0 / (1.0 + math.exp(-z)) else "b"
                     mapping = {"A": first, "B": second}
                     (vote,) = make_votes(session.id, [turn.id], {"a": "A", "b": "B", "tie": "tie"}[outcome],
-                                         mapping=mapping, positions=["A", "B"], rater=rater, revealed=True,
-                                         now=at + 1e-4, ids=[new_ulid(base + 10 * j + 9)])
+                                         mapping=mapping, positions=["A", "B"],
+                                         rater=judge_rater(judge.alias) if judge is not None else rater,
+                                         revealed=judge is None, now=at + 1e-4, ids=[new_ulid(base + 10 * j + 9)],
+                                         judge=judge)
                     store.add_vote(vote)
                     out.votes.append(PlantedVote(cat, first, second, outcome, words[first], words[second]))
     return out

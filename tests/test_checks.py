@@ -286,7 +286,10 @@ def test_every_type_has_a_runner_and_outcome_fields(tmp_path):
         "tool_called": {"tool": "t"}, "tool_not_called": {"tool": "u"}, "max_steps": {"limit": 2},
         "tool_args_valid": {}, "structured_output": {},
     }
-    assert set(specs) | set(executed) == set(CHECK_TYPES)
+    from core.answering.checks import GRADED_CHECK_TYPES
+
+    # a check a model grades has its own runner (`core.answering.rubric`, tests/test_rubric.py)
+    assert set(specs) | set(executed) == set(CHECK_TYPES) - GRADED_CHECK_TYPES
     from core.answering.checks import AnswerFacts
     from core.answering.tools import StructuredOutput, ToolScript
     from store.records import AnswerTrace, TraceCall, TraceStep

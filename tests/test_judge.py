@@ -220,3 +220,63 @@ def test_bad_input_is_refused_naming_it(tmp_path, capsys):
     assert main(["judge", "-m", "demo/judge", "--limit", "0"]) == 2
     with pytest.raises(SystemExit):
         main(["judge", "-m", "demo/judge", "--only-voted", "--only-unvoted"])
+
+
+def _run_with_references(tmp_path: Path, models=DEMO[:2], *extra: str) -> str:
+    refs = {"c1": "def reverse(xs): return xs[::-1]  # slicing", "c2": '{"name": "Ada", "email": "ada@example.org"}'}
+    path = tmp_path / "set.jsonl"
+    path.write_text("".join(json.dumps({**c, **({"reference": refs[c["id"]]} if c["id"] in refs else {})}) + "\n"
+                            for c in CASES))
+    assert main(["run", str(path), *(x for m in models for x in ("-m", m)), "--quiet", "--seed", "2", *extra]) == 0
+    with Store.open(tmp_path / "lineup.db") as store:
+        return store.list_sessions(kind="run")[0].id
+
+
+def test_reference_guided_judging_puts_each_cases_reference_in_the_prompt(tmp_path, capsys):
+    sid = _run_with_references(tmp_path)
+    with TestServer() as srv:
+        judge = PairwiseJudge(lambda q, a, b: "B")
+        srv.respond(judge)
+        config = _config(tmp_path, srv)
+        assert main(["judge", "-m", "judge", "--config", str(config), "--reference"]) == 0
+        requests = list(srv.requests)
+    err = capsys.readouterr().err
+    assert "left out: 1 (case, pair)s whose case has no reference answer" in err     # c3 has none
+    assert len(requests) == 4                                                          # c1, c2 x both orders
+    questions = {q for q, _, _ in judge.seen}
+    assert questions == {CASES[0]["prompt"], CASES[1]["prompt"]}                       # read as MT-Bench reads it
+    for rec in requests:
+        system, user = request_texts(rec)
+        assert "reference answer" in system
+        ref = "xs[::-1]" if "reverses a list" in user else '"email": "ada@example.org"'
+        assert "[The Start of Reference Answer]\n" in user and ref in user
+        assert user.index("[The Start of Reference Answer]") < user.index("[The Start of Assistant A's Answer]")
+        for name in ("demo/", "concise", "thorough"):
+            assert name not in system + user
+    votes = _judge_votes(tmp_path, sid)
+    assert len(votes) == 4 and {v.judge_prompt_hash for v in votes} == {JudgePrompt(reference=True).hash}
+    assert JudgePrompt(reference=True).hash != JudgePrompt().hash
+
+
+def test_demo_judge_judges_against_the_reference_offline(tmp_path, capsys):
+    sid = _run_with_references(tmp_path)
+    assert main(["judge", "-m", "demo/judge", "--reference", "--no-swap"]) == 0
+    votes = _judge_votes(tmp_path, sid)
+    assert len(votes) == 2
+    assert all("of the reference answer's" in (v.judge_reason or "") for v in votes)
+    assert main(["judge", "-m", "demo/judge", "--no-swap"]) == 0                 # without it: another prompt
+    plain = [v for v in _judge_votes(tmp_path, sid) if v.judge_prompt_hash == JudgePrompt().hash]
+    assert len(plain) == 3 and not any("reference" in (v.judge_reason or "") for v in plain)
+
+
+def test_a_judge_that_sends_keepalives_forever_times_out(tmp_path, monkeypatch, capsys):
+    from core.answering import judge as judge_module
+
+    monkeypatch.setattr(judge_module, "DEFAULT_TIMEOUT_S", 1.0)
+    sid = _run_set(tmp_path, DEMO[:2])
+    with TestServer() as srv:
+        srv.script(Reply(text="thinking", fault="keepalive_stall", fault_after=1, delay=0.1))
+        config = _config(tmp_path, srv, read_timeout=30)
+        assert main(["judge", "-m", "judge", "--config", str(config), "--limit", "1", "--no-swap"]) == 1
+    assert "judge timed out after 1 s" in capsys.readouterr().err
+    assert _judge_votes(tmp_path, sid) == []

@@ -419,7 +419,7 @@ class BatchRunner(Runner):
         sid, key = self.progress.session_id, _unit_key(u.case.id, u.repeat, u.contestant.alias)
         if ok:
             rows = await self.store.call(lambda st: st.run_unit(sid, u.case.id, u.repeat, u.contestant.alias))
-            await self._checks(u.case, answers, _check_keys(rows[2]))
+            ok = await self._checks(u.case, answers, _check_keys(rows[2]), tally)
         with anyio.CancelScope(shield=True):
             await self.store.call(lambda st: st.finish_claim(sid, key, self.owner, ok))
         if ok:

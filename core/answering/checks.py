@@ -303,12 +303,32 @@ class PythonCheck(_Check):
         return value
 
 
+class RubricCheck(_Check):
+    """A model grades the answer against `rubric` (and the case's `reference`
+    when it has one), blind: `core.answering.rubric` asks and reads it. `judge`
+    names the grader (default: the run's `--grader`, else the set's header);
+    `scale` is pass/fail, or 1-5 where `pass_at` and above passes."""
+
+    type: Literal["rubric"] = "rubric"
+    rubric: str = Field(min_length=1, max_length=20_000)
+    judge: str | None = Field(default=None, min_length=1, max_length=200, description="the grader's model alias")
+    scale: Literal["pass_fail", "1-5"] = "pass_fail"
+    pass_at: int = Field(default=4, ge=1, le=5, description="with scale 1-5: the lowest grade that passes")
+
+    @field_validator("rubric")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("the rubric is empty")
+        return value
+
+
 Check = Annotated[
     Union[
         ValidJsonCheck, JsonSchemaCheck, RegexCheck, ContainsCheck, NotContainsCheck,
         MaxWordsCheck, MinWordsCheck, MaxCharsCheck, MinCharsCheck, RequiredFieldsCheck,
         ToolCalledCheck, ToolNotCalledCheck, MaxStepsCheck, ToolArgsValidCheck, StructuredOutputCheck,
-        CodeTestsCheck, PythonCheck,
+        CodeTestsCheck, PythonCheck, RubricCheck,
     ],
     Field(discriminator="type"),
 ]
@@ -317,13 +337,15 @@ CHECK_TYPES: tuple[str, ...] = (
     "valid_json", "json_schema", "regex", "contains", "not_contains",
     "max_words", "min_words", "max_chars", "min_chars", "required_fields",
     "tool_called", "tool_not_called", "max_steps", "tool_args_valid", "structured_output",
-    "code_tests", "python",
+    "code_tests", "python", "rubric",
 )
 #: Checks that read an answer's tool trace (a case must declare tools to use them).
 TOOL_CHECK_TYPES = frozenset({"tool_called", "tool_not_called", "max_steps", "tool_args_valid"})
 #: Checks that run a process (seconds, not microseconds): in an event loop they
 #: are awaited (`run_case_check_async`), so a cancel kills the process.
 EXECUTED_CHECK_TYPES = frozenset({"code_tests", "python"})
+#: Checks a model grades (asynchronously, `core.answering.rubric`), not `run_check`.
+GRADED_CHECK_TYPES = frozenset({"rubric"})
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,9 @@ records.
   the same way. The prompt's hash (instructions and template) goes with every
   verdict: verdicts of different prompts are different raters' (`--judge`
   names the alias, the hash tells prompts apart).
+- `--reference`: reference-guided judging (MT-Bench "pair-math-v1"): the
+  case's reference answer goes in the prompt before the two answers, and
+  cases without one are left out (counted). Another prompt, another hash.
 - `--swap` (the default) asks for every pair in both orders; what the two
   verdicts say together (a flip is a tie, and position-inconsistent) is
   `core.stats.votes.combine_orders`.
@@ -73,6 +76,20 @@ DEFAULT_INSTRUCTIONS = (
     "influence your decision. Do not allow the length of the responses to influence your evaluation. Do "
     "not favor certain names of the assistants. Be as objective as possible."
 )
+#: MT-Bench's reference-guided pairwise instructions ("pair-math-v1"), as published
+#: but for "correctness and helpfulness" (their criteria beside a reference).
+REFERENCE_INSTRUCTIONS = (
+    "Please act as an impartial judge and evaluate the quality of the responses provided by two AI "
+    "assistants to the user question displayed below. Your evaluation should consider correctness and "
+    "helpfulness. You will be given a reference answer, assistant A's answer, and assistant B's answer. Your "
+    "job is to evaluate which assistant's answer is better. Begin your evaluation by comparing both "
+    "assistants' answers with the reference answer. Identify and correct any mistakes. Avoid any position "
+    "biases and ensure that the order in which the responses were presented does not influence your "
+    "decision. Do not allow the length of the responses to influence your evaluation. Do not favor certain "
+    "names of the assistants. Be as objective as possible."
+)
+#: Added to a rubric's instructions when a reference answer is given.
+REFERENCE_NOTE = " You will be given a reference answer: compare both assistants' answers with it."
 VERDICT_FORMAT = (
     "After providing your explanation, output your final verdict by strictly following this format: "
     "\"[[A]]\" if assistant A is better, \"[[B]]\" if assistant B is better, and \"[[C]]\" for a tie."
@@ -86,10 +103,16 @@ MULTI_TEMPLATE = ("<|The Start of Assistant A's Conversation with User|>\n\n{con
                   "<|The Start of Assistant B's Conversation with User|>\n\n{conversation_b}\n\n"
                   "<|The End of Assistant B's Conversation with User|>")
 MULTI_NOTE = " Your evaluation should focus on the assistants' answers to the last user question."
+#: The reference block, before the answers (MT-Bench "pair-math-v1"; one reference per case, for its last turn).
+SINGLE_REFERENCE = "[The Start of Reference Answer]\n{reference}\n[The End of Reference Answer]\n\n"
+MULTI_REFERENCE = "<|The Start of Reference Answer|>\n\n{reference}\n\n<|The End of Reference Answer|>\n\n\n"
 
 _VERDICT = re.compile(r"\[\[(A|B|C)\]\]")
 #: The most of a judge's reply that is kept (its reason and verdict); the verdict is read from all of it.
 MAX_REASON_CHARS = 20_000
+#: Seconds one verdict may take, whole (the provider's connect and read limits apply too: a server
+#: that sends keep-alives and no verdict would pass those).
+DEFAULT_TIMEOUT_S = 180.0
 
 
 def parse_verdict(text: str) -> str | None:
@@ -104,34 +127,50 @@ def parse_verdict(text: str) -> str | None:
 
 @dataclass(frozen=True)
 class JudgePrompt:
-    """The judge's instructions (default, or a rubric in their place) and templates."""
+    """The judge's instructions (default, or a rubric in their place) and
+    templates; `reference`: reference-guided (`lineup judge --reference`),
+    each case's reference answer shown before the two answers."""
 
     rubric: str | None = None
+    reference: bool = False
 
     @property
     def instructions(self) -> str:
-        return (self.rubric.strip() if self.rubric else DEFAULT_INSTRUCTIONS) + " " + VERDICT_FORMAT
+        if self.rubric:
+            base = self.rubric.strip() + (REFERENCE_NOTE if self.reference else "")
+        else:
+            base = REFERENCE_INSTRUCTIONS if self.reference else DEFAULT_INSTRUCTIONS
+        return base + " " + VERDICT_FORMAT
 
     @property
     def hash(self) -> str:
         """sha256 of everything but the material: instructions and both templates."""
-        blob = json.dumps([self.instructions, SINGLE_TEMPLATE, MULTI_TEMPLATE, MULTI_NOTE])
+        parts: list[str] = [self.instructions, SINGLE_TEMPLATE, MULTI_TEMPLATE, MULTI_NOTE]
+        if self.reference:   # the hash of a prompt without a reference is what it always was
+            parts += [SINGLE_REFERENCE, MULTI_REFERENCE]
+        blob = json.dumps(parts)
         return hashlib.sha256(blob.encode()).hexdigest()
 
-    def messages(self, turns: Sequence[str], answers_a: Sequence[str], answers_b: Sequence[str]
-                 ) -> tuple[str, str]:
+    def messages(self, turns: Sequence[str], answers_a: Sequence[str], answers_b: Sequence[str],
+                 reference: str | None = None) -> tuple[str, str]:
         """(system, user) for one pair: `turns` the user messages, oldest first;
-        `answers_*` each assistant's answers to them."""
+        `answers_*` each assistant's answers to them; `reference` the case's
+        reference answer (shown only by a reference-guided prompt)."""
+        shown = reference if self.reference and reference else None
         if len(turns) == 1:
-            return self.instructions, SINGLE_TEMPLATE.format(question=turns[0], answer_a=answers_a[0],
-                                                             answer_b=answers_b[0])
+            user = SINGLE_TEMPLATE.format(question=turns[0], answer_a=answers_a[0], answer_b=answers_b[0])
+            if shown:   # after the question, before the answers (the texts are values, never a template)
+                head = f"[User Question]\n{turns[0]}\n\n"
+                user = head + SINGLE_REFERENCE.format(reference=shown) + user[len(head):]
+            return self.instructions, user
 
         def conversation(label: str, answers: Sequence[str]) -> str:
             return "\n\n".join(f"### User:\n{q}\n\n### Assistant {label}:\n{a}" for q, a in zip(turns, answers, strict=True))
 
         return (self.instructions + MULTI_NOTE,
-                MULTI_TEMPLATE.format(conversation_a=conversation("A", answers_a),
-                                      conversation_b=conversation("B", answers_b)))
+                (MULTI_REFERENCE.format(reference=shown) if shown else "")
+                + MULTI_TEMPLATE.format(conversation_a=conversation("A", answers_a),
+                                        conversation_b=conversation("B", answers_b)))
 
 
 # --------------------------------------------------------------------------- the work
@@ -150,6 +189,7 @@ class JudgeUnit:
     case_key: str                    # the (case, pair) item, for --limit
     answers_first: tuple[str, ...]   # each turn's answer as the judge sees it
     answers_second: tuple[str, ...]
+    reference: str | None = None     # the case's reference answer (a reference-guided prompt shows it)
 
     def claim(self, judge: str, prompt_hash: str) -> str:
         return json.dumps(["judge", judge, prompt_hash, self.target.id, self.first, self.second])
@@ -164,6 +204,7 @@ class JudgePlan:
     pairs: int = 0                     # (case, pair) items planned
     directed: int = 0                  # answers in the plan that talk to the judge (`core.answering.judge_directed`)
     new_tags: list[TagRecord] = field(default_factory=list)   # ... of which not tagged yet: to record
+    no_reference: int = 0              # (case, pair) items left out: reference-guided, and no reference
 
 
 def _human_pairs(loaded: LoadedSession) -> dict[str, set[tuple[str, str]]]:
@@ -212,10 +253,14 @@ def plan_units(loaded: LoadedSession, judge: ModelConfig, prompt: JudgePrompt, *
     voted = _human_pairs(loaded)
     done = _recorded(loaded, judge.alias, prompt.hash)
     tagged = {t.output_id for t in loaded.tags if t.tag == DIRECTED_TAG}
+    references = s.meta.get("references") or {}
     seen: set[str] = set()
     for item in build_items(loaded, rater=None, repeats="separate"):
         turns = tuple(item.repeats[0])
         target = turns[-1]
+        reference = references.get(target.case_id) if target.case_id is not None else None
+        if not isinstance(reference, str) or not reference.strip():
+            reference = None
         for x, y in combinations(item.aliases, 2):
             if not same_family and (x in kin or y in kin):
                 continue
@@ -225,6 +270,9 @@ def plan_units(loaded: LoadedSession, judge: ModelConfig, prompt: JudgePrompt, *
             if only == "voted" and pair not in voted.get(target.id, set()):
                 continue
             if only == "unvoted" and pair in voted.get(target.id, set()):
+                continue
+            if prompt.reference and reference is None:
+                plan.no_reference += 1
                 continue
             plan.pairs += 1
             prompts = [t.user_message for t in turns] + ([s.system] if s.system else [])
@@ -243,7 +291,7 @@ def plan_units(loaded: LoadedSession, judge: ModelConfig, prompt: JudgePrompt, *
                     plan.already += 1
                     continue
                 plan.units.append(JudgeUnit(s.id, target, turns, first, second, f"{item.key}:{pair[0]}:{pair[1]}",
-                                            material[first], material[second]))
+                                            material[first], material[second], reference))
     return plan
 
 
@@ -339,12 +387,17 @@ class JudgeRunner:
 
     async def _ask(self, provider, unit: JudgeUnit) -> bool:
         system, user = self.prompt.messages([t.user_message for t in unit.turns], unit.answers_first,
-                                            unit.answers_second)
+                                            unit.answers_second, unit.reference)
         request = ChatRequest(model=self.judge.model, messages=(Message(role="user", content=user),),
                               system=system, params=self.judge.params.merged(self.params))
         result = StreamResult()
-        async for event in provider.stream(request):
-            result.add(event)
+        limit = DEFAULT_TIMEOUT_S
+        with anyio.move_on_after(limit) as scope:
+            async for event in provider.stream(request):
+                result.add(event)
+        if scope.cancelled_caught:
+            self.tally.failed[f"judge timed out after {limit:g} s"] += 1
+            return False
         reply = _scrubbed(result.text, self.judge)
         if result.error is not None:
             self.tally.failed[f"judge error ({result.error.kind.value})"] += 1

@@ -10,7 +10,9 @@ on a pair with a tagged answer are left out of the judge's figures, with a
 warning (`core/report/judge.py`). People still see and vote on the answer.
 
 What counts, precision first (a false tag drops real verdicts):
-- the judge's own verdict markers, `[[A]]`, `[[B]]`, `[[C]]`;
+- the judge's own verdict markers, `[[A]]`, `[[B]]`, `[[C]]`, and a rubric
+  grader's `[[PASS]]`, `[[FAIL]]` (`core.answering.rubric`; its ratings
+  `[[1]]`..`[[5]]` are not cues: `[[1]]` is a nested list in code);
 - the names the judge gives the answers, "Assistant A" / "Assistant B";
 - words addressed to a judge, evaluator, grader or rater ("Dear judge",
   "Note to the evaluator", "Grader: output ...", "If you are an AI judge"),
@@ -37,7 +39,7 @@ RATER = "lineup"
 _NOUN = r"(?:judge|evaluator|grader|rater|judging\s+model)s?"
 _KIND_OF = r"(?:(?:ai|llm|automated|automatic|impartial|human|model)\s+)?"
 _CUES: dict[str, tuple[re.Pattern[str], ...]] = {
-    "a verdict marker": (re.compile(r"\[\[\s*[ABC]\s*\]\]"),),
+    "a verdict marker": (re.compile(r"\[\[\s*[ABC]\s*\]\]"), re.compile(r"(?i)\[\[\s*(?:PASS|FAIL)\s*\]\]")),
     "the judge's names for the answers": (re.compile(r"\bAssistant\s+[AB]\b"),),
     "words addressed to the judge": (
         re.compile(rf"(?i)\b(?:dear|attention|hey|hello|hi|psst)\b[\s,:]*(?:the\s+|any\s+|all\s+)?{_KIND_OF}{_NOUN}\b"),

@@ -42,6 +42,7 @@ from store.records import CheckResultRecord, OutputRecord, SessionRecord, TurnRe
 from store.runs import find_cached
 
 if TYPE_CHECKING:
+    from core.answering.rubric import Graders
     from core.answering.sampleset import SampleSet
 
 
@@ -133,7 +134,8 @@ class Runner:
                  repeat: int = 1, concurrency: int = 8, params: SamplingParams = SamplingParams(),
                  defaults: SamplingParams = SamplingParams(), system: str | None = None,
                  new_session: bool = False, rerun_of: str | None = None, cache: bool = False,
-                 canary: bool = False, on_progress: Callable[[RunProgress], None] | None = None) -> None:
+                 canary: bool = False, graders: "Graders | None" = None,
+                 on_progress: Callable[[RunProgress], None] | None = None) -> None:
         if repeat < 1:
             raise ValueError("--repeat must be at least 1")
         if concurrency < 1:
@@ -152,6 +154,8 @@ class Runner:
         self.cache = cache
         #: a drift-watch run (`lineup drift`): always a new session, marked `canary` in its meta
         self.canary = canary
+        #: the models that grade the cases' rubric checks (`core.answering.rubric`); the caller closes them
+        self.graders = graders
         self.on_progress = on_progress
         self.owner = process_token()
         self.progress: RunProgress | None = None   # set by `run` before any unit starts
@@ -382,24 +386,27 @@ class Runner:
             if final.cost is not None:
                 tally.cost += final.cost
                 tally.cost_known = True
-        await self._checks(case, answers, _check_keys(rows[2]))
-        return True
+        return await self._checks(case, answers, _check_keys(rows[2]), tally)
 
-    async def _checks(self, case, answers: list[OutputRecord], recorded: Counter) -> None:
+    async def _checks(self, case, answers: list[OutputRecord], recorded: Counter,
+                      tally: ModelTally | None = None) -> bool:
         """Each check of the case on the answer its `turn` names (default: the
         last), except those already recorded (a run that stopped in between):
         one at a time, each saved before the next runs, so a stop (Ctrl-C,
         SIGTERM) between two checks keeps what was checked and the next run
         does not run it again (a check's patterns are time-limited, so a stop
         waits for at most one check; an executed check's process is awaited,
-        and a stop kills it)."""
-        from core.answering.checks import run_case_check_async
+        and a stop kills it; a grading is time-limited and cancelled by the
+        stop). A rubric grading that gave no verdict is not recorded: False,
+        its reason counted in `tally`, and the next run asks for it again."""
+        from core.answering.checks import GRADED_CHECK_TYPES, run_case_check_async
 
         checks = case.all_checks
         if not checks:
-            return
+            return True
         facts = case.answer_facts([a.trace for a in answers], self.sample_set.set_dir)
         texts = [a.text for a in answers]
+        complete = True
         for check in checks:
             target = answers[-1 if check.turn is None else check.turn]
             key = (target.id, check.label)
@@ -407,13 +414,37 @@ class Runner:
                 recorded[key] -= 1
                 continue
             await anyio.lowlevel.checkpoint()   # a stop asked for during the last check ends here
-            outcome = await run_case_check_async(check, texts, facts)
+            if check.type in GRADED_CHECK_TYPES:
+                outcome = await self._grade(case, check, answers)
+                if isinstance(outcome, str):
+                    complete = False
+                    if tally is not None:
+                        tally.errors[outcome] += 1
+                    continue
+            else:
+                outcome = await run_case_check_async(check, texts, facts)
             with anyio.CancelScope(shield=True):   # what was checked is kept
                 await self.store.add_check_result(CheckResultRecord(
                     id=new_ulid(), output_id=target.id, check=outcome.name,
                     spec={**outcome.spec, "score": outcome.score, **outcome.extra}, passed=outcome.passed,
                     detail=outcome.detail,
                 ))
+        return complete
+
+    async def _grade(self, case, check, answers: list[OutputRecord]):
+        """A rubric check's outcome on the answer its `turn` names, graded
+        blind (`core.answering.rubric`), or why no grade came (a short reason)."""
+        from core.answering.rubric import GraderError
+
+        if self.graders is None:
+            return "grader: none named (--grader, or the check's judge)"
+        upto = (len(answers) - 1 if check.turn is None else check.turn % len(answers)) + 1
+        turns = case_turn_texts(case)[:upto]
+        prompts = [*turns, *([s] if (s := case.system or self.system) else [])]
+        try:
+            return await self.graders.grade(check, turns, answers[:upto], case.reference, prompts)
+        except GraderError as exc:
+            return f"grader: {exc}"
 
     def _emit(self) -> None:
         if self.on_progress is not None and self.progress is not None:
@@ -531,6 +562,8 @@ def sample_set_from_run(loaded) -> tuple["SampleSet", list[str]]:
                                 "the set file, which the record does not keep; re-run the set file instead)")
                     continue
                 spec = {key: v for key, v in check.spec.items() if key not in _RESULT_KEYS}
+                if spec.get("type") == "rubric" and not spec.get("judge") and check.spec.get("graded_by"):
+                    spec["judge"] = check.spec["graded_by"]   # graded again by the grader that graded it
                 if k != len(turns) - 1:
                     spec.setdefault("turn", k)
                 specs.append(spec)
@@ -558,7 +591,9 @@ def sample_set_from_run(loaded) -> tuple["SampleSet", list[str]]:
 _TOOLING = {"tools", "tool_results", "tool_default", "max_steps", "response_format"}
 
 #: What a recorded check result adds to its check's spec (not part of the spec itself).
-_RESULT_KEYS = frozenset({"score", "failures", "structured", "status", "network_isolated"})
+_RESULT_KEYS = frozenset({"score", "failures", "structured", "status", "network_isolated",
+                          # a rubric's grade (`core.answering.rubric`)
+                          "grade", "graded_by", "with_reference", "grading_prompt", "judge_directed"})
 
 
 def sent_system(cfg: ModelConfig, case, system: str | None) -> str | None:

@@ -315,6 +315,15 @@ def _fill_vars(data: dict) -> dict:
     return data
 
 
+class SetHeader(BaseModel):
+    """What a set says of itself, on its first line as `{"set": {...}}`:
+    `grader`, the model alias that grades its `rubric` checks that name none
+    (`lineup run --grader` overrides it)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    grader: str | None = Field(default=None, min_length=1, max_length=200)
+
+
 class SampleSet(BaseModel):
     """A loaded, validated set. `sha256` is the file's content hash, so a run
     records exactly which version of the set it used."""
@@ -325,6 +334,7 @@ class SampleSet(BaseModel):
     sha256: str
     cases: tuple[Case, ...]
     from_file: bool = Field(default=True, description="False for a set rebuilt from a recorded session")
+    header: SetHeader = Field(default_factory=SetHeader)
     _images: dict[str, ImagePart] = PrivateAttr(default_factory=dict)
     _lines: dict[str, int] = PrivateAttr(default_factory=dict)   # case id -> its line in the file
 
@@ -492,9 +502,19 @@ def load_sample_set(path: str | Path) -> SampleSet:
     first_line: dict[str, int] = {}
     checked_images: dict[str, str | None] = {}
     located: dict[str, str | None] = {}   # a custom check's function -> why it cannot be found
-    for lineno, where, data, problem in json_objects(split_lines(raw, shown), shown, "a case"):
+    header = SetHeader()
+    for index, (lineno, where, data, problem) in enumerate(json_objects(split_lines(raw, shown), shown, "a case")):
         if problem:
             problems.append(problem)
+            continue
+        if isinstance(data, dict) and "set" in data:
+            if index or len(data) != 1 or not isinstance(data["set"], dict):
+                problems.append(f"{where}: set: a set header is the first line, alone: {{\"set\": {{...}}}}")
+                continue
+            try:
+                header = SetHeader.model_validate(data["set"])
+            except ValidationError as exc:
+                problems.extend(p.replace(f"{where}: ", f"{where}: set.", 1) for p in _validation_problems(where, exc))
             continue
         try:
             case = Case.model_validate(data)
@@ -522,6 +542,7 @@ def load_sample_set(path: str | Path) -> SampleSet:
         problems.append(f"{shown}: no cases")
     if problems:
         raise SampleSetError(problems)
-    loaded = SampleSet(name=path.stem, path=str(path), sha256=hashlib.sha256(raw).hexdigest(), cases=tuple(cases))
+    loaded = SampleSet(name=path.stem, path=str(path), sha256=hashlib.sha256(raw).hexdigest(), cases=tuple(cases),
+                       header=header)
     loaded._lines.update(first_line)
     return loaded

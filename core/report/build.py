@@ -40,6 +40,8 @@ from core.decide.choose import decide
 from core.stats.public_scores import public_scores
 from core.report import figures
 from core.report.agreement import Agreement, agreement
+from core.report.graders import grader_agreement
+from core.report.judge import DEFAULT_MIN_AGREEMENT
 from core.report.judge import judge_report as judge_section
 from core.report.matchups import matchups
 from core.report.model import NO_CATEGORY, RatingTable, Report, ReportFilters
@@ -85,14 +87,16 @@ def read_votes_in_scope(store: Store, filters: ReportFilters, *,
 def build_report(store: Store, filters: ReportFilters | None = None, *, rounds: int = R.DEFAULT_ROUNDS,
                  seed: int | None = 0, prices: Mapping[str, Any] | None = None,
                  breakdowns: bool = True, judge: str | None = None, judge_prompt: str | None = None,
-                 style_control: bool = False) -> Report:
+                 style_control: bool = False, min_judge_agreement: float | None = None) -> Report:
     """Read the store and compute everything. `prices`: alias -> `Price` from
     the config, used when an answer has no recorded cost and its session
     recorded no price. `breakdowns=False` skips per-category / per-rater ratings;
     `style_control` adds the style fit (`core.stats.style`) of the answers the votes judged.
     `judge`: an LLM judge's alias, for its section (calibration against
     people's votes, combined ratings); `judge_prompt` a prefix of the hash of
-    the prompt to read (default: its newest)."""
+    the prompt to read (default: its newest); `min_judge_agreement` the
+    agreement with people below which the judge is flagged (default
+    `core.report.judge.DEFAULT_MIN_AGREEMENT`)."""
     filters, votes, demo_skipped, problems, demo = read_votes_in_scope(store, filters or ReportFilters(),
                                                                        with_ids=style_control)
     scope = scope_of(filters)
@@ -128,7 +132,7 @@ def build_report(store: Store, filters: ReportFilters | None = None, *, rounds: 
                                f"range (left out of the figures): {', '.join(named)}"
                                f"{' ...' if n_bad > len(named) else ''}")
     report.message = _message(store, report, filters)
-    _stretch(store, scope, report, judge, judge_prompt, rounds, seed)
+    _stretch(store, scope, report, judge, judge_prompt, rounds, seed, min_judge_agreement)
     if bs.n_votes:
         report.matchups = matchups(bs, whole)
     if style_control and bs.n_votes and votes.ids is not None:
@@ -146,14 +150,18 @@ def build_report(store: Store, filters: ReportFilters | None = None, *, rounds: 
 
 
 def _stretch(store: Store, scope: Q.Scope, report: Report, judge: str | None, judge_prompt: str | None,
-             rounds: int, seed: int | None) -> None:
+             rounds: int, seed: int | None, min_judge_agreement: float | None = None) -> None:
     """Issue 14's sections: how many judges' votes the figures leave out, the
     judge's section when asked, rater quality (gold pairs, blinding audit)."""
     from dataclasses import replace
 
     report.judge_votes_excluded = len(read_votes(store, replace(scope, rater=None, rater_kind="judge"))[0])
     if judge is not None:
-        report.judge = judge_section(store, scope, judge, rounds=rounds, seed=seed, prompt_hash=judge_prompt)
+        threshold = {} if min_judge_agreement is None else {"min_agreement": min_judge_agreement}
+        report.judge = judge_section(store, scope, judge, rounds=rounds, seed=seed, prompt_hash=judge_prompt,
+                                     **threshold)
+    report.graders = grader_agreement(store, scope, DEFAULT_MIN_AGREEMENT if min_judge_agreement is None
+                                      else min_judge_agreement)
     report.rater_quality = rater_quality(store, scope)
 
 

@@ -15,6 +15,14 @@ own decomposition); the judge's verdicts on one pair and case, in both
 orders, say one thing (`core.stats.votes.combine_orders`: a flip is a tie and
 position-inconsistent). A judge asked with several prompts is several raters:
 one prompt (the newest, or `--judge-prompt`) is read, the others named.
+
+Calibrated to people: style control on the judge's own verdicts (length and
+Markdown, `core.stats.style`, the fit people's votes get with
+`--style-control`) measures a judge's taste for long or formatted answers,
+beside people's taste on their own votes, and its style-adjusted ratings
+are the judge's verdicts with that taste removed. A judge whose agreement
+with people is below the team's threshold (`--min-judge-agreement`) is
+flagged unreliable.
 """
 
 from __future__ import annotations
@@ -30,7 +38,10 @@ from pydantic import BaseModel, Field
 from core.stats import calibration as C
 from core.stats import ppi
 from core.answering.judge_directed import TAG as DIRECTED_TAG
+from core.report.style_section import style_for
+from core.stats import ratings as R
 from core.stats.ratings import MIN_VOTES_TO_RANK, _components, wilson_interval
+from core.stats.style import FEATURE_TEXT, StyleControl
 from core.stats.votes import combine_orders, judge_rater, pair_of, pair_score
 from store import report_queries as Q
 from store.db import Store
@@ -39,6 +50,8 @@ from store.db import Store
 MIN_OVERLAP = 10
 #: Fewer people's comparisons, and no combined ratings.
 MIN_LABELED = 10
+#: The agreement with people below which a judge is flagged unreliable, unless the team sets another.
+DEFAULT_MIN_AGREEMENT = 0.6
 
 
 class AgreementRow(BaseModel):
@@ -80,6 +93,21 @@ class Calibration(BaseModel):
     confusion: list[list[int]] = Field(default_factory=list, description="rows: people, columns: the judge")
     by_category: list[AgreementRow] = Field(default_factory=list)
     by_rater: list[AgreementRow] = Field(default_factory=list)
+    min_agreement: float | None = Field(default=None, description="the team's threshold (--min-judge-agreement)")
+    unreliable: bool = Field(default=False, description="agreement below the threshold: the judge is flagged")
+    flag: str | None = Field(default=None, description="the flag in words")
+
+
+class JudgeStyle(BaseModel):
+    """Style control on the judge's own verdicts (one outcome per case and
+    pair, both orders combined) and, beside it, on people's votes in the
+    same scope: how much each prefers longer or formatted answers, and the
+    judge's ratings with that preference removed (`judge.models`' adjusted)."""
+
+    judge: StyleControl | None = None
+    people: StyleControl | None = None
+    message: str | None = Field(default=None, description="why the judge's fit is missing, in words")
+    summary: str | None = Field(default=None, description="the length coefficients, in words")
 
 
 class CombinedRow(BaseModel):
@@ -116,6 +144,7 @@ class JudgeReport(BaseModel):
     ratings: list[CombinedRatings] = Field(default_factory=list, description="people only, judge only, combined")
     left_out_directed: int = Field(default=0, description="verdicts left out: a pair with an answer that talks to "
                                    "the judge (tagged judge_directed)")
+    style: JudgeStyle = Field(default_factory=JudgeStyle, description="style control on the judge's verdicts")
     notes: list[str] = Field(default_factory=list)
 
 
@@ -124,7 +153,8 @@ def _load(text: Any) -> Any:
 
 
 def judge_report(store: Store, scope: Q.Scope, judge: str, *, rounds: int, seed: int | None,
-                 prompt_hash: str | None = None, level: float = 0.95) -> JudgeReport:
+                 prompt_hash: str | None = None, level: float = 0.95,
+                 min_agreement: float = DEFAULT_MIN_AGREEMENT) -> JudgeReport:
     rater = judge_rater(judge)
     report = JudgeReport(judge=judge, rater=rater)
     prompts = Q.judge_prompts(store, rater)
@@ -151,8 +181,10 @@ def judge_report(store: Store, scope: Q.Scope, judge: str, *, rounds: int, seed:
     directed = Q.tagged_conversations(store, DIRECTED_TAG)
 
     judged: dict[tuple[str, tuple[str, str]], dict[tuple[str, str], float]] = defaultdict(dict)
+    judged_vote: dict[tuple[str, tuple[str, str]], str] = {}     # a vote of each item: its texts, for style
     meta: dict[str, str | None] = {}
     human: list[tuple[str, tuple[str, str], str, float]] = []    # (turn, pair, rater, score)
+    human_votes: list[str] = []                                   # the vote each of `human` came from
     decisive = first_picked = 0
     for (_vid, turn, category, who, kind, phash, choice, ranking, mapping, positions, session) in \
             Q.pair_vote_rows(store, scope, rater):
@@ -179,6 +211,7 @@ def judge_report(store: Store, scope: Q.Scope, judge: str, *, rounds: int, seed:
                 if score is None:
                     continue
                 judged[(turn, pair)][(shown[0], shown[1])] = score
+                judged_vote.setdefault((turn, pair), _vid)
                 report.verdicts += 1
                 if choice in mapping:
                     decisive += 1
@@ -188,6 +221,7 @@ def judge_report(store: Store, scope: Q.Scope, judge: str, *, rounds: int, seed:
                 score = pair_score(choice, ranking, mapping, positions, (x, y))
                 if score is not None:
                     human.append((turn, (x, y), who, score))
+                    human_votes.append(_vid)
         except ValueError:
             continue
     report.human_comparisons = len(human)
@@ -209,8 +243,78 @@ def judge_report(store: Store, scope: Q.Scope, judge: str, *, rounds: int, seed:
     report.position = _position(both, consistent, decisive, first_picked)
     overlap = [(turn, pair, who, s, items[(turn, pair)]) for turn, pair, who, s in human if (turn, pair) in items]
     report.calibration = _calibration(overlap, meta, rounds=rounds, seed=seed, level=level)
+    _flag(report.calibration, min_agreement)
     report.ratings = _ratings(human, items, overlap, level=level)
+    report.style = _style(store, items, judged_vote, human, human_votes, rounds=rounds, seed=seed)
     return report
+
+
+def _flag(cal: Calibration, threshold: float) -> None:
+    """Flag the judge when its agreement with people is below the team's threshold."""
+    cal.min_agreement = threshold
+    if not cal.enough or cal.agreement is None:
+        return
+    if cal.agreement < threshold:
+        cal.unreliable = True
+        whole = (" (its whole 95% interval is below it)" if cal.agreement_ci_high is not None
+                 and cal.agreement_ci_high < threshold else "")
+        cal.flag = (f"UNRELIABLE: the judge agrees with people on {cal.agreement:.0%} of {cal.comparisons} "
+                    f"comparisons, below the team's threshold of {threshold:.0%}{whole}; read its verdicts and "
+                    "ratings below with care (--min-judge-agreement sets the threshold)")
+
+
+def _style(store: Store, items: dict[tuple[str, tuple[str, str]], float],
+           judged_vote: dict[tuple[str, tuple[str, str]], str], human: list[tuple[str, tuple[str, str], str, float]],
+           human_votes: list[str], *, rounds: int, seed: int | None) -> JudgeStyle:
+    """Style control on the judge's verdicts (each (case, pair) one outcome)
+    and on people's comparisons, each fitted on the texts of the answers they
+    judged (`core.report.style_section.style_for`)."""
+    out = JudgeStyle()
+    keys = list(items)
+    if len(keys) < MIN_LABELED:
+        out.message = f"no style control: only {len(keys)} (case, pair)s judged ({MIN_LABELED} needed)"
+        return out
+    bs = R.BattleSet.from_arrays([p[0] for _, p in keys], [p[1] for _, p in keys], [items[k] for k in keys])
+    fitted = style_for(store, bs, [judged_vote[k] for k in keys], None, rounds=rounds,
+                       seed=R.stream_seed(seed, "judge style"))
+    if fitted is None:
+        out.message = "no style control: no verdict has the texts of the answers it judged"
+        return out
+    out.judge = fitted[0]
+    if len(human) >= MIN_LABELED:
+        hb = R.BattleSet.from_arrays([p[0] for _, p, _, _ in human], [p[1] for _, p, _, _ in human],
+                                     [sc for *_, sc in human])
+        people = style_for(store, hb, human_votes, None, rounds=rounds, seed=R.stream_seed(seed, "people style"))
+        out.people = people[0] if people else None
+    out.summary = _length_words(out.judge, out.people)
+    return out
+
+
+def _length_words(judge: StyleControl, people: StyleControl | None) -> str:
+    """The length coefficients of the judge (and of people) in plain words."""
+    def said(sc: StyleControl) -> tuple[str, float, bool]:
+        c = next(c for c in sc.coefficients if c.feature == "length")
+        if not c.varies:
+            return "not fitted (every answer the same length)", 0.0, False
+        if c.ci_low is None or c.ci_high is None:
+            return f"{c.coef:+.2f}", c.coef, False
+        return (f"{c.coef:+.2f} (95% interval {c.ci_low:+.2f} .. {c.ci_high:+.2f})", c.coef,
+                c.ci_low > 0 or c.ci_high < 0)
+
+    words, coef, clear = said(judge)
+    text = f"The judge's {FEATURE_TEXT['length']} coefficient is {words}"
+    if clear:
+        text += (f": with it, {'longer' if coef > 0 else 'shorter'} answers win more often whoever wrote them "
+                 "(a length bias); its style-adjusted ratings remove it")
+    text += "."
+    others = [f"{FEATURE_TEXT[c.feature]} {c.coef:+.2f}" for c in judge.coefficients
+              if c.feature != "length" and c.varies and c.ci_low is not None and c.ci_high is not None
+              and (c.ci_low > 0 or c.ci_high < 0)]
+    if others:
+        text += f" Its verdicts also follow {', '.join(others)} (each interval excludes 0)."
+    if people is not None:
+        text += f" People's, on their own votes: {said(people)[0]}."
+    return text
 
 
 def _rate(k: int, n: int) -> tuple[float | None, float | None, float | None]:

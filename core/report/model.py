@@ -38,6 +38,7 @@ from core.decide.model import CheckRate, Decision, Engineering, Quantiles  # noq
 from core.stats.public_scores import PublicScores
 from core.stats.ratings import Gap, ModelRating
 from core.report.agreement import Agreement
+from core.report.graders import GraderAgreement
 from core.report.judge import JudgeReport
 from core.report.matchups import Matchups
 from core.report.rater_quality import RaterQuality
@@ -162,6 +163,8 @@ class Report(BaseModel):
     # `core.report.rater_quality`); every figure above is made of people's votes only
     judge_votes_excluded: int = Field(default=0, description="LLM judges' votes in scope, in no figure above")
     judge: JudgeReport | None = Field(default=None, description="`--judge JUDGE`: calibration and combined ratings")
+    graders: list[GraderAgreement] = Field(default_factory=list, description="rubric graders' grades as pairwise "
+                                           "verdicts beside people's votes (`core.report.graders`)")
     rater_quality: RaterQuality = Field(default_factory=RaterQuality, description="gold accuracy, blinding audit")
     agreement: Agreement = Field(default_factory=Agreement, description="between raters (core.report.agreement)")
     matchups: Matchups = Field(default_factory=Matchups)

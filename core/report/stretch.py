@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from core.report.format import fmt, fmt_ci, pct
-from core.report.judge import CombinedRatings, JudgeReport
+from core.report.graders import GraderAgreement
+from core.report.judge import CombinedRatings, JudgeReport, JudgeStyle
 from core.report.model import Report
 from core.report.rater_quality import RaterQuality
 from core.report.variants import VariantGroups, verdict
@@ -50,6 +51,7 @@ def stretch_blocks(r: Report) -> list[Block]:
                 Block("p", f"{r.judge_votes_excluded} verdict{'s' if r.judge_votes_excluded != 1 else ''} of LLM "
                            "judges match these filters and are in none of the figures above, which are made of "
                            "people's votes only; `lineup report --judge ALIAS` compares a judge with them.")]
+    out += grader_blocks(r.graders)
     out += rater_quality_blocks(r.rater_quality)
     return out
 
@@ -71,6 +73,28 @@ def variant_blocks(groups: VariantGroups | None) -> list[Block]:
                                          fmt(r.rating.rating), fmt_ci(r.rating), str(r.rating.votes))
                                         for r in g.rows)))
             out.append(Block("p", verdict(g, what)))
+    return out
+
+
+def grader_blocks(rows: list[GraderAgreement]) -> list[Block]:
+    """Rubric graders beside people: where a person compared two answers a
+    grader graded, the higher grade as its verdict."""
+    if not rows:
+        return []
+    out = [Block("h2", "Rubric graders against people"),
+           Block("p", "Where a person's vote compares two answers a rubric grader graded on the same turn, the "
+                      "higher grade is the grader's verdict (equal grades: a tie). A pass/fail rubric ties "
+                      "whenever both pass or both fail.")]
+    out.append(Block("table", header=("check", "grader", "graded", "comparisons", "agreement", "95% interval", "flag"),
+                     rows=tuple((g.check, g.grader, str(g.graded), str(g.comparisons), pct(g.rate),
+                                 _interval(g.ci_low, g.ci_high),
+                                 (f"UNRELIABLE: below {pct(g.min_agreement)}" if g.unreliable else "")
+                                 + (g.message or "")) for g in rows)))
+    for g in rows:
+        if g.confusion:
+            out.append(Block("table", header=(f"{g.check} ({g.grader}): people \\ grades", *g.categories),
+                             rows=tuple((n, *(str(k) for k in row))
+                                        for n, row in zip(g.categories, g.confusion, strict=True))))
     return out
 
 
@@ -106,6 +130,8 @@ def judge_blocks(j: JudgeReport) -> list[Block]:
                                     else ".") + first)]
     c = j.calibration
     out.append(Block("h3", "Agreement with people"))
+    if c.flag:
+        out.append(Block("p", c.flag))
     if not c.enough:
         out.append(Block("p", c.message or "nothing to compare"))
     else:
@@ -127,6 +153,40 @@ def judge_blocks(j: JudgeReport) -> list[Block]:
                           "sample of those the judge judged."))
     for t in j.ratings:
         out += _ratings_blocks(t)
+    out += judge_style_blocks(j.style)
+    return out
+
+
+def judge_style_blocks(st: JudgeStyle) -> list[Block]:
+    """Style control on the judge's own verdicts: its coefficients beside
+    people's, and its ratings before and after the style is removed."""
+    out = [Block("h3", "Style control on the judge's verdicts (length and Markdown)")]
+    if st.judge is None:
+        out.append(Block("p", st.message or "no style control"))
+        return out
+    if st.summary:
+        out.append(Block("p", st.summary))
+    people = {c.feature: c for c in st.people.coefficients} if st.people is not None else {}
+
+    def coef(c) -> tuple[str, str]:
+        if c is None:
+            return "-", "-"
+        if not c.varies:
+            return "not fitted", "-"
+        return f"{c.coef:+.2f}", _interval(c.ci_low, c.ci_high, as_pct=False)
+
+    out.append(Block("table", header=("feature", "judge", "95% interval", "people", "95% interval"),
+                     rows=tuple((c.description, *coef(c), *coef(people.get(c.feature)))
+                                for c in st.judge.coefficients)))
+    out.append(Block("p", "A coefficient is the change in log-odds of winning per standard deviation of the "
+                          "feature's difference between two answers: positive for length means longer answers "
+                          "win more often, whoever wrote them. The judge's ratings from its verdicts alone, plain "
+                          "and with the style removed (bias-corrected):"))
+    out.append(Block("table", header=("model", "judge's rating", "95% interval", "style-adjusted", "95% interval"),
+                     rows=tuple((r.name, fmt(r.rating), _interval(r.ci_low, r.ci_high, as_pct=False, digits=0),
+                                 fmt(r.adjusted), _interval(r.adjusted_low, r.adjusted_high, as_pct=False, digits=0))
+                                for r in st.judge.models)))
+    out += [Block("p", w) for w in st.judge.warnings]
     return out
 
 

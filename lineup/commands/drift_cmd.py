@@ -23,6 +23,8 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-tokens", type=int)
     p.add_argument("--system", help="system prompt for cases that have none")
     p.add_argument("--repeat", type=int, default=1, help="answers per case and model (default 1)")
+    p.add_argument("--grader", metavar="ALIAS", help="the model that grades the set's rubric checks that name no "
+                                                     "judge of their own (default: the set's header)")
     p.add_argument("--concurrency", type=int, default=8, help="conversations in flight at once (default 8)")
     p.add_argument("--quiet", action="store_true", help="no progress display")
     p.add_argument("--report", action="store_true", help="report the drift over the recorded canary runs")

@@ -1,4 +1,4 @@
-"""`lineup judge [SESSION ...] -m JUDGE [--rubric FILE] [--swap/--no-swap]
+"""`lineup judge [SESSION ...] -m JUDGE [--rubric FILE] [--reference] [--swap/--no-swap]
 [--only-voted | --only-unvoted] [--limit N]`: an LLM judges pairs of answers
 blind; its verdicts are votes of rater kind "judge" (`core.answering.judge`)."""
 
@@ -17,6 +17,9 @@ def configure(p: argparse.ArgumentParser) -> None:
                    help="the judge's model alias (any configured alias; demo/judge works offline)")
     p.add_argument("--rubric", metavar="FILE", help="instructions that replace the default ones (the verdict "
                                                      "format [[A]] / [[B]] / [[C]] is always added)")
+    p.add_argument("--reference", action="store_true",
+                   help="reference-guided judging: each case's reference answer goes in the judge's prompt "
+                        "(cases without one are left out); another prompt, so another rater than without it")
     p.add_argument("--swap", action=argparse.BooleanOptionalAction, default=True,
                    help="judge every pair in both orders (default); a verdict that flips is a tie")
     only = p.add_mutually_exclusive_group()
@@ -55,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(str(exc)) from None
         if not rubric.strip():
             raise UsageError(f"{args.rubric}: the rubric is empty")
-    return _execute(args, judge, JudgePrompt(rubric=rubric))
+    return _execute(args, judge, JudgePrompt(rubric=rubric, reference=args.reference))
 
 
 def _execute(args: argparse.Namespace, judge, prompt) -> int:
@@ -75,7 +78,7 @@ def _execute(args: argparse.Namespace, judge, prompt) -> int:
         ids = resolve_sessions(store, args.sessions) if args.sessions else \
             [s.id for s in reversed(store.list_sessions())]
         only: Only = "voted" if args.only_voted else "unvoted" if args.only_unvoted else "all"
-        units, already, pairs, kin, warnings, directed = [], 0, 0, set(), [], 0
+        units, already, pairs, kin, warnings, directed, no_reference = [], 0, 0, set(), [], 0, 0
         for sid in ids:
             plan = plan_units(store.load_session(sid), judge, prompt, swap=args.swap, only=only,
                               same_family=args.same_family)
@@ -84,6 +87,7 @@ def _execute(args: argparse.Namespace, judge, prompt) -> int:
             pairs += plan.pairs
             kin.update(plan.skipped_family)
             warnings += plan.warnings
+            no_reference += plan.no_reference
             # answers recorded before they were checked for it; a tag a rater removed stays removed
             refused = sum(not store.add_tag_once(rec) for rec in plan.new_tags)
             directed += plan.directed - refused
@@ -100,6 +104,8 @@ def _execute(args: argparse.Namespace, judge, prompt) -> int:
                         "are left out of its figures (lineup report --judge)")
     for w in warnings:
         err.print(one_line(f"warning: {w}"))
+    if no_reference:
+        err.print(f"left out: {no_reference} (case, pair)s whose case has no reference answer (--reference)")
     if kin:
         err.print(one_line(f"left out: pairs with {', '.join(sorted(kin))}, of the judge's own family "
                            "(--same-family to judge them anyway)"))

@@ -30,6 +30,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         "agreement with people's votes and ratings combined with them (PPI)")
     parser.add_argument("--judge-prompt", metavar="HASH", help="with --judge: the prompt hash (or a prefix) to read "
                         "(default: the judge's newest prompt)")
+    parser.add_argument("--min-judge-agreement", type=float, default=0.6, metavar="RATE",
+                        help="with --judge: flag the judge as unreliable when its agreement with people's votes "
+                             "is below RATE (0 to 1, default 0.6)")
     parser.add_argument("--style-control", action="store_true",
                         help="also fit ratings with style covariates (answer length, Markdown headers, list items, "
                              "bold spans) and show each covariate's effect and the style-adjusted ratings")
@@ -72,10 +75,12 @@ def run(args: argparse.Namespace) -> int:
                                 include_demo=args.include_demo)
         if args.judge_prompt and not args.judge:
             raise UsageError("--judge-prompt goes with --judge JUDGE")
+        if not 0.0 <= args.min_judge_agreement <= 1.0:   # NaN is refused too
+            raise UsageError("--min-judge-agreement must be between 0 and 1 (a share of comparisons)")
         if not args.tui:
             report = build_report(store, filters, rounds=args.bootstrap, seed=args.seed,
                                   prices=config_prices(args), judge=args.judge, judge_prompt=args.judge_prompt,
-                                  style_control=args.style_control)
+                                  style_control=args.style_control, min_judge_agreement=args.min_judge_agreement)
     finally:
         store.close()
     if args.tui:

@@ -40,6 +40,9 @@ def configure(p: argparse.ArgumentParser) -> None:
                         "batches without submitting them again")
     p.add_argument("--poll", type=float, default=30.0, metavar="SECONDS",
                    help="with --batch: seconds between polls of a running batch (default 30)")
+    p.add_argument("--grader", metavar="ALIAS",
+                   help="the model that grades the set's rubric checks that name no judge of their own, "
+                        "blind (default: the set's header {\"set\": {\"grader\": ...}}; demo/judge works offline)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -71,6 +71,50 @@ def run_inputs(args: argparse.Namespace):
     return config, models, sample_set, params
 
 
+def resolve_graders(args: argparse.Namespace, config, sample_set, models):
+    """The `core.answering.rubric.Graders` for the set's rubric checks (None
+    when it has none): each grader named (`judge`, `--grader`, the set's
+    header) a known alias with its key in the environment, checked before
+    anything is recorded (exit 2 naming what is missing)."""
+    from core.answering.config import ConfigError, resolve_models
+    from core.answering.rubric import Graders, grader_aliases
+    from core.ground.errors import UsageError
+
+    default = getattr(args, "grader", None) or sample_set.header.grader
+    needed, missing = grader_aliases(sample_set.cases, default)
+    if missing:
+        shown = ", ".join(missing[:5]) + (" …" if len(missing) > 5 else "")
+        raise UsageError(f"{getattr(args, 'set', sample_set.name)}: rubric checks of case(s) {shown} name no grader: give one with --grader ALIAS, "
+                         "a \"judge\" in the check, or a first line {\"set\": {\"grader\": ALIAS}}")
+    if not needed:
+        return None
+    try:
+        graders = resolve_models(config, needed)
+    except ConfigError as exc:
+        raise UsageError(f"grader: {exc}") from None
+    require_keys(config, graders)
+    _warn_kin(graders, models)
+    secrets = [s for m in [*models, *graders] for s in m.secrets()]
+    return Graders({g.alias: g for g in graders}, default, secrets=secrets)
+
+
+def _warn_kin(graders, models) -> None:
+    """A grader of a contestant's own family grades its kin (models tend to
+    prefer their family's answers): said, not refused."""
+    from rich.console import Console
+
+    from core.answering.identity import family_of
+    from core.ground.text import one_line
+
+    err = Console(stderr=True, highlight=False, markup=False)
+    for g in graders:
+        own = family_of(g.provider, g.model, g.base_url)
+        kin = sorted(m.alias for m in models if m.alias != g.alias and family_of(m.provider, m.model, m.base_url) == own)
+        if own and kin and not g.is_demo:
+            err.print(one_line(f"warning: the grader {g.alias} is of the same family ({own}) as {', '.join(kin)}: "
+                               "it grades its own kin"))
+
+
 def check_repeats(args: argparse.Namespace) -> None:
     from core.ground.errors import UsageError
 
@@ -112,16 +156,17 @@ def execute(args: argparse.Namespace, config, models, sample_set, params, *, rep
     event loop or a store write."""
     from rich.console import Console
 
+    graders = resolve_graders(args, config, sample_set, models)
     err = Console(stderr=True, highlight=False, markup=False)
     out = Console(highlight=False, markup=False)
     with StopSignals(err) as stop:
         return _execute(args, config, models, sample_set, params, repeat=repeat, concurrency=concurrency,
                         system=system, new=new, quiet=quiet, rerun_of=rerun_of, cache=cache, canary=canary,
-                        batch=batch, err=err, out=out, stop=stop)
+                        batch=batch, err=err, out=out, stop=stop, graders=graders)
 
 
 def _execute(args, config, models, sample_set, params, *, repeat, concurrency, system, new, quiet, rerun_of,
-             cache, canary, batch, err, out, stop: "StopSignals") -> int:
+             cache, canary, batch, err, out, stop: "StopSignals", graders=None) -> int:
     import anyio
     from rich.live import Live
     from rich.table import Table
@@ -155,7 +200,7 @@ def _execute(args, config, models, sample_set, params, *, repeat, concurrency, s
         astore = AsyncStore(store)
         options = dict(repeat=repeat, concurrency=concurrency, params=params, defaults=config.defaults,
                        system=system, new_session=new, rerun_of=rerun_of, cache=cache, canary=canary,
-                       on_progress=on_progress)
+                       graders=graders, on_progress=on_progress)
         if batch is not None:
             from core.answering.batch_run import BatchRunner
 
@@ -178,6 +223,8 @@ def _execute(args, config, models, sample_set, params, *, repeat, concurrency, s
         finally:
             stop.detach()
             with anyio.CancelScope(shield=True):
+                if graders is not None:
+                    await graders.aclose()
                 await astore.aclose()
 
     progress, interrupted = run_live(main, live)
