@@ -499,6 +499,8 @@ def _plugin_declared(name: str) -> bool:
 
 
 def _model(alias: str, table: Any, problems: list) -> ModelConfig | None:
+    """A `[models.ALIAS]` table as a `ModelConfig`, or None with its problems
+    added: the alias, the provider, then each step below, then pydantic."""
     where = ("models", alias)
     if not isinstance(table, dict):
         problems.append((_join(*where), f"must be a table (got {_describe(table)})"))
@@ -523,6 +525,22 @@ def _model(alias: str, table: Any, problems: list) -> ModelConfig | None:
         problems.append((_join(*where, "provider"),
                          f"unknown provider {shown}; expected one of {', '.join(known_providers())}"))
 
+    _no_secrets_in(data, where, provider, problems)
+    _gateway(data, table, where, problems)
+    _model_params(data, where, provider, problems)
+    _model_defaults(data, table, where, provider, plugin, problems)
+    try:
+        model = ModelConfig.model_validate({"alias": alias, **data})
+    except ValidationError as exc:
+        problems.extend(p for p in _validation_problems(exc, where) if p[0] != _join(*where, "alias"))
+        return None
+    return model if len(problems) == before else None
+
+
+def _no_secrets_in(data: dict, where: tuple, provider: Any, problems: list) -> None:
+    """A key pasted where a variable's name goes, credentials in a
+    `base_url`, or a whole endpoint pasted as `base_url`: refused (never
+    echoed) and left out, so the other fields are still checked."""
     key_env = data.get("api_key_env")
     if isinstance(key_env, str) and key_env != "":
         if looks_like_key(key_env):
@@ -556,8 +574,9 @@ def _model(alias: str, table: Any, problems: list) -> ModelConfig | None:
                     "(and any ?api-version=... as query = { \"api-version\" = \"...\" })")))
                 data.pop("base_url")
 
-    _gateway(data, table, where, problems)
 
+def _model_params(data: dict, where: tuple, provider: Any, problems: list) -> None:
+    """`params` checked like the command line's; a demo model's style named."""
     if "params" in data:
         if isinstance(data["params"], dict):
             params = _params(data["params"], (*where, "params"), problems)
@@ -572,6 +591,10 @@ def _model(alias: str, table: Any, problems: list) -> ModelConfig | None:
             problems.append((_join(*where, "model"),
                              f"unknown demo style {data['model']!r}; expected one of {', '.join(DEMO_STYLE_NAMES)}"))
 
+
+def _model_defaults(data: dict, table: Any, where: tuple, provider: Any, plugin: bool, problems: list) -> None:
+    """The protocol's default server and key variable where the table gives
+    none, and how the key is sent (`auth`), checked against the headers."""
     if provider not in PROVIDERS and not plugin:
         data["provider"] = "demo"   # already reported; a placeholder so the other fields are still checked
     if provider in PROVIDERS:
@@ -596,12 +619,6 @@ def _model(alias: str, table: Any, problems: list) -> ModelConfig | None:
         if clash is not None:
             problems.append((_join(*where, "headers", clash), f"the key from api_key_env already goes in header "
                                                               f"{into} (auth): remove one of them"))
-    try:
-        model = ModelConfig.model_validate({"alias": alias, **data})
-    except ValidationError as exc:
-        problems.extend(p for p in _validation_problems(exc, where) if p[0] != _join(*where, "alias"))
-        return None
-    return model if len(problems) == before else None
 
 
 # --------------------------------------------------------------------------- gateways
