@@ -20,7 +20,7 @@ import secrets
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import anyio
 
@@ -219,13 +219,7 @@ async def record_stream(
     with it."""
     await store.start_output(base)
     result = StreamResult()
-    provider = contestant.get_provider()
-    loop = None
-    if script is not None or structured is not None:
-        loop = AnswerLoop(provider, contestant.config.provider, request, script=script, structured=structured)
-        stream = ChatStream(loop.events())
-    else:
-        stream = provider.stream(request)
+    loop, stream = _open_stream(contestant, request, script, structured)
     contestant.stream = stream
     index = contestant.position
     # Every secret of the session (keys and secret header values): an answer may
@@ -288,17 +282,35 @@ async def record_stream(
                 f"the client failed: {type(failure).__name__}: {failure}", contestant.config)[:500]))
     finally:
         contestant.stream = None
-        final = output_from_result(base, result, contestant.config)
-        if loop is not None or result.multi_step:
-            trace = loop.trace(result) if loop is not None else build_trace(result)
-            final = final.model_copy(update={"trace": trace if scrubber is None else scrubbed_trace(trace, scrubber.scrub)})
-        if scrubber is not None:
-            final = final.model_copy(update={
-                "text": secret_free("text", final.text), "reasoning": secret_free("reasoning", final.reasoning),
-                "error_message": scrubber.scrub(final.error_message) if final.error_message else None})
+        final = _final_record(base, result, contestant, loop, scrubber, secret_free)
         with anyio.CancelScope(shield=True):
             await store.finish_output(final)
     return final, result
+
+
+def _open_stream(contestant: Contestant, request: ChatRequest, script: ToolScript | None,
+                 structured: StructuredOutput | None) -> tuple[AnswerLoop | None, ChatStream]:
+    """The answer's stream: the provider's own, or a tool loop's around it."""
+    provider = contestant.get_provider()
+    if script is None and structured is None:
+        return None, provider.stream(request)
+    loop = AnswerLoop(provider, contestant.config.provider, request, script=script, structured=structured)
+    return loop, ChatStream(loop.events())
+
+
+def _final_record(base: OutputRecord, result: StreamResult, contestant: Contestant, loop: AnswerLoop | None,
+                  scrubber: Any, secret_free: Callable[[str, Any], Any]) -> OutputRecord:
+    """The answer as it is finished in the store: its status, its trace (a
+    tool loop's, or the steps of one stream), every text scrubbed of keys."""
+    final = output_from_result(base, result, contestant.config)
+    if loop is not None or result.multi_step:
+        trace = loop.trace(result) if loop is not None else build_trace(result)
+        final = final.model_copy(update={"trace": trace if scrubber is None else scrubbed_trace(trace, scrubber.scrub)})
+    if scrubber is not None:
+        final = final.model_copy(update={
+            "text": secret_free("text", final.text), "reasoning": secret_free("reasoning", final.reasoning),
+            "error_message": scrubber.scrub(final.error_message) if final.error_message else None})
+    return final
 
 
 #: The most characters of a tool call's opaque signature kept (Gemini's `thoughtSignature`, sent back with it).
