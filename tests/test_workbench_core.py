@@ -31,7 +31,8 @@ from core.answering.attachments import (
     placeholder,
 )
 from tui.clipboard import Route, copy_report, osc52, terminal_route, write_copy
-from core.answering.config import Config, ParamsError, params_from_assignments, params_from_text
+from core.answering.config import Config
+from core.answering.typed_params import ParamsError, params_from_assignments, params_from_text
 from core.ground.errors import UsageError
 from tui.model_status import model_notes, probe_servers
 from tui.prompt_history import PromptHistory

@@ -2,7 +2,7 @@
 for the session, and per contestant on top of it (temperature, top_p,
 max_tokens, seed, reasoning effort where the protocol takes it, extra body as
 a JSON object). Values are typed as text and checked the way `-p KEY=VALUE`
-is (`core.answering.config.params_from_text`): a bad one is named in the dialog, which
+is (`core.answering.typed_params.params_from_text`): a bad one is named in the dialog, which
 stays open. Returns a `SettingsChoice` (or None); the chat applies it now
 when nothing was sent yet, else in a new session linked to this one.
 
@@ -28,7 +28,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Static, TextArea
 
-from core.answering.config import ParamsError, params_from_text
+from core.answering.typed_params import ParamsError, params_from_text
 from core.ground.text import one_line
 from providers.catalogue import REASONING_EFFORT_PROVIDERS
 from providers.events import SamplingParams

@@ -41,7 +41,8 @@ def configure(p: argparse.ArgumentParser) -> None:
 def prepare(args: argparse.Namespace):
     """(store path, config, ChatOptions) from the arguments; UsageError when wrong.
     Kept apart from `run` so it is tested without a terminal."""
-    from core.answering.config import ConfigError, config_path, load_config, params_from_assignments, resolve_models
+    from core.answering.config import ConfigError, config_path, load_config, resolve_models
+    from core.answering.typed_params import params_from_assignments
     from core.ground.errors import UsageError
     from core.answering.sessions import MAX_CONTESTANTS
     from lineup.commands import checked_params
