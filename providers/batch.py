@@ -29,7 +29,7 @@ call time and is scrubbed from every message. A results line that cannot be
 read fails only the request it names, or is reported by its number
 (`BatchResults`): one bad line never holds back the batch. The server's
 fields are made inert by the core before they are stored
-(`core.answering.sessions.server_fields`, `core.answering.batch_run`).
+(`core.answering.recording.server_fields`, `core.answering.batch_run`).
 """
 
 from __future__ import annotations

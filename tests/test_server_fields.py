@@ -9,7 +9,7 @@ and a batch's `errors.data[].message` and `request_counts`. The database
 file, every export format, `lineup diff` (terminal and `--json`), `lineup
 drift --report --json` and the copy `lineup serve` publishes are searched for
 any run of 8 characters of each secret and for raw control bytes
-(`core.ground.text.server_text` is the rule, `core.answering.sessions.server_fields` the gate).
+(`core.ground.text.server_text` is the rule, `core.answering.recording.server_fields` the gate).
 
 Also: a batch results file with a malformed line, and tool-call arguments
 nested 5,000 deep (family 5)."""

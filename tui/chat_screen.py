@@ -35,7 +35,8 @@ from textual.widgets import Footer, Header, Static
 from core.answering.attachments import MAX_ATTACHMENTS, AttachError, complete_path, load_attachment, placeholder
 from core.answering.config import DEFAULT_TAGS
 from tui.prompt_history import PromptHistory
-from core.answering.sessions import ChatSession, PaneUpdate
+from core.answering.recording import PaneUpdate
+from core.answering.sessions import ChatSession
 from core.ground.text import one_line
 from core.stats.votes import VoteNeedsConfirmation, describe, exception_line, human_votes
 from providers.events import ImagePart, Message

@@ -35,7 +35,8 @@ from core.answering.cache import cached_answer, request_key
 from core.answering.identity import prompt_texts, tag_self_identification
 from core.answering.judge_directed import tag_judge_directed
 from core.answering.runner import Runner, _check_keys, _latest_outputs, _new_output, case_turn_texts, sent_system
-from core.answering.sessions import Contestant, output_from_result, server_fields
+from core.answering.recording import output_from_result, server_fields
+from core.answering.sessions import Contestant
 from core.ground.text import SERVER_MESSAGE_LIMIT, server_text
 from core.answering.tools import build_trace, scrubbed_trace
 from providers.batch import BATCH_PRICE_FACTOR, BatchAPIError, BatchClient, BatchStatus, batch_client

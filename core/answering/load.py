@@ -4,7 +4,7 @@ change as more requests are in flight at once.
 Why a module of its own: a run (`core.answering.runner`) measures answers at a
 concurrency chosen to be polite to the server; a load profile forces a
 concurrency on purpose and measures what it does. It reuses a run's pieces
-(contestants, `core.answering.sessions.record_stream`, the per-server limits, the
+(contestants, `core.answering.recording.record_stream`, the per-server limits, the
 output records) and records every answer like a run's, in a session of kind
 `load`, which the vote queue, the judge and the report leave alone unless
 it is named (`store.records.UNJUDGED_KINDS`).
@@ -42,7 +42,8 @@ from pydantic import BaseModel, Field
 from core.answering.attachments import image_record
 from core.answering.runner import _new_output, case_turn_texts, sent_system
 from core.stats.votes import labels_for
-from core.answering.sessions import Contestant, ServerLimits, contestant_record, record_stream
+from core.answering.recording import record_stream
+from core.answering.sessions import Contestant, ServerLimits, contestant_record
 from providers.events import ChatRequest, SamplingParams
 from providers.model_config import ModelConfig, server_concurrency, server_key
 from store import AsyncStore

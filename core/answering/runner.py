@@ -31,7 +31,8 @@ from core.ground.errors import store_error_in
 from core.answering.identity import prompt_texts, tag_self_identification
 from core.answering.judge_directed import tag_judge_directed
 from core.stats.votes import labels_for
-from core.answering.sessions import Contestant, ServerLimits, contestant_record, record_stream
+from core.answering.recording import record_stream
+from core.answering.sessions import Contestant, ServerLimits, contestant_record
 from core.answering.tools import answer_messages
 from providers.events import ChatRequest, Message, SamplingParams
 from providers.model_config import ModelConfig

@@ -113,7 +113,7 @@ SERVER_MESSAGE_LIMIT = 2000
 def server_text(value: object, scrub: Callable[[str], str] | None = None,
                 limit: int = SERVER_FIELD_LIMIT) -> str:
     """What a string a server sent may become before it is stored, every field
-    of every protocol alike (`core.answering.sessions.server_fields` applies it): scrubbed
+    of every protocol alike (`core.answering.recording.server_fields` applies it): scrubbed
     of the session's secrets by `scrub` (`providers.secrets`: any run of 8 of a
     secret's characters, across whitespace), its control, bidi and surrogate
     characters as `\\x1b`-style escapes (on one line), cut to `limit` with "…".
