@@ -363,3 +363,49 @@ def test_each_lower_package_imports_on_its_own(package):
     """`import store` alone works (no hidden reliance on a module imported first elsewhere)."""
     proc = subprocess.run([sys.executable, "-c", f"import {package}"], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
+
+
+#: Dotted names the docs use that are not modules: entry-point groups, trace attributes.
+NOT_MODULES = frozenset({"lineup.checks", "lineup.providers", "lineup.arm", "lineup.experiment"})
+
+
+def named_paths_missing(root: Path = ROOT) -> list[str]:
+    """Every source path the map and the docs name (`core/answering/runner.py`,
+    a dotted `core.stats.votes`) that is not in the tree."""
+    import re
+
+    found = []
+    docs = [root / "ARCHITECTURE.md", *sorted((root / "docs").glob("*.md"))]
+    tops = ("lineup", "core", "providers", "store", "tui", "web")
+    for doc in docs:
+        text = doc.read_text(encoding="utf-8")
+        for m in re.finditer(rf"(?<![\w./-])((?:{'|'.join(tops)})/[\w/]+\.py)\b", text):
+            if "NAME" not in m.group(1) and not (root / m.group(1)).exists():     # NAME: a placeholder
+                found.append(f"{doc.name}: {m.group(1)}")
+        for m in re.finditer(rf"`((?:{'|'.join(tops)})(?:\.\w+)+)`", text):
+            name = m.group(1)
+            parts = name.split(".")
+            if name in NOT_MODULES:
+                continue
+            # a module, or a name in one: the longest prefix that is a module or package must exist,
+            # and a name in a package's __init__ must be found there
+            ok = any((root / Path(*parts[:k])).with_suffix(".py").exists() or (root / Path(*parts[:k])).is_dir()
+                     for k in range(len(parts), 1, -1))
+            init = root / parts[0] / "__init__.py"
+            ok = ok or (len(parts) == 2 and init.exists()
+                        and re.search(rf"\b{parts[1]}\b", init.read_text(encoding="utf-8")) is not None)
+            if not ok:
+                found.append(f"{doc.name}: {name}")
+    return found
+
+
+def test_every_path_the_map_and_the_docs_name_exists():
+    assert named_paths_missing() == []
+
+
+def test_a_path_the_map_names_wrongly_is_reported(tmp_path):
+    (tmp_path / "core").mkdir()
+    (tmp_path / "core" / "real.py").write_text("")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "ARCHITECTURE.md").write_text("`core/real.py`, `core/gone.py`, `core.real.f`, `core.gone`\n")
+    assert named_paths_missing(tmp_path) == ["ARCHITECTURE.md: core/gone.py", "ARCHITECTURE.md: core.gone"]
