@@ -12,6 +12,11 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
+#: `core.stats.style.RECIPES` and its default, named here so that parsing the
+#: command line loads no numpy (tests/test_style_recipe.py checks they agree).
+STYLE_RECIPES = ("lmarena", "lineup")
+DEFAULT_STYLE_RECIPE = "lmarena"
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--session", action="append", default=[], metavar="ID",
@@ -34,6 +39,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--style-control", action="store_true",
                         help="also fit ratings with style covariates (answer length, Markdown headers, list items, "
                              "bold spans) and show each covariate's effect and the style-adjusted ratings")
+    parser.add_argument("--style-recipe", choices=STYLE_RECIPES, default=DEFAULT_STYLE_RECIPE,
+                        help="with --style-control: lmarena (default) reproduces lmarena's published style control "
+                             "(features (a - b) / (a + b + 1) over the conversation, standardised; length in tokens "
+                             "where a tokenizer is installed, else words); lineup keeps lineup's first form "
+                             "((a - b) / (a + b) of the voted answer)")
     parser.add_argument("--tui", action="store_true",
                         help="open the report screen (charts) in the terminal app instead of printing")
 
@@ -90,7 +100,8 @@ def run(args: argparse.Namespace) -> int:
         if not args.tui:
             report = build_report(store, filters, rounds=args.bootstrap, seed=args.seed,
                                   prices=_config_prices(args), judge=args.judge, judge_prompt=args.judge_prompt,
-                                  style_control=args.style_control)
+                                  style_control=args.style_control,
+                                  style_recipe=args.style_recipe)
     finally:
         store.close()
     if args.tui:
