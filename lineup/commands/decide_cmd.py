@@ -31,7 +31,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="how sure \"cannot be told apart\" must be, and the intervals (default 0.95)")
     parser.add_argument("--style-control", action="store_true",
                         help="decide on style-adjusted ratings (length and Markdown formatting accounted for)")
-    parser.add_argument("--style-recipe", choices=STYLE_RECIPES, default=DEFAULT_STYLE_RECIPE,
+    parser.add_argument("--style-recipe", choices=STYLE_RECIPES, default=DEFAULT_STYLE_RECIPE, metavar="RECIPE",
                         help="with --style-control: lmarena (default) reproduces lmarena's published style control "
                              "(features (a - b) / (a + b + 1) over the conversation, standardised; length in tokens "
                              "where a tokenizer is installed, else words); lineup keeps lineup's first form "

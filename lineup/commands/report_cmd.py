@@ -39,7 +39,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--style-control", action="store_true",
                         help="also fit ratings with style covariates (answer length, Markdown headers, list items, "
                              "bold spans) and show each covariate's effect and the style-adjusted ratings")
-    parser.add_argument("--style-recipe", choices=STYLE_RECIPES, default=DEFAULT_STYLE_RECIPE,
+    parser.add_argument("--style-recipe", choices=STYLE_RECIPES, default=DEFAULT_STYLE_RECIPE, metavar="RECIPE",
                         help="with --style-control: lmarena (default) reproduces lmarena's published style control "
                              "(features (a - b) / (a + b + 1) over the conversation, standardised; length in tokens "
                              "where a tokenizer is installed, else words); lineup keeps lineup's first form "
