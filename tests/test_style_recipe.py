@@ -238,3 +238,15 @@ def test_a_conversation_counts_every_assistant_turn_up_to_the_vote(tmp_path, cap
         assert threads[vid].answers == {"p": [f"# p{k} one", f"- p{k} two"], "q": [f"q{k}", f"q{k} b"]}
         assert threads[vid].shown == ["p", "q"]
         assert lmarena_counts(threads[vid].answers["p"], None) == (6.0, 1.0, 1.0, 0.0)
+
+
+def test_decide_takes_the_recipe_and_says_it(arena_db, capsys):
+    db, pb = arena_db
+    for recipe in RECIPES:
+        assert main(["decide", "--db", db, "--bootstrap", "10", "--json", "--style-control",
+                     "--style-recipe", recipe]) == 0
+        decision = json.loads(capsys.readouterr().out)
+        (style,) = decision["style_by_category"].values()
+        assert style["recipe"] == recipe and style["length_unit"] == "words"
+        want, _ = reference_fit(pb.battles, pb.counts_a, pb.counts_b, recipe)
+        assert {r["name"]: r["adjusted"] for r in style["models"]} == pytest.approx(want, abs=1.0)
