@@ -19,7 +19,9 @@ sessions it leaves out the sessions of `store.records.UNJUDGED_KINDS` (a
 `lineup load` profile): their latency under forced concurrency is not the
 models' latency; naming such a session brings it in. numpy is imported
 here, not in `store/__init__`, so only the report pays for it. To read off
-the writer thread of a running app, `AsyncStore.read`.
+the writer thread of a running app, `AsyncStore.read`. Past 600 lines
+because every read the report makes is here, beside the schema it reads
+(style control's answers by conversation, `voted_threads`, included).
 """
 
 from __future__ import annotations
