@@ -19,11 +19,14 @@ sessions it leaves out the sessions of `store.records.UNJUDGED_KINDS` (a
 `lineup load` profile): their latency under forced concurrency is not the
 models' latency; naming such a session brings it in. numpy is imported
 here, not in `store/__init__`, so only the report pays for it. To read off
-the writer thread of a running app, `AsyncStore.read`.
+the writer thread of a running app, `AsyncStore.read`. Past 600 lines
+because every read the report makes is here, beside the schema it reads
+(style control's answers by conversation, `voted_threads`, included).
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 import operator
 import sqlite3
@@ -538,3 +541,89 @@ def voted_answers(store: Store, vote_ids: Sequence[str]) -> dict[str, dict[str, 
         for r in latest_attempts(rows).values():
             texts[r[1]][r[2]] = r[4] if isinstance(r[4], str) else ""
     return {v: texts.get(t, {}) for v, t in turn_of.items()}
+
+
+@dataclass
+class VotedThread:
+    """One vote's answers for style control: the models left to right as the
+    rater saw them (`shown`, from the vote's own positions and mapping; empty
+    when those do not read), and per model its answers on the vote's
+    conversation up to the voted turn, oldest first (`answers[model][-1]` is
+    the voted turn's; a model without an answer there is absent; an earlier
+    turn it has no answer on is skipped)."""
+
+    shown: list[str] = field(default_factory=list)
+    answers: dict[str, list[str]] = field(default_factory=dict)
+
+
+def _shown_order(mapping: Any, positions: Any) -> list[str]:
+    try:
+        labels, aliases = json.loads(positions), json.loads(mapping)
+    except (TypeError, ValueError):
+        return []
+    if not isinstance(labels, list) or not isinstance(aliases, dict):
+        return []
+    out = [aliases.get(label) for label in labels if isinstance(label, str)]
+    return [a for a in out if isinstance(a, str)]
+
+
+def voted_threads(store: Store, vote_ids: Sequence[str]) -> dict[str, VotedThread]:
+    """vote id -> its `VotedThread`. A conversation is the turns of one
+    (session, case, repeat) by follow-up index; for each earlier index the
+    latest such turn placed before the voted one (Arena imports put each
+    battle's turns together, under a question id that may repeat)."""
+    conn = store.conn
+    ids = list(vote_ids)
+    votes: dict[str, tuple[str, list[str]]] = {}
+    for start in range(0, len(ids), 500):
+        chunk = ids[start:start + 500]
+        for vid, turn_id, mapping, positions in conn.execute(
+                f"SELECT id, turn_id, mapping, positions FROM vote WHERE id IN ({','.join('?' * len(chunk))})",
+                chunk).fetchall():
+            votes[vid] = (turn_id, _shown_order(mapping, positions))
+    voted = sorted({t for t, _ in votes.values()})
+    info: dict[str, tuple[Any, ...]] = {}   # turn id -> (session, case, repeat, follow-up, position)
+    for start in range(0, len(voted), 500):
+        chunk = voted[start:start + 500]
+        for r in conn.execute("SELECT id, session_id, case_id, repeat_index, follow_up_index, position FROM turn "
+                              f"WHERE id IN ({','.join('?' * len(chunk))})", chunk).fetchall():
+            info[r[0]] = tuple(r[1:])
+    # earlier turns, only where some voted turn is a follow-up
+    earlier: dict[str, list[str]] = {t: [t] for t in info}
+    sessions = sorted({i[0] for i in info.values() if i[3]})
+    if sessions:
+        lines: dict[tuple[Any, ...], dict[int, tuple[list[int], list[str]]]] = defaultdict(dict)
+        for start in range(0, len(sessions), 500):
+            chunk = sessions[start:start + 500]
+            for r in conn.execute("SELECT id, session_id, case_id, repeat_index, follow_up_index, position FROM turn "
+                                  f"WHERE session_id IN ({','.join('?' * len(chunk))}) ORDER BY position, id",
+                                  chunk).fetchall():
+                line = lines[(r[1], r[2], r[3])].setdefault(r[4], ([], []))
+                line[0].append(r[5])
+                line[1].append(r[0])
+        for t, (session, case, repeat, follow, position) in info.items():
+            chain = []
+            thread = lines.get((session, case, repeat), {})
+            for k in sorted(k for k in thread if k < follow):   # indices recorded, not a range: hostile counts
+                positions, turn_ids = thread[k]
+                at = bisect.bisect_left(positions, position)
+                if at:
+                    chain.append(turn_ids[at - 1])
+            earlier[t] = chain + [t]
+    wanted = sorted({t for chain in earlier.values() for t in chain})
+    texts: dict[str, dict[str, str]] = defaultdict(dict)
+    for start in range(0, len(wanted), 500):
+        chunk = wanted[start:start + 500]
+        rows = conn.execute(
+            "SELECT o.id, o.turn_id, o.contestant, o.attempt, o.text FROM output o "
+            f"WHERE o.turn_id IN ({','.join('?' * len(chunk))}) AND o.status != 'streaming' "
+            "ORDER BY o.created, o.id", chunk).fetchall()
+        for r in latest_attempts(rows).values():
+            texts[r[1]][r[2]] = r[4] if isinstance(r[4], str) else ""
+    out: dict[str, VotedThread] = {}
+    for vid, (turn_id, shown) in votes.items():
+        chain = earlier.get(turn_id, [turn_id])
+        answers = {model: [texts[t][model] for t in chain if model in texts.get(t, {})]
+                   for model in texts.get(turn_id, {})}
+        out[vid] = VotedThread(shown=shown, answers=answers)
+    return out

@@ -409,3 +409,17 @@ def test_a_path_the_map_names_wrongly_is_reported(tmp_path):
     (tmp_path / "docs").mkdir()
     (tmp_path / "ARCHITECTURE.md").write_text("`core/real.py`, `core/gone.py`, `core.real.f`, `core.gone`\n")
     assert named_paths_missing(tmp_path) == ["ARCHITECTURE.md: core/gone.py", "ARCHITECTURE.md: core.gone"]
+
+
+def command_sibling_imports(root: Path = ROOT) -> list[str]:
+    """A command module importing another command's module: what they share
+    belongs in `lineup/commands/__init__.py` or `lineup/commands/running.py`."""
+    _, edges = graph(root)
+    return [f"{e.source}:{e.line} imports {e.target}" for e in edges
+            if e.source.startswith("lineup.commands.") and e.source.endswith("_cmd")
+            and e.target.startswith("lineup.commands.") and e.target.endswith("_cmd") and e.target != e.source]
+
+
+@pytest.mark.slow
+def test_no_command_imports_another_commands_module():
+    assert command_sibling_imports() == []

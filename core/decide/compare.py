@@ -26,7 +26,7 @@ the interval of the difference lies above zero. Ratings are shown, not gated.
 
 The outcome is one pydantic model (`DiffReport`): its JSON is the stable
 shape CI reads (`SCHEMA`). No SQL here: the records come from the store's
-`load_session`; the tables are drawn by the command (`lineup.commands.diff_cmd`).
+`load_session`; the tables are drawn by the commands (`lineup.commands.comparing`).
 
 Past 600 lines because the JSON shape, the statistics and the pairing are
 one contract: the shape documents what the tests compute, and the gate's

@@ -49,7 +49,7 @@ from core.report.patterns import Votes, battle_set, read_votes
 from core.report.rater_quality import rater_quality
 from core.report.style_section import style_for
 from core.report.variants import variant_groups
-from core.stats.style import StyleControl
+from core.stats.style import DEFAULT_RECIPE, RECIPE_TEXT, StyleControl
 from store import public_scores as P
 from store import report_queries as Q
 from store.db import Store
@@ -87,11 +87,12 @@ def read_votes_in_scope(store: Store, filters: ReportFilters, *,
 def build_report(store: Store, filters: ReportFilters | None = None, *, rounds: int = R.DEFAULT_ROUNDS,
                  seed: int | None = 0, prices: Mapping[str, Any] | None = None,
                  breakdowns: bool = True, judge: str | None = None, judge_prompt: str | None = None,
-                 style_control: bool = False, min_judge_agreement: float | None = None) -> Report:
+                  style_control: bool = False, min_judge_agreement: float | None = None,
+                  style_recipe: str = DEFAULT_RECIPE) -> Report:
     """Read the store and compute everything. `prices`: alias -> `Price` from
     the config, used when an answer has no recorded cost and its session
     recorded no price. `breakdowns=False` skips per-category / per-rater ratings;
-    `style_control` adds the style fit (`core.stats.style`) of the answers the votes judged.
+    `style_control` adds the style fit (`core.stats.style`, by `style_recipe`) of the answers the votes judged.
     `judge`: an LLM judge's alias, for its section (calibration against
     people's votes, combined ratings); `judge_prompt` a prefix of the hash of
     the prompt to read (default: its newest); `min_judge_agreement` the
@@ -136,9 +137,11 @@ def build_report(store: Store, filters: ReportFilters | None = None, *, rounds: 
     if bs.n_votes:
         report.matchups = matchups(bs, whole)
     if style_control and bs.n_votes and votes.ids is not None:
-        styled = style_for(store, bs, [votes.ids[k] for k in used.tolist()], whole, rounds=rounds, seed=seed)
-        report.style = styled[0] if styled else StyleControl(warnings=[
-            "no vote has the texts of the answers it judged: style control needs them"])
+        styled = style_for(store, bs, [votes.ids[k] for k in used.tolist()], whole, rounds=rounds, seed=seed,
+                           recipe=style_recipe)
+        report.style = styled[0] if styled else StyleControl(
+            recipe=style_recipe, recipe_text=RECIPE_TEXT[style_recipe],
+            warnings=["no vote has the texts of the answers it judged: style control needs them"])
     if bs.n_votes:
         report.public = public_scores(P.read_leaderboard(store), P.read_online(store), whole)
     report.variants = variant_groups(report.models, Q.variant_bases(store, scope))

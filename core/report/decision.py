@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from core.stats import ratings as R
+from core.stats.style import DEFAULT_RECIPE
 from core.decide.choose import decide
 from core.decide.model import Decision, Limits
 from core.report import figures
@@ -32,7 +33,8 @@ from store.db import Store
 def build_decision(store: Store, filters: ReportFilters | None = None, *, mix: Mapping[str, float] | None = None,
                    mix_source: str | None = None, limits: Limits | None = None, models: Sequence[str] | None = None,
                    confidence: float = 0.95, rounds: int = R.DEFAULT_ROUNDS, seed: int | None = 0,
-                   prices: Mapping[str, Any] | None = None, style_control: bool = False) -> Decision:
+                   prices: Mapping[str, Any] | None = None, style_control: bool = False,
+                   style_recipe: str = DEFAULT_RECIPE) -> Decision:
     """Read the store and decide (see `core.decide.choose.decide`)."""
     filters, votes, demo_skipped, problems, demo = read_votes_in_scope(store, filters or ReportFilters(),
                                                                        with_ids=style_control)
@@ -55,7 +57,7 @@ def build_decision(store: Store, filters: ReportFilters | None = None, *, mix: M
             sub = bs if idx.size == bs.n_votes else bs.subset(idx)
             ids = [votes.ids[used[i]] for i in idx.tolist()]
             sub_seed = seed if idx.size == bs.n_votes else R.stream_seed(seed, name)
-            styled = style_for(store, sub, ids, result, rounds=rounds, seed=sub_seed)
+            styled = style_for(store, sub, ids, result, rounds=rounds, seed=sub_seed, recipe=style_recipe)
             if styled is None:
                 problems.append(f"category {name}: no vote has the texts of the answers it judged; "
                                 "its plain ratings are used")

@@ -14,6 +14,7 @@ import math
 from core.decide.model import Decision, DecisionModel
 from core.report.format import fmt, pct
 from core.report.matchups import MatchupCell, Matchups
+from core.stats.style import StyleControl
 
 
 def money(x: float | None) -> str:
@@ -163,3 +164,20 @@ def ticks(lo: float, hi: float, step: float, most: int = 50) -> list[float]:
     first = math.ceil(lo / step) * step
     count = int(math.floor((hi - first) / step + 1e-9)) + 1 if hi >= first else 0
     return [first + k * step for k in range(max(0, min(count, most)))]
+
+
+def style_recipe(sc: StyleControl) -> str:
+    """The recipe line every rendering prints above the style coefficients."""
+    return f"Recipe: {sc.recipe} ({sc.recipe_text}); length counted in {sc.length_unit}."
+
+
+def style_about(sc: StyleControl) -> str:
+    scaled = ("standardised (mean 0, standard deviation 1)" if sc.recipe == "lmarena"
+              else "scaled to a root mean square of 1")
+    return ("Bradley-Terry with style covariates (normalised differences of length, headers, list items and bold "
+            f"spans, {scaled}), as Chatbot Arena's style control. A coefficient is the change in log-odds of "
+            f"winning per {style_unit(sc)} of the difference.")
+
+
+def style_unit(sc: StyleControl) -> str:
+    return "standard deviation" if sc.recipe == "lmarena" else "root mean square"

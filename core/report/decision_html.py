@@ -166,9 +166,8 @@ def matchups_html(mu: Matchups) -> str:
 
 def style_html(sc: StyleControl, title: str = "Style control") -> str:
     parts = [f"<h2>{html_text(title)}</h2>",
-             "<p class=small>Bradley-Terry with style covariates (normalised differences of length, headers, list "
-             "items and bold spans, scaled to a root mean square of 1), as Chatbot Arena's style control. A coefficient is the change in "
-             "log-odds of winning per root mean square of the difference.</p>"]
+             f"<p class=small>{html_text(F.style_about(sc))}</p>",
+             f"<p class=recipe>{html_text(F.style_recipe(sc))}</p>"]
     parts += [f'<p class="warn">{html_text(w)}</p>' for w in sc.warnings]
     parts.append(_table(["feature", "coefficient", "95% interval"],
                         [[html_text(c.description), f"{c.coef:+.3f}" if c.varies else "not fitted",

@@ -73,9 +73,7 @@ def matchups_lines(mu: Matchups, heading: str = "##") -> list[str]:
 
 def style_lines(sc: StyleControl, title: str = "## Style control") -> list[str]:
     lines = [title, "",
-             "Bradley-Terry with style covariates (normalised differences of length, headers, list items and bold "
-             "spans, scaled to a root mean square of 1), as Chatbot Arena's style control. A coefficient is the change in log-odds of "
-             "winning per root mean square of the difference.", ""]
+             F.style_about(sc), "", F.style_recipe(sc), ""]   # our own words: no recorded text in them
     lines += [f"- warning: {markdown_inline(w)}" for w in sc.warnings]
     if sc.warnings:
         lines.append("")

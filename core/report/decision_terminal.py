@@ -198,7 +198,8 @@ def print_matchups(mu: Matchups, console: Console) -> None:
 def print_style(sc: StyleControl, console: Console, title: str = "Style control") -> None:
     for w in sc.warnings:
         console.print(Text("warning: " + one_line(w), style="yellow"))
-    console.print(_table(f"{title}: coefficients (log-odds per root mean square of the normalised difference)",
+    console.print(Text(one_line(F.style_recipe(sc)), style="italic"))
+    console.print(_table(f"{title}: coefficients (log-odds per {F.style_unit(sc)} of the normalised difference)",
                          ["feature", "coefficient", "95% interval"],
                          [[c.description, f"{c.coef:+.3f}" if c.varies else "not fitted",
                            F.interval(c.ci_low, c.ci_high, 3)] for c in sc.coefficients]))

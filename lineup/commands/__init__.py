@@ -12,6 +12,11 @@ import os
 import sys
 from pathlib import Path
 
+#: `core.stats.style.RECIPES` and its default, named here so that parsing the
+#: command line loads no numpy (tests/test_style_recipe.py checks they agree).
+STYLE_RECIPES = ("lmarena", "lineup")
+DEFAULT_STYLE_RECIPE = "lmarena"
+
 
 def db_path(args: argparse.Namespace) -> Path:
     """`--db`, else `LINEUP_DB`, else the default."""

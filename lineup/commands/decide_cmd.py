@@ -10,6 +10,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from lineup.commands import DEFAULT_STYLE_RECIPE, STYLE_RECIPES
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
     mix = parser.add_mutually_exclusive_group()
@@ -29,6 +31,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="how sure \"cannot be told apart\" must be, and the intervals (default 0.95)")
     parser.add_argument("--style-control", action="store_true",
                         help="decide on style-adjusted ratings (length and Markdown formatting accounted for)")
+    parser.add_argument("--style-recipe", choices=STYLE_RECIPES, default=DEFAULT_STYLE_RECIPE, metavar="RECIPE",
+                        help="with --style-control: lmarena (default) reproduces lmarena's published style control "
+                             "(features (a - b) / (a + b + 1) over the conversation, standardised; length in tokens "
+                             "where a tokenizer is installed, else words); lineup keeps lineup's first form "
+                             "((a - b) / (a + b) of the voted answer)")
     parser.add_argument("--session", action="append", default=[], metavar="ID",
                         help="only these sessions (id or unique prefix; repeatable)")
     parser.add_argument("--include-demo", action="store_true", help="count votes and answers of demo models")
@@ -94,7 +101,8 @@ def run(args: argparse.Namespace) -> int:
         filters = ReportFilters(sessions=sessions, include_demo=args.include_demo)
         decision = build_decision(store, filters, mix=mix, mix_source=source, limits=limits, models=args.models,
                                   confidence=args.confidence, rounds=args.bootstrap, seed=args.seed,
-                                  prices=config_prices(args), style_control=args.style_control)
+                                  prices=config_prices(args), style_control=args.style_control,
+                                  style_recipe=args.style_recipe)
     finally:
         store.close()
     if mix is not None:

@@ -9,7 +9,7 @@ import argparse
 
 
 def configure(p: argparse.ArgumentParser) -> None:
-    from lineup.commands.diff_cmd import add_common
+    from lineup.commands.comparing import add_common
 
     p.add_argument("--baseline", required=True, metavar="RUN_A", help="the baseline run's session id")
     p.add_argument("--candidate", required=True, metavar="RUN_B", help="the candidate run's session id")
@@ -21,7 +21,7 @@ def run(args: argparse.Namespace) -> int:
 
     from core.ground.errors import EXIT_REGRESSED
     from core.ground.text import one_line
-    from lineup.commands.diff_cmd import compare, show
+    from lineup.commands.comparing import compare, show
 
     report = compare(args, args.baseline, args.candidate)
     show(report, args.json)

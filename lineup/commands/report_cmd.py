@@ -11,6 +11,7 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
+from lineup.commands import DEFAULT_STYLE_RECIPE, STYLE_RECIPES
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--session", action="append", default=[], metavar="ID",
@@ -36,6 +37,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--style-control", action="store_true",
                         help="also fit ratings with style covariates (answer length, Markdown headers, list items, "
                              "bold spans) and show each covariate's effect and the style-adjusted ratings")
+    parser.add_argument("--style-recipe", choices=STYLE_RECIPES, default=DEFAULT_STYLE_RECIPE, metavar="RECIPE",
+                        help="with --style-control: lmarena (default) reproduces lmarena's published style control "
+                             "(features (a - b) / (a + b + 1) over the conversation, standardised; length in tokens "
+                             "where a tokenizer is installed, else words); lineup keeps lineup's first form "
+                             "((a - b) / (a + b) of the voted answer)")
     parser.add_argument("--tui", action="store_true",
                         help="open the report screen (charts) in the terminal app instead of printing")
 
@@ -80,7 +86,8 @@ def run(args: argparse.Namespace) -> int:
         if not args.tui:
             report = build_report(store, filters, rounds=args.bootstrap, seed=args.seed,
                                   prices=config_prices(args), judge=args.judge, judge_prompt=args.judge_prompt,
-                                  style_control=args.style_control, min_judge_agreement=args.min_judge_agreement)
+                                  style_control=args.style_control, min_judge_agreement=args.min_judge_agreement,
+                                  style_recipe=args.style_recipe)
     finally:
         store.close()
     if args.tui:
