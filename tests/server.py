@@ -92,6 +92,9 @@ counts the TCP connections accepted since the start (or `srv.reset()`), and
 `srv.open_connections` those open now, which is how a test checks that a
 client reuses its connections. `srv.keep_alive = False` sends `connection:
 close` and closes after every reply instead (a server without keep-alive).
+`GET /_stats` answers those counts as JSON (`connections`, `open_connections`,
+`requests`) for a client in another process (benchmarks/bench_http.py); its
+own connection is counted too.
 
 `srv.respond(fn)` answers every request with `fn(received)` (a `Reply` or
 `RawReply`) instead of the script: a tool loop that depends on what was sent.
@@ -732,7 +735,12 @@ class _Responder:
 
     async def listing(self) -> None:
         path = self.rec.path
-        if path.endswith("/api/tags"):
+        if path == "/_stats":
+            srv = self.server
+            with srv._lock:
+                body: dict[str, Any] = {"connections": srv.connections, "open_connections": srv.open_connections,
+                                        "requests": len(srv.requests)}
+        elif path.endswith("/api/tags"):
             body = {"models": [{"name": m, "model": m} for m in self.server.models]}
         elif path.endswith("/models"):
             body = {"object": "list", "data": [{"id": m, "object": "model"} for m in self.server.models]}
