@@ -8,6 +8,12 @@ stays flat: the ratio 20k/5k of the total time should be about 4x (target
 vary by a third, so only a ratio past 8x fails the run. Baseline in the
 same run: the previous grouping (a scan of every output per turn) at 5k.
 
+Peak memory (issue 32, item 2): `lineup export -f FORMAT -o FILE` in a fresh
+process per figure (its peak resident size), which streams the session page
+by page, against the whole-session export (`load_session` + `export_session`,
+what the command did before) in a fresh process too. Goal: flat in the
+number of answers (20k/5k under 1.5x; a 100k-answer export under 200 MB).
+
     .venv/bin/python benchmarks/bench_export.py [--sizes 5000,10000,20000] [--repeats 3]
 """
 
@@ -16,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -53,6 +60,34 @@ def _per_turn_scan(loaded) -> None:
     for t in loaded.turns:
         sorted((o for o in loaded.outputs if o.turn_id == t.id),
                key=lambda o: (order.get(o.contestant, 1 << 30), o.label, o.attempt))
+
+
+#: A fresh process that runs its arguments and prints its own peak resident size (KiB).
+_PEAK = ("import resource, sys\n"
+         "sys.path.insert(0, sys.argv[1])\n"
+         "if sys.argv[2] == 'whole':\n"
+         "    from core.exchange.export import export_session\n"
+         "    from store import Store\n"
+         "    with Store.open(sys.argv[3], readonly=True) as st:\n"
+         "        text = export_session(st.load_session(st.latest_session_id()), sys.argv[4])\n"
+         "    open(sys.argv[5], 'w', encoding='utf-8').write(text)\n"
+         "else:\n"
+         "    from lineup.cli import main\n"
+         "    assert main(['export', '--db', sys.argv[3], '-f', sys.argv[4], '-o', sys.argv[5]]) == 0\n"
+         "try:\n"   # VmHWM: this program's own peak (ru_maxrss also counts the parent's at the fork)
+         "    peak = next(int(line.split()[1]) for line in open('/proc/self/status') if line.startswith('VmHWM:'))\n"
+         "except OSError:\n"
+         "    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+         "print(peak)\n")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def peak_mb(how: str, db: Path, fmt: str, out: Path) -> float:
+    done = subprocess.run([sys.executable, "-c", _PEAK, str(ROOT), how, str(db), fmt, str(out)],
+                          capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise SystemExit(f"export ({how}, {fmt}) failed: {done.stderr[-2000:]}")
+    return int(done.stdout.strip().splitlines()[-1]) / 1024
 
 
 def median_s(fn, repeats: int) -> float:
@@ -98,10 +133,26 @@ def main(argv: list[str] | None = None) -> int:
                         write_synthetic(store, *synthetic_session(turns=4, blind=True, words=5, seed=seed,
                                                                   created=1.7e9 + seed))
                 row["sessions"] = median_s(lambda: store.list_sessions(), args.repeats)
+            for fmt in FORMATS:
+                out = Path(tmp) / f"out.{fmt}"
+                row[f"peak {fmt}"] = peak_mb("stream", db, fmt, out)
+                row[f"whole {fmt}"] = peak_mb("whole", db, fmt, out)
             results[n] = row
             print(f"{n:>8} {row['import']:>8.2f} " + " ".join(f"{row[f]:>8.2f}" for f in FORMATS)
                   + f" {row['sessions']:>9.3f}", flush=True)
     lo, hi = min(sizes), max(sizes)
+    print("\npeak memory of one export process, MB: `lineup export` (streamed) / the whole-session export "
+          "(load_session + export_session); answers = 2 x battles")
+    print(f"{'battles':>8} " + " ".join(f"{f:>16}" for f in FORMATS))
+    for n in sizes:
+        print(f"{n:>8} " + " ".join(f"{results[n]['peak ' + f]:>7.1f} / {results[n]['whole ' + f]:>6.1f}"
+                                    for f in FORMATS))
+    if hi > lo:
+        for fmt in FORMATS:
+            grow = results[hi][f"peak {fmt}"] / results[lo][f"peak {fmt}"]
+            whole = results[hi][f"whole {fmt}"] / results[lo][f"whole {fmt}"]
+            print(f"  {fmt:>5}: streamed {hi}/{lo} {grow:.2f}x (goal < 1.5x: {'met' if grow < 1.5 else 'NOT met'}), "
+                  f"whole-session {whole:.2f}x")
     print(f"\nbaseline at {lo:,} battles: the previous per-turn scan of every output (grouping only, "
           f"reimplemented here) {baseline:.2f} s = {baseline / results[lo]['jsonl']:.1f}x the whole JSONL "
           "export now; it grows with the square of the battles")

@@ -90,6 +90,10 @@ _BODY_FACTOR = 16
 _MESSAGE_LIMIT = 300
 #: Bytes of a body quoted when it is not the protocol's (`StreamParser.not_the_protocol`).
 _HEAD_BYTES = 120
+#: What is read of a body after the answer's end to keep its connection
+#: (`_drain`): the rest of a well-behaved body is a few bytes, at once.
+_DRAIN_BYTES = 16 * 1024
+_DRAIN_SECONDS = 0.25
 _SPACE = b" \t\r\n"
 _BOM = b"\xef\xbb\xbf"
 
@@ -717,7 +721,13 @@ class HttpProvider(Provider):
             body = resp.aiter_bytes() if resp.headers.get("content-encoding", "identity") \
                 not in ("identity", "") else resp.aiter_raw()
             async for chunk in body:
-                for ev in self._parse(chunk, parser, p, state, status):
+                evs = self._parse(chunk, parser, p, state, status)
+                if parser.done and state.failure is None:
+                    # The answer is whole: read the end of the body before the
+                    # events go out (the consumer closes the stream on the
+                    # terminal one), so the connection goes back to the pool.
+                    await _drain(body, p.deadline)
+                for ev in evs:
                     yield ev
                 if state.failure is not None or parser.done:
                     return
@@ -903,6 +913,21 @@ class HttpProvider(Provider):
             return httpx.URL(self.base_url).host or self.base_url
         except Exception:  # noqa: BLE001 - a malformed URL is reported by the request itself
             return "the server"
+
+
+async def _drain(body: AsyncIterator[bytes], deadline: float) -> None:
+    """Read what is left of a body after the protocol's terminator (the
+    chunked encoding's last chunk, a trailing blank line) so that httpx can
+    put the connection back in its pool for the next request; a body that
+    ended already costs nothing. Bounded in bytes and time: a server that
+    keeps sending (or holds the body open) after the answer ended gets its
+    connection closed instead (`aclose` on a body not read to its end)."""
+    left = _DRAIN_BYTES
+    with anyio.move_on_after(max(0.0, min(_DRAIN_SECONDS, deadline - perf_counter()))):
+        async for chunk in body:
+            left -= len(chunk)
+            if left < 0:
+                return
 
 
 def _within(evs: list[StreamEvent], limit: int, used: int, status: int) -> tuple[list[StreamEvent], _Failure | None]:

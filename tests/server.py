@@ -90,6 +90,18 @@ mode the server counts model requests in flight: `srv.in_flight` now and
 each `Received.in_flight` at its arrival, which
 is how a test checks a client's concurrency cap.
 
+Connections: the server keeps each connection open after a reply whose body
+it ended properly (HTTP/1.1 keep-alive, as real servers do) and reads the
+next request from it; a reply cut by a fault (`disconnect`, a stall the
+client left) or a client that hung up ends the connection. `srv.connections`
+counts the TCP connections accepted since the start (or `srv.reset()`), and
+`srv.open_connections` those open now, which is how a test checks that a
+client reuses its connections. `srv.keep_alive = False` sends `connection:
+close` and closes after every reply instead (a server without keep-alive).
+`GET /_stats` answers those counts as JSON (`connections`, `open_connections`,
+`requests`) for a client in another process (benchmarks/bench_http.py); its
+own connection is counted too.
+
 `srv.respond(fn)` answers every request with `fn(received)` (a `Reply` or
 `RawReply`) instead of the script: a tool loop that depends on what was sent.
 
@@ -258,6 +270,9 @@ class TestServer:
         self._respond: Callable[[Received], Reply | RawReply] | None = None
         self.requests: list[Received] = []
         self.models: list[str] = ["test-model"]
+        self.keep_alive = True      # keep a connection for the next request (see the module doc)
+        self.connections = 0        # TCP connections accepted since start / reset
+        self.open_connections = 0   # TCP connections open now
         self.in_flight = 0          # model requests being answered now
         self.max_in_flight = 0      # the most at once since start / reset / load_profile
         self._load: tuple[float, float] | None = None
@@ -350,6 +365,8 @@ class TestServer:
             self._azure = None
             self._load = None
             self.max_in_flight = self.in_flight
+            self.connections = 0
+            self.keep_alive = True
 
     def load_profile(self, base_ms: float, per_inflight_ms: float) -> None:
         """Load mode (see the module doc): the first-token delay grows by
@@ -407,48 +424,79 @@ class TestServer:
 
     # -- HTTP
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """One TCP connection: its requests, one after another while both
+        sides keep it (see the module doc on connections)."""
         task = asyncio.current_task()
         assert task is not None
         self._tasks.add(task)
+        with self._lock:
+            self.connections += 1
+            self.open_connections += 1
         sock = writer.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        rec: Received | None = None
+        conn = _Reader(reader)
         try:
-            rec = await self._read_request(reader)
-            if rec is None:
-                return
-            with self._lock:
-                self.requests.append(rec)
-            closed = asyncio.Event()
-
-            def watch_done(fut: asyncio.Future) -> None:
-                # The client sent EOF (or reset) while we were still replying.
-                if rec.done_at is None and rec.closed_at is None:
-                    rec.closed_at = time.perf_counter()
-                    rec._closed.set()
-                closed.set()
-
-            watcher = asyncio.ensure_future(reader.read(65536))
-            watcher.add_done_callback(watch_done)
-            try:
-                await _Responder(self, rec, writer, closed).respond()
-            except (_ClientGone, ConnectionError):
-                watch_done(watcher)
-            finally:
-                if rec.done_at is None and rec.closed_at is None:
-                    rec.done_at = time.perf_counter()
-                watcher.cancel()
+            while await self._exchange(conn, writer):
+                pass
         except (asyncio.IncompleteReadError, ConnectionError, ValueError):
             pass
+        except asyncio.CancelledError:   # `stop()`: an idle kept connection ends quietly
+            pass
         finally:
+            with self._lock:
+                self.open_connections -= 1
             self._tasks.discard(task)
             try:
                 writer.close()
             except Exception:  # noqa: BLE001
                 pass
 
-    async def _read_request(self, reader: asyncio.StreamReader) -> Received | None:
+    async def _exchange(self, conn: "_Reader", writer: asyncio.StreamWriter) -> bool:
+        """One request and its reply; True when the connection can take the next one."""
+        rec = await self._read_request(conn)
+        if rec is None:
+            return False
+        with self._lock:
+            self.requests.append(rec)
+        closed = asyncio.Event()
+
+        def watch_done(fut: asyncio.Future) -> None:
+            # The client sent EOF (or reset) while we were still replying.
+            if rec.done_at is None and rec.closed_at is None:
+                rec.closed_at = time.perf_counter()
+                rec._closed.set()
+            closed.set()
+
+        # Watches for the client hanging up mid-reply; what it reads after the
+        # reply is the start of the next request, handed back to `conn`.
+        watcher = asyncio.ensure_future(conn.read(65536))
+        watcher.add_done_callback(watch_done)
+        responder = _Responder(self, rec, writer, closed)
+        try:
+            await responder.respond()
+        except (_ClientGone, ConnectionError):
+            watch_done(watcher)
+            return False
+        finally:
+            if rec.done_at is None and rec.closed_at is None:
+                rec.done_at = time.perf_counter()
+            if not watcher.done():
+                watcher.cancel()
+                await asyncio.wait([watcher])   # the reader is free again before the next read
+        if not (self.keep_alive and responder.finished) or rec.closed_at is not None:
+            return False
+        if watcher.cancelled():          # nothing came from the client during the reply
+            return True
+        if watcher.exception() is not None:
+            return False
+        data = watcher.result()
+        if not data:                     # the client closed the connection
+            return False
+        conn.push_back(data)             # the next request began to arrive
+        return True
+
+    async def _read_request(self, reader: "_Reader") -> Received | None:
         try:
             head = await reader.readuntil(b"\r\n\r\n")
         except asyncio.IncompleteReadError:
@@ -477,11 +525,53 @@ class TestServer:
         return Received(method, url.path, url.query, headers, body, time.perf_counter())
 
 
+class _Reader:
+    """A connection's incoming bytes, with room to hand back what the
+    mid-reply watcher read (the start of the next request)."""
+
+    _HEAD_LIMIT = 1 << 20
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self.reader = reader
+        self.pending = b""
+
+    def push_back(self, data: bytes) -> None:
+        self.pending = data + self.pending
+
+    async def read(self, n: int) -> bytes:
+        if self.pending:
+            out, self.pending = self.pending[:n], self.pending[n:]
+            return out
+        return await self.reader.read(n)
+
+    async def _more(self) -> None:
+        data = await self.reader.read(65536)
+        if not data:
+            raise asyncio.IncompleteReadError(self.pending, None)
+        self.pending += data
+
+    async def readuntil(self, sep: bytes) -> bytes:
+        while sep not in self.pending:
+            if len(self.pending) > self._HEAD_LIMIT:
+                raise ValueError("request head too long")
+            await self._more()
+        end = self.pending.index(sep) + len(sep)
+        out, self.pending = self.pending[:end], self.pending[end:]
+        return out
+
+    async def readexactly(self, n: int) -> bytes:
+        while len(self.pending) < n:
+            await self._more()
+        out, self.pending = self.pending[:n], self.pending[n:]
+        return out
+
+
 class _Responder:
     """Writes one reply; every body piece is its own flushed HTTP chunk."""
 
     def __init__(self, server: TestServer, rec: Received, writer: asyncio.StreamWriter, closed: asyncio.Event):
         self.server, self.rec, self.writer, self.closed = server, rec, writer, closed
+        self.finished = False   # the body was ended properly: the connection may take another request
 
     async def wait(self, seconds: float) -> None:
         """Sleep, but stop at once if the client hangs up."""
@@ -500,7 +590,7 @@ class _Responder:
         for k, v in headers.items():
             lines.append(f"{k}: {v}")
         lines.append("transfer-encoding: chunked" if chunked else f"content-length: {length}")
-        lines.append("connection: close")
+        lines.append("connection: keep-alive" if self.server.keep_alive else "connection: close")
         self.writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
         await self.writer.drain()
 
@@ -517,6 +607,7 @@ class _Responder:
         self.writer.write(b"0\r\n\r\n")
         await self.writer.drain()
         self.rec.done_at = time.perf_counter()
+        self.finished = True
 
     async def respond(self) -> None:
         rec = self.rec
@@ -652,7 +743,12 @@ class _Responder:
 
     async def listing(self) -> None:
         path = self.rec.path
-        if path.endswith("/api/tags"):
+        if path == "/_stats":
+            srv = self.server
+            with srv._lock:
+                body: dict[str, Any] = {"connections": srv.connections, "open_connections": srv.open_connections,
+                                        "requests": len(srv.requests)}
+        elif path.endswith("/api/tags"):
             body = {"models": [{"name": m, "model": m} for m in self.server.models]}
         elif path.endswith("/models"):
             body = {"object": "list", "data": [{"id": m, "object": "model"} for m in self.server.models]}

@@ -7,13 +7,18 @@ folder: killed, the kernel frees it. Finished, it is given a temporary name
 Elsewhere (or on a filesystem without O_TMPFILE) the temporary file is named
 from the start. Either way, a `.NAME.PID.tmp` whose process no longer runs
 (left by a kill in those microseconds, on the fallback path, or by an older
-lineup) is removed the next time that NAME is written."""
+lineup) is removed the next time that NAME is written.
+
+The text may come as one string or as an iterable of strings (an export
+streamed page by page): it is encoded and written as it comes, in pieces of
+about a megabyte, so a large output is never held whole."""
 
 from __future__ import annotations
 
 import errno
 import os
 import sys
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 __all__ = ["write_stdout", "write_text_atomic"]
@@ -65,30 +70,58 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
-def write_stdout(text: str) -> None:
-    """Write `text` to standard output, all of it or an OSError: Python's
-    buffered stream can report a large write as done when the disk filled or
-    the reader left half way, losing the rest; the file descriptor cannot."""
+_PIECE = 1 << 20
+
+
+def _encoded(text: str | Iterable[str]) -> Iterator[bytes]:
+    """`text` as UTF-8 bytes ("replace" for lone surrogates: exports are UTF-8
+    files, whatever the locale), in pieces of about `_PIECE` characters."""
+    if isinstance(text, str):
+        yield text.encode("utf-8", "replace")
+        return
+    parts: list[str] = []
+    size = 0
+    for part in text:
+        parts.append(part)
+        size += len(part)
+        if size >= _PIECE:
+            yield "".join(parts).encode("utf-8", "replace")
+            parts, size = [], 0
+    if parts:
+        yield "".join(parts).encode("utf-8", "replace")
+
+
+def _write_pieces(fd: int, text: str | Iterable[str]) -> None:
+    for data in _encoded(text):
+        _write_all(fd, data)
+
+
+def write_stdout(text: str | Iterable[str]) -> None:
+    """Write `text` (a string or its pieces) to standard output, all of it or
+    an OSError: Python's buffered stream can report a large write as done when
+    the disk filled or the reader left half way, losing the rest; the file
+    descriptor cannot."""
     stream = sys.stdout
     try:
         fd = stream.fileno()
     except (AttributeError, OSError, ValueError):   # not a real file (captured in tests)
-        stream.write(text)
+        for part in ([text] if isinstance(text, str) else text):
+            stream.write(part)
         stream.flush()
         return
     stream.flush()
-    _write_all(fd, text.encode("utf-8", "replace"))   # exports are UTF-8 files, whatever the locale
+    _write_pieces(fd, text)
 
 
-def write_text_atomic(target: str | os.PathLike, text: str) -> None:
-    """Write `text` (UTF-8) to `target`, replacing it in one rename. Raises
-    OSError (disk full, no permission...) with nothing of the new text left."""
+def write_text_atomic(target: str | os.PathLike, text: str | Iterable[str]) -> None:
+    """Write `text` (UTF-8; a string or its pieces) to `target`, replacing it
+    in one rename. Raises OSError (disk full, no permission...) with nothing
+    of the new text left; an exception from the pieces leaves nothing either."""
     target = Path(target)
     remove_stale_temps(target)
-    data = text.encode("utf-8", "replace")
     temp = _temp_name(target, os.getpid())
-    if not (hasattr(os, "O_TMPFILE") and _unnamed(target, data, temp)):
-        _named(data, temp)
+    if not (hasattr(os, "O_TMPFILE") and _unnamed(target, text, temp)):
+        _named(text, temp)
     try:
         os.replace(temp, target)
     except BaseException:
@@ -96,34 +129,50 @@ def write_text_atomic(target: str | os.PathLike, text: str) -> None:
         raise
 
 
-def _unnamed(target: Path, data: bytes, temp: Path) -> bool:
-    """Write into an O_TMPFILE file, then name it `temp`; False where the
-    filesystem (or a missing /proc) does not allow it."""
+def _unnamed(target: Path, text: str | Iterable[str], temp: Path) -> bool:
+    """Write into an O_TMPFILE file, then name it `temp` (or, without a /proc
+    to name it through, copy it to `temp`); False where the filesystem does
+    not allow such a file (nothing of `text` read then)."""
     try:
-        fd = os.open(target.parent, os.O_TMPFILE | os.O_WRONLY, 0o666)
+        fd = os.open(target.parent, os.O_TMPFILE | os.O_RDWR, 0o666)
     except OSError as exc:
         if exc.errno in _NO_TMPFILE:
             return False
         raise
     try:
-        _write_all(fd, data)
+        _write_pieces(fd, text)
         temp.unlink(missing_ok=True)   # our own pid's name: a leftover of a process before us
         try:
             os.link(f"/proc/self/fd/{fd}", temp, follow_symlinks=True)
         except OSError as exc:
-            if exc.errno in (errno.ENOENT, errno.EXDEV, errno.EPERM, errno.ENOTDIR):
-                return False   # no /proc to name it through
-            raise
+            if exc.errno not in (errno.ENOENT, errno.EXDEV, errno.EPERM, errno.ENOTDIR):
+                raise
+            _copy(fd, temp)   # no /proc to name it through: copied (the text is read only once)
     finally:
         os.close(fd)
     return True
 
 
-def _named(data: bytes, temp: Path) -> None:
+def _copy(fd: int, temp: Path) -> None:
+    """What `fd` holds, from its start, into a new file named `temp`."""
+    os.lseek(fd, 0, os.SEEK_SET)
+    try:
+        out = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+        try:
+            while data := os.read(fd, _PIECE):
+                _write_all(out, data)
+        finally:
+            os.close(out)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+
+
+def _named(text: str | Iterable[str], temp: Path) -> None:
     try:
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
         try:
-            _write_all(fd, data)
+            _write_pieces(fd, text)
         finally:
             os.close(fd)
     except BaseException:

@@ -57,6 +57,7 @@ from store.records import (
     LoadedSession,
     OutputRecord,
     SessionRecord,
+    TurnRecord,
     VoteError,
     VoteOutcome,
     VoteRecord,
@@ -477,10 +478,17 @@ class Reveal:
     turn_unit: dict[str, str] = field(default_factory=dict)     # turn id -> unit key
     units: list[str] = field(default_factory=list)              # in order
     revealed_units: set[str] = field(default_factory=set)
+    #: the number of units when they are not listed (`units` empty): a paged
+    #: export knows the count and the revealed ones, and asks by `turn_record`
+    unit_count: int | None = None
+
+    @property
+    def _n_units(self) -> int:
+        return len(self.units) if self.unit_count is None else self.unit_count
 
     @property
     def all(self) -> bool:
-        return not self.blind or self.session_revealed or len(self.revealed_units) == len(self.units) > 0
+        return not self.blind or self.session_revealed or len(self.revealed_units) == self._n_units > 0
 
     @property
     def none(self) -> bool:
@@ -489,7 +497,7 @@ class Reveal:
     @property
     def counts(self) -> tuple[int, int]:
         """(revealed units, units)."""
-        n = len(self.units)
+        n = self._n_units
         return (n if self.all else len(self.revealed_units)), n
 
     def turn(self, turn_id: str) -> bool:
@@ -498,6 +506,10 @@ class Reveal:
             return True
         unit = self.turn_unit.get(turn_id)
         return unit is not None and unit in self.revealed_units
+
+    def turn_record(self, turn: TurnRecord) -> bool:
+        """`turn` for a turn of the session at hand, without the turn map."""
+        return self.all or unit_key(turn) in self.revealed_units
 
     def vote(self, v: VoteRecord) -> bool:
         """May this vote's mapping (who won) be shown?"""

@@ -1,0 +1,157 @@
+"""Connections are reused (issue 32, item 1): a provider keeps its server's
+connections in its pool across requests, so a run or a chat pays the TCP (and
+TLS) set-up once per connection, not once per answer; a cancelled or cut
+stream still closes its connection at once, and a server that keeps sending
+after the answer's end cannot hold the client. Counted on the loopback
+server (`TestServer.connections`), never timed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+from providers import make_provider
+from providers.events import Finish, StreamError, TextDelta
+from tests.run_support import config_file, sample_set
+from tests.server import RawReply, Reply, TestServer, chat_request, collect_async, model_config
+
+ROOT = Path(__file__).resolve().parents[1]
+PROTOCOLS = ("openai", "anthropic", "ollama", "gemini")
+
+
+@pytest.fixture(scope="module")
+def srv():
+    with TestServer() as server:
+        yield server
+
+
+@pytest.fixture(autouse=True)
+def _fresh(srv):
+    srv.reset()
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_fifty_sequential_requests_share_one_or_two_connections(srv, protocol):
+    async def go() -> None:
+        provider = make_provider(model_config(srv, protocol, max_retries=0))
+        try:
+            for _ in range(50):
+                result, _ = await collect_async(provider, chat_request())
+                assert result.error is None and result.text == Reply().text
+        finally:
+            await provider.aclose()
+
+    anyio.run(go)
+    assert len(srv.requests) == 50
+    assert 1 <= srv.connections <= 2
+
+
+def test_concurrent_requests_open_no_more_connections_than_in_flight(srv):
+    n = 6
+    srv.script(Reply(text="slow enough to overlap", chunk_chars=4, delay=0.01))
+
+    async def go() -> None:
+        provider = make_provider(model_config(srv, "openai", max_retries=0, concurrency=n))
+        try:
+            for _ in range(3):   # three rounds of n at once: the second and third reuse the first's
+                async with anyio.create_task_group() as tg:
+                    for _ in range(n):
+                        tg.start_soon(collect_async, provider, chat_request())
+        finally:
+            await provider.aclose()
+
+    anyio.run(go)
+    assert len(srv.requests) == 3 * n
+    assert srv.max_in_flight > 1             # they did overlap
+    assert srv.connections <= n
+
+
+def test_a_cancelled_stream_closes_its_connection_and_the_next_request_opens_one(srv):
+    srv.script(Reply(text="x" * 400, chunk_chars=2, delay=0.02), Reply(text="after"))
+
+    async def go() -> tuple[list, object]:
+        provider = make_provider(model_config(srv, "openai", max_retries=0))
+        try:
+            stream = provider.stream(chat_request())
+            seen = []
+            async for ev in stream:
+                seen.append(ev)
+                if isinstance(ev, TextDelta):
+                    stream.cancel()
+            result, _ = await collect_async(provider, chat_request())
+            return seen, result
+        finally:
+            await provider.aclose()
+
+    seen, result = anyio.run(go)
+    assert isinstance(seen[-1], StreamError) and seen[-1].kind == "cancelled"
+    assert srv.requests[0].wait_closed(5) is not None       # the server saw it hang up mid-reply
+    assert result.text == "after"
+    assert srv.connections == 2                              # the cut one was not put back in the pool
+    assert len(srv.requests) == 2
+
+
+def test_a_server_that_keeps_sending_after_the_end_is_closed_not_waited_for(srv):
+    """[DONE], then a keep-alive comment every 50 ms for 5 s without ending
+    the body: the answer is complete at [DONE], the client reads a little of
+    the rest and then closes the connection rather than wait for the end."""
+    body = (b'data: {"choices":[{"index":0,"delta":{"content":"done"}}]}\n\n'
+            b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
+            b"data: [DONE]\n\n")
+    trailing = [b": still here\n\n"] * 100
+    whole = body + b"".join(trailing)
+    cuts = [len(body) + i * len(trailing[0]) for i in range(len(trailing))]
+    srv.script(RawReply(200, {"content-type": "text/event-stream"}, whole, cuts=cuts, delay=0.05))
+
+    result, events = _one(srv)
+    assert isinstance(events[-1], Finish) and result.text == "done"
+    rec = srv.requests[0]
+    assert rec.wait_closed(5) is not None     # the client hung up before the server's body ended
+    assert rec.done_at is None
+
+
+def test_a_server_without_keep_alive_still_answers_every_request(srv):
+    srv.keep_alive = False
+
+    async def go() -> None:
+        provider = make_provider(model_config(srv, "anthropic", max_retries=0))
+        try:
+            for _ in range(5):
+                result, _ = await collect_async(provider, chat_request())
+                assert result.error is None
+        finally:
+            await provider.aclose()
+
+    anyio.run(go)
+    assert srv.connections == 5
+
+
+def test_a_run_reuses_each_models_connections_across_its_cases(tmp_path):
+    """`lineup run`: one pool per model for the whole run, not one connection per answer."""
+    with TestServer() as server:
+        config = config_file(tmp_path / "config.toml", server, {"a": {"api_key_env": ""},
+                                                                "b": {"api_key_env": ""}})
+        cases = sample_set(tmp_path / "set.jsonl", 10)
+        env = {**os.environ, "LINEUP_DB": str(tmp_path / "run.db"), "LINEUP_CONFIG": str(config)}
+        done = subprocess.run([sys.executable, "-m", "lineup", "run", str(cases), "-m", "a", "-m", "b",
+                               "--concurrency", "1", "--quiet"],
+                              env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert len(server.requests) == 20
+        assert server.connections <= 2
+
+
+def _one(srv: TestServer):
+    async def go():
+        provider = make_provider(model_config(srv, "openai", max_retries=0))
+        try:
+            return await collect_async(provider, chat_request())
+        finally:
+            await provider.aclose()
+
+    return anyio.run(go)
