@@ -66,7 +66,10 @@ Speed: a multiplier from the constructor, ``extra_body["speed"]`` or the
 environment variable ``LINEUP_DEMO_SPEED`` (``0`` or ``inf`` = no delays,
 for tests). Delays are ``anyio.sleep`` calls, so `ChatStream.cancel` ends a
 stream at once.
-"""
+
+Why this file is past 600 lines: each demo style's answers, timings and
+faults, and the offline judge, are data-like templates read together;
+tools and code answers are `providers/demo_tools.py` and `providers/demo_code.py`."""
 
 from __future__ import annotations
 

@@ -64,7 +64,11 @@ found, the offline demo models are used (`Config.autodetected` is True).
 Why one file past 600 lines: every table of the config file is checked here,
 with its key paths in the errors (models, gateways, parameters typed as text,
 the run, report and tag tables), so that one reader owns what a config may say.
-"""
+
+Why this file is past 600 lines: a config is read in one pass that checks
+every table (models, variants, gateways, defaults, tags) and reports every
+problem with its key path at once; parameters typed as text are
+`core.answering.typed_params`."""
 
 from __future__ import annotations
 

@@ -6,7 +6,10 @@ is a turn shared by all contestants; each contestant answers it in its own
 thread. Running the same set, models, parameters and repeat count again finds
 that session (its `run_key`) and does only what is missing: answers that never
 completed get a new attempt, completed ones are never redone.
-"""
+
+Why this file is past 600 lines: the run's loop (claims, resume, repeats,
+cache, checks, gradings) and the set rebuilt from a recorded run for
+`replay --rerun` share one notion of a case's turns and are read together."""
 
 from __future__ import annotations
 

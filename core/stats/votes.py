@@ -38,7 +38,9 @@ goes through these functions, so a vote is read the same way everywhere:
   about a pair and `combine_orders` what the orders say together (a verdict
   that flips with the order is a tie, and position-inconsistent);
 - gold pairs (a known better answer, rater quality): `gold_correct`.
-"""
+
+Why this file is past 600 lines: it is the one owner of what a vote means;
+splitting the rules above would let two modules disagree on them."""
 
 from __future__ import annotations
 
