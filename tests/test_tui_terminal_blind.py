@@ -82,6 +82,10 @@ def test_a_blind_chat_shows_reasoning_only_after_the_vote(tmp_path, size):
         tmux.wait_for("1 of 1 sessions")
         tmux("send-keys", "-t", "lineup", "/")
         tmux("send-keys", "-t", "lineup", "-l", "chat")
+        for _ in range(300):       # the filter holds what was typed before Down leaves it
+            if "words in id" not in tmux.screen():
+                break
+            time.sleep(0.1)
         tmux("send-keys", "-t", "lineup", "Down")
         tmux("send-keys", "-t", "lineup", "r")
         tmux.wait_for("Title for session", forbid=("chatr",))
