@@ -271,9 +271,6 @@ def stability(answers: Sequence[Sequence[Any]], per_output: Mapping[str, list[tu
     """Groups the answers to the same case (session, case id or prompt,
     follow-up) by model across repeat_index, and measures their spread with
     `core.report.stability` (`texts_of(ids)`: the answers' texts, read only then)."""
-    from core.report import stability as stab
-    from core.answering.checks import CheckOutcome
-
     found: defaultdict[tuple[Any, ...], dict[int, Sequence[Any]]] = defaultdict(dict)
     for o in answers:
         oid, _, contestant, _, status, session, prompt, follow_up, repeat = o
@@ -283,6 +280,10 @@ def stability(answers: Sequence[Sequence[Any]], per_output: Mapping[str, list[tu
     groups = {k: v for k, v in found.items() if len(v) >= 2}
     if not groups:
         return []
+    # only now: the checks' models cost ~50 ms to import, and most records have no repeats
+    from core.report import stability as stab
+    from core.answering.checks import CheckOutcome
+
     texts = texts_of([o[0] for runs in groups.values() for o in runs.values()])
     per_model: defaultdict[str, list[dict[str, Any]]] = defaultdict(list)
     for (model, *_), runs in groups.items():

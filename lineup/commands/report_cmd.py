@@ -93,10 +93,9 @@ def run(args: argparse.Namespace) -> int:
     if args.tui:
         return _run_tui(args, path, filters)
 
-    from core.report import render_html, render_markdown
-
-    for target, render in ((args.md, render_markdown), (args.html, render_html)):
+    for target, kind in ((args.md, "markdown"), (args.html, "html")):
         if target:
+            render = _renderer(kind)   # loaded only when asked for: `--json` needs neither
             try:
                 Path(target).expanduser().write_text(render(report), encoding="utf-8")
             except OSError as exc:
@@ -112,6 +111,16 @@ def run(args: argparse.Namespace) -> int:
         if target:
             print(f"wrote {target}")
     return 0
+
+
+def _renderer(kind: str):
+    """`render_markdown` or `render_html`, imported on first use (the HTML one
+    loads Rich and the charts: tens of milliseconds `--json` does not pay)."""
+    if kind == "html":
+        from core.report import render_html
+        return render_html
+    from core.report import render_markdown
+    return render_markdown
 
 
 def _run_tui(args: argparse.Namespace, path: Path, filters) -> int:
