@@ -142,6 +142,16 @@ def test_the_report_loads_numpy_for_its_ratings_and_nothing_else_heavy(populated
     assert "providers.demo" not in loaded    # the config is read for prices only
 
 
+def test_the_report_json_loads_no_renderer_or_checks(populated_db):
+    # JSON needs neither the HTML/Markdown renderers (nor Rich, which they load), nor the
+    # checks' models and their regex engine (only repeated answers need them)
+    loaded = loaded_after(run_cli("report", "--json", "--bootstrap", "20", "--db", str(populated_db)))
+    assert "core.report.build" in loaded
+    assert loaded & {"core.report.html", "core.report.markdown", "core.report.stability",
+                     "core.answering.checks", "regex"} == set()
+    assert "rich" not in loaded
+
+
 def test_the_chat_app_loads_no_numpy_jsonschema_or_sqlite_utils():
     # the chat's first paint: the TUI and the session core, not the statistics (a check's
     # constant once pulled core.stats.ratings, and numpy with it, into every chat)
