@@ -7,14 +7,23 @@ that no merge or import brings it back."""
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from store import SessionSummary
 
 KINDS = ("chat", "run", "rerun", "import", "load")
+PIPED_ROWS = 100      # the table's default length when no terminal says how many rows fit
+SPARE_LINES = 3       # a terminal's lines the table leaves: its header, the "more" line, the next prompt
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kind", choices=KINDS, help="only sessions of this kind")
     parser.add_argument("--search", metavar="TEXT", help="only sessions whose title, prompts or answers contain TEXT")
-    parser.add_argument("--limit", type=int, default=None, metavar="N", help="at most N sessions")
+    parser.add_argument("--limit", type=int, default=None, metavar="N",
+                        help="at most N sessions (0: all). The table's default: on a terminal, as many as fit "
+                             f"its height; piped, the newest {PIPED_ROWS}; a last line says how many more there are. "
+                             "--json lists all")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--delete", metavar="ID", help="delete this session (id or unique prefix) and all it holds; "
                                                        "a tombstone keeps merges and imports from bringing it back")
@@ -65,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     import sys
     from pathlib import Path
 
-    from core.ground.text import format_time, one_line
+    from core.ground.text import one_line
     from lineup.commands import open_store
     from store import StoreError, default_db_path
     from store.bounds import finite_or_none, time_ok
@@ -74,9 +83,13 @@ def run(args: argparse.Namespace) -> int:
     if not path.exists():
         print("[]" if args.json else f"No sessions yet (no database at {path}).")
         return 0
+    if args.limit is not None and args.limit < 0:
+        from core.ground.errors import UsageError
+
+        raise UsageError("--limit must be 0 (all) or more")
     store = open_store(args, write=False)
     try:
-        sessions = store.list_sessions(limit=args.limit, kind=args.kind, search=args.search)
+        sessions = store.list_sessions(limit=args.limit or None, kind=args.kind, search=args.search)
     except StoreError as exc:
         print(f"lineup sessions: {exc}", file=sys.stderr)
         return 1
@@ -94,30 +107,60 @@ def run(args: argparse.Namespace) -> int:
     if not sessions:
         print("No sessions match." if (args.kind or args.search) else "No sessions yet.")
         return 0
+    print_table(sessions, limited=args.limit is not None)
+    return 0
+
+
+def print_table(sessions: list[SessionSummary], limited: bool) -> None:
+    """The table, newest first. Drawing is what costs (Rich measures every
+    cell), so unless `--limit` chose the length it draws only what is read:
+    on a terminal the rows that fit its height, one line each (long cells cut
+    with an ellipsis), piped the newest PIPED_ROWS (never cut: no width to
+    fit); then a line says how many are not shown."""
+    import shutil
+    import sys
+
     from rich.console import Console, JustifyMethod
     from rich.table import Table
     from rich.text import Text
 
+    from core.ground.text import format_time, one_line
+
+    terminal = sys.stdout.isatty()
+    if limited:
+        room = len(sessions)
+    elif terminal:
+        room = max(shutil.get_terminal_size().lines - SPARE_LINES, 1)
+    else:
+        room = PIPED_ROWS
+    hidden = max(len(sessions) - room, 0)
+    shown = sessions[:room]
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     columns: tuple[tuple[str, JustifyMethod], ...] = (
         ("id", "left"), ("date", "left"), ("kind", "left"), ("contestants", "left"), ("turns", "right"),
         ("votes", "right"))
     for name, justify in columns:
         table.add_column(name, justify=justify, no_wrap=name in ("id", "date"))
-    show_titles = any(s.title for s in sessions)
+    show_titles = any(s.title for s in shown)
     if show_titles:
         table.add_column("title")
-    for s in sessions:
+    def cell(text: str) -> Text:
+        # on a terminal one line a row, so that the rows counted to fit do fit: the columns
+        # still narrow as before (contestants and title first), each cell is cut, not wrapped
+        return Text(text, no_wrap=True, overflow="ellipsis") if terminal else Text(text)
+
+    for s in shown:
         who = s.reveal_note if s.contestants is None else ", ".join(s.contestants)
         kind = s.kind + (" (demo)" if s.is_demo else "")
-        cells = [Text(one_line(s.id)), Text(format_time(s.created, "%Y-%m-%d %H:%M", utc=False)), Text(kind),
-                 Text(one_line(who)), Text(str(s.turns)),
+        cells = [cell(one_line(s.id)), cell(format_time(s.created, "%Y-%m-%d %H:%M", utc=False)), cell(kind),
+                 cell(one_line(who)), cell(str(s.turns)),
                  # people's votes; a judge's verdicts apart, never added to them
-                 Text(str(s.votes) + (f" (+{s.judge_votes} judge)" if s.judge_votes else ""))]
+                 cell(str(s.votes) + (f" (+{s.judge_votes} judge)" if s.judge_votes else ""))]
         if show_titles:
-            cells.append(Text(one_line(s.title or "")))
+            cells.append(cell(one_line(s.title or "")))
         table.add_row(*cells)
     # piped or captured: no terminal width to fit, so never cut a name short
-    width = None if sys.stdout.isatty() else 400
+    width = None if terminal else 400
     Console(highlight=False, markup=False, emoji=False, width=width).print(table)
-    return 0
+    if hidden:
+        print(f"... {hidden} more session{'s' if hidden != 1 else ''} not shown (--limit N; 0 for all)")

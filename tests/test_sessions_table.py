@@ -1,0 +1,119 @@
+"""`lineup sessions` draws only what is read: on a terminal the rows that fit
+its height, piped the newest PIPED_ROWS, then a line saying how many are not
+shown; `--limit` chooses the length and `--json` lists every session.
+
+The terminal case runs the command on a real pseudo-terminal of a given size."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import re
+import select
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from lineup.commands.sessions_cmd import PIPED_ROWS, SPARE_LINES
+from store import Store
+from tests.synthetic import synthetic_session, write_synthetic
+
+ROOT = Path(__file__).resolve().parents[1]
+ESCAPES = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+ID = re.compile(r"^[0-9A-Z]{26}\b")
+
+
+@pytest.fixture(scope="module")
+def many_db(tmp_path_factory) -> Path:
+    db = tmp_path_factory.mktemp("sessions") / "many.db"
+    with Store.open(db) as store:
+        for i in range(PIPED_ROWS + 20):
+            write_synthetic(store, *synthetic_session(turns=1, seed=i, blind=i % 3 == 0, created=1.7e9 + i * 60))
+    return db
+
+
+def on_terminal(argv: list[str], rows: int, cols: int) -> str:
+    """The command's output on a pseudo-terminal of rows x cols, escapes stripped."""
+    import fcntl
+    import termios
+
+    pid, fd = pty.fork()
+    if pid == 0:
+        try:
+            os.chdir(ROOT)
+            env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+            os.execve(sys.executable, [sys.executable, "-m", "lineup", *argv], {**env, "TERM": "xterm-256color"})
+        finally:
+            os._exit(127)
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    out, deadline = b"", time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([fd], [], [], 0.1)
+            if ready:
+                try:
+                    data = os.read(fd, 1 << 16)
+                except OSError:
+                    break
+                if not data:
+                    break
+                out += data
+        _, status = os.waitpid(pid, 0)
+    finally:
+        os.close(fd)
+    assert os.waitstatus_to_exitcode(status) == 0, out
+    return ESCAPES.sub("", out.decode()).replace("\r", "")
+
+
+def piped(argv: list[str]) -> str:
+    proc = subprocess.run([sys.executable, "-m", "lineup", *argv], capture_output=True, text=True, cwd=ROOT,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def all_ids(db: Path) -> list[str]:
+    return [row["id"] for row in json.loads(piped(["sessions", "--json", "--db", str(db)]))]
+
+
+def test_json_lists_every_session(many_db):
+    assert len(all_ids(many_db)) == PIPED_ROWS + 20
+
+
+@pytest.mark.parametrize("rows,cols", [(24, 80), (40, 160)])
+def test_on_a_terminal_the_table_lists_what_fits_and_says_how_many_more(many_db, rows, cols):
+    text = on_terminal(["sessions", "--db", str(many_db)], rows, cols)
+    lines = text.rstrip("\n").split("\n")
+    listed = [ln[:26] for ln in lines if ID.match(ln)]
+    fit = rows - SPARE_LINES
+    assert listed == all_ids(many_db)[:fit]                      # the newest, in order, as many as fit
+    assert len(lines) <= rows - 1                                 # the prompt still fits below
+    assert all(len(ln) <= cols for ln in lines)                   # one line a row: nothing wrapped
+    assert lines[-1].startswith(f"... {PIPED_ROWS + 20 - fit} more sessions not shown")
+
+
+def test_piped_the_table_lists_the_newest_hundred_and_says_how_many_more(many_db):
+    lines = piped(["sessions", "--db", str(many_db)]).rstrip("\n").split("\n")
+    assert [ln[:26] for ln in lines if ID.match(ln)] == all_ids(many_db)[:PIPED_ROWS]
+    assert lines[-1].startswith("... 20 more sessions not shown")
+
+
+def test_limit_chooses_the_length_and_zero_means_all(many_db):
+    ids = all_ids(many_db)
+    five = piped(["sessions", "--limit", "5", "--db", str(many_db)])
+    assert [ln[:26] for ln in five.split("\n") if ID.match(ln)] == ids[:5] and "not shown" not in five
+    every = piped(["sessions", "--limit", "0", "--db", str(many_db)])
+    assert [ln[:26] for ln in every.split("\n") if ID.match(ln)] == ids and "not shown" not in every
+    on_tty = on_terminal(["sessions", "--limit", "0", "--db", str(many_db)], 24, 80)
+    assert sum(1 for ln in on_tty.split("\n") if ID.match(ln)) == len(ids)
+
+
+def test_a_negative_limit_is_refused(many_db):
+    proc = subprocess.run([sys.executable, "-m", "lineup", "sessions", "--limit", "-1", "--db", str(many_db)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert proc.returncode == 2 and "--limit" in proc.stderr
