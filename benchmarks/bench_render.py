@@ -23,7 +23,12 @@ the median (the machine is shared: single runs are noisy); --no-baselines
 skips the two Markdown-widget baselines (about 90 s).
 
 Prints a table with each figure beside its target; asserts nothing.
-    python benchmarks/bench_render.py [--quick] [--runs N] [--no-baselines]
+Then the fast-pane goals (issue 32): 8 panes at 1,000 tokens/s each, p95
+display lag < 50 ms and no stall over 33 ms; 6 panes at 300 tokens/s, p95
+< 33 ms and CPU <= 120 us per token; each beside today's paced run,
+interleaved in the same process (--goals runs only these).
+
+    python benchmarks/bench_render.py [--quick] [--runs N] [--no-baselines] [--goals]
 """
 
 from __future__ import annotations
@@ -128,9 +133,15 @@ class BenchView(StreamView):
 class ViewsApp(App):
     CSS = "Grid { grid-size: 3 2; } StreamView { border: round $primary; }"
 
+    def __init__(self, panes: int = PANES) -> None:
+        super().__init__()
+        self.panes = panes
+
     def compose(self) -> ComposeResult:
-        with Grid():
-            for _ in range(PANES):
+        grid = Grid()
+        grid.styles.grid_size_columns = (self.panes + 1) // 2   # two rows: 3x2 for six, 4x2 for eight
+        with grid:
+            for _ in range(self.panes):
                 yield BenchView()
 
     def on_mount(self) -> None:
@@ -205,8 +216,8 @@ async def preload(pilot, views: list[BenchView], n_tokens: int) -> None:
     await pilot.pause(0.3)
 
 
-async def run_paced(streams: list[list[str]], preloaded: int = 0) -> dict:
-    app = ViewsApp()
+async def run_paced(streams: list[list[str]], preloaded: int = 0, rate: float = RATE) -> dict:
+    app = ViewsApp(len(streams))
     async with app.run_test(size=SIZE) as pilot:
         views = list(app.query(BenchView))
         await pilot.pause()
@@ -216,7 +227,7 @@ async def run_paced(streams: list[list[str]], preloaded: int = 0) -> dict:
         async def feeder(view: BenchView, tokens: list[str], start: float) -> None:
             view.start_answer()
             for index, token in enumerate(tokens):
-                due = start + index / RATE
+                due = start + index / rate
                 delay = due - time.perf_counter()
                 if delay > 0:
                     await asyncio.sleep(delay)
@@ -327,7 +338,41 @@ def median_run(runs: list[dict]) -> dict:
     return out
 
 
-async def main(quick: bool, runs: int, baselines: bool, smoke: bool = False) -> None:
+FAST_GOALS = (   # issue 32: panes, tokens/s each, p95 lag goal, stall goal, CPU per token goal (None: none)
+    (8, 1000.0, 0.050, 0.033, None),
+    (6, 300.0, 0.033, None, 120.0),
+)
+
+
+async def fast_pane_goals(n: int, runs: int) -> None:
+    """The fast-pane goals, each figure beside its goal: medians of `runs`
+    paced runs, with today's paced run (6 panes at 300/s) measured in the
+    same process, interleaved, as the baseline the goals are read against."""
+    print(f"\n{'fast-pane goals (median of ' + str(runs) + ')':<52} {'value':>10}  goal")
+    print("-" * 100)
+    base_runs: list[dict] = []
+    goal_runs: dict[int, list[dict]] = {i: [] for i in range(len(FAST_GOALS))}
+    for _ in range(runs):
+        base_runs.append(await run_paced([make_markdown(n, seed) for seed in range(PANES)]))
+        for i, (panes, rate, *_) in enumerate(FAST_GOALS):
+            goal_runs[i].append(await run_paced([make_markdown(n, seed) for seed in range(panes)], rate=rate))
+    base = median_run(base_runs)
+    print(f"{f'baseline {PANES} panes @ {RATE:.0f}/s: p95 lag / stall / CPU':<52} {1000 * base['p95']:>8.1f}ms  "
+          f"{1000 * base['stall']:.1f} ms stall, {base['cpu'] / base['tokens'] * 1e6:.0f} us/token")
+    for i, (panes, rate, p95_goal, stall_goal, cpu_goal) in enumerate(FAST_GOALS):
+        r = median_run(goal_runs[i])
+        name = f"{panes} panes @ {rate:.0f} tokens/s each"
+        cpu = r["cpu"] / r["tokens"] * 1e6
+        print(f"{name + ': display lag p95':<52} {1000 * r['p95']:>8.1f}ms  < {1000 * p95_goal:.0f} ms: "
+              f"{verdict(r['p95'] < p95_goal)}")
+        stall_note = (f"<= {1000 * stall_goal:.0f} ms: {verdict(r['stall'] <= stall_goal)}" if stall_goal
+                      else "(no goal)")
+        print(f"{name + ': longest stall':<52} {1000 * r['stall']:>8.1f}ms  {stall_note}")
+        cpu_note = f"<= {cpu_goal:.0f} us: {verdict(cpu <= cpu_goal)}" if cpu_goal else "(no goal)"
+        print(f"{name + ': CPU per token':<52} {cpu:>8.0f}us  {cpu_note}")
+
+
+async def main(quick: bool, runs: int, baselines: bool, smoke: bool = False, goals_only: bool = False) -> None:
     """`smoke`: the smallest sizes, one run (that it still runs: tests/test_benchmarks.py)."""
     n = 100 if smoke else 1000 if quick else 3000
     lengths = (100, 200, 400) if smoke else (500, 1000, 2000, 4000) if quick else (2000, 4000, 8000, 16000, 32000)
@@ -339,6 +384,9 @@ async def main(quick: bool, runs: int, baselines: bool, smoke: bool = False) -> 
           f"(other work skews wall times); median of {runs} run(s)")
     t0 = time.perf_counter()
 
+    if goals_only:
+        await fast_pane_goals(n, runs)
+        return
     paced_runs: list[dict] = []
     paced_long_runs: list[dict] = []
     flat_runs: list[dict] = []
@@ -408,6 +456,7 @@ async def main(quick: bool, runs: int, baselines: bool, smoke: bool = False) -> 
         label = f"time {longer} tokens / time {shorter} tokens"
         target = f"  <= 2.1x: {verdict(scaling <= 2.1)}" if longer == lengths[-2] else ""
         print(f"{label:<52} {scaling:>9.2f}x{target}")
+    await fast_pane_goals(n, runs)
     print(f"\nwhole benchmark: {time.perf_counter() - t0:.0f} s")
 
 
@@ -415,4 +464,4 @@ if __name__ == "__main__":
     args = sys.argv[1:]
     runs = int(args[args.index("--runs") + 1]) if "--runs" in args else 1
     asyncio.run(main("--quick" in args, runs, "--no-baselines" not in args and "--smoke" not in args,
-                     smoke="--smoke" in args))
+                     smoke="--smoke" in args, goals_only="--goals" in args))
