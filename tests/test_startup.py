@@ -144,11 +144,12 @@ def test_the_report_loads_numpy_for_its_ratings_and_nothing_else_heavy(populated
 
 def test_the_report_json_loads_no_renderer_or_checks(populated_db):
     # JSON needs neither the HTML/Markdown renderers (nor Rich, which they load), nor the
-    # checks' models and their regex engine (only repeated answers need them)
+    # checks' models and their regex engine (only repeated answers need them), nor the
+    # tools' models (only structured answers and traced judge material need them)
     loaded = loaded_after(run_cli("report", "--json", "--bootstrap", "20", "--db", str(populated_db)))
     assert "core.report.build" in loaded
     assert loaded & {"core.report.html", "core.report.markdown", "core.report.stability",
-                     "core.answering.checks", "regex"} == set()
+                     "core.answering.checks", "regex", "core.answering.tools"} == set()
     assert "rich" not in loaded
 
 

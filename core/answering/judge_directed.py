@@ -30,7 +30,6 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from core.answering.tools import trace_lines
 from store.records import OutputRecord, TagRecord
 
 TAG = "judge_directed"
@@ -90,6 +89,9 @@ def answer_material(out: OutputRecord) -> str:
     `trace_lines` writes them, without the structured-output notice)."""
     trace = out.trace
     if trace is not None and trace.more_than_text:
+        # here, not at the top: the report reads `TAG` and should not load the tools (and providers) for it
+        from core.answering.tools import trace_lines
+
         return "\n\n".join(text for kind, text in trace_lines(trace) if kind != "notice")
     return out.text or ""
 

@@ -17,7 +17,6 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from core.stats.ratings import wilson_interval
-from core.answering.tools import STRUCTURED_FAILURES
 
 
 class Rate(BaseModel):
@@ -52,7 +51,13 @@ def structured_rows(results: Iterable[tuple[str, dict[str, Any], bool]]) -> list
     per: dict[str, list[tuple[dict[str, Any], bool]]] = {}
     for model, spec, passed in results:
         per.setdefault(model, []).append((spec, passed))
-    rows = []
+    rows: list[StructuredRow] = []
+    if not per:
+        return rows
+    # here, not at the top: the tools module loads the providers' stream events, which a
+    # report without structured answers (most) need not pay for
+    from core.answering.tools import STRUCTURED_FAILURES
+
     for model in sorted(per):
         items = per[model]
         n = len(items)
@@ -66,7 +71,13 @@ def structured_rows(results: Iterable[tuple[str, dict[str, Any], bool]]) -> list
     return rows
 
 
-HEADER = ["model", "answers", "schema-valid (95% CI)", "completeness", *STRUCTURED_FAILURES, "fallback"]
+def __getattr__(name: str) -> list[str]:
+    """`HEADER`, the table's columns, built on first use (see `structured_rows`)."""
+    if name == "HEADER":
+        from core.answering.tools import STRUCTURED_FAILURES
+
+        return ["model", "answers", "schema-valid (95% CI)", "completeness", *STRUCTURED_FAILURES, "fallback"]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _pct(x: float) -> str:
@@ -79,6 +90,8 @@ def table_rows(rows: list[StructuredRow]) -> list[list[str]]:
     for r in rows:
         cells = [r.model, str(r.answers),
                  f"{_pct(r.valid.rate)} ({_pct(r.valid.ci_low)}-{_pct(r.valid.ci_high)})", _pct(r.completeness)]
+        from core.answering.tools import STRUCTURED_FAILURES
+
         cells += [f"{_pct(f.rate)} ({_pct(f.ci_low)}-{_pct(f.ci_high)})" for f in
                   (r.failures.get(m) or _rate(0, r.answers) for m in STRUCTURED_FAILURES)]
         cells.append(str(r.fallback))
