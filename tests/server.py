@@ -27,8 +27,12 @@ events, each item added, its deltas, done, then `response.completed`, or
 `response.incomplete` with a `finish_reason` other than "completed"; its
 `error_event` is `response.failed` with code `server_error`, its
 `no_finish` / `role_only` a `response.completed` with no status; base URL
-`srv.base_url("openai-responses")`). `GET /api/tags` and `GET .../models`
-list `srv.models`.
+`srv.base_url("openai-responses")`). Vertex AI's paths speak the same:
+`.../publishers/google/models/M:streamGenerateContent` is Gemini,
+`.../publishers/anthropic/models/M:streamRawPredict` Anthropic; `POST /token`
+is Google's OAuth token endpoint (a credentials file's `token_uri`), handing
+out `ya29.test-token-N` (`srv.tokens_issued` counts them). `GET /api/tags`
+and `GET .../models` list `srv.models`.
 
 `Reply` scripts an answer: `text`, `reasoning` (sent first), `chunk_chars`
 (characters per delta; one delta = one flushed HTTP chunk), `delay` between
@@ -270,6 +274,7 @@ class TestServer:
         self._respond: Callable[[Received], Reply | RawReply] | None = None
         self.requests: list[Received] = []
         self.models: list[str] = ["test-model"]
+        self.tokens_issued = 0      # Google access tokens issued by POST /token (Vertex AI's sign-in)
         self.keep_alive = True      # keep a connection for the next request (see the module doc)
         self.connections = 0        # TCP connections accepted since start / reset
         self.open_connections = 0   # TCP connections open now
@@ -342,7 +347,8 @@ class TestServer:
     def base_url(self, provider: str) -> str:
         """`ModelConfig.base_url` that points a provider at this server."""
         return {"openai": self.url + "/v1", "openai-responses": self.url + "/v1",
-                "gemini": self.url + "/v1beta"}.get(provider, self.url)
+                "gemini": self.url + "/v1beta", "vertex": self.url + "/v1",
+                "vertex-anthropic": self.url + "/v1"}.get(provider, self.url)
 
     def script(self, *replies: Reply | RawReply) -> None:
         """Replies for the next requests, in order; the last one keeps being served."""
@@ -615,6 +621,8 @@ class _Responder:
             return await self.server.batches.respond(self, rec)
         if rec.method == "GET":
             return await self.listing()
+        if rec.path == "/token":
+            return await self.token()
         count, load = self.server._arrived()
         rec.in_flight = count
         try:
@@ -741,6 +749,17 @@ class _Responder:
             return True
         return False
 
+    async def token(self) -> None:
+        """Google's OAuth token endpoint (`token_uri` of an authorized_user
+        credentials file): a fresh access token, `ya29.test-token-N`."""
+        srv = self.server
+        with srv._lock:
+            srv.tokens_issued += 1
+            token = f"ya29.test-token-{srv.tokens_issued}"
+        await self.head(200, {"content-type": "application/json"})
+        await self.piece(json.dumps({"access_token": token, "expires_in": 3600, "token_type": "Bearer"}).encode())
+        await self.finish()
+
     async def listing(self) -> None:
         path = self.rec.path
         if path == "/_stats":
@@ -767,7 +786,7 @@ def _protocol(rec: Received) -> str | None:
         return "openai"
     if path.endswith("/responses"):
         return "responses"
-    if path.endswith("/v1/messages"):
+    if path.endswith("/v1/messages") or path.endswith(":streamRawPredict"):   # the second: Anthropic on Vertex AI
         return "anthropic"
     if path.endswith("/api/chat"):
         return "ollama"
