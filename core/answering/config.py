@@ -31,6 +31,12 @@ user config dir; see `default_config_path`)::
     query = { "api-version" = "2024-10-21" }
     headers = { "X-Org" = "research", "X-Gateway-Key" = { env = "GATEWAY_KEY" } }
 
+    [models.claude-vertex]     # Vertex AI: vertex (Gemini) | vertex-anthropic; Google ADC, no key variable
+    provider = "vertex-anthropic"
+    model = "claude-sonnet-4-5@20250929"
+    project = "my-project"     # both required; the endpoint is the region's
+    region = "us-east5"
+
     [variants."gpt4o@terse"]   # the same model with its own prompt: a contestant of its own
     model = "gpt4o"
     system = "Answer in one sentence."
