@@ -12,7 +12,7 @@ from typing import Literal, get_args
 
 #: Every provider name a config may use (checked against `CATALOGUE` on import).
 ProviderName = Literal["openai", "openai-responses", "anthropic", "ollama", "gemini", "vertex", "vertex-anthropic",
-                       "demo"]
+                       "bedrock", "demo"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +53,8 @@ CATALOGUE: dict[str, ProviderEntry] = {e.name: e for e in (
     ProviderEntry("vertex-anthropic", "providers.vertex", "VertexAnthropicProvider", VERTEX_BASE_URL, None,
                   "Anthropic Messages on Google Vertex AI (application default credentials)",
                   cloud=("project", "region")),
+    ProviderEntry("bedrock", "providers.bedrock", "BedrockProvider", "https://bedrock-runtime.{region}.amazonaws.com",
+                  None, "Amazon Bedrock ConverseStream (SigV4, AWS credential chain)", cloud=("region",)),
     ProviderEntry("demo", "providers.demo", "DemoProvider", None, None, "offline demo models (no network)"),
 )}
 assert tuple(CATALOGUE) == get_args(ProviderName), "ProviderName and CATALOGUE list the same providers"

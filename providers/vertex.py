@@ -19,7 +19,6 @@ httpx (`_HttpxRequest`), so the extra needs no other HTTP library."""
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -29,22 +28,11 @@ import anyio
 import httpx
 
 from providers.anthropic import AnthropicProvider
-from providers.events import (
-    ChatRequest,
-    ErrorKind,
-    Finish,
-    ReasoningDelta,
-    Retrying,
-    ServedBy,
-    StreamError,
-    StreamEvent,
-    TextDelta,
-    ToolCall,
-)
+from providers.events import ChatRequest, ErrorKind, StreamError, StreamEvent
 from providers.gemini import GeminiProvider
 from providers.http import Route, perf_counter, scrub, short
 from providers.model_config import ModelConfig
-from providers.secrets import HeldBack, key_scrubber
+from providers.runtime_secrets import RuntimeSecretsGuard
 
 #: What the token may do: call Vertex AI (the scope Google documents for it).
 SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
@@ -112,56 +100,6 @@ class GoogleCredentials:
             return token, ErrorKind.auth, ""
 
 
-class _TokenGuard:
-    """Takes the access token out of every string a server chose, before the
-    events leave the provider. The core scrubs the keys it can read from the
-    environment (`ModelConfig.secrets`); this token is fetched at request time,
-    so only the provider knows it. Streamed text and reasoning go through
-    `HeldBack` (a token cut across deltas is still found), flushed before any
-    other event; the other fields are scrubbed whole."""
-
-    def __init__(self, token: str) -> None:
-        self.scrubber = key_scrubber(token)
-        self.held = HeldBack(self.scrubber)
-        self.last_t: dict[str, float] = {}
-
-    def events(self, ev: StreamEvent) -> list[StreamEvent]:
-        s = self.scrubber.scrub
-        if isinstance(ev, (TextDelta, ReasoningDelta)):
-            self.last_t[ev.type] = ev.t
-            shown = self.held.feed(ev.type, ev.text)
-            return [ev.model_copy(update={"text": shown})] if shown else []
-        out = self._flush()
-        if isinstance(ev, ServedBy):
-            ev = ev.model_copy(update={"model": _opt(s, ev.model), "system_fingerprint": _opt(s, ev.system_fingerprint)})
-        elif isinstance(ev, Finish):
-            ev = ev.model_copy(update={"reason": _opt(s, ev.reason)})
-        elif isinstance(ev, ToolCall):
-            args = ev.arguments
-            if isinstance(args, str):
-                args = s(args)
-            elif self.scrubber.spans(text := json.dumps(args, ensure_ascii=False, default=str)):
-                args = json.loads(s(text)) if isinstance(args, (dict, list)) else s(text)
-            ev = ev.model_copy(update={"id": _opt(s, ev.id), "name": s(ev.name), "arguments": args,
-                                       "signature": _opt(s, ev.signature)})
-        elif isinstance(ev, (StreamError, Retrying)):
-            ev = ev.model_copy(update={"message": s(ev.message)})
-        out.append(ev)
-        return out
-
-    def _flush(self) -> list[StreamEvent]:
-        out: list[StreamEvent] = []
-        for kind, cls in (("reasoning", ReasoningDelta), ("text", TextDelta)):
-            rest = self.held.flush(kind)
-            if rest:
-                out.append(cls(text=rest, t=self.last_t.get(kind, perf_counter())))
-        return out
-
-
-def _opt(scrub: Any, value: str | None) -> str | None:
-    return None if value is None else scrub(value)
-
-
 class _VertexAuth:
     """The sign-in both Vertex protocols share: a token before the request
     loop, sent as the key (`Authorization: Bearer`)."""
@@ -180,7 +118,7 @@ class _VertexAuth:
             yield StreamError(kind=kind, message=f"model {self.cfg.alias!r}: {scrub(problem, ())}", t=perf_counter())
             return
         self._token = token
-        guard = _TokenGuard(token)
+        guard = RuntimeSecretsGuard((token,))
         async for ev in super()._events(request):  # type: ignore[misc]
             for out in guard.events(ev):
                 yield out
