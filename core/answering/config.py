@@ -37,6 +37,11 @@ user config dir; see `default_config_path`)::
     project = "my-project"     # both required; the endpoint is the region's
     region = "us-east5"
 
+    [models.nova]              # Amazon Bedrock: SigV4 with botocore's credentials, no key variable
+    provider = "bedrock"
+    model = "amazon.nova-pro-v1:0"
+    region = "us-east-1"
+
     [variants."gpt4o@terse"]   # the same model with its own prompt: a contestant of its own
     model = "gpt4o"
     system = "Answer in one sentence."
