@@ -226,3 +226,14 @@ def test_credentials_are_never_stored(tmp_path, capsys):
                         assert not any(n in value for n in needles), table
     finally:
         conn.close()
+
+
+def test_without_the_extra_the_answer_says_which_to_install(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "botocore.session", None)   # as on a base install
+    with TestServer() as srv:
+        result, _ = collect(_cfg(srv))
+        sent = len(srv.requests)
+    assert sent == 0 and result.error is not None and result.error.kind == ErrorKind.config
+    assert "pip install 'lineup[bedrock]'" in result.error.message

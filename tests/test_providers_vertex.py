@@ -285,3 +285,14 @@ def test_models_check_names_the_route_and_the_credentials_that_failed(tmp_path, 
     assert "/projects/my-project/locations/us-east5/publishers/anthropic/models/claude-x@1:streamRawPredict" in out
     assert "Google application default credentials" in out
     assert "wrong: auth" in out
+
+
+def test_without_the_extra_the_answer_says_which_to_install(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "google.auth", None)   # as on a base install
+    with TestServer() as srv:
+        result, _ = collect(_cfg(srv))
+        sent = len(srv.requests)
+    assert sent == 0 and result.error is not None and result.error.kind == ErrorKind.config
+    assert "pip install 'lineup[vertex]'" in result.error.message
