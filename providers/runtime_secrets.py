@@ -34,16 +34,21 @@ class RuntimeSecretsGuard:
         kept = tuple(dict.fromkeys(s for s in secrets if s and len(s) >= MIN_FRAGMENT))
         self.scrubber = scrubber_for(kept) if kept else None
         self.held = HeldBack(self.scrubber) if self.scrubber is not None else None
-        self.last_t: dict[str, float] = {}
+        self.last_t: dict[str, float] = {}   # per kind: when the text held back now began to arrive
 
     def events(self, ev: StreamEvent) -> list[StreamEvent]:
         if self.scrubber is None or self.held is None:
             return [ev]
         s = self.scrubber.scrub
         if isinstance(ev, (TextDelta, ReasoningDelta)):
-            self.last_t[ev.type] = ev.t
+            # text held back is released stamped with when its first character came (time to first token)
+            first = self.last_t.get(ev.type) if self.held.pending.get(ev.type) else None
             shown = self.held.feed(ev.type, ev.text)
-            return [ev.model_copy(update={"text": shown})] if shown else []
+            if not shown:
+                self.last_t[ev.type] = ev.t if first is None else first
+                return []
+            self.last_t[ev.type] = ev.t
+            return [ev.model_copy(update={"text": shown, "t": ev.t if first is None else first})]
         out = self._flush()
         if isinstance(ev, ServedBy):
             ev = ev.model_copy(update={"model": _opt(s, ev.model), "system_fingerprint": _opt(s, ev.system_fingerprint)})
