@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import Literal, get_args
 
 #: Every provider name a config may use (checked against `CATALOGUE` on import).
-ProviderName = Literal["openai", "openai-responses", "anthropic", "ollama", "gemini", "demo"]
+ProviderName = Literal["openai", "openai-responses", "anthropic", "ollama", "gemini", "vertex", "vertex-anthropic",
+                       "bedrock", "demo"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,7 +26,13 @@ class ProviderEntry:
     auth_header: str = "Authorization"   # where the key goes when a model's `auth` says nothing
     auth_scheme: str | None = "Bearer"   # and the word before it ("Authorization: Bearer KEY")
     reasoning_effort: bool = False  # the protocol takes a reasoning effort (`SamplingParams.reasoning_effort`)
+    #: a cloud's project and region the model must name (`ModelConfig.project`, `region`); the
+    #: default base URL then holds `{region}` (`default_base_url`)
+    cloud: tuple[str, ...] = ()
 
+
+#: Vertex AI's regional endpoint (`region = "global"`: aiplatform.googleapis.com).
+VERTEX_BASE_URL = "https://{region}-aiplatform.googleapis.com/v1"
 
 CATALOGUE: dict[str, ProviderEntry] = {e.name: e for e in (
     ProviderEntry("openai", "providers.openai", "OpenAIProvider", "https://api.openai.com/v1",
@@ -41,6 +48,13 @@ CATALOGUE: dict[str, ProviderEntry] = {e.name: e for e in (
     ProviderEntry("gemini", "providers.gemini", "GeminiProvider",
                   "https://generativelanguage.googleapis.com/v1beta", "GEMINI_API_KEY",
                   "Gemini streamGenerateContent", "x-goog-api-key", None),
+    ProviderEntry("vertex", "providers.vertex", "VertexGeminiProvider", VERTEX_BASE_URL, None,
+                  "Gemini on Google Vertex AI (application default credentials)", cloud=("project", "region")),
+    ProviderEntry("vertex-anthropic", "providers.vertex", "VertexAnthropicProvider", VERTEX_BASE_URL, None,
+                  "Anthropic Messages on Google Vertex AI (application default credentials)",
+                  cloud=("project", "region")),
+    ProviderEntry("bedrock", "providers.bedrock", "BedrockProvider", "https://bedrock-runtime.{region}.amazonaws.com",
+                  None, "Amazon Bedrock ConverseStream (SigV4, AWS credential chain)", cloud=("region",)),
     ProviderEntry("demo", "providers.demo", "DemoProvider", None, None, "offline demo models (no network)"),
 )}
 assert tuple(CATALOGUE) == get_args(ProviderName), "ProviderName and CATALOGUE list the same providers"
@@ -48,11 +62,18 @@ assert tuple(CATALOGUE) == get_args(ProviderName), "ProviderName and CATALOGUE l
 PROVIDERS: tuple[str, ...] = tuple(CATALOGUE)
 #: Where each protocol lives when a model gives no `base_url` (None: the demo).
 PROVIDER_DEFAULT_BASE_URL: dict[str, str | None] = {n: e.default_base_url for n, e in CATALOGUE.items()}
-def default_base_url(provider: str) -> str:
-    """Where a provider that has a server (all but the demo) lives by default."""
+def default_base_url(provider: str, region: str | None = None) -> str:
+    """Where a provider that has a server (all but the demo) lives by default;
+    a cloud's regional endpoint in `region`."""
     url = PROVIDER_DEFAULT_BASE_URL[provider]
     if url is None:
         raise ValueError(f"provider {provider!r} has no server")
+    if "{region}" in url:
+        if not region:
+            raise ValueError(f"provider {provider!r} needs a region")
+        if region == "global":
+            return url.replace("{region}-", "")
+        return url.replace("{region}", region)
     return url
 
 

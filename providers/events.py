@@ -375,6 +375,8 @@ SAMPLING_WIRE_NAMES: dict[str, dict[str, str]] = {
                "stop": "stopSequences"},
     "ollama": {"temperature": "temperature", "top_p": "top_p", "max_tokens": "num_predict", "seed": "seed",
                "stop": "stop"},
+    # Bedrock Converse's inferenceConfig; seed has no equivalent
+    "bedrock": {"temperature": "temperature", "top_p": "topP", "max_tokens": "maxTokens", "stop": "stopSequences"},
 }
 
 

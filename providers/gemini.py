@@ -95,8 +95,7 @@ class GeminiProvider(HttpProvider):
                 body["generationConfig"] = {**gen, **v}
             else:
                 body[k] = v
-        model = self.cfg.model.removeprefix("models/")
-        url = f"{self.base_url}/models/{model}:streamGenerateContent"
+        url = f"{self.model_url()}:streamGenerateContent"
         headers: dict[str, str] = {}
         if self.stream_form == "sse":
             url += "?alt=sse"
@@ -104,6 +103,10 @@ class GeminiProvider(HttpProvider):
         else:
             headers["accept"] = "application/json"
         return url, headers, body
+
+    def model_url(self) -> str:
+        """The model's resource URL, before `:streamGenerateContent` (Vertex AI's has a project and region)."""
+        return f"{self.base_url}/models/{self.cfg.model.removeprefix('models/')}"
 
     def parser(self) -> StreamParser:
         return GeminiParser()

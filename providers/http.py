@@ -218,7 +218,7 @@ class HttpProvider(Provider):
         entry = CATALOGUE.get(self.name)   # None: a provider plugin's protocol (`providers.plugins`)
         if entry is None and not cfg.base_url:
             raise ValueError(f"model {cfg.alias!r}: base_url is required (provider {cfg.provider!r} has no default)")
-        base = (cfg.base_url or default_base_url(self.name)).rstrip("/")
+        base = (cfg.base_url or default_base_url(self.name, cfg.region)).rstrip("/")
         # A query in base_url (`...?api-version=...`) is kept and sent on every request.
         parts = urlsplit(base)
         self._query: dict[str, str] = dict(parse_qsl(parts.query, keep_blank_values=True))

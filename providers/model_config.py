@@ -62,6 +62,9 @@ AUTH_PRESETS: dict[str, Auth] = {
     "none": Auth(header=None),
 }
 
+#: A cloud project or region: what may go in a host name and a URL path unquoted.
+CLOUD_NAME = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
+
 #: An HTTP header name (RFC 9110 token).
 HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 
@@ -111,6 +114,10 @@ class ModelConfig(BaseModel):
         "extra request headers: a literal value (not a secret) or {env = NAME} (a secret, read at request time)"))
     query: dict[str, str] = Field(default_factory=dict, description=(
         "extra query parameters on every request (api-version for Azure OpenAI)"))
+    project: str | None = Field(default=None, description=(
+        "the cloud project the model is called in (Vertex AI: the Google Cloud project id)"))
+    region: str | None = Field(default=None, description=(
+        "the cloud region whose endpoint serves the model (Vertex AI: us-east5, europe-west1, global...)"))
     # A variant (`[variants.NAME]` in the config): the same model with its own
     # prompt. The core reads these (what a contestant sends), the providers never do.
     variant_of: str | None = Field(default=None, description=(
@@ -134,6 +141,14 @@ class ModelConfig(BaseModel):
             # when asked (`providers.plugin_guard`)
             return value
         raise ValueError(f"unknown provider; expected one of {', '.join(known_providers())}")
+
+    @field_validator("project", "region")
+    @classmethod
+    def _cloud_name(cls, value: str | None) -> str | None:
+        # it goes in a host name or a URL path: one plain name, nothing that could change where a request goes
+        if value is not None and not CLOUD_NAME.fullmatch(value):
+            raise ValueError("must be lowercase letters, digits and - (at most 63), e.g. us-east5 or my-project")
+        return value
 
     @field_validator("auth", mode="before")
     @classmethod

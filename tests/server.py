@@ -21,14 +21,21 @@ Usage
 
 The protocol is chosen by the request path: `.../chat/completions` (OpenAI
 SSE), `/v1/messages` (Anthropic SSE), `/api/chat` (Ollama NDJSON),
+`.../model/M/converse-stream` (Bedrock ConverseStream: AWS event-stream
+binary frames, `event_stream_frame`; `error_event` is an exception message of
+`error_type` when it ends in "Exception", else `modelStreamErrorException`),
 `...:streamGenerateContent` (Gemini; `?alt=sse` gives SSE, otherwise the
 JSON-array stream), `.../responses` (the OpenAI Responses API: typed SSE
 events, each item added, its deltas, done, then `response.completed`, or
 `response.incomplete` with a `finish_reason` other than "completed"; its
 `error_event` is `response.failed` with code `server_error`, its
 `no_finish` / `role_only` a `response.completed` with no status; base URL
-`srv.base_url("openai-responses")`). `GET /api/tags` and `GET .../models`
-list `srv.models`.
+`srv.base_url("openai-responses")`). Vertex AI's paths speak the same:
+`.../publishers/google/models/M:streamGenerateContent` is Gemini,
+`.../publishers/anthropic/models/M:streamRawPredict` Anthropic; `POST /token`
+is Google's OAuth token endpoint (a credentials file's `token_uri`), handing
+out `ya29.test-token-N` (`srv.tokens_issued` counts them). `GET /api/tags`
+and `GET .../models` list `srv.models`.
 
 `Reply` scripts an answer: `text`, `reasoning` (sent first), `chunk_chars`
 (characters per delta; one delta = one flushed HTTP chunk), `delay` between
@@ -270,6 +277,7 @@ class TestServer:
         self._respond: Callable[[Received], Reply | RawReply] | None = None
         self.requests: list[Received] = []
         self.models: list[str] = ["test-model"]
+        self.tokens_issued = 0      # Google access tokens issued by POST /token (Vertex AI's sign-in)
         self.keep_alive = True      # keep a connection for the next request (see the module doc)
         self.connections = 0        # TCP connections accepted since start / reset
         self.open_connections = 0   # TCP connections open now
@@ -342,7 +350,8 @@ class TestServer:
     def base_url(self, provider: str) -> str:
         """`ModelConfig.base_url` that points a provider at this server."""
         return {"openai": self.url + "/v1", "openai-responses": self.url + "/v1",
-                "gemini": self.url + "/v1beta"}.get(provider, self.url)
+                "gemini": self.url + "/v1beta", "vertex": self.url + "/v1",
+                "vertex-anthropic": self.url + "/v1"}.get(provider, self.url)   # bedrock: the root
 
     def script(self, *replies: Reply | RawReply) -> None:
         """Replies for the next requests, in order; the last one keeps being served."""
@@ -615,6 +624,8 @@ class _Responder:
             return await self.server.batches.respond(self, rec)
         if rec.method == "GET":
             return await self.listing()
+        if rec.path == "/token":
+            return await self.token()
         count, load = self.server._arrived()
         rec.in_flight = count
         try:
@@ -674,7 +685,8 @@ class _Responder:
         ctype = {"openai": "text/event-stream", "responses": "text/event-stream",
                  "anthropic": "text/event-stream; charset=utf-8",
                  "ollama": "application/x-ndjson", "gemini-sse": "text/event-stream",
-                 "gemini-json": "application/json; charset=UTF-8"}[proto]
+                 "gemini-json": "application/json; charset=UTF-8",
+                 "bedrock": "application/vnd.amazon.eventstream"}[proto]
         await self.head(200, {"content-type": ctype, **extra})
         await self.wait(reply.first_delay)
         enc = _ENCODERS[proto](reply)
@@ -741,6 +753,17 @@ class _Responder:
             return True
         return False
 
+    async def token(self) -> None:
+        """Google's OAuth token endpoint (`token_uri` of an authorized_user
+        credentials file): a fresh access token, `ya29.test-token-N`."""
+        srv = self.server
+        with srv._lock:
+            srv.tokens_issued += 1
+            token = f"ya29.test-token-{srv.tokens_issued}"
+        await self.head(200, {"content-type": "application/json"})
+        await self.piece(json.dumps({"access_token": token, "expires_in": 3600, "token_type": "Bearer"}).encode())
+        await self.finish()
+
     async def listing(self) -> None:
         path = self.rec.path
         if path == "/_stats":
@@ -767,12 +790,14 @@ def _protocol(rec: Received) -> str | None:
         return "openai"
     if path.endswith("/responses"):
         return "responses"
-    if path.endswith("/v1/messages"):
+    if path.endswith("/v1/messages") or path.endswith(":streamRawPredict"):   # the second: Anthropic on Vertex AI
         return "anthropic"
     if path.endswith("/api/chat"):
         return "ollama"
     if path.endswith(":streamGenerateContent"):
         return "gemini-sse" if "alt=sse" in rec.query else "gemini-json"
+    if path.endswith("/converse-stream"):
+        return "bedrock"
     return None
 
 
@@ -846,6 +871,8 @@ def _error_body(proto: str, reply: Reply) -> Any:
         return {"type": "error", "error": {"type": etype, "message": msg}}
     if proto == "ollama":
         return {"error": msg}
+    if proto == "bedrock":   # the type travels in the x-amzn-ErrorType header (not sent here)
+        return {"message": msg}
     if proto.startswith("gemini"):
         gstatus = {401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
                    429: "RESOURCE_EXHAUSTED", 503: "UNAVAILABLE"}.get(status, "INTERNAL")
@@ -1292,8 +1319,117 @@ class _Responses(_Encoder):
         return self._start() + self._close() + self._ev("response.completed", {"response": self._response(None)})
 
 
+def event_stream_frame(headers: dict[str, str], payload: bytes) -> bytes:
+    """One AWS event-stream message: prelude (total and headers length, its
+    CRC32), string headers (type 7), payload, message CRC32. botocore has a
+    parser for these and no encoder."""
+    import struct
+    import zlib
+
+    head = b"".join(bytes([len(k)]) + k.encode() + b"\x07" + struct.pack(">H", len(v.encode())) + v.encode()
+                    for k, v in headers.items())
+    prelude = struct.pack(">II", 12 + len(head) + len(payload) + 4, len(head))
+    prelude += struct.pack(">I", zlib.crc32(prelude))
+    message = prelude + head + payload
+    return message + struct.pack(">I", zlib.crc32(message))
+
+
+class _Bedrock(_Encoder):
+    """ConverseStream's events in event-stream frames: no start event for a
+    text or reasoning block (its deltas open it), `contentBlockStart` for a
+    tool use, `messageStop` then `metadata` at the end; a fault's error is an
+    exception message of `error_type` (default `modelStreamErrorException`)."""
+
+    def __init__(self, reply: Reply) -> None:
+        super().__init__(reply)
+        self.started = False
+        self.block: str | None = None
+        self.index = -1
+
+    def _ev(self, name: str, obj: dict[str, Any]) -> bytes:
+        return event_stream_frame({":event-type": name, ":content-type": "application/json",
+                                   ":message-type": "event"}, _j({**obj, "p": "abcdefgh"}))
+
+    def _start(self) -> bytes:
+        if self.started:
+            return b""
+        self.started = True
+        return self._ev("messageStart", {"role": "assistant"})
+
+    def _stop(self) -> bytes:
+        if self.block is None:
+            return b""
+        self.block = None
+        return self._ev("contentBlockStop", {"contentBlockIndex": self.index})
+
+    def _forced_tool(self) -> str | None:
+        choice = (self.request.get("toolConfig") or {}).get("toolChoice")
+        return (choice.get("tool") or {}).get("name") if isinstance(choice, dict) else None
+
+    def _tool_start(self, call_id: str, name: str) -> bytes:
+        out = self._stop()
+        self.block, self.index = "tool", self.index + 1
+        return out + self._ev("contentBlockStart", {"contentBlockIndex": self.index,
+                                                    "start": {"toolUse": {"toolUseId": call_id, "name": name}}})
+
+    def _input(self, fragment: str) -> bytes:
+        return self._ev("contentBlockDelta", {"contentBlockIndex": self.index,
+                                              "delta": {"toolUse": {"input": fragment}}})
+
+    def delta(self, kind: str, text: str) -> bytes:
+        forced = self._forced_tool() if kind == "text" else None
+        if forced is not None:
+            head = self._start() + (b"" if self.block == "tool" else self._tool_start("tooluse_answer", forced))
+            return head + self._input(text)
+        out = self._start()
+        if self.block != kind:
+            out += self._stop()
+            self.block, self.index = kind, self.index + 1
+        d = {"text": text} if kind == "text" else {"reasoningContent": {"text": text}}
+        return out + self._ev("contentBlockDelta", {"contentBlockIndex": self.index, "delta": d})
+
+    def tool_call(self, index: int, call: dict[str, Any]) -> list[bytes]:
+        args = _args_text(call)
+        n = max(1, self.reply.chunk_chars)
+        out = [self._start() + self._tool_start(_call_id(call, index), call["name"])]
+        out += [self._input(args[i:i + n]) for i in range(0, len(args), n)]
+        out.append(self._stop())
+        return out
+
+    def _metadata(self, reply: Reply) -> bytes:
+        i, o, _ = _usage(reply)
+        return self._ev("metadata", {"usage": {"inputTokens": i, "outputTokens": o, "totalTokens": i + o},
+                                     "metrics": {"latencyMs": 42}})
+
+    def end(self, reply: Reply, with_terminator: bool) -> bytes:
+        if not with_terminator:
+            return self._start() + self._stop()
+        reason = reply.finish_reason or ("tool_use" if reply.tool_calls or self._forced_tool() else "end_turn")
+        return self._start() + self._stop() + self._ev("messageStop", {"stopReason": reason}) + self._metadata(reply)
+
+    def error(self, reply: Reply) -> bytes:
+        etype = reply.error_type if reply.error_type.endswith("Exception") else "modelStreamErrorException"
+        return self._start() + event_stream_frame(
+            {":exception-type": etype, ":content-type": "application/json", ":message-type": "exception"},
+            _j({"message": reply.message}))
+
+    def malformed(self) -> bytes:
+        return self._start() + event_stream_frame(
+            {":event-type": "contentBlockDelta", ":content-type": "application/json", ":message-type": "event"},
+            b'{"contentBlockIndex": 0, "delta": {"te')
+
+    def opening(self) -> bytes:
+        return self._start()
+
+    def cut_end(self) -> bytes:
+        return self._start() + self._stop() + self._ev("messageStop", {}) + self._metadata(self.reply)
+
+    def keepalive(self) -> bytes:
+        return b""
+
+
 _ENCODERS = {"openai": _OpenAI, "responses": _Responses, "anthropic": _Anthropic, "ollama": _Ollama,
-             "gemini-sse": _Gemini, "gemini-json": _GeminiArray}
+             "gemini-sse": _Gemini, "gemini-json": _GeminiArray, "bedrock": _Bedrock}
 
 
 # --- a judge on the wire ------------------------------------------------------------

@@ -164,7 +164,7 @@ def test_missing_required_keys(tmp_path):
 def test_unknown_provider_named_clearly(tmp_path):
     err = error_for(tmp_path, '[models.a]\nprovider = "opnai"\nmodel = "gpt-4o"\n')
     assert "models.a.provider: unknown provider 'opnai'" in str(err)
-    assert "openai, openai-responses, anthropic, ollama, gemini, demo" in str(err)
+    assert "openai, openai-responses, anthropic, ollama, gemini, vertex, vertex-anthropic, bedrock, demo" in str(err)
 
 
 def test_unknown_demo_style(tmp_path):

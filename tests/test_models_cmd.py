@@ -197,7 +197,8 @@ def test_check_reports_errors_without_leaking_key(clean_env, capsys, config_file
     assert rows["claude"]["check"] == {
         "ok": False, "ttft_ms": None, "total_ms": None, "streamed": None, "error_kind": "config",
         "error": "ANTHROPIC_API_KEY is not set", "problem": "auth",
-        "hint": "a key or secret header variable is not set: export it",
+        "hint": "a key or secret header variable is not set (export it), or a cloud's credentials are not set up "
+                "(see the error)",
         "route": {"method": "POST", "url": "https://api.anthropic.com/v1/messages",
                   "auth": "x-api-key header (key from ANTHROPIC_API_KEY)", "headers": []}}
     assert rows["gpt4o"]["check"]["error_kind"] == "connection"

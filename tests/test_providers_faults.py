@@ -22,6 +22,29 @@ FAST = RetryPolicy(base=0.001, cap=1.0)
 PROTOCOLS = [("openai", {}), ("openai-responses", {}), ("anthropic", {}), ("ollama", {}), ("gemini", {"stream_form": "sse"}),
              ("gemini", {"stream_form": "json"})]
 IDS = ["openai", "openai-responses", "anthropic", "ollama", "gemini-sse", "gemini-json"]
+#: the protocols that send a key from `api_key_env` (the key tests run on these)
+KEYED = list(zip(PROTOCOLS, IDS, strict=True))
+try:   # the cloud protocols, where their extras are installed: they sign in another way (no key variable)
+    from tests.test_providers_vertex import FixedTokenCredentials
+
+    PROTOCOLS += [("vertex", {"credentials": FixedTokenCredentials()}),
+                  ("vertex-anthropic", {"credentials": FixedTokenCredentials()})]
+    IDS += ["vertex", "vertex-anthropic"]
+except pytest.skip.Exception:
+    pass
+try:
+    from tests.test_providers_bedrock import ACCESS_KEY  # noqa: F401  (skips without botocore)
+
+    PROTOCOLS.append(("bedrock", {}))
+    IDS.append("bedrock")
+except pytest.skip.Exception:
+    pass
+#: what a cloud protocol's model must name
+CLOUD_FIELDS = {"vertex": {"project": "my-project", "region": "us-east5"},
+                "vertex-anthropic": {"project": "my-project", "region": "us-east5"}, "bedrock": {"region": "us-east-1"}}
+#: the protocols whose stream is text (Bedrock's is binary frames: a corrupted byte fails their CRC, and
+#: the event-stream has no keep-alive)
+TEXT = [(p, i) for p, i in zip(PROTOCOLS, IDS, strict=True) if p[0] != "bedrock"]
 
 
 @pytest.fixture(scope="module")
@@ -31,14 +54,19 @@ def srv():
 
 
 @pytest.fixture(autouse=True)
-def _fresh(srv):
+def _fresh(srv, monkeypatch):
     srv.reset()
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDFAULTS")   # Bedrock's static test credentials
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "faults-SECRET-key-zyxwvut")
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     yield
 
 
 def run(srv, proto, opts, *replies, request=None, **cfg_fields):
     srv.script(*replies)
-    cfg = model_config(srv, proto, **cfg_fields)
+    cfg = model_config(srv, proto, **{**CLOUD_FIELDS.get(proto, {}), **cfg_fields})
     return collect(cfg, request, retry=FAST, **opts)
 
 
@@ -49,6 +77,8 @@ def terminal(events):
 
 
 params = pytest.mark.parametrize(("proto", "opts"), PROTOCOLS, ids=IDS)
+keyed = pytest.mark.parametrize(("proto", "opts"), [p for p, _ in KEYED], ids=[i for _, i in KEYED])
+text_params = pytest.mark.parametrize(("proto", "opts"), [p for p, _ in TEXT], ids=[i for _, i in TEXT])
 
 
 @params
@@ -207,7 +237,7 @@ def test_missing_terminator_is_truncated(srv, proto, opts):
     assert len(srv.requests) == 1
 
 
-@params
+@text_params
 def test_invalid_utf8_is_bad_response(srv, proto, opts):
     result, events = run(srv, proto, opts, Reply(text="abcd", chunk_chars=2, fault="invalid_utf8", fault_after=1))
     err = terminal(events)
@@ -230,7 +260,8 @@ def test_in_stream_error_after_text_is_reported_not_retried(srv, proto, opts):
     result, events = run(srv, proto, opts, Reply(text="abcdef", chunk_chars=2, fault="error_event", fault_after=2,
                                                  message="upstream broke"), Reply(text="again"), max_retries=3)
     err = terminal(events)
-    expected = {"anthropic": ErrorKind.overloaded, "gemini": ErrorKind.overloaded}.get(proto, ErrorKind.server)
+    expected = {"anthropic": ErrorKind.overloaded, "gemini": ErrorKind.overloaded, "vertex": ErrorKind.overloaded,
+                "vertex-anthropic": ErrorKind.overloaded}.get(proto, ErrorKind.server)
     assert err.kind == expected and "upstream broke" in err.message
     assert result.text == "abcd"
     assert len(srv.requests) == 1
@@ -270,7 +301,7 @@ def test_deltas_are_stamped_where_bytes_arrive(srv):
 SECRET = "sk-test-PLANTED-0123456789abcdef"
 
 
-@params
+@keyed
 def test_key_never_appears_in_any_event(srv, proto, opts, monkeypatch):
     monkeypatch.setenv("LINEUP_TEST_KEY", SECRET)
     echo = f"Incorrect API key provided: {SECRET}. Authorization: Bearer {SECRET}"
@@ -291,7 +322,7 @@ def test_key_never_appears_in_any_event(srv, proto, opts, monkeypatch):
         assert SECRET not in req.path + req.query
 
 
-@params
+@keyed
 def test_no_auth_header_without_api_key_env(srv, proto, opts):
     result, events = run(srv, proto, opts, Reply(text="ok"))
     assert result.text == "ok"
@@ -299,7 +330,7 @@ def test_no_auth_header_without_api_key_env(srv, proto, opts):
     assert not {"authorization", "x-api-key", "x-goog-api-key"} & set(headers)
 
 
-@params
+@keyed
 def test_unset_key_variable_fails_before_any_request(srv, proto, opts, monkeypatch):
     monkeypatch.delenv("LINEUP_TEST_UNSET_KEY", raising=False)
     result, events = run(srv, proto, opts, Reply(text="ok"), api_key_env="LINEUP_TEST_UNSET_KEY")
@@ -309,7 +340,7 @@ def test_unset_key_variable_fails_before_any_request(srv, proto, opts, monkeypat
     assert srv.requests == []
 
 
-@params
+@keyed
 def test_a_key_that_cannot_go_in_a_header_fails_cleanly_without_echo(srv, proto, opts, monkeypatch):
     monkeypatch.setenv("LINEUP_TEST_ODD_KEY", "sk-secret-\u00e9t\u00e9")
     result, events = run(srv, proto, opts, Reply(text="ok"), api_key_env="LINEUP_TEST_ODD_KEY")
@@ -411,7 +442,7 @@ def test_a_normal_end_still_finishes(srv, proto, opts):
 # --- an answer has a deadline and a size limit ----------------------
 
 
-@params
+@text_params
 def test_keep_alives_do_not_hold_an_answer_past_its_deadline(srv, proto, opts):
     """Text, then only keep-alive comments (or blank lines): the read timeout
     never fires; the answer's deadline does, with the text kept."""

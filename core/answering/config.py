@@ -31,6 +31,17 @@ user config dir; see `default_config_path`)::
     query = { "api-version" = "2024-10-21" }
     headers = { "X-Org" = "research", "X-Gateway-Key" = { env = "GATEWAY_KEY" } }
 
+    [models.claude-vertex]     # Vertex AI: vertex (Gemini) | vertex-anthropic; Google ADC, no key variable
+    provider = "vertex-anthropic"
+    model = "claude-sonnet-4-5@20250929"
+    project = "my-project"     # both required; the endpoint is the region's
+    region = "us-east5"
+
+    [models.nova]              # Amazon Bedrock: SigV4 with botocore's credentials, no key variable
+    provider = "bedrock"
+    model = "amazon.nova-pro-v1:0"
+    region = "us-east-1"
+
     [variants."gpt4o@terse"]   # the same model with its own prompt: a contestant of its own
     model = "gpt4o"
     system = "Answer in one sentence."
@@ -595,14 +606,27 @@ def _model_params(data: dict, where: tuple, provider: Any, problems: list) -> No
                              f"unknown demo style {data['model']!r}; expected one of {', '.join(DEMO_STYLE_NAMES)}"))
 
 
+_CLOUD_EXAMPLE = {"project": 'project = "my-project"', "region": 'region = "us-east5"'}
+
+
 def _model_defaults(data: dict, table: Any, where: tuple, provider: Any, plugin: bool, problems: list) -> None:
     """The protocol's default server and key variable where the table gives
     none, and how the key is sent (`auth`), checked against the headers."""
     if provider not in PROVIDERS and not plugin:
         data["provider"] = "demo"   # already reported; a placeholder so the other fields are still checked
     if provider in PROVIDERS:
+        for name in CATALOGUE[provider].cloud:
+            if not isinstance(table.get(name), str):
+                what = "required key is missing" if name not in table else f"must be a string (got {_describe(table[name])})"
+                problems.append((_join(*where, name), f"{what}: provider {provider} calls the model in a cloud "
+                                                      f"{name} (e.g. {_CLOUD_EXAMPLE[name]})"))
         if "base_url" not in data and "base_url" not in table:
-            data["base_url"] = PROVIDER_DEFAULT_BASE_URL[provider]
+            region = data.get("region")
+            try:
+                data["base_url"] = default_base_url(provider, region if isinstance(region, str) else None) \
+                    if PROVIDER_DEFAULT_BASE_URL[provider] else None
+            except ValueError:
+                data["base_url"] = None   # no region: reported above
         if "api_key_env" not in table:
             default_key = PROVIDER_DEFAULT_KEY_ENV[provider]
             if provider in ("openai", "openai-responses") and "base_url" in table:

@@ -198,7 +198,8 @@ PROBLEMS: dict[str, tuple[str, str]] = {
     "connection": ("url", "nothing answered at that address: check the host and port in base_url"),
     "auth": ("auth", "the server refused the credentials (HTTP 401/403): check the key variable and auth "
                      "(which header carries the key)"),
-    "config": ("auth", "a key or secret header variable is not set: export it"),
+    "config": ("auth", "a key or secret header variable is not set (export it), or a cloud's credentials "
+                       "are not set up (see the error)"),
     "bad_response": ("format", "the reply is not this protocol's stream or response: check provider (the "
                                "wire format) and base_url"),
     "truncated": ("format", "the reply ended before the answer did"),
