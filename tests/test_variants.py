@@ -484,3 +484,45 @@ def test_lineup_models_shows_a_variants_tools(tmp_path, monkeypatch, capsys):
     assert listed == {"name": "tooled", "model": None, "overrides": ["tools (get_weather)"]}
     assert main(["models"]) == 0
     assert "tooled" in (out := capsys.readouterr().out) and "tools (get_weather)" in out
+
+
+def test_a_variant_with_tools_is_refused_by_batch_which_runs_no_tool_loop(tmp_path, monkeypatch, capsys):
+    (tmp_path / "tools.json").write_text(json.dumps(WEATHER_TOOLS))
+    (tmp_path / "config.toml").write_text('[models.gpt]\nprovider = "openai"\nmodel = "gpt-x"\napi_key_env = ""\n'
+                                          'base_url = "http://127.0.0.1:9"\n'
+                                          '[variants."gpt@tooled"]\nmodel = "gpt"\ntools = "tools.json"\n')
+    monkeypatch.setenv("LINEUP_CONFIG", str(tmp_path / "config.toml"))
+    monkeypatch.setenv("LINEUP_DB", str(tmp_path / "x.db"))
+    assert main(["run", str(SET), "-m", "gpt", "-m", "gpt@tooled", "--batch", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "'gpt@tooled' has tools" in err and "run it without --batch" in err
+    assert not (tmp_path / "x.db").exists()
+
+
+def test_a_chat_gives_a_variant_its_tools_and_a_resumed_chat_keeps_them(tmp_path):
+    from core.answering.config import Config, Variant, apply_variant
+    from core.answering.sessions import ChatSession
+
+    with TestServer() as srv:
+        srv.respond(_weather)
+        base = model_config(srv, "openai", alias="gpt", model="gpt-x", max_retries=0, read_timeout=5)
+        tooled = apply_variant(base, "gpt@tooled", Variant(tools=WEATHER_TOOLS))
+
+        async def go():
+            store = AsyncStore(Store.open(tmp_path / "c.db"))
+            session = await ChatSession.create(store, [tooled, base], blind=True)
+            await session.send("Weather in Paris?")
+            await session.aclose()
+            again = await ChatSession.resume(store, session.id, Config(models={"gpt": base}))
+            await again.send("And tomorrow?")
+            await again.aclose()
+            await store.aclose()
+
+        anyio.run(go)
+        offered = [("tools" in r.json, r.json["messages"][-1].get("content")) for r in srv.requests]
+    # gpt answers each message without tools; the variant calls the tool, gets the result and answers, then
+    # (resumed, the result in its thread) answers the second message at once, still offered its tools
+    assert sorted(c for with_tools, c in offered if not with_tools) == ["And tomorrow?", "Weather in Paris?"]
+    tooled_sent = [c for with_tools, c in offered if with_tools]
+    assert len(tooled_sent) == 3 and {"Weather in Paris?", "And tomorrow?"} <= set(tooled_sent)
+    assert any("temp_c" in str(c) for c in tooled_sent)
