@@ -526,3 +526,13 @@ def test_a_chat_gives_a_variant_its_tools_and_a_resumed_chat_keeps_them(tmp_path
     tooled_sent = [c for with_tools, c in offered if with_tools]
     assert len(tooled_sent) == 3 and {"Weather in Paris?", "And tomorrow?"} <= set(tooled_sent)
     assert any("temp_c" in str(c) for c in tooled_sent)
+
+
+def test_a_tools_drift_line_shows_only_valid_tool_names_from_a_record():
+    from store.records import ContestantRecord, SessionRecord
+
+    old = ContestantRecord(alias="m@v", provider="demo", model="concise", label="A",
+                           tools={"tools": [{"name": "lookup\x1b[31m"}, {"name": "get_weather"}]})
+    new = old.model_copy(update={"tools": None})
+    found = contestant_differences(SessionRecord(contestants=[old]), {"m@v": new}, None)
+    assert found == ["m@v: tools [?, get_weather] -> none"]

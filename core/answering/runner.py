@@ -17,6 +17,7 @@ import hashlib
 import json
 import math
 import random
+import re
 import statistics
 import time
 from collections import Counter
@@ -37,7 +38,7 @@ from core.stats.votes import labels_for
 from core.answering.recording import record_stream
 from core.answering.sessions import Contestant, ServerLimits, contestant_record
 from core.answering.tools import answer_messages, answer_script
-from providers.events import ChatRequest, Message, SamplingParams
+from providers.events import TOOL_NAME_PATTERN, ChatRequest, Message, SamplingParams
 from providers.model_config import ModelConfig
 from store import AsyncStore
 from store.owners import process_token
@@ -492,7 +493,9 @@ def _shown_tools(tools: dict | None) -> str:
     if not tools:
         return "none"
     names = [t.get("name") for t in tools.get("tools", ()) if isinstance(t, dict)]
-    return "[" + ", ".join(str(n) for n in names) + "]"
+    # a record may come from a merged database: only a valid tool name is shown as it is
+    return "[" + ", ".join(n if isinstance(n, str) and re.fullmatch(TOOL_NAME_PATTERN, n) else "?"
+                           for n in names) + "]"
 
 
 def _latest_outputs(outputs) -> dict[tuple[str, str], OutputRecord]:
