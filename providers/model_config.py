@@ -126,6 +126,9 @@ class ModelConfig(BaseModel):
         "the variant's system prompt: replaces the run's and the case's"))
     template: str | None = Field(default=None, description=(
         "the variant's prompt template: {{prompt}} is the case's prompt, {{NAME}} the case's vars.NAME"))
+    tools: dict[str, Any] | None = Field(default=None, description=(
+        "the variant's tools file, as JSON (tools, tool_results, tool_default, max_steps; checked by the core): "
+        "used for a case that declares no tools of its own"))
 
     @field_validator("provider")
     @classmethod

@@ -49,6 +49,7 @@ class ContestantRecord(_Record):
     variant_of: str | None = None
     system: str | None = None
     template: str | None = None
+    tools: dict | None = None   # a variant's tools file (`tools = FILE`), as JSON: a new contestant when it changes
 
 
 class SessionRecord(_Record):

@@ -100,7 +100,7 @@ def unpack_ints(blob: bytes | str | None) -> list[int]:
 SESSION_COLS = ("id", "created", "kind", "title", "system", "params", "seed", "blind", "revealed_at",
                 "sample_set_name", "sample_set_hash", "rerun_of", "meta", "is_demo")
 CONTESTANT_COLS = ("session_id", "alias", "position", "label", "provider", "model", "base_url",
-                   "params", "price", "is_demo", "variant_of", "system", "template")
+                   "params", "price", "is_demo", "variant_of", "system", "template", "tools")
 TURN_COLS = ("id", "session_id", "position", "case_id", "category", "user_message", "images",
              "follow_up_index", "repeat_index", "created")
 OUTPUT_COLS = ("id", "session_id", "turn_id", "contestant", "label", "attempt", "status", "text",
@@ -134,7 +134,7 @@ def session_row(r: SessionRecord) -> tuple:
 def contestant_row(session_id: str, c: ContestantRecord) -> tuple:
     return _safe((session_id, c.alias, c.position, c.label, c.provider, c.model, c.base_url,
                   dumps(c.params), None if c.price is None else dumps(c.price), int(c.is_demo),
-                  c.variant_of, c.system, c.template))
+                  c.variant_of, c.system, c.template, None if c.tools is None else dumps(c.tools)))
 
 
 def turn_row(r: TurnRecord) -> tuple:
@@ -223,6 +223,7 @@ def contestant_from(row: tuple) -> ContestantRecord:
     d = dict(zip(CONTESTANT_COLS, row, strict=True))
     d.pop("session_id")
     d["params"], d["price"], d["is_demo"] = json.loads(d["params"]), loads(d["price"]), bool(d["is_demo"])
+    d["tools"] = loads(d["tools"])
     return ContestantRecord(**d)
 
 

@@ -511,5 +511,13 @@ def m017_contestant_variant(db: Database) -> None:
         db.execute(f"ALTER TABLE contestant ADD COLUMN {column} TEXT")
 
 
+@_migration(name="m018_contestant_variant_tools")
+def m018_contestant_variant_tools(db: Database) -> None:
+    """A variant's tools (`tools = FILE` in `[variants.NAME]`), as the JSON of
+    its tools file: tools change what a contestant answers as much as its
+    prompt does, so they are part of the contestant (NULL: none)."""
+    db.execute("ALTER TABLE contestant ADD COLUMN tools TEXT")
+
+
 MIGRATION_NAMES: tuple[str, ...] = tuple(name for name, _ in _STEPS)
 SCHEMA_VERSION = len(MIGRATION_NAMES)

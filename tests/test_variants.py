@@ -349,3 +349,190 @@ def test_a_variant_run_re_runs_with_its_cases_vars(tmp_path, monkeypatch, capsys
     # a value holding braces is put in as it is, and never filled again on the re-run
     assert prompts == ["Customer {{x}}: Hi {{x}}"] * 2
     assert all(t.user_message == "Hi {{x}}" for s in loaded for t in s.turns)
+
+
+# --------------------------------------------------------------------------- a variant's tools
+
+WEATHER_TOOLS = {"tools": [{"name": "get_weather", "description": "The weather in a city.",
+                            "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                                           "required": ["city"]}}],
+                 "tool_results": [{"name": "get_weather", "arguments": {"city": "Paris"}, "result": {"temp_c": 18}}],
+                 "max_steps": 3}
+
+
+def _tools_config(tmp_path, tools: dict | str, name: str = "tools.json"):
+    (tmp_path / name).write_text(tools if isinstance(tools, str) else json.dumps(tools))
+    (tmp_path / "config.toml").write_text(f'[variants.tooled]\ntools = "{name}"\n')
+    from core.answering.config import load_config
+    return load_config(tmp_path / "config.toml")
+
+
+def _weather(rec):
+    """Calls get_weather(Paris) when offered it, until it sees the result."""
+    text = json.dumps(rec.json)
+    if "temp_c" in text:
+        return Reply(text="It is 18 degrees in Paris.")
+    if "get_weather" in text:
+        return Reply(text="", tool_calls=[{"id": "call_1", "name": "get_weather", "arguments": {"city": "Paris"}}])
+    return Reply(text="I cannot look it up.")
+
+
+def test_a_variant_with_tools_sends_them_runs_the_loop_and_the_other_contestant_gets_none(tmp_path):
+    config = _tools_config(tmp_path, WEATHER_TOOLS)
+    path = tmp_path / "set.jsonl"
+    path.write_text(json.dumps({"id": "a", "category": "c", "prompt": "Weather in Paris?"}) + "\n")
+    with TestServer() as srv:
+        srv.respond(_weather)
+        base = model_config(srv, "openai", alias="gpt", model="gpt-x", max_retries=0, read_timeout=5)
+        config = config.model_copy(update={"models": {"gpt": base}})
+        from core.answering.config import _variant   # the resolution `-m` uses, with a loopback model
+        tooled = _variant(config, "gpt@tooled", {})
+        _run(tmp_path / "r.db", load_sample_set(path), [tooled, base])
+        bodies = [r.json for r in srv.requests]
+    with_tools = [b for b in bodies if "tools" in b]
+    assert len(with_tools) == 2 and len(bodies) == 3      # the variant: a call, then the answer; gpt: one request
+    assert [t["function"]["name"] for t in with_tools[0]["tools"]] == ["get_weather"]
+    assert "temp_c" in json.dumps(with_tools[1])           # the scripted result went back to it
+    with Store.open(tmp_path / "r.db") as store:
+        (summary,) = store.list_sessions(kind="run")
+        loaded = store.load_session(summary.id)
+    answers = {o.contestant: o for o in loaded.outputs}
+    assert answers["gpt@tooled"].text == "It is 18 degrees in Paris."
+    assert answers["gpt@tooled"].trace is not None and answers["gpt@tooled"].trace.steps[0].calls[0].result == {"temp_c": 18}
+    assert answers["gpt"].text == "I cannot look it up." and answers["gpt"].trace is None
+    recorded = {c.alias: c.tools for c in loaded.session.contestants}
+    assert recorded["gpt"] is None and recorded["gpt@tooled"]["tools"][0]["name"] == "get_weather"
+    assert recorded["gpt@tooled"]["max_steps"] == 3
+
+
+def test_a_cases_own_tools_win_over_a_variants(tmp_path):
+    config = _tools_config(tmp_path, WEATHER_TOOLS)
+    case_tool = {"name": "lookup", "description": "Look it up.",
+                 "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}
+    path = tmp_path / "set.jsonl"
+    path.write_text(json.dumps({"id": "a", "category": "c", "prompt": "Weather?", "tools": [case_tool]}) + "\n")
+    with TestServer() as srv:
+        srv.script(Reply(text="ok"))
+        base = model_config(srv, "openai", alias="gpt", model="gpt-x", max_retries=0, read_timeout=5)
+        config = config.model_copy(update={"models": {"gpt": base}})
+        from core.answering.config import _variant
+
+        _run(tmp_path / "r.db", load_sample_set(path), [_variant(config, "gpt@tooled", {})])
+        (body,) = [r.json for r in srv.requests]
+    assert [t["function"]["name"] for t in body["tools"]] == ["lookup"]
+
+
+def test_changing_a_variants_tools_makes_a_new_contestant_not_a_resume(tmp_path):
+    path = tmp_path / "set.jsonl"
+    path.write_text(json.dumps({"id": "a", "category": "c", "prompt": "hello"}) + "\n")
+    sample = load_sample_set(path)
+    with TestServer() as srv:
+        srv.script(Reply(text="ok"))
+        base = model_config(srv, "openai", alias="gpt", model="gpt-x", max_retries=0, read_timeout=5)
+        from core.answering.config import Variant, apply_variant
+
+        first = _tools_config(tmp_path, WEATHER_TOOLS).variants["tooled"]
+        edited_tools = json.loads(json.dumps(WEATHER_TOOLS))
+        edited_tools["tool_results"][0]["result"] = {"temp_c": 30}      # the same tool, another scripted result
+        second = _tools_config(tmp_path, edited_tools).variants["tooled"]
+        one, two = (apply_variant(base, "gpt@tooled", v) for v in (first, second))
+        none = apply_variant(base, "gpt@tooled", Variant())
+        db = tmp_path / "r.db"
+        done = _run(db, sample, [one])
+        again = _run(db, sample, [one])
+        assert again.resumed and again.session_id == done.session_id and len(srv.requests) == 1
+        edited = _run(db, sample, [two])
+        assert not edited.resumed and edited.session_id != done.session_id
+        assert edited.drift is not None
+        assert "gpt@tooled: tools [get_weather]: their schemas or scripted results changed" in edited.drift[1]
+        dropped = _run(db, sample, [none])
+        assert not dropped.resumed and "gpt@tooled: tools [get_weather] -> none" in dropped.drift[1]
+        assert len(srv.requests) == 3
+        request = ChatRequest(model="gpt-x", messages=(Message(role="user", content="hello"),))
+        assert len({request_key(m, request, 0) for m in (one, two, none)}) == 3
+
+
+@pytest.mark.parametrize("content, what", [
+    (None, "tools.json: no such file"),
+    ("{not json", "tools.json:1:"),
+    (json.dumps({"tools": []}), "tools.json: tools: declare at least one tool"),
+    (json.dumps({"tools": [{"name": "x"}], "extra": 1}), "tools.json: extra: not a field of a tools file"),
+])
+def test_a_bad_variant_tools_file_is_refused_naming_the_key_and_the_file(tmp_path, monkeypatch, capsys,
+                                                                         content, what):
+    if content is not None:
+        (tmp_path / "tools.json").write_text(content)
+    (tmp_path / "config.toml").write_text('[variants.tooled]\ntools = "tools.json"\n')
+    monkeypatch.setenv("LINEUP_CONFIG", str(tmp_path / "config.toml"))
+    monkeypatch.setenv("LINEUP_DB", str(tmp_path / "x.db"))
+    assert main(["run", str(SET), "-m", "demo/concise@tooled", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "config.toml: variants.tooled.tools: " in err and what in err
+    assert not (tmp_path / "x.db").exists()
+
+
+def test_a_variants_tools_must_name_a_file():
+    with pytest.raises(ConfigError, match=r"variants.t.tools: must be the path of a tools file \(got"):
+        _config(variants={"t": {"tools": ["get_weather"]}})
+
+
+def test_lineup_models_shows_a_variants_tools(tmp_path, monkeypatch, capsys):
+    _tools_config(tmp_path, WEATHER_TOOLS)
+    monkeypatch.setenv("LINEUP_CONFIG", str(tmp_path / "config.toml"))
+    assert main(["models", "--json"]) == 0
+    (listed,) = json.loads(capsys.readouterr().out)["variants"]
+    assert listed == {"name": "tooled", "model": None, "overrides": ["tools (get_weather)"]}
+    assert main(["models"]) == 0
+    assert "tooled" in (out := capsys.readouterr().out) and "tools (get_weather)" in out
+
+
+def test_a_variant_with_tools_is_refused_by_batch_which_runs_no_tool_loop(tmp_path, monkeypatch, capsys):
+    (tmp_path / "tools.json").write_text(json.dumps(WEATHER_TOOLS))
+    (tmp_path / "config.toml").write_text('[models.gpt]\nprovider = "openai"\nmodel = "gpt-x"\napi_key_env = ""\n'
+                                          'base_url = "http://127.0.0.1:9"\n'
+                                          '[variants."gpt@tooled"]\nmodel = "gpt"\ntools = "tools.json"\n')
+    monkeypatch.setenv("LINEUP_CONFIG", str(tmp_path / "config.toml"))
+    monkeypatch.setenv("LINEUP_DB", str(tmp_path / "x.db"))
+    assert main(["run", str(SET), "-m", "gpt", "-m", "gpt@tooled", "--batch", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "'gpt@tooled' has tools" in err and "run it without --batch" in err
+    assert not (tmp_path / "x.db").exists()
+
+
+def test_a_chat_gives_a_variant_its_tools_and_a_resumed_chat_keeps_them(tmp_path):
+    from core.answering.config import Config, Variant, apply_variant
+    from core.answering.sessions import ChatSession
+
+    with TestServer() as srv:
+        srv.respond(_weather)
+        base = model_config(srv, "openai", alias="gpt", model="gpt-x", max_retries=0, read_timeout=5)
+        tooled = apply_variant(base, "gpt@tooled", Variant(tools=WEATHER_TOOLS))
+
+        async def go():
+            store = AsyncStore(Store.open(tmp_path / "c.db"))
+            session = await ChatSession.create(store, [tooled, base], blind=True)
+            await session.send("Weather in Paris?")
+            await session.aclose()
+            again = await ChatSession.resume(store, session.id, Config(models={"gpt": base}))
+            await again.send("And tomorrow?")
+            await again.aclose()
+            await store.aclose()
+
+        anyio.run(go)
+        offered = [("tools" in r.json, r.json["messages"][-1].get("content")) for r in srv.requests]
+    # gpt answers each message without tools; the variant calls the tool, gets the result and answers, then
+    # (resumed, the result in its thread) answers the second message at once, still offered its tools
+    assert sorted(c for with_tools, c in offered if not with_tools) == ["And tomorrow?", "Weather in Paris?"]
+    tooled_sent = [c for with_tools, c in offered if with_tools]
+    assert len(tooled_sent) == 3 and {"Weather in Paris?", "And tomorrow?"} <= set(tooled_sent)
+    assert any("temp_c" in str(c) for c in tooled_sent)
+
+
+def test_a_tools_drift_line_shows_only_valid_tool_names_from_a_record():
+    from store.records import ContestantRecord, SessionRecord
+
+    old = ContestantRecord(alias="m@v", provider="demo", model="concise", label="A",
+                           tools={"tools": [{"name": "lookup\x1b[31m"}, {"name": "get_weather"}]})
+    new = old.model_copy(update={"tools": None})
+    found = contestant_differences(SessionRecord(contestants=[old]), {"m@v": new}, None)
+    assert found == ["m@v: tools [?, get_weather] -> none"]

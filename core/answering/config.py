@@ -48,6 +48,10 @@ user config dir; see `default_config_path`)::
     template = "Customer: {{customer_message}}"   # the user message ({{prompt}}: the case's own)
     params = { temperature = 0 }
 
+    [variants."gpt4o@tools"]   # the same model with tools (the shape `lineup chat --tools` reads)
+    model = "gpt4o"
+    tools = "tools/weather.json"   # relative to this file; a case's own tools win over it
+
     [variants.detailed]        # generic (no model): -m ANY_MODEL@detailed, run --variants detailed
     system = "Answer step by step."
 
@@ -122,6 +126,9 @@ class Variant(BaseModel):
     system: str | None = Field(default=None, description="system prompt, in place of the run's and the case's")
     template: str | None = Field(default=None, description="the user message: {{prompt}} and the case's {{vars}}")
     params: SamplingParams = SamplingParams()
+    tools: dict[str, Any] | None = Field(default=None, description=(
+        "the tools file `tools = FILE` names (read at load, relative to the config file), as JSON: "
+        "for the cases that declare no tools of their own"))
 
 
 class Config(BaseModel):
@@ -380,7 +387,8 @@ def parse_config(data: Mapping[str, Any], source: str | None = None) -> Config:
         if model is not None:
             models[alias] = model
 
-    variants = _variants(data.get("variants", {}), models, problems)
+    variants = _variants(data.get("variants", {}), models, problems,
+                         Path(source).parent if source else Path.cwd())
 
     if problems:
         raise ConfigError(problems, source)
@@ -392,10 +400,11 @@ def parse_config(data: Mapping[str, Any], source: str | None = None) -> Config:
 MAX_PROMPT_CHARS = 100_000
 
 
-def _variants(raw: Any, models: Mapping[str, ModelConfig], problems: list) -> dict[str, Variant]:
+def _variants(raw: Any, models: Mapping[str, ModelConfig], problems: list, base: Path) -> dict[str, Variant]:
     """`[variants.NAME]` tables, checked with their key paths: the name is an
     alias (not a model's), `model` a configured or demo alias, the texts
-    bounded, the parameters checked as a model's are."""
+    bounded, the parameters checked as a model's are, a tools file (relative
+    to `base`, the config file's folder) read and checked as `chat --tools` does."""
     if not isinstance(raw, dict):
         problems.append(("variants", f"must be a table of [variants.NAME] tables (got {_describe(raw)})"))
         return {}
@@ -442,6 +451,8 @@ def _variants(raw: Any, models: Mapping[str, ModelConfig], problems: list) -> di
             else:
                 problems.append((_join(*where, "params"), f"must be a table (got {_describe(data['params'])})"))
                 data.pop("params")
+        if "tools" in data:
+            data["tools"] = _variant_tools(data["tools"], (*where, "tools"), base, problems)
         try:
             variant = Variant.model_validate(data)
         except ValidationError as exc:
@@ -452,13 +463,30 @@ def _variants(raw: Any, models: Mapping[str, ModelConfig], problems: list) -> di
     return out
 
 
+def _variant_tools(value: Any, where: tuple, base: Path, problems: list) -> dict[str, Any] | None:
+    """A variant's `tools = FILE`: the file read and checked by the loader of
+    `lineup chat --tools` (one owner for the shape), kept as its JSON so that
+    the contestant record holds what was used, not a path that may change."""
+    if not isinstance(value, str) or not value.strip():
+        problems.append((_join(*where), f"must be the path of a tools file (got {_describe(value)})"))
+        return None
+    from core.answering.sampleset import SampleSetError, load_tool_script   # only when a variant has tools
+
+    try:
+        script = load_tool_script(base / Path(value).expanduser())
+    except SampleSetError as exc:
+        problems.extend((_join(*where), problem) for problem in exc.problems)
+        return None
+    return script.model_dump(mode="json")
+
+
 def apply_variant(base: ModelConfig, alias: str, variant: Variant) -> ModelConfig:
     """`base` as the contestant `alias`: its parameters under the variant's,
-    the variant's system prompt and template (the provider sees the same
-    model; the core sends what the variant says)."""
+    the variant's system prompt, template and tools (the provider sees the
+    same model; the core sends what the variant says)."""
     return base.model_copy(update={
         "alias": alias, "variant_of": base.alias, "params": base.params.merged(variant.params),
-        "system": variant.system, "template": variant.template})
+        "system": variant.system, "template": variant.template, "tools": variant.tools})
 
 
 def _run_table(raw: Any, problems: list) -> bool:

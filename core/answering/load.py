@@ -44,6 +44,7 @@ from core.answering.runner import _new_output, case_turn_texts, sent_system
 from core.stats.votes import labels_for
 from core.answering.recording import record_stream
 from core.answering.sessions import Contestant, ServerLimits, contestant_record
+from core.answering.tools import answer_script
 from providers.events import ChatRequest, SamplingParams
 from providers.model_config import ModelConfig, server_concurrency, server_key
 from store import AsyncStore
@@ -217,7 +218,7 @@ class LoadRunner:
                                       self.sample_set.images_for(case), template=c.config.template),
                                   system=sent_system(c.config, case, self.system), params=c.params.merged(case.params))
             final, _ = await record_stream(self.store, c, request, _new_output(turn, c, attempt=1, case=case),
-                                           contestants=everyone, script=case.tool_script(),
+                                           contestants=everyone, script=answer_script(case.tool_script(), c.config),
                                            structured=case.response_format)
         if final.status == "complete":
             tally.done += 1

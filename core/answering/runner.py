@@ -17,6 +17,7 @@ import hashlib
 import json
 import math
 import random
+import re
 import statistics
 import time
 from collections import Counter
@@ -36,8 +37,8 @@ from core.answering.judge_directed import tag_judge_directed
 from core.stats.votes import labels_for
 from core.answering.recording import record_stream
 from core.answering.sessions import Contestant, ServerLimits, contestant_record
-from core.answering.tools import answer_messages
-from providers.events import ChatRequest, Message, SamplingParams
+from core.answering.tools import answer_messages, answer_script
+from providers.events import TOOL_NAME_PATTERN, ChatRequest, Message, SamplingParams
 from providers.model_config import ModelConfig
 from store import AsyncStore
 from store.owners import process_token
@@ -371,7 +372,8 @@ class Runner:
                 tally.cached += 1
             else:
                 final, result = await record_stream(self.store, c, request, base, contestants=self._contestants,
-                                                    script=case.tool_script(), structured=case.response_format)
+                                                    script=answer_script(case.tool_script(), c.config),
+                                                    structured=case.response_format)
             prompts = prompt_texts(history, request.system)
             await tag_self_identification(self.store, final, c.config, prompts)
             await tag_judge_directed(self.store, final, prompts)
@@ -456,8 +458,8 @@ class Runner:
 
 
 #: What defines a contestant beyond its alias: a change to any of them is a new contestant, never resumed as
-#: the old one (a variant's system prompt and template included).
-CONTESTANT_FIELDS = ("provider", "model", "base_url", "params", "variant_of", "system", "template")
+#: the old one (a variant's system prompt, template and tools included).
+CONTESTANT_FIELDS = ("provider", "model", "base_url", "params", "variant_of", "system", "template", "tools")
 
 
 def contestant_differences(existing: SessionRecord, wanted: dict, system: str | None) -> list[str]:
@@ -476,9 +478,24 @@ def contestant_differences(existing: SessionRecord, wanted: dict, system: str | 
             continue
         for name in CONTESTANT_FIELDS:
             before, after = getattr(old, name), getattr(new, name)
-            if before != after:
+            if before != after and name == "tools":   # a tools file is too long to show: its tools' names
+                was, now = _shown_tools(before), _shown_tools(after)
+                found.append(f"{alias}: tools {was} -> {now}" if was != now else
+                             f"{alias}: tools {now}: their schemas or scripted results changed")
+            elif before != after:
                 found.append(f"{alias}: {name} {before!r} -> {after!r}")
     return found
+
+
+def _shown_tools(tools: dict | None) -> str:
+    """A variant's tools in a drift line: the tool names (and "changed" when
+    only the schemas or scripted results differ, which the names cannot say)."""
+    if not tools:
+        return "none"
+    names = [t.get("name") for t in tools.get("tools", ()) if isinstance(t, dict)]
+    # a record may come from a merged database: only a valid tool name is shown as it is
+    return "[" + ", ".join(n if isinstance(n, str) and re.fullmatch(TOOL_NAME_PATTERN, n) else "?"
+                           for n in names) + "]"
 
 
 def _latest_outputs(outputs) -> dict[tuple[str, str], OutputRecord]:

@@ -29,7 +29,7 @@ from core.answering.config import Config
 from core.answering.identity import prompt_texts, tag_self_identification
 from core.answering.judge_directed import tag_judge_directed
 from core.answering.recording import PaneUpdate, output_from_result, record_stream
-from core.answering.tools import ToolScript, answer_messages
+from core.answering.tools import ToolScript, answer_messages, answer_script
 from providers import accepts_images, make_provider
 from providers.base import ChatStream, Provider
 from providers.events import (
@@ -134,7 +134,7 @@ def contestant_record(c: Contestant) -> ContestantRecord:
         params=c.params.model_dump(exclude_none=True),
         price=cfg.price.model_dump() if cfg.price else None,
         label=c.label, position=c.position, is_demo=cfg.is_demo,
-        variant_of=cfg.variant_of, system=cfg.system, template=cfg.template,
+        variant_of=cfg.variant_of, system=cfg.system, template=cfg.template, tools=cfg.tools,
     )
 
 
@@ -454,7 +454,7 @@ class ChatSession:
             return
         try:
             final, _ = await record_stream(self.store, c, request, base, contestants=self.contestants,
-                                           on_update=on_update, script=self.script)
+                                           on_update=on_update, script=answer_script(self.script, c.config))
         finally:
             if limiter is not None:
                 limiter.release()
@@ -656,4 +656,5 @@ def _config_from_record(c: ContestantRecord, config: Config) -> ModelConfig:
         query=dict(same.query) if same else {},
         params=SamplingParams(**c.params), price=c.price,
         variant_of=c.variant_of, system=c.system, template=c.template,   # a variant keeps its recorded prompt
+        tools=c.tools,                                                   # and its recorded tools
     ), context={"recorded": True})

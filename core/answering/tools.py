@@ -46,6 +46,7 @@ from store.records import AnswerTrace, OutputRecord, TraceCall, TraceStep
 
 if TYPE_CHECKING:   # only named: importing core.answering.tools (exports, the report) loads no HTTP client
     from providers.base import Provider
+    from providers.model_config import ModelConfig
 
 DEFAULT_MAX_STEPS = 8
 MAX_STEPS_LIMIT = 50
@@ -117,6 +118,18 @@ class ToolScript(BaseModel):
 
     def schema_of(self, name: str) -> dict[str, Any] | None:
         return next((t.parameters for t in self.tools if t.name == name), None)
+
+
+def answer_script(own: ToolScript | None, cfg: ModelConfig) -> ToolScript | None:
+    """The tools one contestant's answer may call: `own` (the case's tools, or
+    a chat's `--tools`) when there are any, else the contestant's (a variant's
+    `tools = FILE`). The case wins because it is the test: its scripted
+    results and tool checks are written against its own tools, and every
+    contestant then answers it with the same ones; a variant's tools turn a
+    set without tools into "with tools vs without" (docs/models.md)."""
+    if own is not None or cfg.tools is None:
+        return own
+    return ToolScript.model_validate(cfg.tools)
 
 
 def arguments_match(wanted: dict[str, Any], arguments: Any) -> bool:

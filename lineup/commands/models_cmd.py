@@ -70,7 +70,8 @@ def run(args: argparse.Namespace) -> int:
     # [variants]: a model with its own prompt and settings (`-m NAME`, or `-m MODEL@NAME` for a generic one)
     variants: list[dict[str, Any]] = [
         {"name": name, "model": v.model, "overrides": [k for k in ("system", "template") if getattr(v, k)]
-         + (["params"] if v.params.model_dump(exclude_none=True) else [])}
+         + (["params"] if v.params.model_dump(exclude_none=True) else [])
+         + ([f"tools ({', '.join(t['name'] for t in v.tools['tools'])})"] if v.tools else [])}
         for name, v in config.variants.items()]
 
     failed = False

@@ -68,6 +68,11 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError("--batch goes through the OpenAI and Anthropic batch APIs; "
                              + ", ".join(f"{m.alias!r} is {m.provider}" for m in other)
                              + " (run those without --batch)")
+        tooled = [m.alias for m in models if m.tools is not None]
+        if tooled:   # a batch answers one request per item: no tool loop, so the tools would be dropped
+            raise UsageError("--batch sends one request per answer and runs no tool loop; "
+                             + ", ".join(repr(a) for a in tooled) + " has tools (a variant's tools = FILE): "
+                             "run it without --batch")
         if not args.poll > 0:
             raise UsageError("--poll must be more than 0 seconds")
     return execute(args, config, models, sample_set, params, repeat=args.repeat, concurrency=args.concurrency,
