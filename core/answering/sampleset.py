@@ -30,6 +30,7 @@ from pydantic import (
 )
 
 from core.answering.custom_checks import locate
+from core.answering.dimensions import Dimension, check_unique
 from core.answering.templates import PROMPT_VAR, missing, render, variables
 from core.answering.checks import CHECK_TYPES, TOOL_CHECK_TYPES, AnswerFacts, Check, StructuredOutputCheck
 from core.ground.inputs import InputError, decode, loads, read_input, shown_name, split_lines
@@ -318,10 +319,17 @@ def _fill_vars(data: dict) -> dict:
 class SetHeader(BaseModel):
     """What a set says of itself, on its first line as `{"set": {...}}`:
     `grader`, the model alias that grades its `rubric` checks that name none
-    (`lineup run --grader` overrides it)."""
+    (`lineup run --grader` overrides it); `dimensions`, what its answers are
+    scored on 1-5 besides the pairwise pick (`core.answering.dimensions`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     grader: str | None = Field(default=None, min_length=1, max_length=200)
+    dimensions: tuple[Dimension, ...] = ()
+
+    @field_validator("dimensions")
+    @classmethod
+    def _unique_dimensions(cls, value: tuple[Dimension, ...]) -> tuple[Dimension, ...]:
+        return tuple(check_unique(value))
 
 
 class SampleSet(BaseModel):
