@@ -68,3 +68,80 @@ def test_dimensions_read_from_a_hostile_meta_keep_only_the_sound_ones():
     meta = {"dimensions": [{"name": "tone"}, {"name": "tone"}, {"name": "x" * 500}, "nope", {"name": "ok", "scale": 7}]}
     assert [d.name for d in dimensions_of(meta)] == ["tone"]
     assert dimensions_of({"dimensions": "tone"}) == () and dimensions_of({}) == ()
+
+
+def _run(tmp_path: Path, db: Path) -> str:
+    path = _write(tmp_path / "set.jsonl", {"set": {"dimensions": DIMS}}, CASE)
+    assert main(["run", str(path), "-m", "demo/concise", "-m", "demo/thorough", "--quiet", "--db", str(db)]) == 0
+    with Store.open(db) as store:
+        (s,) = store.list_sessions(kind="run")
+    return s.id
+
+
+def test_a_raters_latest_score_of_an_answer_on_a_dimension_is_the_one_that_counts(tmp_path):
+    from store.records import ScoreRecord, current_scores
+
+    db = tmp_path / "lineup.db"
+    sid = _run(tmp_path, db)
+    with Store.open(db) as store:
+        a, b = store.load_session(sid).outputs
+        store.add_score(ScoreRecord(output_id=a.id, dimension="tone", value=2, rater="ann", created=1e9))
+        store.add_score(ScoreRecord(output_id=a.id, dimension="tone", value=4, rater="ann", created=1e9 + 1))
+        store.add_score(ScoreRecord(output_id=a.id, dimension="tone", value=1, rater="bob", created=1e9))
+        store.add_score(ScoreRecord(output_id=a.id, dimension="correctness", value=5, rater="ann", created=1e9))
+        store.add_score(ScoreRecord(output_id=b.id, dimension="tone", value=3, rater="demo/judge",
+                                    rater_kind="judge", created=1e9))
+        loaded = store.load_session(sid)
+    assert len(loaded.scores) == 5
+    now = {(s.output_id == a.id, s.dimension, s.rater): s.value for s in current_scores(loaded.scores)}
+    assert now == {(True, "tone", "ann"): 4, (True, "tone", "bob"): 1, (True, "correctness", "ann"): 5,
+                   (False, "tone", "demo/judge"): 3}
+
+
+@pytest.mark.parametrize("value", [0, 6, 2.5, True, "3"])
+def test_a_score_off_the_scale_is_refused(value):
+    from pydantic import ValidationError
+
+    from store.records import ScoreRecord
+
+    with pytest.raises(ValidationError):
+        ScoreRecord.model_validate({"output_id": "x", "dimension": "tone", "value": value})
+
+
+def test_scores_travel_in_the_export_and_are_merged_by_imports_once(tmp_path):
+    from core.exchange.export import export_jsonl
+    from core.exchange.importing import import_file
+    from store.imports import merge_database
+    from store.records import ScoreRecord
+
+    db = tmp_path / "lineup.db"
+    sid = _run(tmp_path, db)
+    with Store.open(db) as store:
+        a, _ = store.load_session(sid).outputs
+        store.add_score(ScoreRecord(output_id=a.id, dimension="tone", value=2, rater="ann", created=1e9))
+        store.add_score(ScoreRecord(output_id=a.id, dimension="tone", value=5, rater="ann", created=1e9 + 1))
+        lines = list(export_jsonl(store.load_session(sid)))
+    exported = [json.loads(x) for x in lines]
+    assert sorted(s["value"] for row in exported for s in row.get("scores", [])) == [2, 5]
+    jsonl = tmp_path / "export.jsonl"
+    jsonl.write_text("".join(x if x.endswith("\n") else x + "\n" for x in lines))
+    for target in ("imported.db", "merged.db"):
+        with Store.open(tmp_path / target) as other:
+            for _ in range(2):      # idempotent
+                if target == "imported.db":
+                    summary = import_file(other, jsonl)
+                else:
+                    summary = merge_database(other, db)
+                added = summary.added.get("score", 0)
+                assert added in (0, 2)
+            scores = other.load_session(sid).scores
+        assert sorted((s.value, s.rater) for s in scores) == [(2, "ann"), (5, "ann")]
+    bad = [json.loads(x) for x in lines]
+    for row in bad:
+        for s in row.get("scores", []):
+            s["value"] = 9
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in bad))
+    from store.imports import ImportFileError
+    with Store.open(tmp_path / "third.db") as other, pytest.raises(ImportFileError) as exc:
+        import_file(other, jsonl)
+    assert "scores.0.value" in str(exc.value)
