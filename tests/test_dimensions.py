@@ -145,3 +145,65 @@ def test_scores_travel_in_the_export_and_are_merged_by_imports_once(tmp_path):
     with Store.open(tmp_path / "third.db") as other, pytest.raises(ImportFileError) as exc:
         import_file(other, jsonl)
     assert "scores.0.value" in str(exc.value)
+
+
+def test_the_vote_queue_records_a_raters_scores_before_after_or_instead_of_the_vote(tmp_path):
+    import random
+
+    import anyio
+
+    from core.answering.vote_queue import VoteQueue
+    from store import AsyncStore
+    from store.records import current_scores
+
+    db = tmp_path / "lineup.db"
+    sid = _run(tmp_path, db)
+
+    async def go():
+        store = await AsyncStore.open(db)
+        queue = VoteQueue(store, rater="ann", session_id=sid, rng=random.Random(3))
+        await queue.load()
+        item = queue.advance()
+        assert [d.name for d in item.dimensions] == ["correctness", "tone"]
+        alias_a = queue.mapping["A"]
+        await queue.score("A", "tone", 2)
+        await queue.score("A", "tone", 4)      # a change of mind supersedes
+        assert queue.score_of("A", "tone") == 4 and queue.score_of("B", "tone") is None
+        for bad in (("Z", "tone", 3), ("A", "style", 3), ("A", "tone", 6), ("A", "tone", 0)):
+            try:
+                await queue.score(*bad)
+            except ValueError:
+                continue
+            raise AssertionError(f"{bad} was accepted")
+        await queue.vote("A")
+        await queue.score("B", "correctness", 5)
+        await store.aclose()
+        return alias_a
+
+    alias_a = anyio.run(go)
+    with Store.open(db) as store:
+        loaded = store.load_session(sid)
+    by_output = {o.id: o.contestant for o in loaded.outputs}
+    now = {(by_output[s.output_id], s.dimension): (s.value, s.rater, s.rater_kind)
+           for s in current_scores(loaded.scores)}
+    alias_b = next(a for a in ("demo/concise", "demo/thorough") if a != alias_a)
+    assert now == {(alias_a, "tone"): (4, "ann", "human"), (alias_b, "correctness"): (5, "ann", "human")}
+    assert len(loaded.scores) == 3
+
+    async def instead():     # scored without a vote: the case still waits for bob's vote
+        store = await AsyncStore.open(db)
+        queue = VoteQueue(store, rater="bob", session_id=sid, rng=random.Random(3))
+        await queue.load()
+        queue.advance()
+        await queue.score("B", "tone", 1)
+        queue.skip()
+        await store.aclose()
+        again = await AsyncStore.open(db)
+        queue = VoteQueue(again, rater="bob", session_id=sid, rng=random.Random(3))
+        await queue.load()
+        item = queue.advance()
+        await again.aclose()
+        return item
+
+    item = anyio.run(instead)
+    assert item is not None and [s.value for ss in item.scores.values() for s in ss] == [1]
