@@ -207,3 +207,35 @@ def test_the_vote_queue_records_a_raters_scores_before_after_or_instead_of_the_v
 
     item = anyio.run(instead)
     assert item is not None and [s.value for ss in item.scores.values() for s in ss] == [1]
+
+
+def test_a_rubric_that_names_a_dimension_records_its_grade_as_the_judges_score(tmp_path):
+    from store.records import current_scores
+
+    rubric = {"type": "rubric", "rubric": "Is it right?", "scale": "1-5", "dimension": "correctness",
+              "name": "right"}
+    path = _write(tmp_path / "set.jsonl", {"set": {"grader": "demo/judge", "dimensions": DIMS}},
+                  {**CASE, "checks": [rubric, {"type": "rubric", "rubric": "Clear?", "scale": "1-5"}]})
+    db = tmp_path / "lineup.db"
+    assert main(["run", str(path), "-m", "demo/concise", "-m", "demo/thorough", "--quiet", "--db", str(db)]) == 0
+    with Store.open(db) as store:
+        (s,) = store.list_sessions(kind="run")
+        loaded = store.load_session(s.id)
+    grades = {c.output_id: c.spec["grade"] for c in loaded.checks if c.check == "right"}
+    scores = current_scores(loaded.scores)
+    assert len(grades) == 2 and len(scores) == 2     # the other rubric names no dimension: no score
+    assert {(x.output_id, x.value) for x in scores} == set(grades.items())
+    assert {(x.dimension, x.rater, x.rater_kind) for x in scores} == {("correctness", "demo/judge", "judge")}
+
+
+def test_a_rubric_dimension_must_be_declared_and_scaled_1_to_5(tmp_path):
+    from core.answering.sampleset import SampleSetError, load_sample_set
+
+    rubric = {"type": "rubric", "rubric": "Is it right?", "scale": "1-5", "dimension": "style"}
+    with pytest.raises(SampleSetError) as exc:
+        load_sample_set(_write(tmp_path / "a.jsonl", {"set": {"dimensions": DIMS}}, {**CASE, "checks": [rubric]}))
+    assert "a.jsonl:2: checks.0.dimension: 'style' is not a dimension the set header declares" in str(exc.value)
+    pass_fail = {**rubric, "dimension": "tone", "scale": "pass_fail"}
+    with pytest.raises(SampleSetError) as exc:
+        load_sample_set(_write(tmp_path / "b.jsonl", {"set": {"dimensions": DIMS}}, {**CASE, "checks": [pass_fail]}))
+    assert 'scale "1-5"' in str(exc.value)

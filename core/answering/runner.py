@@ -30,7 +30,7 @@ import anyio.lowlevel
 
 from core.answering.attachments import image_record
 from core.answering.cache import cached_answer, request_key
-from core.answering.dimensions import META_KEY as DIMENSIONS_KEY, dimensions_meta, dimensions_of
+from core.answering.dimensions import META_KEY as DIMENSIONS_KEY, dimensions_meta, dimensions_of, valid_score
 from core.ground.errors import store_error_in
 from core.answering.identity import prompt_texts, tag_self_identification
 from core.answering.judge_directed import tag_judge_directed
@@ -43,7 +43,7 @@ from providers.model_config import ModelConfig
 from store import AsyncStore
 from store.owners import process_token
 from store.ids import new_ulid
-from store.records import CheckResultRecord, OutputRecord, SessionRecord, TurnRecord
+from store.records import CheckResultRecord, OutputRecord, ScoreRecord, SessionRecord, TurnRecord
 from store.runs import find_cached
 
 if TYPE_CHECKING:
@@ -437,6 +437,12 @@ class Runner:
                     spec={**outcome.spec, "score": outcome.score, **outcome.extra}, passed=outcome.passed,
                     detail=outcome.detail,
                 ))
+                dimension = getattr(check, "dimension", None)
+                if dimension is not None and valid_score(outcome.extra.get("grade")):
+                    # the grader's 1-5 grade is its score on the dimension, as a judge
+                    await self.store.add_score(ScoreRecord(
+                        output_id=target.id, dimension=dimension, value=outcome.extra["grade"],
+                        rater=str(outcome.extra.get("graded_by") or "judge"), rater_kind="judge"))
         return complete
 
     async def _grade(self, case, check, answers: list[OutputRecord]):

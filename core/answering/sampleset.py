@@ -529,6 +529,12 @@ def load_sample_set(path: str | Path) -> SampleSet:
         except ValidationError as exc:
             problems.extend(_validation_problems(where, exc))
             continue
+        declared = {d.name for d in header.dimensions}
+        for n, check in enumerate(case.checks):
+            dimension = getattr(check, "dimension", None)
+            if dimension is not None and dimension not in declared:
+                problems.append(f"{where}: checks.{n}.dimension: {dimension!r} is not a dimension the set "
+                                "header declares")
         if case.id in first_line:
             problems.append(f"{where}: id: duplicate id {case.id!r} (first on line {first_line[case.id]})")
             continue
