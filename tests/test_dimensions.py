@@ -239,3 +239,83 @@ def test_a_rubric_dimension_must_be_declared_and_scaled_1_to_5(tmp_path):
     with pytest.raises(SampleSetError) as exc:
         load_sample_set(_write(tmp_path / "b.jsonl", {"set": {"dimensions": DIMS}}, {**CASE, "checks": [pass_fail]}))
     assert 'scale "1-5"' in str(exc.value)
+
+
+def test_interval_alpha_matches_a_hand_computed_example():
+    from core.report.agreement import krippendorff_alpha
+
+    # units [1,2] [3,3] [2,4]: D_o = (2 + 0 + 8) / 6; pooled 1,2,2,3,3,4: D_e = 66 / 30; alpha = 1 - 25/33
+    assert krippendorff_alpha([[1, 2], [3, 3], [2, 4]], "interval") == pytest.approx(8 / 33)
+    assert krippendorff_alpha([[1, 1], [5, 5], [3, 3]], "interval") == pytest.approx(1.0)
+    assert krippendorff_alpha([[2, 2], [2, 2]], "interval") is None        # no variation: undefined
+    # nominal, unchanged: 4 disagreeing coincidences of 6, expected 36 - (1 + 4 + 4 + 1); a near miss
+    # counts as much as a far one there
+    assert krippendorff_alpha([["1", "2"], ["3", "3"], ["2", "4"]]) == pytest.approx(1 - 5 * 4 / (36 - 10))
+    assert krippendorff_alpha([[1, 2], [3, 3], [2, 4]], "interval") != krippendorff_alpha(
+        [["1", "2"], ["3", "3"], ["2", "4"]])
+
+
+def test_dimension_figures_give_means_intervals_repeat_spread_and_agreement_people_and_judges_apart():
+    from core.report.dimensions import dimension_figures
+
+    rows = []
+    # model m: repeat 0 scored 4 and 4, repeat 1 scored 2 and 2 (two answers each), by ann and bob alike
+    for i, (repeat, value) in enumerate([(0, 4), (0, 4), (1, 2), (1, 2)]):
+        for rater in ("ann", "bob"):
+            rows.append((f"m{i}", "m", "tone", value, rater, "human", repeat))
+    rows.append(("m0", "m", "tone", 1, "demo/judge", "judge", 0))
+    rows.append(("n0", "n", "tone", 5, "ann", "human", 0))
+    fig = dimension_figures(rows, rounds=200, seed=1)
+    got = {(s.model, s.rater_kind): s for s in fig.scores}
+    people = got[("m", "human")]
+    assert people.mean == pytest.approx(3.0) and people.scores == 8 and people.answers == 4
+    assert people.repeat_sd == pytest.approx(2 ** 0.5) and people.repeats == 2     # sd of 4 and 2
+    assert people.ci_low is not None and 2.0 <= people.ci_low <= 3.0 <= people.ci_high <= 4.0
+    judge = got[("m", "judge")]
+    assert judge.mean == 1.0 and judge.scores == 1 and judge.ci_low is None and judge.repeat_sd is None
+    assert got[("n", "human")].mean == 5.0
+    agreed = {(a.dimension, a.rater_kind): a for a in fig.agreement}
+    assert agreed[("tone", "human")].alpha == pytest.approx(1.0) and agreed[("tone", "human")].units == 4
+    assert agreed[("tone", "judge")].alpha is None and agreed[("tone", "judge")].units == 0
+
+
+def test_the_report_shows_dimension_scores_in_json_terminal_markdown_and_html(tmp_path):
+    import io
+
+    from rich.console import Console
+
+    from core.report import ReportFilters, build_report
+    from core.report.html import render_html
+    from core.report.markdown import render_markdown
+    from core.report.terminal import print_report
+    from store.records import ScoreRecord
+
+    rubric = {"type": "rubric", "rubric": "Is it right?", "scale": "1-5", "dimension": "correctness"}
+    path = _write(tmp_path / "set.jsonl", {"set": {"grader": "demo/judge", "dimensions": DIMS}},
+                  {**CASE, "checks": [rubric]}, {**CASE, "id": "other", "prompt": "Name a colour", "checks": [rubric]})
+    db = tmp_path / "lineup.db"
+    assert main(["run", str(path), "-m", "demo/concise", "-m", "demo/thorough", "--repeat", "2", "--quiet",
+                 "--db", str(db)]) == 0
+    with Store.open(db) as store:
+        (s,) = store.list_sessions(kind="run")
+        outputs = store.load_session(s.id).outputs
+        for k, o in enumerate(outputs):
+            for rater, shift in (("ann", 0), ("bob", 1)):
+                value = 1 + (k + shift) % 5 if o.contestant == "demo/concise" else 5
+                store.add_score(ScoreRecord(output_id=o.id, dimension="tone", value=value, rater=rater))
+        report = build_report(store, ReportFilters(include_demo=True), rounds=50)
+    dims = json.loads(report.to_json())["dimensions"]
+    kinds = {(r["model"], r["dimension"], r["rater_kind"]) for r in dims["scores"]}
+    assert {("demo/concise", "tone", "human"), ("demo/thorough", "tone", "human"),
+            ("demo/concise", "correctness", "judge")} <= kinds
+    thorough = next(r for r in dims["scores"] if r["model"] == "demo/thorough" and r["dimension"] == "tone")
+    assert thorough["mean"] == 5.0 and thorough["scores"] == 2 * 4 and thorough["repeats"] == 2
+    assert thorough["repeat_sd"] == 0.0
+    tone = next(a for a in dims["agreement"] if a["dimension"] == "tone" and a["rater_kind"] == "human")
+    assert tone["raters"] == 2 and tone["units"] == 8 and tone["alpha"] is not None
+    md = render_markdown(report)
+    assert "## Scored dimensions" in md and "| demo/thorough | tone | people | 5.00" in md
+    assert "Scored dimensions" in render_html(report) and "Krippendorff" in render_html(report)
+    out = io.StringIO()
+    print_report(report, Console(file=out, width=160))
+    assert "Scored dimensions" in out.getvalue() and "correctness" in out.getvalue()
