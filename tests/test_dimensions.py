@@ -319,3 +319,22 @@ def test_the_report_shows_dimension_scores_in_json_terminal_markdown_and_html(tm
     out = io.StringIO()
     print_report(report, Console(file=out, width=160))
     assert "Scored dimensions" in out.getvalue() and "correctness" in out.getvalue()
+
+
+def test_lineup_serve_publishes_the_scores_of_the_answers_it_shows(tmp_path):
+    import sqlite3
+
+    from store.publish import write_published_copy
+    from store.records import ScoreRecord
+    from test_tui_vote_queue import CASES, make_run
+
+    db = tmp_path / "open.db"
+    sid = make_run(db, CASES[:1], meta={"dimensions": DIMS})      # not blind: published whole
+    with Store.open(db) as store:
+        out = store.load_session(sid).outputs[0]
+        store.add_score(ScoreRecord(output_id=out.id, dimension="tone", value=3, rater="ann"))
+    published = write_published_copy(db, tmp_path / "pub.db")
+    assert published.rows["score"] == 1
+    conn = sqlite3.connect(tmp_path / "pub.db")
+    assert conn.execute("SELECT output_id, dimension, value FROM score").fetchall() == [(out.id, "tone", 3)]
+    conn.close()
