@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         SearchHit,
         SessionRecord,
         SessionSummary,
+        ScoreRecord,
         TagRecord,
         TurnRecord,
         VoteRecord,
@@ -37,7 +38,7 @@ _EXPORTS: dict[str, str] = {
     "SCHEMA_VERSION": "store.schema", "AsyncStore": "store.writer",
     **{name: "store.records" for name in (
         "CheckResultRecord", "ContestantRecord", "LoadedSession", "ModelVoteCount", "OutputRecord",
-        "RevealRecord", "SearchHit", "SessionRecord", "SessionSummary", "TagRecord", "TurnRecord",
+        "RevealRecord", "ScoreRecord", "SearchHit", "SessionRecord", "SessionSummary", "TagRecord", "TurnRecord",
         "VoteRecord")},
 }
 

@@ -37,6 +37,7 @@ FIELDS: dict[str, dict[str, tuple]] = {
     "vote": {"created": TIME, "revealed_at": TIME, "retracted_at": TIME, "judge_cost": COST,
              "judge_input_tokens": COUNT, "judge_output_tokens": COUNT},
     "tag": {"created": TIME, "removed_at": TIME},
+    "score": {"created": TIME, "value": ("score", 1, 5, True)},
     "check_result": {},
     "arena": {"tstamp": TIME},
 }
@@ -125,7 +126,8 @@ def sql_out_of_range(table: str, alias: str) -> str | None:
 
 
 # how a row of each table is named in a message
-_ROW_NAME = {"session": "id", "contestant": "alias", "turn": "id", "output": "id", "vote": "id", "tag": "id"}
+_ROW_NAME = {"session": "id", "contestant": "alias", "turn": "id", "output": "id", "vote": "id", "tag": "id",
+             "score": "id"}
 
 
 def first_bad_row(conn: Any, tables: tuple[str, ...] = tuple(_ROW_NAME)) -> str | None:

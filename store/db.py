@@ -45,6 +45,7 @@ from store.records import (
     OutputRecord,
     RevealRecord,
     SessionRecord,
+    ScoreRecord,
     TagRecord,
     TurnRecord,
     VoteRecord,
@@ -548,6 +549,11 @@ class Store(Reads):
     def add_tag(self, rec: TagRecord) -> None:
         self._write(f"save tag {rec.id}", lambda conn: conn.execute(R.insert_sql("tag", R.TAG_COLS),
                                                                   R.tag_row(rec)))
+
+    def add_score(self, rec: ScoreRecord) -> None:
+        """Record a score (a later one of the same rater, answer and dimension supersedes it)."""
+        self._write(f"save score {rec.id}", lambda conn: conn.execute(R.insert_sql("score", R.SCORE_COLS),
+                                                                      R.score_row(rec)))
 
     def add_tag_once(self, rec: TagRecord) -> bool:
         """Add `rec` unless its output ever had this tag from this rater (a tag

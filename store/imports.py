@@ -26,6 +26,7 @@ from store.records import (
     CheckResultRecord,
     OutputRecord,
     RevealRecord,
+    ScoreRecord,
     SessionRecord,
     TagRecord,
     TurnRecord,
@@ -33,7 +34,7 @@ from store.records import (
 )
 
 TABLES = ("session", "contestant", "turn", "output", "vote", "vote_contestant", "tag", "check_result", "reveal",
-          "image", "deleted_session", "gold_check", "blind_guess")
+          "image", "deleted_session", "gold_check", "blind_guess", "score")
 
 
 class ImportFileError(StoreError):
@@ -51,7 +52,7 @@ class ImportSummary(BaseModel):
 
 def write_imported(store: Store, sessions: Iterable[SessionRecord], records: Iterable[Any],
                    source: str) -> dict[str, int]:
-    """Write sessions, then their turns, outputs, votes, tags, checks and
+    """Write sessions, then their turns, outputs, votes, tags, checks, scores and
     reveals, in one transaction; rows already there are kept (a finished
     output replaces one we only have half of); a session deleted here (its
     tombstone) and everything in it are left out. Returns the rows added per table."""
@@ -78,7 +79,7 @@ def write_imported(store: Store, sessions: Iterable[SessionRecord], records: Ite
 def _in_deleted(rec: Any, deleted: set[str], skipped_outputs: set[str]) -> bool:
     """Whether `rec` belongs to a deleted session (an output's id is noted,
     so that its tags and checks are left out with it)."""
-    if isinstance(rec, (TagRecord, CheckResultRecord)):
+    if isinstance(rec, (TagRecord, CheckResultRecord, ScoreRecord)):
         return rec.output_id in skipped_outputs
     if getattr(rec, "session_id", None) in deleted:
         if isinstance(rec, OutputRecord):
@@ -99,6 +100,8 @@ def _write_record(conn: sqlite3.Connection, rec: Any) -> None:
         insert_vote(conn, rec, "INSERT OR IGNORE")
     elif isinstance(rec, TagRecord):
         conn.execute(R.insert_sql("tag", R.TAG_COLS, "INSERT OR IGNORE"), R.tag_row(rec))
+    elif isinstance(rec, ScoreRecord):
+        conn.execute(R.insert_sql("score", R.SCORE_COLS, "INSERT OR IGNORE"), R.score_row(rec))
     elif isinstance(rec, CheckResultRecord):
         conn.execute(R.insert_sql("check_result", R.CHECK_COLS, "INSERT OR IGNORE"), R.check_row(rec))
     elif isinstance(rec, RevealRecord):
@@ -118,7 +121,7 @@ _MERGE_COLS = {
     "output": R.OUTPUT_COLS, "vote": R.VOTE_COLS, "vote_contestant": R.VOTE_CONTESTANT_COLS,
     "tag": R.TAG_COLS, "check_result": R.CHECK_COLS, "reveal": R.REVEAL_COLS,
     "image": ("sha256", "mime", "size", "data"), "deleted_session": ("id", "deleted_at"),
-    "gold_check": R.GOLD_COLS, "blind_guess": R.GUESS_COLS,
+    "gold_check": R.GOLD_COLS, "blind_guess": R.GUESS_COLS, "score": R.SCORE_COLS,
 }
 
 # Which rows of the other database belong to a session deleted here: none of
@@ -139,6 +142,9 @@ _KEEP = {
     "vote_contestant": f"vote_id NOT IN (SELECT id FROM other.vote WHERE session_id IN {_DELETED})",
     "tag": f"output_id NOT IN (SELECT id FROM other.output WHERE session_id IN {_DELETED})",
     "check_result": f"output_id NOT IN (SELECT id FROM other.output WHERE session_id IN {_DELETED})",
+    # a score's value is checked by `store.bounds` before the merge; its kind here
+    "score": (f"output_id NOT IN (SELECT id FROM other.output WHERE session_id IN {_DELETED}) "
+              "AND rater_kind IN ('human', 'judge')"),
     "image": ("sha256 IN (SELECT json_extract(j.value, '$.sha256') FROM other.turn t, json_each(t.images) j "
               f"WHERE json_valid(t.images) AND t.session_id NOT IN {_DELETED})"),
     "deleted_session": "id NOT IN (SELECT id FROM main.session)",

@@ -56,6 +56,7 @@ TABLES: dict[str, str] = {
     "vote_contestant": f"vote_id IN (SELECT id FROM src.vote WHERE turn_id IN {SHOWN})",
     "tag": f"output_id IN {SHOWN_OUTPUTS}",
     "check_result": f"output_id IN {SHOWN_OUTPUTS}",
+    "score": f"output_id IN {SHOWN_OUTPUTS}",
 }
 
 
@@ -148,6 +149,8 @@ DESCRIPTIONS: dict[str, str] = {
     "vote_contestant": "Each vote's outcome per model",
     "tag": "Failure-mode tags set on answers",
     "check_result": "Automated checks of answers",
+    "score": "Scores of answers on a set's dimensions, 1-5, by people (human) and grading models (judge); "
+             "a rater's latest on an answer and dimension counts",
     "output_chunk": "Per-chunk timings of each answer, decoded from output.chunk_ms / chunk_chars "
                     "(ms since the request was sent, characters in the chunk)",
 }
@@ -161,7 +164,10 @@ def write_published_copy(db: str | Path, out: str | Path) -> Published:
         conn.execute("ATTACH DATABASE ? AS src", [f"file:{quote(str(Path(db).resolve()))}?mode=ro"])
         conn.execute(f"CREATE TEMP TABLE shown_turn AS {SHOWN_TURNS}")
         counts: dict[str, int] = {}
+        present = {r[0] for r in conn.execute("SELECT name FROM src.sqlite_master WHERE type = 'table'")}
         for table, where in TABLES.items():
+            if table not in present:    # a file read as it is, from before the table (`score`)
+                continue
             conn.execute(f'CREATE TABLE "{table}" AS SELECT * FROM src."{table}" WHERE {where}')
             counts[table] = conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
         conn.execute("CREATE TABLE output_chunk (output_id TEXT NOT NULL, chunk INTEGER NOT NULL, ms INTEGER, "

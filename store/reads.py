@@ -122,10 +122,13 @@ class Reads:
                 "WHERE output.session_id = ? ORDER BY c.id", [sid])]
             reveals = [R.reveal_from(r) for r in conn.execute(
                 f"SELECT {R.cols(R.REVEAL_COLS)} FROM reveal WHERE session_id = ? ORDER BY created, id", [sid])]
+            scores = [R.score_from(r) for r in conn.execute(
+                f"SELECT {R.cols(R.SCORE_COLS, 's.')} FROM score s JOIN output ON output.id = s.output_id "
+                "WHERE output.session_id = ? ORDER BY s.created, s.id", [sid])]
         except sqlite3.DatabaseError as exc:
             raise self._translate(exc, "read") from None
         return LoadedSession.model_construct(session=session, turns=turns, outputs=outputs, votes=votes,
-                                             tags=tags, checks=checks, reveals=reveals)
+                                             tags=tags, checks=checks, reveals=reveals, scores=scores)
 
     def list_sessions(self, limit: int | None = None, kind: str | None = None,
                       search: str | None = None) -> list[SessionSummary]:

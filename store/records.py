@@ -7,10 +7,10 @@ databases merge without collisions; all times are float epoch seconds."""
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictInt
 
 from store.ids import new_ulid
 
@@ -264,6 +264,30 @@ class TagRecord(_Record):
     created: float = Field(default_factory=time.time)
 
 
+class ScoreRecord(_Record):
+    """A score of one answer on one declared dimension (`core.answering.dimensions`),
+    1-5, by a person (`rater_kind` "human") or a grading model ("judge", `rater`
+    its alias). Never changed: a rater's later score of the same answer and
+    dimension supersedes the earlier (`current_scores`), so merges stay idempotent."""
+
+    id: str = Field(default_factory=new_ulid)
+    output_id: str
+    dimension: str = Field(min_length=1, max_length=40)
+    value: StrictInt = Field(ge=1, le=5)     # not a bool, a float or a text of one
+    rater: str = "me"
+    rater_kind: Literal["human", "judge"] = "human"
+    created: float = Field(default_factory=time.time)
+
+
+def current_scores(scores: Iterable[ScoreRecord]) -> list[ScoreRecord]:
+    """The scores that count: the latest (by time, then id) of each rater on each
+    answer and dimension, in that order."""
+    latest: dict[tuple[str, str, str, str], ScoreRecord] = {}
+    for s in sorted(scores, key=lambda s: (s.created, s.id)):
+        latest[(s.output_id, s.dimension, s.rater_kind, s.rater)] = s
+    return sorted(latest.values(), key=lambda s: (s.created, s.id))
+
+
 class CheckResultRecord(_Record):
     id: str = Field(default_factory=new_ulid)
     output_id: str
@@ -326,6 +350,7 @@ class LoadedSession(_Record):
     tags: list[TagRecord]
     checks: list[CheckResultRecord]
     reveals: list[RevealRecord] = Field(default_factory=list)
+    scores: list[ScoreRecord] = Field(default_factory=list)     # every score, superseded ones too
 
     # Per-turn indexes, built in one pass on first use (a session of 20,000
     # turns asked turn by turn would otherwise cost 20,000 scans of every

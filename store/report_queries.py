@@ -432,6 +432,20 @@ def rubric_rows(store: Store, scope: Scope) -> list[tuple[Any, ...]]:
         params).fetchall()
 
 
+def score_rows(store: Store, scope: Scope) -> list[tuple[Any, ...]]:
+    """(output id, model, dimension, value, rater, rater kind, repeat index)
+    of each current score on the answers in scope: a rater's latest (by time,
+    then id) on an answer and dimension (`store.records.current_scores`)."""
+    join, cond, params = _output_filter(scope)
+    return store.conn.execute(
+        "SELECT s.output_id, o.contestant, s.dimension, s.value, s.rater, s.rater_kind, t.repeat_index "
+        f"FROM score s JOIN output o ON o.id = s.output_id{join} "
+        f"WHERE {cond} AND s.value BETWEEN 1 AND 5 AND s.rater_kind IN ('human', 'judge') "
+        "AND NOT EXISTS (SELECT 1 FROM score l WHERE l.output_id = s.output_id AND l.dimension = s.dimension "
+        "AND l.rater = s.rater AND l.rater_kind = s.rater_kind AND (l.created, l.id) > (s.created, s.id)) "
+        "ORDER BY s.created, s.id", params).fetchall()
+
+
 def repeated_answers(store: Store, scope: Scope) -> list[Sequence[Any]]:
     """The answers (id, turn, contestant, attempt, status, session, prompt,
     follow-up, repeat) to prompts asked more than once (repeat_index), in the

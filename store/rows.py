@@ -20,6 +20,7 @@ from store.records import (
     GoldCheckRecord,
     OutputRecord,
     RevealRecord,
+    ScoreRecord,
     SessionRecord,
     TagRecord,
     TurnRecord,
@@ -113,6 +114,7 @@ VOTE_COLS = ("id", "session_id", "turn_id", "rater", "choice", "winner", "rankin
              "rater_kind", "judge", "judge_prompt_hash", "judge_rubric", "judge_reason", "judge_cost",
              "judge_input_tokens", "judge_output_tokens", "choice_reason")
 TAG_COLS = ("id", "output_id", "tag", "rater", "note", "auto", "created", "removed_at")
+SCORE_COLS = ("id", "output_id", "dimension", "value", "rater", "rater_kind", "created")
 CHECK_COLS = ("id", "output_id", "check_name", "spec", "passed", "detail")
 REVEAL_COLS = ("id", "session_id", "turn_id", "rater", "created")
 VOTE_CONTESTANT_COLS = ("vote_id", "label", "alias", "position", "outcome", "current")
@@ -179,6 +181,10 @@ def vote_contestants(r: VoteRecord, current: int = 1) -> list[tuple]:
 
 def tag_row(r: TagRecord, removed_at: float | None = None) -> tuple:
     return _safe((r.id, r.output_id, r.tag, r.rater, r.note, int(r.auto), r.created, removed_at))
+
+
+def score_row(r: ScoreRecord) -> tuple:
+    return _safe((r.id, r.output_id, r.dimension, r.value, r.rater, r.rater_kind, r.created))
 
 
 def check_row(r: CheckResultRecord) -> tuple:
@@ -271,6 +277,10 @@ def tag_from(row: tuple) -> TagRecord:
     d = dict(zip(_TAG_READ, row, strict=True))
     d["auto"] = bool(d["auto"])
     return trusted(TagRecord, d)
+
+
+def score_from(row: tuple) -> ScoreRecord:
+    return trusted(ScoreRecord, dict(zip(SCORE_COLS, row, strict=True)))
 
 
 def check_from(row: tuple) -> CheckResultRecord:

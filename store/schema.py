@@ -519,5 +519,22 @@ def m018_contestant_variant_tools(db: Database) -> None:
     db.execute("ALTER TABLE contestant ADD COLUMN tools TEXT")
 
 
+@_migration(name="m019_score")
+def m019_score(db: Database) -> None:
+    """Scores of answers on a set's declared dimensions, 1-5, by people and
+    grading models (`store.records.ScoreRecord`). Rows are never changed: a
+    rater's latest score of an answer on a dimension is the one that counts."""
+    db.execute("""CREATE TABLE score (
+        id TEXT PRIMARY KEY,
+        output_id TEXT NOT NULL REFERENCES output(id) ON DELETE CASCADE,
+        dimension TEXT NOT NULL,
+        value INTEGER NOT NULL,                 -- 1-5
+        rater TEXT NOT NULL,
+        rater_kind TEXT NOT NULL,               -- 'human' or 'judge'
+        created REAL NOT NULL
+    )""")
+    db.execute("CREATE INDEX score_output ON score(output_id, dimension, rater)")
+
+
 MIGRATION_NAMES: tuple[str, ...] = tuple(name for name, _ in _STEPS)
 SCHEMA_VERSION = len(MIGRATION_NAMES)

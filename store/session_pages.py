@@ -31,6 +31,7 @@ from store.records import (
     CheckResultRecord,
     LoadedSession,
     SessionRecord,
+    ScoreRecord,
     TagRecord,
     TurnRecord,
     VoteRecord,
@@ -148,6 +149,7 @@ class SessionReader:
             "ORDER BY created, id", [sid, *ids])]
         tags: list[TagRecord] = []
         checks: list[CheckResultRecord] = []
+        scores: list[ScoreRecord] = []
         for start in range(0, len(outputs), _IDS_PER_QUERY):   # a turn may hold many attempts
             out_ids = [o.id for o in outputs[start:start + _IDS_PER_QUERY]]
             out_marks = ",".join("?" * len(out_ids))
@@ -156,13 +158,16 @@ class SessionReader:
                 "AND removed_at IS NULL", out_ids)]
             checks += [R.check_from(r) for r in self._rows(
                 f"SELECT {R.cols(R.CHECK_COLS)} FROM check_result WHERE output_id IN ({out_marks})", out_ids)]
+            scores += [R.score_from(r) for r in self._rows(
+                f"SELECT {R.cols(R.SCORE_COLS)} FROM score WHERE output_id IN ({out_marks})", out_ids)]
         tags.sort(key=lambda t: (t.created, t.id))       # the orders of `load_session`
         checks.sort(key=lambda c: c.id)
+        scores.sort(key=lambda s: (s.created, s.id))
         reveals = [R.reveal_from(r) for r in self._rows(
             f"SELECT {R.cols(R.REVEAL_COLS)} FROM reveal WHERE session_id = ? AND turn_id IN ({marks}) "
             "ORDER BY created, id", [sid, *ids])]
         return LoadedSession.model_construct(session=self.session, turns=turns, outputs=outputs, votes=votes,
-                                             tags=tags, checks=checks, reveals=reveals)
+                                             tags=tags, checks=checks, reveals=reveals, scores=scores)
 
     def vote_rows(self, size: int | None = None) -> Iterator[VoteRow]:
         """Every vote of the session in `load_session`'s order, with its turn and the turn's index,

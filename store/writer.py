@@ -30,6 +30,7 @@ from store.records import (
     RevealRecord,
     SessionRecord,
     SessionSummary,
+    ScoreRecord,
     TagRecord,
     TurnRecord,
     VoteRecord,
@@ -220,6 +221,9 @@ class AsyncStore:
 
     async def add_blind_guess(self, rec: BlindGuessRecord) -> None:
         return await self.call(lambda s: s.add_blind_guess(rec))
+
+    async def add_score(self, rec: ScoreRecord) -> None:
+        return await self.call(lambda s: s.add_score(rec))
 
     async def add_tag(self, rec: TagRecord) -> None:
         return await self.call(lambda s: s.add_tag(rec))

@@ -22,7 +22,7 @@ def answer(alias: str, case: str, repeat: int = 0, follow: int = 0) -> str:
 
 
 def make_run(path, cases, *, aliases=ALIASES, repeats=1, voted=(), created=1_700_000_000.0, sid=None,
-             blind=False):
+             blind=False, meta=None):
     """A `run` session: cases = [(case_id, category, [prompt, follow-up...])]. Blind: labels A, B, C
     by position, as `lineup run` makes them."""
     with Store.open(path) as store:
@@ -32,7 +32,7 @@ def make_run(path, cases, *, aliases=ALIASES, repeats=1, voted=(), created=1_700
             contestants=[ContestantRecord(alias=a, provider="anthropic", model=f"{a}-{size}",
                                           label="ABC"[i] if blind else a, position=i)
                          for i, (a, size) in enumerate(zip(aliases, ["large", "small", "mini"], strict=True))],
-            blind=blind)
+            blind=blind, meta=meta or {})
         store.create_session(rec)
         pos = 0
         turns = {}
@@ -433,5 +433,58 @@ def test_images_of_a_run_show_their_size_in_the_vote_queue(tmp_path, monkeypatch
         await store.aclose()
         assert all(f"[image: chart.png · {size}]" in text for text in shown), shown
         assert not any("size unknown" in text for text in shown)
+
+    run(scenario())
+
+
+def test_scores_on_the_sets_dimensions_are_asked_after_the_vote_by_label_before_the_names(tmp_path):
+    """With dimensions declared, a vote asks each answer's 1-5 scores by label
+    (names hidden until it ends), s skips one, Esc ends; F3 scores a case
+    instead of voting on it, and the case still waits for its vote."""
+    from store.records import current_scores
+    from tui.score_sheet import ScoreSheet
+
+    dims = [{"name": "correctness", "description": "Is it right?"}, {"name": "tone"}]
+    sid = make_run(tmp_path / "q.db", CASES[:2], meta={"dimensions": dims})
+
+    async def scenario():
+        store = await open_store(tmp_path / "q.db")
+        app = queue_app(store, session_id=sid, shuffle_seed=5)
+        async with app.run_test(size=(80, 24)) as pilot:
+            screen = await queue_screen(pilot)
+            order = pane_aliases(screen)
+            await pilot.press("b")
+            await wait_for(pilot, lambda: isinstance(app.screen, ScoreSheet), "the score sheet")
+            sheet = app.screen
+            asked = str(sheet.query_one("#score-ask").render())
+            assert "Answer A · correctness: Is it right?" in asked
+            chrome = "\n".join([asked, *[str(p.header.render()) for p in screen.panes], *[p.name_shown or ""
+                                 for p in screen.panes], *[m for _, m in app.notices]])
+            assert leaks(chrome, IDENTITY) == []
+            await pilot.press("4", "s", "2")             # A correctness 4, A tone skipped, B correctness 2
+            assert "Answer B · tone" in str(sheet.query_one("#score-ask").render())
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: screen.judged and screen.panes[0].name_shown == f"A · {order[0]}",
+                           "the names after the scores")
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: screen.current is not None and screen.current.case_id == "c2", "case 2")
+            order2 = pane_aliases(screen)
+            await pilot.press("f3")                       # scored instead of a vote
+            await wait_for(pilot, lambda: isinstance(app.screen, ScoreSheet), "the score sheet again")
+            await pilot.press("s", "5", "escape")
+            await wait_for(pilot, lambda: app.screen is screen, "back to the queue")
+            await pilot.pause()
+            assert screen.waiting and not any(p.name_shown and "·" in p.name_shown for p in screen.panes)
+        await store.aclose()
+        with Store.open(tmp_path / "q.db") as s:
+            loaded = s.load_session(sid)
+        alias_of = {o.id: o.contestant for o in loaded.outputs}
+        case_of = {o.id: next(t.case_id for t in loaded.turns if t.id == o.turn_id) for o in loaded.outputs}
+        got = sorted((case_of[x.output_id], alias_of[x.output_id], x.dimension, x.value, x.rater, x.rater_kind)
+                     for x in current_scores(loaded.scores))
+        assert got == sorted([("c1", order[0], "correctness", 4, "tester", "human"),
+                              ("c1", order[1], "correctness", 2, "tester", "human"),
+                              ("c2", order2[0], "tone", 5, "tester", "human")])
+        assert {v.turn_id for v in loaded.current_votes()} == {next(t.id for t in loaded.turns if t.case_id == "c1")}
 
     run(scenario())

@@ -53,6 +53,8 @@ class VoteQueueScreen(Screen):
         Binding("f2", "focus_vote", "Vote", id="queue.vote", tooltip="Go to the vote bar"),
         Binding("f8", "reveal", "Reveal", id="queue.reveal",
                 tooltip="Show this case's models without a vote (it leaves your queue)"),
+        Binding("f3", "score", "Score", id="queue.score",
+                tooltip="Score the answers 1-5 on the set's dimensions (before, after or instead of a vote)"),
         Binding("escape", "close", "Back", id="queue.back"),
     ]
 
@@ -89,7 +91,7 @@ class VoteQueueScreen(Screen):
 
     # The order of importance when the footer is too narrow for them all
     # (`tui.footer_fit`): the vote bar's or focused pane's keys first, then these.
-    FOOTER_RANK = ("focus_vote", "next", "skip", "quit", "help", "tag", "undo", "reveal", "note", "close")
+    FOOTER_RANK = ("focus_vote", "next", "skip", "quit", "help", "score", "tag", "undo", "reveal", "note", "close")
 
     @property
     def active_bindings(self) -> dict[str, ActiveBinding]:
@@ -301,6 +303,8 @@ class VoteQueueScreen(Screen):
             return
         if self.blinding_audit:
             await self._ask_guess(item)
+        if item.dimensions:     # before the names, so the scores are blind too
+            await self._ask_scores(item)
         what = describe(votes[0], revealed=False)
         if self.reveal == "each":
             self._show_names(item, f"voted {what}")
@@ -320,6 +324,31 @@ class VoteQueueScreen(Screen):
             await self._queue.guess("A", None if answer == NO_IDEA else answer, models)
         except Exception as exc:
             self.app.say(f"Guess not saved: {exc}", severity="error")
+
+    async def _ask_scores(self, item: QueueItem) -> None:
+        """Each answer on each of the session's dimensions, 1-5, by label only;
+        what was given is saved (a failed write is said), the rest skipped."""
+        from tui.score_sheet import ScoreSheet
+
+        queue = self._queue
+        given = await self.app.push_screen_wait(ScoreSheet(queue.labels, item.dimensions, queue.score_of))
+        saved = 0
+        for label, dimension, value in given or ():
+            try:
+                saved += bool(await queue.score(label, dimension, value))
+            except Exception as exc:
+                self.app.say(f"Score not saved: {exc}", severity="error")
+                return
+        if saved:
+            self.app.say(f"{saved} score{'s' if saved != 1 else ''} saved.")
+
+    @work(group="queue-write", exclusive=True, exit_on_error=False)
+    async def action_score(self) -> None:
+        """Score the case on screen without waiting for the vote (or again after it)."""
+        item = self.current
+        if item is None or not item.dimensions or self._queue.gold is not None:
+            return
+        await self._ask_scores(item)
 
     def _show_names(self, item: QueueItem, what: str) -> None:
         """The case's models on its panes, its figures, checks, whole errors
@@ -421,6 +450,9 @@ class VoteQueueScreen(Screen):
             return self.waiting
         if action == "tag":
             return self.current is not None and bool(self.panes)
+        if action == "score":
+            return (self.current is not None and bool(self.current.dimensions) and self.queue is not None
+                    and self.queue.gold is None)
         return True
 
     # ----- panes ------------------------------------------------------------

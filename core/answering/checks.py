@@ -307,13 +307,23 @@ class RubricCheck(_Check):
     """A model grades the answer against `rubric` (and the case's `reference`
     when it has one), blind: `core.answering.rubric` asks and reads it. `judge`
     names the grader (default: the run's `--grader`, else the set's header);
-    `scale` is pass/fail, or 1-5 where `pass_at` and above passes."""
+    `scale` is pass/fail, or 1-5 where `pass_at` and above passes. With
+    `dimension` (one the set's header declares; scale 1-5), the grade is
+    also recorded as the grader's score on that dimension (a judge's score)."""
 
     type: Literal["rubric"] = "rubric"
     rubric: str = Field(min_length=1, max_length=20_000)
     judge: str | None = Field(default=None, min_length=1, max_length=200, description="the grader's model alias")
     scale: Literal["pass_fail", "1-5"] = "pass_fail"
     pass_at: int = Field(default=4, ge=1, le=5, description="with scale 1-5: the lowest grade that passes")
+    dimension: str | None = Field(default=None, min_length=1, max_length=40,
+                                  description="a dimension of the set's header the 1-5 grade scores")
+
+    @model_validator(mode="after")
+    def _dimension_is_scored(self) -> "RubricCheck":
+        if self.dimension is not None and self.scale != "1-5":
+            raise ValueError('a rubric that scores a dimension has scale "1-5"')
+        return self
 
     @field_validator("rubric")
     @classmethod

@@ -31,6 +31,7 @@ import anyio.lowlevel
 
 from core.answering.attachments import image_record
 from core.answering.cache import cached_answer, request_key
+from core.answering.dimensions import META_KEY as DIMENSIONS_KEY, dimensions_meta, dimensions_of, valid_score
 from core.ground.errors import store_error_in
 from core.answering.identity import prompt_texts, tag_self_identification
 from core.answering.judge_directed import tag_judge_directed
@@ -43,7 +44,7 @@ from providers.model_config import ModelConfig
 from store import AsyncStore
 from store.owners import process_token
 from store.ids import new_ulid
-from store.records import CheckResultRecord, OutputRecord, SessionRecord, TurnRecord
+from store.records import CheckResultRecord, OutputRecord, ScoreRecord, SessionRecord, TurnRecord
 from store.runs import find_cached
 
 if TYPE_CHECKING:
@@ -195,6 +196,9 @@ class Runner:
                                                    if c.gold is not None},
                                           # what turns do not hold, for a re-run (`sample_set_from_run`)
                                           "cases": _case_extras(self.sample_set.cases),
+                                          # scored 1-5 in the vote queue and by rubric graders
+                                          **({DIMENSIONS_KEY: dimensions_meta(self.sample_set.header.dimensions)}
+                                             if self.sample_set.header.dimensions else {}),
                                           **({"canary": True} if self.canary else {})},
         )
         if self.new_session or self.canary:
@@ -435,6 +439,12 @@ class Runner:
                     spec={**outcome.spec, "score": outcome.score, **outcome.extra}, passed=outcome.passed,
                     detail=outcome.detail,
                 ))
+                dimension = getattr(check, "dimension", None)
+                if dimension is not None and valid_score(outcome.extra.get("grade")):
+                    # the grader's 1-5 grade is its score on the dimension, as a judge
+                    await self.store.add_score(ScoreRecord(
+                        output_id=target.id, dimension=dimension, value=outcome.extra["grade"],
+                        rater=str(outcome.extra.get("graded_by") or "judge"), rater_kind="judge"))
         return complete
 
     async def _grade(self, case, check, answers: list[OutputRecord]):
@@ -546,7 +556,7 @@ def sample_set_from_run(loaded) -> tuple["SampleSet", list[str]]:
     can be re-run case by case: ids, categories, prompts, scripted follow-ups,
     checks (from the recorded results' specs) and references. Also returns
     what the record does not hold and is therefore not re-sent."""
-    from core.answering.sampleset import Case, SampleSet
+    from core.answering.sampleset import Case, SampleSet, SetHeader
 
     session = loaded.session
     by_case: dict[str, list[TurnRecord]] = {}
@@ -603,8 +613,9 @@ def sample_set_from_run(loaded) -> tuple["SampleSet", list[str]]:
     digest = hashlib.sha256(json.dumps([session.id, [c.model_dump(mode="json") for c in cases]],
                                        sort_keys=True).encode()).hexdigest()
     name = session.sample_set_name or session.id
+    header = SetHeader(dimensions=dimensions_of(session.meta))
     return SampleSet(name=name, path=f"session {session.id}", sha256=digest, cases=tuple(cases),
-                     from_file=False), lost
+                     from_file=False, header=header), lost
 
 
 #: The fields of a case that shape its answer beyond the request: the tools,

@@ -30,6 +30,7 @@ from pydantic import (
 )
 
 from core.answering.custom_checks import locate
+from core.answering.dimensions import Dimension, check_unique
 from core.answering.templates import PROMPT_VAR, missing, render, variables
 from core.answering.checks import CHECK_TYPES, TOOL_CHECK_TYPES, AnswerFacts, Check, StructuredOutputCheck
 from core.ground.inputs import InputError, decode, loads, read_input, shown_name, split_lines
@@ -318,10 +319,17 @@ def _fill_vars(data: dict) -> dict:
 class SetHeader(BaseModel):
     """What a set says of itself, on its first line as `{"set": {...}}`:
     `grader`, the model alias that grades its `rubric` checks that name none
-    (`lineup run --grader` overrides it)."""
+    (`lineup run --grader` overrides it); `dimensions`, what its answers are
+    scored on 1-5 besides the pairwise pick (`core.answering.dimensions`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     grader: str | None = Field(default=None, min_length=1, max_length=200)
+    dimensions: tuple[Dimension, ...] = ()
+
+    @field_validator("dimensions")
+    @classmethod
+    def _unique_dimensions(cls, value: tuple[Dimension, ...]) -> tuple[Dimension, ...]:
+        return tuple(check_unique(value))
 
 
 class SampleSet(BaseModel):
@@ -521,6 +529,12 @@ def load_sample_set(path: str | Path) -> SampleSet:
         except ValidationError as exc:
             problems.extend(_validation_problems(where, exc))
             continue
+        declared = {d.name for d in header.dimensions}
+        for n, check in enumerate(case.checks):
+            dimension = getattr(check, "dimension", None)
+            if dimension is not None and dimension not in declared:
+                problems.append(f"{where}: checks.{n}.dimension: {dimension!r} is not a dimension the set "
+                                "header declares")
         if case.id in first_line:
             problems.append(f"{where}: id: duplicate id {case.id!r} (first on line {first_line[case.id]})")
             continue

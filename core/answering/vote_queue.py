@@ -37,6 +37,7 @@ from dataclasses import dataclass, field, replace
 from itertools import combinations
 from typing import TYPE_CHECKING, Literal
 
+from core.answering.dimensions import Dimension, dimensions_of, valid_score
 from core.stats.adaptive import AdaptivePlanner, Candidate, Choice, stop_message
 from core.stats.votes import (
     LABELS,
@@ -58,10 +59,12 @@ from store.records import (
     LoadedSession,
     OutputRecord,
     RevealRecord,
+    ScoreRecord,
     TagRecord,
     UNJUDGED_KINDS,
     TurnRecord,
     VoteRecord,
+    current_scores,
 )
 
 if TYPE_CHECKING:
@@ -86,6 +89,8 @@ class QueueItem:
     reference: str | None = None        # the case's reference note, shown after the vote
     tags: dict[str, list] = field(default_factory=dict)     # output id -> current TagRecords (auto ones too)
     gold: dict | None = None            # the case's known better / worse answers (`GoldAnswers`), for gold pairs
+    dimensions: tuple[Dimension, ...] = ()      # what the session's answers are scored on, 1-5
+    scores: dict[str, list] = field(default_factory=dict)   # output id -> the rater's current ScoreRecords
 
     @property
     def targets(self) -> list[TurnRecord]:
@@ -117,6 +122,11 @@ def build_items(loaded: LoadedSession, *, rater: str | None, repeats: str = "sep
     tags: dict[str, list] = {}
     for tag in loaded.tags:
         tags.setdefault(tag.output_id, []).append(tag)
+    dimensions = dimensions_of(s.meta)
+    scores: dict[str, list] = {}
+    for sc in current_scores(loaded.scores):
+        if sc.rater_kind == "human" and sc.rater == rater:
+            scores.setdefault(sc.output_id, []).append(sc)
     voted = {v.turn_id for v in loaded.current_votes() if v.rater == rater and counts_as_human(v)}
     seen = {r.turn_id for r in loaded.reveals if r.rater == rater}   # revealed to them without a vote
     if rater is None:
@@ -156,7 +166,8 @@ def build_items(loaded: LoadedSession, *, rater: str | None, repeats: str = "sep
                          context=context, repeats=[turns], aliases=aliases, outputs=latest,
                          contestants=list(s.contestants), case_id=turns[0].case_id, category=turns[0].category,
                          checks=checks, reference=references.get(turns[0].case_id), tags=tags,
-                         gold=(s.meta.get("gold") or {}).get(turns[0].case_id))
+                         gold=(s.meta.get("gold") or {}).get(turns[0].case_id),
+                         dimensions=dimensions, scores=scores)
         if repeats == "together" and key[0] == "case":
             by_case[key[1]] = item
         items.append(item)
@@ -509,6 +520,49 @@ class VoteQueue:
             for rec in [t for t in carried if t.tag in removed]:
                 await self.store.remove_tag(rec.id)
                 carried.remove(rec)
+
+    async def score(self, label: str, dimension: str, value: int) -> list[ScoreRecord]:
+        """Score the answer(s) under `label` of the case on screen (each repeat's,
+        repeats together) on one of its dimensions, 1-5, as this rater: before
+        or after the vote, or instead of it (the case then still waits for its
+        vote). A later score of the same answer and dimension supersedes it.
+        ValueError for a gold pair (not real answers), an unknown label or
+        dimension, or a value off the scale."""
+        item = self.current
+        if item is None or self.gold is not None:
+            raise ValueError("no case to score")
+        if label not in self.mapping:
+            raise ValueError(f"no answer {label!r} on screen")
+        if all(d.name != dimension for d in item.dimensions):
+            raise ValueError(f"{dimension!r} is not a dimension of this session")
+        if not valid_score(value):
+            raise ValueError(f"a score is a whole number from 1 to 5, not {value!r}")
+        now = time.time()
+        records = []
+        for target in item.targets:
+            out = item.outputs.get((target.id, self.mapping[label]))
+            if out is None:
+                continue
+            rec = ScoreRecord(output_id=out.id, dimension=dimension, value=value, rater=self.rater,
+                              rater_kind="human", created=now)
+            await self.store.add_score(rec)
+            mine = item.scores.setdefault(out.id, [])
+            mine[:] = [s for s in mine if s.dimension != dimension] + [rec]
+            records.append(rec)
+        return records
+
+    def score_of(self, label: str, dimension: str) -> int | None:
+        """This rater's current score of the answer under `label` on `dimension`
+        (of its first repeat), for showing what is set."""
+        item = self.current
+        if item is None or label not in self.mapping:
+            return None
+        for target in item.targets:
+            out = item.outputs.get((target.id, self.mapping[label]))
+            for s in item.scores.get(out.id, ()) if out is not None else ():
+                if s.dimension == dimension:
+                    return s.value
+        return None
 
     @property
     def position(self) -> int:

@@ -127,6 +127,9 @@ def export_jsonl(loaded: LoadedSession | ExportSource) -> Iterator[str]:
         tags: dict[str, list[dict]] = {}
         for t in page.tags:
             tags.setdefault(t.output_id, []).append(t.model_dump(mode="json"))
+        scores: dict[str, list[dict]] = {}     # every score, superseded ones too: an import keeps the history
+        for sc in page.scores:
+            scores.setdefault(sc.output_id, []).append(sc.model_dump(mode="json"))
         checks: dict[str, list[dict]] = {}
         for c in page.checks:
             checks.setdefault(c.output_id, []).append(c.model_dump(mode="json"))
@@ -150,6 +153,8 @@ def export_jsonl(loaded: LoadedSession | ExportSource) -> Iterator[str]:
             }
             if o.turn_id in reveals:
                 line["reveals"] = reveals[o.turn_id]
+            if o.id in scores:
+                line["scores"] = scores[o.id]
             yield json_line(line)
 
 

@@ -32,6 +32,7 @@ from store.records import (
     OutputRecord,
     RevealRecord,
     SessionRecord,
+    ScoreRecord,
     TagRecord,
     TurnRecord,
     VoteRecord,
@@ -57,6 +58,7 @@ class ExportLine(BaseModel):
     output: OutputRecord
     votes: list[VoteRecord] = Field(default_factory=list)
     tags: list[TagRecord] = Field(default_factory=list)
+    scores: list[ScoreRecord] = Field(default_factory=list)
     checks: list[CheckResultRecord] = Field(default_factory=list)
     reveals: list[RevealRecord] = Field(default_factory=list)
 
@@ -75,7 +77,7 @@ def _parse_export_line(obj: dict) -> ExportLine:
         problem = record_problem(v)
         if problem:
             raise ValueError(problem)
-    owned: list[TagRecord | CheckResultRecord] = [*line.tags, *line.checks]
+    owned: list[TagRecord | CheckResultRecord | ScoreRecord] = [*line.tags, *line.checks, *line.scores]
     for x in owned:
         if x.output_id != line.output.id:
             raise ValueError(f"{x.id} does not belong to output {line.output.id}")
@@ -223,7 +225,7 @@ def import_file(store: Store, path: str | os.PathLike) -> ImportSummary:
     rows: list[Any] = []
     for line in ours:
         sessions.append(line.session)
-        rows += [line.turn, line.output, *line.votes, *line.tags, *line.checks, *line.reveals]
+        rows += [line.turn, line.output, *line.votes, *line.tags, *line.checks, *line.scores, *line.reveals]
     if arena:
         session, recs = _arena_records(arena, source_hash, time.time())
         sessions.append(session)
@@ -266,7 +268,7 @@ def _check_numbers(line: ExportLine) -> None:
     parts += [("contestant", f"session.contestants[{i}]", c.model_dump()) for i, c in enumerate(s.contestants)]
     parts += [("turn", "turn", line.turn.model_dump()), ("output", "output", line.output.model_dump())]
     for key, table, recs in (("votes", "vote", line.votes), ("tags", "tag", line.tags),
-                             ("checks", "check_result", line.checks)):
+                             ("checks", "check_result", line.checks), ("scores", "score", line.scores)):
         parts += [(table, f"{key}[{i}]", r.model_dump()) for i, r in enumerate(recs)]
     for table, name, data in parts:
         problem = bounds.record_problem(table, data, name=name)

@@ -1,4 +1,5 @@
-"""Inter-rater agreement: Krippendorff's alpha (nominal) over the verdicts of
+"""Inter-rater agreement: Krippendorff's alpha (nominal, or interval for
+numeric scores such as a dimension's 1-5) over the verdicts of
 several raters on the same prompt and models, with a bootstrap interval,
 each rater's alpha against each other one, and a warning for a rater who
 agrees with no one beyond chance.
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -50,24 +52,28 @@ class Agreement(BaseModel):
 
 
 Unit = Sequence[str]
+Metric = Literal["nominal", "interval"]
 
 
-def krippendorff_alpha(units: Sequence[Unit]) -> float | None:
-    """Nominal alpha of units, each the values the raters gave it (units with
-    fewer than two values are not pairable and count for nothing)."""
+def krippendorff_alpha(units: Sequence[Unit] | Sequence[Sequence[float]], metric: Metric = "nominal") -> float | None:
+    """Alpha of units, each the values the raters gave it (units with fewer
+    than two values are not pairable and count for nothing). `metric`
+    "interval": values are numbers and a disagreement weighs (c - k)^2."""
+    if metric == "interval":
+        return _interval_alpha([[float(v) for v in u] for u in units])
     o_same = 0.0                     # coincidences of a value with itself
-    n_c: dict[str, float] = {}
+    n_c: dict[object, float] = {}
     n = 0.0
     for values in units:
         m = len(values)
         if m < 2:
             continue
-        counts: dict[str, int] = {}
+        counts: dict[object, int] = {}
         for v in values:
             counts[v] = counts.get(v, 0) + 1
-        for v, k in counts.items():
+        for value, k in counts.items():
             o_same += k * (k - 1) / (m - 1)
-            n_c[v] = n_c.get(v, 0.0) + k
+            n_c[value] = n_c.get(value, 0.0) + k
         n += m
     if n < 2:
         return None
@@ -78,11 +84,35 @@ def krippendorff_alpha(units: Sequence[Unit]) -> float | None:
     return 1.0 - (n - 1) * o_diff / expected
 
 
-def agreement(votes: Sequence[tuple[object, str, str]], *, rounds: int = 1000, seed: int | None = 0) -> Agreement:
+def _interval_alpha(units: Sequence[Sequence[float]]) -> float | None:
+    """1 - D_o / D_e with the squared difference: D_o sums, per unit, each
+    ordered pair of its values over (m - 1); D_e every ordered pair of the
+    pooled values, over n - 1 (Krippendorff 2011, section 3)."""
+    observed = 0.0
+    pooled: dict[float, int] = {}
+    n = 0
+    for values in units:
+        m = len(values)
+        if m < 2:
+            continue
+        observed += sum((a - b) ** 2 for a in values for b in values) / (m - 1)
+        for v in values:
+            pooled[v] = pooled.get(v, 0) + 1
+        n += m
+    if n < 2:
+        return None
+    expected = sum(nc * nk * (c - k) ** 2 for c, nc in pooled.items() for k, nk in pooled.items())
+    if expected <= 0:
+        return None
+    return 1.0 - (n - 1) * observed / expected
+
+
+def agreement(votes: Sequence[tuple[object, str, str]] | Sequence[tuple[object, str, float]], *,
+              rounds: int = 1000, seed: int | None = 0, metric: Metric = "nominal") -> Agreement:
     """From (unit key, rater, verdict) in vote order (a rater's last verdict
     in a unit counts): alpha, its bootstrap interval, the pairwise alphas and
     the warnings."""
-    by_unit: dict[object, dict[str, str]] = {}
+    by_unit: dict[object, dict[str, object]] = {}
     for unit, rater, verdict in votes:
         by_unit.setdefault(unit, {})[rater] = verdict
     raters = sorted({r for u in by_unit.values() for r in u})
@@ -91,10 +121,10 @@ def agreement(votes: Sequence[tuple[object, str, str]], *, rounds: int = 1000, s
     if not pairable:
         return out
     units = [list(u.values()) for u in pairable]
-    out.alpha = krippendorff_alpha(units)
+    out.alpha = krippendorff_alpha(units, metric)      # type: ignore[arg-type]
     if out.alpha is not None and rounds > 0:
         rng = random.Random(seed)
-        draws = [a for a in (krippendorff_alpha([units[rng.randrange(len(units))] for _ in units])
+        draws = [a for a in (krippendorff_alpha([units[rng.randrange(len(units))] for _ in units], metric)  # type: ignore[arg-type]
                              for _ in range(rounds)) if a is not None]
         if draws:
             draws.sort()
@@ -106,7 +136,8 @@ def agreement(votes: Sequence[tuple[object, str, str]], *, rounds: int = 1000, s
             shared = [[u[a], u[b]] for u in pairable if a in u and b in u]
             if shared:
                 out.pairs.append(RaterPair(raters=[a, b], units=len(shared),
-                                           alpha=krippendorff_alpha(shared) if len(shared) >= MIN_SHARED_UNITS
+                                           alpha=krippendorff_alpha(shared, metric)  # type: ignore[arg-type]
+                                           if len(shared) >= MIN_SHARED_UNITS
                                            else None))
     for r in raters:
         mine = [p for p in out.pairs if r in p.raters and p.alpha is not None]

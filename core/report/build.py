@@ -40,6 +40,7 @@ from core.decide.choose import decide
 from core.stats.public_scores import public_scores
 from core.report import figures
 from core.report.agreement import Agreement, agreement
+from core.report.dimensions import dimension_report
 from core.report.graders import grader_agreement
 from core.report.judge import DEFAULT_MIN_AGREEMENT
 from core.report.judge import judge_report as judge_section
@@ -166,6 +167,7 @@ def _stretch(store: Store, scope: Q.Scope, report: Report, judge: str | None, ju
     report.graders = grader_agreement(store, scope, DEFAULT_MIN_AGREEMENT if min_judge_agreement is None
                                       else min_judge_agreement)
     report.rater_quality = rater_quality(store, scope)
+    report.dimensions = dimension_report(store, scope, rounds, seed)
 
 
 def rater_agreement(votes: Votes, rounds: int, seed: int | None) -> Agreement:

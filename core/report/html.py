@@ -19,6 +19,7 @@ from core.report.format import fmt, fmt_ci, fmt_rank, nice_step, pct
 from core.report.model import DEMO_NOTE, Engineering, FailureModes, Report
 from core.report.public_section import public_html
 from core.report.stretch import Block, stretch_blocks
+from core.report import dimensions as DIM
 from core.report.structured import HEADER as STRUCTURED_HEADER
 from core.report.structured import table_rows as structured_table
 from core.ground.text import html_text
@@ -237,6 +238,13 @@ def render_html(r: Report) -> str:
                  "against the schema, mean field completeness, and each failure mode (an answer may have several), "
                  "with Wilson 95% intervals.</p>", _html_table(
                      STRUCTURED_HEADER, [[html_text(c) for c in row] for row in structured_table(r.structured)])]
+    if r.dimensions.scores:
+        body += ["<h2>Scored dimensions</h2>", "<p>Scores from 1 to 5 on the sets' dimensions (a rater's latest on "
+                 "an answer), people and judges apart: the mean with a bootstrap 95% interval over answers, and the "
+                 "sd of the per-repeat means; then Krippendorff's alpha (interval) between raters.</p>",
+                 _html_table(DIM.SCORE_HEADER, [[html_text(c) for c in row] for row in DIM.score_cells(r.dimensions)]),
+                 _html_table(DIM.AGREEMENT_HEADER,
+                             [[html_text(c) for c in row] for row in DIM.agreement_cells(r.dimensions)])]
     if r.stability:
         body += ["<h2>Stability over repeats</h2>", _html_table(
             ["model", "cases", "runs", "identical", "similarity mean / min", "flaky checks",

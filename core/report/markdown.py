@@ -20,6 +20,7 @@ from core.report.format import fmt, fmt_ci, fmt_rank, pct
 from core.report.model import DEMO_NOTE, Report
 from core.report.public_section import public_lines
 from core.report.stretch import Block, stretch_blocks
+from core.report import dimensions as DIM
 from core.report.structured import HEADER as STRUCTURED_HEADER
 from core.report.structured import table_rows as structured_table
 from core.ground.text import markdown_inline
@@ -126,6 +127,15 @@ def render_markdown(r: Report) -> str:
                   "and each failure mode (an answer may have several), with Wilson 95% intervals.", ""]
         lines += _md_table(STRUCTURED_HEADER, [[markdown_inline(row[0]), *row[1:]]   # figures are ours: as they are
                                                for row in structured_table(r.structured)])
+    if r.dimensions.scores:
+        lines += ["## Scored dimensions", "",
+                  "Scores from 1 to 5 on the sets' dimensions (a rater's latest on an answer), people and judges "
+                  "apart: the mean with a bootstrap 95% interval over answers, and the sd of the per-repeat means.", ""]
+        lines += _md_table(DIM.SCORE_HEADER, [[markdown_inline(c) for c in row]
+                                              for row in DIM.score_cells(r.dimensions)])
+        lines += ["Agreement between raters on the same answers (Krippendorff's alpha, interval metric):", ""]
+        lines += _md_table(DIM.AGREEMENT_HEADER, [[markdown_inline(c) for c in row]
+                                                  for row in DIM.agreement_cells(r.dimensions)])
     if r.stability:
         lines += ["## Stability over repeats", ""]
         lines += _md_table(["model", "cases", "runs", "identical", "similarity (mean/min)", "flaky checks",

@@ -42,6 +42,7 @@ from core.report.graders import GraderAgreement
 from core.report.judge import JudgeReport
 from core.report.matchups import Matchups
 from core.report.rater_quality import RaterQuality
+from core.report.dimensions import DimensionReport
 from core.report.structured import StructuredRow
 from core.stats.style import StyleControl
 from core.report.variants import VariantGroups
@@ -159,6 +160,8 @@ class Report(BaseModel):
     checks_by_category: list[CheckRate] = Field(default_factory=list)
     structured: list[StructuredRow] = Field(default_factory=list, description="structured output per model")
     stability: list[StabilityRow] = Field(default_factory=list)
+    dimensions: DimensionReport = Field(default_factory=DimensionReport, description=(
+        "scores on the sets' dimensions, people and judges apart (`core.report.dimensions`)"))
     # issue 14: judges and rater quality (each a self-contained section, `core.report.judge`,
     # `core.report.rater_quality`); every figure above is made of people's votes only
     judge_votes_excluded: int = Field(default=0, description="LLM judges' votes in scope, in no figure above")
@@ -180,7 +183,7 @@ class Report(BaseModel):
     @property
     def empty(self) -> bool:
         """Nothing at all to show (no votes, answers or checks)."""
-        return not (self.models or self.engineering or self.checks or self.structured)
+        return not (self.models or self.engineering or self.checks or self.structured or self.dimensions.scores)
 
     def to_json(self, indent: int | None = 2) -> str:
         """The stable JSON shape (what `lineup report --json` prints)."""

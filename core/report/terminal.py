@@ -22,6 +22,7 @@ from core.report.format import fmt, fmt_ci, fmt_rank, gap_hint, pct
 from core.report.model import DEMO_NOTE, Report
 from core.report.public_section import print_public
 from core.report.stretch import Block, stretch_blocks
+from core.report import dimensions as DIM
 from core.report.structured import HEADER as STRUCTURED_HEADER
 from core.report.structured import table_rows as structured_table
 from core.ground.text import one_line
@@ -68,7 +69,7 @@ def print_report(report: Report, console: Console | None = None) -> None:
             for name, tab in tables.items():
                 _ratings_table(console, f"Ratings, {label} {name}", tab.models, tab.gaps)
     for section in (_print_position_bias, _print_consistency, _print_agreement, _print_failure_modes,
-                    _print_engineering, _print_checks, _print_structured, _print_stability):
+                    _print_engineering, _print_checks, _print_structured, _print_dimensions, _print_stability):
         section(report, console)
     print_blocks(stretch_blocks(report), console)
 
@@ -189,6 +190,22 @@ def _print_structured(report: Report, console: Console) -> None:
     for row in structured_table(report.structured):
         table.add_row(*(_t(c) for c in row))
     console.print(table)
+
+
+def _print_dimensions(report: Report, console: Console) -> None:
+    """Scores on the sets' dimensions, people and judges apart, and their agreement."""
+    if not report.dimensions.scores:
+        return
+    for title, header, rows in (
+            ("Scored dimensions (1-5; bootstrap 95% intervals)", DIM.SCORE_HEADER, DIM.score_cells(report.dimensions)),
+            ("Agreement on scores (Krippendorff's alpha, interval)", DIM.AGREEMENT_HEADER,
+             DIM.agreement_cells(report.dimensions))):
+        table = Table(title=title, title_justify="left")
+        for col in header:
+            table.add_column(col, justify=_left_if(col in ("model", "dimension", "rater")))
+        for row in rows:
+            table.add_row(*(_t(c) for c in row))
+        console.print(table)
 
 
 def _print_stability(report: Report, console: Console) -> None:
