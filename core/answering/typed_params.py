@@ -13,7 +13,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from core.answering.config import looks_like_key, validation_problems
+from core.answering.config import validation_problems
+from core.ground.credentials import looks_like_key
 from core.ground.errors import UsageError
 from providers.events import PARAM_NAMES, SamplingParams
 

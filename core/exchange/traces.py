@@ -30,7 +30,7 @@ Formats, detected from the content (`sniff`):
   `response`, `response_cost`, `model_id`, `metadata.requester_metadata`).
 
 Every value is untrusted: metadata whose name or value looks like a secret is
-dropped (`core.answering.config.looks_like_secret`), texts are bounded (`MAX_ANSWER_CHARS`,
+dropped (`core.ground.credentials.looks_like_secret`), texts are bounded (`MAX_ANSWER_CHARS`,
 `MAX_FIELD_CHARS`), numbers must be finite and in range, and the file is read
 through `core.ground.inputs` (bounded, strict UTF-8, `FILE:LINE` errors).
 """
@@ -48,7 +48,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from core.answering.config import looks_like_secret
+from core.ground.credentials import looks_like_secret
 from core.ground.inputs import InputError, decode, lines, loads, open_input, read_input, shown_name
 from core.ground.jsonl import json_objects
 from core.ground.text import one_line

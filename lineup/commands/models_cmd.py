@@ -42,7 +42,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from core.answering.config import ConfigError, config_path, load_config, redact_url
+    from core.answering.config import ConfigError, config_path, load_config
+    from core.ground.credentials import redact_url
     from core.ground.text import one_line
     from providers.model_config import DEMO_JUDGE, DEMO_MODELS, EnvValue
 
@@ -230,7 +231,8 @@ async def _check_all(models: list, config, timeout: float) -> list[dict]:
 async def _check(model, config, timeout: float) -> dict:
     import anyio
 
-    from core.answering.config import missing_key, redact_url
+    from core.answering.config import missing_key
+    from core.ground.credentials import redact_url
     from providers import make_provider
     from providers.events import ChatRequest, Message, SamplingParams, StreamResult
 
