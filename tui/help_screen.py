@@ -23,6 +23,7 @@ def binding_groups(app_class: type[App]) -> list[tuple[str, list]]:
     from tui.panes import Pane
     from tui.prompt_box import PromptBox
     from tui.replay_screen import ReplayScreen
+    from tui.score_sheet import ScoreSheet
     from tui.report_screen import ReportScreen
     from tui.sessions_screen import SessionsScreen
     from tui.settings_screen import SettingsScreen
@@ -46,6 +47,7 @@ def binding_groups(app_class: type[App]) -> list[tuple[str, list]]:
         ("Sessions", SessionsScreen.BINDINGS),
         ("Replay", ReplayScreen.BINDINGS),
         ("Vote queue", VoteQueueScreen.BINDINGS),
+        ("Scores", ScoreSheet.BINDINGS),
         ("Who wrote A?", GuessPicker.BINDINGS),
         ("Report", ReportScreen.BINDINGS),
         ("Help", HelpScreen.BINDINGS),

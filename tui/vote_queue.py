@@ -54,7 +54,7 @@ class VoteQueueScreen(Screen):
         Binding("f8", "reveal", "Reveal", id="queue.reveal",
                 tooltip="Show this case's models without a vote (it leaves your queue)"),
         Binding("f3", "score", "Score", id="queue.score",
-                tooltip="Score the answers 1-5 on the set's dimensions (before, after or instead of a vote)"),
+                tooltip="Score answers 1-5 on the set's dimensions (with or without a vote)"),
         Binding("escape", "close", "Back", id="queue.back"),
     ]
 
