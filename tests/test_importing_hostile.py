@@ -439,8 +439,10 @@ def _many_sessions(db: Path, n: int = 1000) -> Path:
     return db
 
 
-@pytest.mark.parametrize("argv", [["sessions", "--json"], ["sessions"], ["export", "--format", "jsonl"]])
+@pytest.mark.parametrize("argv", [["sessions", "--json"], ["sessions", "--limit", "0"], ["export", "--format", "jsonl"]])
 def test_a_reader_that_stops_early_ends_the_command_quietly(tmp_path, argv):
+    """Output larger than a pipe holds (a piped table draws 100 rows unless
+    `--limit 0` asks for all 1,000), read one line and closed: exit 141, silent."""
     db = _many_sessions(tmp_path / "lineup.db")
     if argv[0] == "export":
         with Store.open(db) as store:

@@ -89,16 +89,19 @@ def test_at_80x24_every_pane_and_every_vote_choice_is_on_screen(tmp_path, n):
     db = start(tmux, tmp_path, args, (80, 24))
     try:
         screen = ask(tmux)
-        if n > 2:       # the tab strip follows the panes' status a moment later
-            for _ in range(100):
+        def tab_strip(screen: str) -> str:      # one row, not a pane's border, marks every pane done
+            return next((line for line in screen.splitlines() if line.count("✓") == n and "╭" not in line), "")
+
+        if n > 2:       # the tab strip follows the panes' status a moment later (longer on a loaded machine)
+            for _ in range(300):
                 screen = tmux.screen()
-                tabs = next((line for line in screen.splitlines() if line.count("✓") == n), "")
-                if tabs:
+                if tab_strip(screen):
                     break
                 time.sleep(0.1)
         lines = screen.splitlines()
         if n > 2:       # tabs: one row names them all
-            tabs = next(line for line in lines if line.count("✓") == n and "╭" not in line)
+            tabs = tab_strip(screen)
+            assert tabs, screen
             shown = [t.split("✓")[0].strip() for t in tabs.split("│")]
             assert len(shown) == n and len(set(shown)) == n, tabs
             for alias, tab in zip(ALIASES[:n], shown, strict=True):
