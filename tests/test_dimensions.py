@@ -279,6 +279,39 @@ def test_dimension_figures_give_means_intervals_repeat_spread_and_agreement_peop
     assert agreed[("tone", "judge")].alpha is None and agreed[("tone", "judge")].units == 0
 
 
+def test_a_judge_is_set_beside_people_on_the_answers_both_scored_and_flagged_below_the_threshold():
+    """Planted: people's median is the truth; 'close' is off by at most one point,
+    'harsh' scores two points under people (its lean is -2), 'few' scored 4 answers."""
+    from core.report.dimensions import MIN_SHARED_ANSWERS, dimension_figures
+
+    truth = [1 + i % 5 for i in range(40)]
+    rows = []
+    for i, value in enumerate(truth):
+        out = f"o{i}"
+        rows += [(out, "m", "tone", value, "ann", "human", 0), (out, "m", "tone", value, "bob", "human", 0)]
+        rows.append((out, "m", "tone", min(5, value + (i % 2)), "close", "judge", 0))
+        rows.append((out, "m", "tone", max(1, value - 2), "harsh", "judge", 0))
+        if i < 4:
+            rows.append((out, "m", "tone", value, "few", "judge", 0))
+    rows.append(("lone", "m", "tone", 3, "close", "judge", 0))     # no person scored it: left out
+    fig = dimension_figures(rows, rounds=100, seed=1, min_agreement=0.6)
+    got = {j.judge: j for j in fig.judges}
+    close, harsh, few = got["close"], got["harsh"], got["few"]
+    assert close.answers == 40 and close.within_one == 1.0 and not close.unreliable
+    assert close.exact == pytest.approx(sum(1 for i, v in enumerate(truth) if i % 2 == 0 or v == 5) / 40)
+    assert close.alpha is not None and close.alpha > 0.8 and 0 < close.lean < 1
+    assert close.ci_low is not None and close.ci_low < 1.0 <= close.ci_high
+    assert sum(map(sum, close.confusion)) == 40 and close.confusion[4][4] == 8     # people 5, judge 5
+    # harsh: within one point only where the truth is 1 or 2 (clipped at 1), 16 of 40
+    assert harsh.within_one == pytest.approx(16 / 40) and harsh.unreliable
+    assert harsh.lean < -1 and harsh.alpha < close.alpha
+    assert harsh.confusion[4][2] == 8                                               # people 5, judge 3
+    assert few.answers == 4 < MIN_SHARED_ANSWERS and few.within_one is None and not few.unreliable
+    assert "only 4 answers" in few.message
+    lenient = {j.judge: j for j in dimension_figures(rows, rounds=100, seed=1, min_agreement=0.3).judges}
+    assert not lenient["harsh"].unreliable                                          # 40% is above 30%
+
+
 def test_the_report_shows_dimension_scores_in_json_terminal_markdown_and_html(tmp_path):
     import io
 
@@ -303,6 +336,7 @@ def test_the_report_shows_dimension_scores_in_json_terminal_markdown_and_html(tm
             for rater, shift in (("ann", 0), ("bob", 1)):
                 value = 1 + (k + shift) % 5 if o.contestant == "demo/concise" else 5
                 store.add_score(ScoreRecord(output_id=o.id, dimension="tone", value=value, rater=rater))
+            store.add_score(ScoreRecord(output_id=o.id, dimension="correctness", value=3, rater="ann"))
         report = build_report(store, ReportFilters(include_demo=True), rounds=50)
     dims = json.loads(report.to_json())["dimensions"]
     kinds = {(r["model"], r["dimension"], r["rater_kind"]) for r in dims["scores"]}
@@ -313,12 +347,18 @@ def test_the_report_shows_dimension_scores_in_json_terminal_markdown_and_html(tm
     assert thorough["repeat_sd"] == 0.0
     tone = next(a for a in dims["agreement"] if a["dimension"] == "tone" and a["rater_kind"] == "human")
     assert tone["raters"] == 2 and tone["units"] == 8 and tone["alpha"] is not None
+    (judged,) = dims["judges"]      # the rubric grader beside ann, on the 8 answers both scored: too few
+    assert judged["judge"] == "demo/judge" and judged["dimension"] == "correctness" and judged["answers"] == 8
+    assert judged["within_one"] is None and "only 8 answers" in judged["message"]
     md = render_markdown(report)
     assert "## Scored dimensions" in md and "| demo/thorough | tone | people | 5.00" in md
-    assert "Scored dimensions" in render_html(report) and "Krippendorff" in render_html(report)
+    assert "| correctness | demo/judge | 8 |" in md
+    html = render_html(report)
+    assert "Scored dimensions" in html and "Krippendorff" in html and "Judges beside people" in html
     out = io.StringIO()
     print_report(report, Console(file=out, width=160))
     assert "Scored dimensions" in out.getvalue() and "correctness" in out.getvalue()
+    assert "Judges beside people" in out.getvalue() and "only 8 answers" in out.getvalue()
 
 
 def test_lineup_serve_publishes_the_scores_of_the_answers_it_shows(tmp_path):

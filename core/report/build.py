@@ -167,7 +167,8 @@ def _stretch(store: Store, scope: Q.Scope, report: Report, judge: str | None, ju
     report.graders = grader_agreement(store, scope, DEFAULT_MIN_AGREEMENT if min_judge_agreement is None
                                       else min_judge_agreement)
     report.rater_quality = rater_quality(store, scope)
-    report.dimensions = dimension_report(store, scope, rounds, seed)
+    report.dimensions = dimension_report(store, scope, rounds, seed, DEFAULT_MIN_AGREEMENT if min_judge_agreement
+                                         is None else min_judge_agreement)
 
 
 def rater_agreement(votes: Votes, rounds: int, seed: int | None) -> Agreement:

@@ -245,6 +245,12 @@ def render_html(r: Report) -> str:
                  _html_table(DIM.SCORE_HEADER, [[html_text(c) for c in row] for row in DIM.score_cells(r.dimensions)]),
                  _html_table(DIM.AGREEMENT_HEADER,
                              [[html_text(c) for c in row] for row in DIM.agreement_cells(r.dimensions)])]
+        if r.dimensions.judges:
+            body += [f"<p>{html_text(DIM.JUDGES_NOTE)}</p>", _html_table(
+                DIM.JUDGE_HEADER, [[html_text(c) for c in row] for row in DIM.judge_cells(r.dimensions)])]
+            for title, header, rows in DIM.confusion_tables(r.dimensions):
+                body += [f"<p>{html_text(title)}</p>", _html_table([html_text(c) for c in header],
+                                                                   [[html_text(c) for c in row] for row in rows])]
     if r.stability:
         body += ["<h2>Stability over repeats</h2>", _html_table(
             ["model", "cases", "runs", "identical", "similarity mean / min", "flaky checks",

@@ -136,6 +136,13 @@ def render_markdown(r: Report) -> str:
         lines += ["Agreement between raters on the same answers (Krippendorff's alpha, interval metric):", ""]
         lines += _md_table(DIM.AGREEMENT_HEADER, [[markdown_inline(c) for c in row]
                                                   for row in DIM.agreement_cells(r.dimensions)])
+        if r.dimensions.judges:
+            lines += [DIM.JUDGES_NOTE, ""]
+            lines += _md_table(DIM.JUDGE_HEADER, [[markdown_inline(c) for c in row]
+                                                  for row in DIM.judge_cells(r.dimensions)])
+            for title, header, rows in DIM.confusion_tables(r.dimensions):
+                lines += [markdown_inline(title), ""]
+                lines += _md_table(header, rows)
     if r.stability:
         lines += ["## Stability over repeats", ""]
         lines += _md_table(["model", "cases", "runs", "identical", "similarity (mean/min)", "flaky checks",

@@ -199,10 +199,13 @@ def _print_dimensions(report: Report, console: Console) -> None:
     for title, header, rows in (
             ("Scored dimensions (1-5; bootstrap 95% intervals)", DIM.SCORE_HEADER, DIM.score_cells(report.dimensions)),
             ("Agreement on scores (Krippendorff's alpha, interval)", DIM.AGREEMENT_HEADER,
-             DIM.agreement_cells(report.dimensions))):
-        table = Table(title=title, title_justify="left")
+             DIM.agreement_cells(report.dimensions)),
+            *((("Judges beside people on the same answers", DIM.JUDGE_HEADER, DIM.judge_cells(report.dimensions)),)
+              if report.dimensions.judges else ()),
+            *DIM.confusion_tables(report.dimensions)):
+        table = Table(title=Text(title), title_justify="left")      # a judge's name is in a confusion title
         for col in header:
-            table.add_column(col, justify=_left_if(col in ("model", "dimension", "rater")))
+            table.add_column(col, justify=_left_if(col in ("model", "dimension", "rater", "judge", "flag", "people")))
         for row in rows:
             table.add_row(*(_t(c) for c in row))
         console.print(table)

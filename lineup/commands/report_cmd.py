@@ -32,8 +32,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--judge-prompt", metavar="HASH", help="with --judge: the prompt hash (or a prefix) to read "
                         "(default: the judge's newest prompt)")
     parser.add_argument("--min-judge-agreement", type=float, default=0.6, metavar="RATE",
-                        help="with --judge: flag the judge as unreliable when its agreement with people's votes "
-                             "is below RATE (0 to 1, default 0.6)")
+                        help="flag a judge or grader as unreliable when its agreement with people is below RATE "
+                             "(0 to 1, default 0.6): the share of people's votes it agrees with, or for scored "
+                             "dimensions the share of answers it scores within one point of people")
     parser.add_argument("--style-control", action="store_true",
                         help="also fit ratings with style covariates (answer length, Markdown headers, list items, "
                              "bold spans) and show each covariate's effect and the style-adjusted ratings")
