@@ -46,6 +46,31 @@ def test_a_set_header_declares_dimensions_that_a_run_records(tmp_path):
     assert rebuilt.header.dimensions == loaded_set.header.dimensions
 
 
+def test_a_run_adds_dimensions_of_its_own_and_other_dimensions_start_a_new_run(tmp_path, capsys):
+    from core.answering.dimensions import dimensions_of
+
+    path = _write(tmp_path / "set.jsonl", {"set": {"dimensions": [DIMS[0]]}}, CASE)
+    db = tmp_path / "lineup.db"
+    base = ["run", str(path), "-m", "demo/concise", "-m", "demo/thorough", "--quiet", "--db", str(db)]
+    assert main([*base, "--dimension", "tone:Warm and brief", "--dimension", "clarity"]) == 0
+    assert main([*base, "--dimension", "tone:Warm and brief", "--dimension", "clarity"]) == 0    # resumed
+    with Store.open(db) as store:
+        (s,) = store.list_sessions(kind="run")
+        dims = dimensions_of(store.load_session(s.id).session.meta)
+    assert [(d.name, d.description) for d in dims] == [("correctness", "Is it right?"), ("tone", "Warm and brief"),
+                                                       ("clarity", None)]
+    capsys.readouterr()
+    assert main([*base, "--dimension", "tone"]) == 0
+    assert "dimensions ['correctness', 'tone', 'clarity'] -> ['correctness', 'tone']" in capsys.readouterr().err
+    with Store.open(db) as store:
+        assert len(store.list_sessions(kind="run")) == 2
+    for bad, problem in (("1st", "is not an identifier"), ("correctness", "declared twice"),
+                         ("tone:" + "x" * 501, "at most 500")):
+        assert main([*base, "--dimension", bad]) == 2
+        err = capsys.readouterr().err
+        assert "--dimension" in err and problem in err, err
+
+
 @pytest.mark.parametrize(("dims", "problem"), [
     ([{"name": "tone"}, {"name": "tone"}], "declared twice"),
     ([{"name": "1st"}], "is not an identifier"),

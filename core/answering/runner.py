@@ -205,8 +205,14 @@ class Runner:
             await self.store.create_session(record)
             return record, False, None
         wanted = {c.alias: contestant_record(c) for c in contestants}
-        return await self.store.open_run_session(
-            record, key, lambda existing: contestant_differences(existing, wanted, self.system))
+        dims = [d.name for d in self.sample_set.header.dimensions]
+
+        def differences(existing: SessionRecord) -> list[str]:    # `run --dimension` is not in the key
+            found = contestant_differences(existing, wanted, self.system)
+            had = [d.name for d in dimensions_of(existing.meta)]
+            return found + ([f"dimensions {had} -> {dims}"] if had != dims else [])
+
+        return await self.store.open_run_session(record, key, differences)
 
     # ----- the run --------------------------------------------------------
     async def run(self) -> RunProgress:

@@ -40,6 +40,10 @@ def configure(p: argparse.ArgumentParser) -> None:
                         "batches without submitting them again")
     p.add_argument("--poll", type=float, default=30.0, metavar="SECONDS",
                    help="with --batch: seconds between polls of a running batch (default 30)")
+    p.add_argument("--dimension", dest="dimensions", action="append", default=[], metavar="NAME[:WHAT]",
+                   help="a dimension people score each answer on, 1-5, in `lineup vote` (repeat for each; WHAT "
+                        "is what raters are told it means), besides those the set's header declares; the run "
+                        "keeps them, and running again with others starts a new run")
     p.add_argument("--grader", metavar="ALIAS",
                    help="the model that grades the set's rubric checks that name no judge of their own, "
                         "blind (default: the set's header {\"set\": {\"grader\": ...}}; demo/judge works offline)")
@@ -53,6 +57,8 @@ def run(args: argparse.Namespace) -> int:
     args.models = [m for m in args.models if m != LOGGED_ALIAS]
     config, models, sample_set, params = run_inputs(args)
     check_repeats(args)
+    if args.dimensions:
+        sample_set = with_dimensions(sample_set, args.dimensions)
     if with_logged:
         if args.batch:
             raise UsageError("--with-logged: the logged answers need no batch; run without --batch")
@@ -78,3 +84,27 @@ def run(args: argparse.Namespace) -> int:
     return execute(args, config, models, sample_set, params, repeat=args.repeat, concurrency=args.concurrency,
                    system=args.system, new=args.new, quiet=args.quiet, cache=use_cache(args, config),
                    batch=args.poll if args.batch else None)
+
+
+def with_dimensions(sample_set, given: list[str]):
+    """The set with the run's `--dimension`s after its header's own: each
+    NAME[:WHAT] checked like a header's (exit 2 naming the option)."""
+    from pydantic import ValidationError
+
+    from core.answering.dimensions import Dimension, check_unique
+    from core.ground.errors import UsageError
+
+    header = sample_set.header
+    added = []
+    for text in given:
+        name, _, what = text.partition(":")
+        try:
+            added.append(Dimension(name=name.strip(), description=what.strip() or None))
+        except ValidationError as exc:
+            problem = "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())
+            raise UsageError(f"--dimension {text[:60]!r}: {problem}") from None
+    try:
+        dims = check_unique((*header.dimensions, *added))
+    except ValueError as exc:
+        raise UsageError(f"--dimension: {exc} (the set's header declares {len(header.dimensions)})") from None
+    return sample_set.model_copy(update={"header": header.model_copy(update={"dimensions": tuple(dims)})})
