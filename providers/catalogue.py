@@ -7,6 +7,7 @@ one module beside this one (ARCHITECTURE.md, "Adding a provider")."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal, get_args
 
@@ -29,10 +30,16 @@ class ProviderEntry:
     #: a cloud's project and region the model must name (`ModelConfig.project`, `region`); the
     #: default base URL then holds `{region}` (`default_base_url`)
     cloud: tuple[str, ...] = ()
+    #: where each of those is read when the model names none: the variables the cloud's own SDKs
+    #: read, in order (`core.answering.config.cloud_defaults`)
+    cloud_env: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 #: Vertex AI's regional endpoint (`region = "global"`: aiplatform.googleapis.com).
 VERTEX_BASE_URL = "https://{region}-aiplatform.googleapis.com/v1"
+
+#: Google Cloud's project and location variables (google-auth, gcloud's client libraries, google-genai).
+GOOGLE_CLOUD_ENV = (("project", ("GOOGLE_CLOUD_PROJECT",)), ("region", ("GOOGLE_CLOUD_LOCATION",)))
 
 CATALOGUE: dict[str, ProviderEntry] = {e.name: e for e in (
     ProviderEntry("openai", "providers.openai", "OpenAIProvider", "https://api.openai.com/v1",
@@ -49,12 +56,14 @@ CATALOGUE: dict[str, ProviderEntry] = {e.name: e for e in (
                   "https://generativelanguage.googleapis.com/v1beta", "GEMINI_API_KEY",
                   "Gemini streamGenerateContent", "x-goog-api-key", None),
     ProviderEntry("vertex", "providers.vertex", "VertexGeminiProvider", VERTEX_BASE_URL, None,
-                  "Gemini on Google Vertex AI (application default credentials)", cloud=("project", "region")),
+                  "Gemini on Google Vertex AI (application default credentials)", cloud=("project", "region"),
+                  cloud_env=GOOGLE_CLOUD_ENV),
     ProviderEntry("vertex-anthropic", "providers.vertex", "VertexAnthropicProvider", VERTEX_BASE_URL, None,
                   "Anthropic Messages on Google Vertex AI (application default credentials)",
-                  cloud=("project", "region")),
+                  cloud=("project", "region"), cloud_env=GOOGLE_CLOUD_ENV),
     ProviderEntry("bedrock", "providers.bedrock", "BedrockProvider", "https://bedrock-runtime.{region}.amazonaws.com",
-                  None, "Amazon Bedrock ConverseStream (SigV4, AWS credential chain)", cloud=("region",)),
+                  None, "Amazon Bedrock ConverseStream (SigV4, AWS credential chain)", cloud=("region",),
+                  cloud_env=(("region", ("AWS_REGION", "AWS_DEFAULT_REGION")),)),
     ProviderEntry("demo", "providers.demo", "DemoProvider", None, None, "offline demo models (no network)"),
 )}
 assert tuple(CATALOGUE) == get_args(ProviderName), "ProviderName and CATALOGUE list the same providers"
@@ -115,3 +124,27 @@ AUTODETECT: tuple[Autodetected, ...] = (
 #: Every variable that may hold a key lineup reads (`lineup models` says which are set).
 KEY_ENV_VARS: tuple[str, ...] = tuple(dict.fromkeys(
     [e.default_key_env for e in CATALOGUE.values() if e.default_key_env] + [a.env_var for a in AUTODETECT]))
+
+
+def cloud_default(entry: ProviderEntry, name: str, env: Mapping[str, str]) -> str | None:
+    """A cloud's project or region where a model names none: the variables the
+    cloud's own SDKs read (`entry.cloud_env`: AWS_REGION, GOOGLE_CLOUD_PROJECT...),
+    and for Bedrock's region then the AWS profile's (AWS_PROFILE, else default,
+    in the shared config file, read by botocore when the `bedrock` extra is
+    installed). None where none is found: the config then says it is missing."""
+    variables = dict(entry.cloud_env).get(name, ())
+    found = next((env[v] for v in variables if env.get(v)), None)
+    if found is not None or (entry.name, name) != ("bedrock", "region"):
+        return found
+    try:
+        from botocore.session import Session
+    except ImportError:
+        return None
+    try:
+        session = Session(profile=env.get("AWS_PROFILE") or None)
+        if env.get("AWS_CONFIG_FILE"):
+            session.set_config_variable("config_file", env["AWS_CONFIG_FILE"])
+        region = session.get_config_variable("region")
+    except Exception:       # a missing profile or a broken file: the region is then reported missing
+        return None
+    return region if isinstance(region, str) and region else None

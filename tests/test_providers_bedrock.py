@@ -186,15 +186,37 @@ def test_credentials_echoed_by_the_server_never_reach_the_error():
 def test_config_requires_a_region_and_fills_the_regional_endpoint(tmp_path):
     path = tmp_path / "c.toml"
     path.write_text('[models.b]\nprovider = "bedrock"\nmodel = "amazon.nova-pro-v1:0"\n')
-    with pytest.raises(Exception) as exc:
-        load_config(path)
-    assert "models.b.region" in str(exc.value)
+    with pytest.raises(Exception) as exc:       # no variable, no profile file
+        load_config(path, env={"AWS_CONFIG_FILE": str(tmp_path / "absent")})
+    assert "models.b.region" in str(exc.value) and "or set AWS_REGION or AWS_DEFAULT_REGION" in str(exc.value)
     path.write_text('[models.b]\nprovider = "bedrock"\nmodel = "amazon.nova-pro-v1:0"\nregion = "eu-west-1"\n')
     model = load_config(path).models["b"]
     assert model.base_url == "https://bedrock-runtime.eu-west-1.amazonaws.com"
     route = make_provider(model).route(chat_request())
     assert route.url == "https://bedrock-runtime.eu-west-1.amazonaws.com/model/amazon.nova-pro-v1%3A0/converse-stream"
     assert "SigV4" in route.auth
+
+
+def test_the_region_comes_from_the_aws_variables_then_the_profile(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text('[models.b]\nprovider = "bedrock"\nmodel = "m"\n')
+    profiles = tmp_path / "aws-config"
+    profiles.write_text("[default]\nregion = eu-north-1\n\n[profile work]\nregion = ap-south-1\n")
+
+    def region(**env):
+        return load_config(path, env={"AWS_CONFIG_FILE": str(profiles), **env}).models["b"].region
+
+    assert region() == "eu-north-1"                                   # the default profile's
+    assert region(AWS_PROFILE="work") == "ap-south-1"
+    assert region(AWS_PROFILE="work", AWS_DEFAULT_REGION="us-west-1") == "us-west-1"
+    assert region(AWS_DEFAULT_REGION="us-west-1", AWS_REGION="us-east-2") == "us-east-2"   # as the AWS SDKs order them
+    model = load_config(path, env={"AWS_CONFIG_FILE": str(profiles), "AWS_PROFILE": "work"}).models["b"]
+    assert model.base_url == "https://bedrock-runtime.ap-south-1.amazonaws.com"
+    with pytest.raises(Exception) as exc:                                    # a profile that is not there
+        load_config(path, env={"AWS_CONFIG_FILE": str(profiles), "AWS_PROFILE": "nobody"})
+    assert "models.b.region" in str(exc.value)
+    path.write_text('[models.b]\nprovider = "bedrock"\nmodel = "m"\nregion = "ca-central-1"\n')
+    assert region(AWS_REGION="us-east-2") == "ca-central-1"                 # the table's own wins
 
 
 def test_credentials_are_never_stored(tmp_path, capsys):

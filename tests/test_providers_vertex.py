@@ -207,10 +207,10 @@ def test_the_default_endpoint_is_the_regions():
     assert g.base_url == "https://aiplatform.googleapis.com/v1"
 
 
-def _load(tmp_path: Path, table: str):
+def _load(tmp_path: Path, table: str, env: dict | None = None):
     path = tmp_path / "c.toml"
     path.write_text(table)
-    return load_config(path)
+    return load_config(path, env={} if env is None else env)
 
 
 def test_config_requires_project_and_region_by_key_path(tmp_path):
@@ -218,6 +218,20 @@ def test_config_requires_project_and_region_by_key_path(tmp_path):
         _load(tmp_path, '[models.v]\nprovider = "vertex"\nmodel = "gemini-2.5-flash"\n')
     text = str(exc.value)
     assert "models.v.project" in text and "models.v.region" in text
+    assert "or set GOOGLE_CLOUD_PROJECT" in text and "or set GOOGLE_CLOUD_LOCATION" in text
+
+
+def test_project_and_region_come_from_googles_variables_where_the_table_names_none(tmp_path):
+    env = {"GOOGLE_CLOUD_PROJECT": "env-project", "GOOGLE_CLOUD_LOCATION": "europe-west4"}
+    model = _load(tmp_path, '[models.v]\nprovider = "vertex"\nmodel = "m"\n', env).models["v"]
+    assert (model.project, model.region) == ("env-project", "europe-west4")
+    assert model.base_url == "https://europe-west4-aiplatform.googleapis.com/v1"
+    own = _load(tmp_path, '[models.v]\nprovider = "vertex-anthropic"\nmodel = "m"\nregion = "us-east5"\n', env)
+    assert (own.models["v"].project, own.models["v"].region) == ("env-project", "us-east5")   # the table's wins
+    with pytest.raises(Exception) as exc:     # a variable is held to the table's rules: no other host
+        _load(tmp_path, '[models.v]\nprovider = "vertex"\nmodel = "m"\n',
+              {**env, "GOOGLE_CLOUD_LOCATION": "evil.example.com/x"})
+    assert "models.v.region" in str(exc.value)
 
 
 def test_config_refuses_a_region_that_would_change_the_host(tmp_path):

@@ -34,13 +34,13 @@ user config dir; see `default_config_path`)::
     [models.claude-vertex]     # Vertex AI: vertex (Gemini) | vertex-anthropic; Google ADC, no key variable
     provider = "vertex-anthropic"
     model = "claude-sonnet-4-5@20250929"
-    project = "my-project"     # both required; the endpoint is the region's
+    project = "my-project"     # else GOOGLE_CLOUD_PROJECT / _LOCATION; the endpoint is the region's
     region = "us-east5"
 
     [models.nova]              # Amazon Bedrock: SigV4 with botocore's credentials, no key variable
     provider = "bedrock"
     model = "amazon.nova-pro-v1:0"
-    region = "us-east-1"
+    region = "us-east-1"       # else AWS_REGION, AWS_DEFAULT_REGION, the AWS profile's
 
     [variants."gpt4o@terse"]   # the same model with its own prompt: a contestant of its own
     model = "gpt4o"
@@ -108,6 +108,7 @@ from providers.catalogue import (
     PROVIDER_DEFAULT_BASE_URL,
     PROVIDER_DEFAULT_KEY_ENV,
     PROVIDERS,
+    cloud_default,
     default_base_url,
 )
 from providers.events import SamplingParams
@@ -270,12 +271,28 @@ def load_config(path: str | os.PathLike | None = None, env: Mapping[str, str] = 
         data = tomllib.loads(raw)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError([("", _toml_error(exc))], str(file)) from None
+    cloud_defaults(data, env)
     config = parse_config(data, source=str(file))
     if not config.models:
         found = autodetect(env, probe_ollama=probe_ollama)
         config = config.model_copy(update={"models": found.models, "autodetected": True,
                                            "warnings": config.warnings + found.warnings})
     return config
+
+
+def cloud_defaults(data: dict, env: Mapping[str, str]) -> None:
+    """A cloud model's project and region, where its table names none, where
+    the cloud's own SDKs find them (`providers.catalogue.cloud_default`). The
+    value used ends up in the model's endpoint, so the record keeps it."""
+    models = data.get("models")
+    for table in models.values() if isinstance(models, dict) else ():
+        entry = CATALOGUE.get(str(table.get("provider"))) if isinstance(table, dict) else None
+        if entry is None:
+            continue
+        for name, _ in entry.cloud_env:
+            found = None if name in table else cloud_default(entry, name, env)
+            if found is not None:
+                table[name] = found
 
 
 def _toml_error(exc: tomllib.TOMLDecodeError) -> str:
@@ -577,8 +594,10 @@ def _model_defaults(data: dict, table: Any, where: tuple, provider: Any, plugin:
         for name in CATALOGUE[provider].cloud:
             if not isinstance(table.get(name), str):
                 what = "required key is missing" if name not in table else f"must be a string (got {_describe(table[name])})"
+                variables = dict(CATALOGUE[provider].cloud_env).get(name, ())
+                where_else = f", or set {' or '.join(variables)}" if variables else ""
                 problems.append((_join(*where, name), f"{what}: provider {provider} calls the model in a cloud "
-                                                      f"{name} (e.g. {_CLOUD_EXAMPLE[name]})"))
+                                                      f"{name} (e.g. {_CLOUD_EXAMPLE[name]}{where_else})"))
         if "base_url" not in data and "base_url" not in table:
             region = data.get("region")
             try:
