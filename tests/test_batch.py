@@ -279,6 +279,27 @@ def test_batch_needs_a_provider_with_a_batch_api(tmp_path: Path, capsys: pytest.
     assert "'m0' is ollama" in capsys.readouterr().err
 
 
+def test_batch_refuses_cases_with_tools_or_a_response_format_before_recording(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """A batch request carries neither tools nor a response_format: such a case
+    would be answered as if asked plainly and recorded as its answer."""
+    sample = sample_set(tmp_path / "set.jsonl", 2)
+    tool = {"name": "lookup", "description": "find it", "parameters": {"type": "object", "properties": {}}}
+    shapes = {"tools": [tool], "response_format": {"name": "a", "schema": {"type": "object"}}}
+    db = tmp_path / "b.db"
+    for field, value in shapes.items():
+        case = {"id": "shaped", "category": "k", "prompt": "question", field: value}
+        sample.write_text(sample.read_text() + json.dumps(case) + "\n")
+        with TestServer() as srv:
+            config = config_file(tmp_path / "config.toml", srv, {"m0": {"provider": "openai", "base_url": srv.url}})
+            assert main(["run", str(sample), "-m", "m0", "--batch", "--db", str(db), "--config", str(config)]) == 2
+            assert srv.requests == []
+        err = capsys.readouterr().err
+        assert "set.jsonl:3: case 'shaped' has tools or a response_format" in err and "without --batch" in err, err
+        sample.write_text("".join(sample.read_text().splitlines(keepends=True)[:2]))
+    assert not db.exists() or not Store.open(db).list_sessions()
+
+
 def test_batch_calls_send_the_models_own_auth_and_headers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # a gateway-style model (key in `api-key`, a secret team header): its batch calls authenticate as its
     # streamed requests do, never with a Bearer header the config did not ask for

@@ -79,6 +79,12 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError("--batch sends one request per answer and runs no tool loop; "
                              + ", ".join(repr(a) for a in tooled) + " has tools (a variant's tools = FILE): "
                              "run it without --batch")
+        shaped = [c for c in sample_set.cases if c.tools or c.response_format is not None]
+        if shaped:   # the batch request carries neither: answers would be recorded as if asked plainly
+            more = f" (and {len(shaped) - 1} more cases)" if len(shaped) > 1 else ""
+            raise UsageError(f"{sample_set.where(shaped[0])}: case {shaped[0].id!r} has tools or a "
+                             f"response_format{more}, which --batch does not send (one plain request per "
+                             "answer, no tool loop): run the set without --batch")
         if not args.poll > 0:
             raise UsageError("--poll must be more than 0 seconds")
     return execute(args, config, models, sample_set, params, repeat=args.repeat, concurrency=args.concurrency,
