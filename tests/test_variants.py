@@ -351,6 +351,26 @@ def test_a_variant_run_re_runs_with_its_cases_vars(tmp_path, monkeypatch, capsys
     assert all(t.user_message == "Hi {{x}}" for s in loaded for t in s.turns)
 
 
+def test_a_re_run_says_which_variant_changed_in_the_config_since_the_original(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("LINEUP_DEMO_SPEED", "0")
+    config = tmp_path / "config.toml"
+    config.write_text('[variants.support]\nsystem = "Be brief."\n')
+    monkeypatch.setenv("LINEUP_CONFIG", str(config))
+    monkeypatch.setenv("LINEUP_DB", str(tmp_path / "x.db"))
+    path = tmp_path / "set.jsonl"
+    path.write_text(json.dumps({"id": "a", "category": "c", "prompt": "Hi"}) + "\n")
+    assert main(["run", str(path), "-m", "demo/concise", "-m", "demo/concise@support", "--quiet"]) == 0
+    with Store.open(tmp_path / "x.db") as store:
+        (first,) = store.list_sessions(kind="run")
+    assert main(["replay", first.id, "--rerun"]) == 0
+    assert "since the original" not in capsys.readouterr().err          # nothing changed: nothing said
+    config.write_text('[variants.support]\nsystem = "Be thorough."\n')
+    assert main(["replay", first.id, "--rerun"]) == 0
+    err = capsys.readouterr().err
+    assert "since the original, demo/concise@support: system 'Be brief.' -> 'Be thorough.'" in err, err
+    assert "demo/concise:" not in err
+
+
 # --------------------------------------------------------------------------- a variant's tools
 
 WEATHER_TOOLS = {"tools": [{"name": "get_weather", "description": "The weather in a city.",
