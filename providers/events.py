@@ -5,7 +5,9 @@ Every stream starts with `RequestSent` and ends with exactly one terminal
 event: `Finish` (the model stopped) or `StreamError` (it did not). In between
 come `TextDelta`, `ReasoningDelta`, `ToolCall`, `UsageReport`, `Retrying` and
 `ServedBy` (which model the server says answered: the drift watch's evidence),
-and, from the core's tool loop, `ToolResult`: the scripted result it fed
+`Connected` (the time this request spent setting up its connection, 0 on a
+reused one: the figures run from a ready connection, as a warm production
+client's do), and, from the core's tool loop, `ToolResult`: the scripted result it fed
 back before the next request of the same answer.
 Timestamps (`t`) are `time.perf_counter()` seconds taken where the bytes
 arrived; `StreamResult` turns them into the figures the store keeps. A
@@ -52,6 +54,17 @@ class RequestSent(_Event):
     t: float
     wall: float = Field(description="time.time() when the request went out")
     attempt: int = 1
+
+
+class Connected(_Event):
+    """The request has its connection: `setup_ms` spent opening it (DNS, TCP,
+    TLS) now, 0 when a kept-alive one was reused. `StreamResult` records it
+    apart (`connect_ms`) and runs the answer's timings from the ready
+    connection, so a cold start does not inflate the time to first token."""
+
+    type: Literal["connected"] = "connected"
+    t: float
+    setup_ms: float = Field(ge=0, allow_inf_nan=False)
 
 
 class TextDelta(_Event):
@@ -186,7 +199,7 @@ class StreamError(_Event):
     streamed: bool = Field(default=True, description="False when the text before the error came as one whole body")
 
 
-StreamEvent = (RequestSent | TextDelta | ReasoningDelta | ToolCall | ToolResult | UsageReport | Retrying | Queued
+StreamEvent = (RequestSent | Connected | TextDelta | ReasoningDelta | ToolCall | ToolResult | UsageReport | Retrying | Queued
                | Finish | StreamError | ServedBy)
 
 
@@ -445,7 +458,7 @@ class StreamResult:
         "text_parts", "reasoning_parts", "tool_calls", "finish_reason", "error",
         "input_tokens", "output_tokens", "reasoning_tokens", "sent_t", "sent_wall",
         "first_token_t", "end_t", "chunk_ms", "chunk_chars", "attempts", "steps", "step_calls", "streamed",
-        "served_model", "system_fingerprint",
+        "served_model", "system_fingerprint", "connect_ms",
     )
 
     def __init__(self) -> None:
@@ -470,6 +483,7 @@ class StreamResult:
         self.streamed = True   # False once a Finish (or StreamError) says the answer came as one whole body
         self.served_model: str | None = None          # the last `ServedBy` values
         self.system_fingerprint: str | None = None
+        self.connect_ms: float | None = None          # `Connected` of the last attempt; None: not measured
 
     def add(self, event: StreamEvent) -> None:
         match event:
@@ -486,6 +500,14 @@ class StreamResult:
             case RequestSent():
                 self.sent_t, self.sent_wall, self.attempts = event.t, event.wall, event.attempt
                 self.served_model = self.system_fingerprint = None   # a new attempt says it again
+                self.connect_ms = None
+            case Connected():
+                # timings from the ready connection; no more than the time since the request (a plugin's figure)
+                setup = min(event.setup_ms, max(0.0, (event.t - self.sent_t) * 1000)) \
+                    if self.sent_t is not None else event.setup_ms
+                self.connect_ms = setup
+                if self.sent_t is not None and self.first_token_t is None:
+                    self.sent_t += setup / 1000
             case UsageReport():
                 if event.input_tokens is not None:
                     self.input_tokens = event.input_tokens

@@ -47,7 +47,7 @@ import time
 from abc import abstractmethod
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
@@ -59,6 +59,7 @@ from providers.base import Provider
 from providers.catalogue import CATALOGUE, default_base_url
 from providers.events import (
     ChatRequest,
+    Connected,
     ErrorKind,
     Finish,
     ReasoningDelta,
@@ -178,6 +179,32 @@ class _Prepared:
     text_bytes: int = 0       # answer bytes shown so far
 
 
+class _ConnectTimer:
+    """httpx's `trace` extension for one request: when opening its connection
+    began and when it was ready (TCP, TLS; through a proxy too). No connection
+    event: the pool handed it a kept-alive one, set up in no time."""
+
+    __slots__ = ("started", "ready")
+    _STEPS = ("connect_tcp", "connect_unix_socket", "start_tls")
+
+    def __init__(self) -> None:
+        self.started: float | None = None
+        self.ready: float | None = None
+
+    async def __call__(self, name: str, info: dict) -> None:
+        step, _, phase = name.rpartition(".")
+        if step.rpartition(".")[2] not in self._STEPS:
+            return
+        if phase == "started" and self.started is None:
+            self.started = perf_counter()
+        elif phase == "complete":
+            self.ready = perf_counter()
+
+    @property
+    def setup_ms(self) -> float:
+        return 0.0 if self.started is None or self.ready is None else (self.ready - self.started) * 1000
+
+
 @dataclass(slots=True)
 class _AttemptState:
     """What one attempt left behind: its failure (None: it ended the stream)."""
@@ -188,6 +215,7 @@ class _AttemptState:
     #: what a chunk goes to once the body's form and first bytes are known
     #: (`StreamParser.opened`): the parser's `feed` or `collect`; None: its `take`
     feed: Callable[[bytes, float], list[StreamEvent]] | None = None
+    connect: _ConnectTimer = field(default_factory=_ConnectTimer)
 
     @property
     def shown(self) -> bool:
@@ -391,9 +419,10 @@ class HttpProvider(Provider):
         failure the events stop and `state.failure` says why; without one, the
         last event was terminal."""
         parser = state.parser = self.parser()
-        resp, state.failure = await self._open(p)
+        resp, state.failure = await self._open(p, state.connect)
         if resp is None:
             return
+        yield Connected(t=perf_counter(), setup_ms=state.connect.setup_ms)
         status = resp.status_code
         try:
             parser.begin(status, resp.headers.get("content-type", "").lower())
@@ -430,7 +459,7 @@ class HttpProvider(Provider):
         for ev in evs:
             yield ev
 
-    async def _open(self, p: _Prepared) -> tuple[httpx.Response | None, _Failure | None]:
+    async def _open(self, p: _Prepared, timer: _ConnectTimer) -> tuple[httpx.Response | None, _Failure | None]:
         """Send the request within the answer's deadline and check the
         response: (it, None) when its body is the stream to read, else (None,
         why not) with the response closed (a status other than 2xx, an HTML
@@ -439,8 +468,8 @@ class HttpProvider(Provider):
         resp: httpx.Response | None = None
         try:
             with anyio.move_on_after(max(0.0, p.deadline - perf_counter())):
-                resp = await client.send(client.build_request("POST", p.url, headers=p.headers, content=p.content),
-                                         stream=True)
+                resp = await client.send(client.build_request("POST", p.url, headers=p.headers, content=p.content,
+                                                              extensions={"trace": timer}), stream=True)
         except httpx.TimeoutException as exc:
             connect = isinstance(exc, (httpx.ConnectTimeout, httpx.PoolTimeout))
             return None, _Failure(ErrorKind.timeout, (

@@ -31,7 +31,7 @@ FIELDS: dict[str, dict[str, tuple]] = {
     "session": {"created": TIME, "revealed_at": TIME},
     "contestant": {"position": COUNT},
     "turn": {"created": TIME, "position": COUNT, "follow_up_index": COUNT, "repeat_index": COUNT},
-    "output": {"created": TIME, "sent_at": TIME, "ttft_ms": MS, "duration_ms": MS, "chunk_ms": MS,
+    "output": {"created": TIME, "sent_at": TIME, "ttft_ms": MS, "duration_ms": MS, "chunk_ms": MS, "connect_ms": MS,
                "chunk_chars": COUNT, "input_tokens": COUNT, "output_tokens": COUNT, "reasoning_tokens": COUNT,
                "attempt": POSITIVE, "cost": COST},
     "vote": {"created": TIME, "revealed_at": TIME, "retracted_at": TIME, "judge_cost": COST,

@@ -105,7 +105,7 @@ def _units(units: tuple[int, int]) -> str:
 
 VIEWS: dict[str, str] = {
     "answers": """SELECT o.id, o.session_id, t.case_id, t.category, o.contestant AS model, o.status,
-        datetime(o.created, 'unixepoch') AS created_utc, o.ttft_ms, o.duration_ms,
+        datetime(o.created, 'unixepoch') AS created_utc, o.ttft_ms, o.duration_ms, o.connect_ms,
         (SELECT count(*) FROM output_chunk c WHERE c.output_id = o.id) AS chunks,
         CASE WHEN o.duration_ms > o.ttft_ms AND o.output_tokens > 0
              THEN round(o.output_tokens * 1000.0 / (o.duration_ms - o.ttft_ms), 1) END AS tokens_per_s,

@@ -152,7 +152,7 @@ class OutputRecord(_Record):
     error_message: str | None = None
     finish_reason: str | None = None
     sent_at: float | None = None
-    ttft_ms: float | None = None
+    ttft_ms: float | None = None             # from the ready connection (`connect_ms` apart)
     duration_ms: float | None = None
     chunk_ms: list[int] = Field(default_factory=list)
     chunk_chars: list[int] = Field(default_factory=list)
@@ -173,6 +173,9 @@ class OutputRecord(_Record):
     # The user message this attempt answered when it was edited after the turn
     # was first sent (the chat's "edit and re-send"); None: the turn's own.
     prompt: str | None = None
+    # What opening the request's connection took (DNS, TCP, TLS): 0 on a reused
+    # one; None where not measured (no HTTP: demo, cache, batch, logged, older records).
+    connect_ms: float | None = None
 
 
 class VoteRecord(_Record):

@@ -108,7 +108,7 @@ OUTPUT_COLS = ("id", "session_id", "turn_id", "contestant", "label", "attempt", 
                "reasoning", "error_kind", "error_message", "finish_reason", "sent_at", "ttft_ms",
                "duration_ms", "chunk_ms", "chunk_chars", "input_tokens", "output_tokens",
                "tokens_estimated", "reasoning_tokens", "cost", "is_demo", "created", "trace", "streamed",
-               "served_model", "system_fingerprint", "origin", "cached_from", "request_key", "prompt", "updated", "writer")
+               "served_model", "system_fingerprint", "origin", "cached_from", "request_key", "prompt", "connect_ms", "updated", "writer")
 VOTE_COLS = ("id", "session_id", "turn_id", "rater", "choice", "winner", "ranking", "mapping",
              "positions", "created", "revealed_at", "note", "supersedes", "current", "retracted_at",
              "rater_kind", "judge", "judge_prompt_hash", "judge_rubric", "judge_reason", "judge_cost",
@@ -151,7 +151,7 @@ def output_row(r: OutputRecord, updated: float | None = None, writer: str | None
                   r.output_tokens, int(r.tokens_estimated), r.reasoning_tokens, r.cost, int(r.is_demo),
                   r.created, None if r.trace is None else dumps(r.trace.model_dump(mode="json")), int(r.streamed),
                   r.served_model, r.system_fingerprint, r.origin, r.cached_from, r.request_key, r.prompt,
-                  updated, writer))
+                  r.connect_ms, updated, writer))
 
 
 def vote_row(r: VoteRecord, current: int = 1) -> tuple:
@@ -246,7 +246,7 @@ def output_from(row: tuple) -> OutputRecord:
     (id_, session_id, turn_id, contestant, label, attempt, status, text, reasoning, error_kind, error_message,
      finish_reason, sent_at, ttft_ms, duration_ms, chunk_ms, chunk_chars, input_tokens, output_tokens,
      tokens_estimated, reasoning_tokens, cost, is_demo, created, trace, streamed, served_model, system_fingerprint,
-     origin, cached_from, request_key, prompt) = row
+     origin, cached_from, request_key, prompt, connect_ms) = row
     return trusted(OutputRecord, {
         "id": id_, "session_id": session_id, "turn_id": turn_id, "contestant": contestant, "label": label,
         "attempt": attempt, "status": status, "text": text, "reasoning": reasoning, "error_kind": error_kind,
@@ -257,7 +257,7 @@ def output_from(row: tuple) -> OutputRecord:
         "is_demo": bool(is_demo), "created": created,
         "trace": None if trace is None else AnswerTrace.model_validate_json(trace), "streamed": bool(streamed),
         "served_model": served_model, "system_fingerprint": system_fingerprint, "origin": origin,
-        "cached_from": cached_from, "request_key": request_key, "prompt": prompt})
+        "cached_from": cached_from, "request_key": request_key, "prompt": prompt, "connect_ms": connect_ms})
 
 
 _VOTE_READ = tuple(c for c in VOTE_COLS if c not in ("winner", "current"))

@@ -536,5 +536,13 @@ def m019_score(db: Database) -> None:
     db.execute("CREATE INDEX score_output ON score(output_id, dimension, rater)")
 
 
+@_migration(name="m020_output_connect")
+def m020_output_connect(db: Database) -> None:
+    """The time an answer's request spent opening its connection (DNS, TCP,
+    TLS; 0 on a kept-alive one), kept apart so `ttft_ms` runs from a ready
+    connection as a production client's does (NULL: not measured)."""
+    db.execute("ALTER TABLE output ADD COLUMN connect_ms REAL")
+
+
 MIGRATION_NAMES: tuple[str, ...] = tuple(name for name, _ in _STEPS)
 SCHEMA_VERSION = len(MIGRATION_NAMES)

@@ -16,7 +16,7 @@ import anyio
 import pytest
 
 from providers import make_provider
-from providers.events import Finish, StreamError, TextDelta
+from providers.events import Connected, Finish, StreamError, TextDelta
 from tests.run_support import config_file, sample_set
 from tests.server import RawReply, Reply, TestServer, chat_request, collect_async, model_config
 
@@ -49,6 +49,86 @@ def test_fifty_sequential_requests_share_one_or_two_connections(srv, protocol):
     anyio.run(go)
     assert len(srv.requests) == 50
     assert 1 <= srv.connections <= 2
+
+
+@pytest.mark.parametrize("keep_alive", [True, False])
+def test_each_answer_says_whether_it_opened_its_connection(srv, keep_alive):
+    """`Connected.setup_ms`, recorded as `connect_ms`: more than 0 for the
+    request that opened a connection, exactly 0 for one that reused one; as
+    many openings measured as the server counted connections."""
+    srv.keep_alive = keep_alive
+
+    async def go() -> list:
+        provider = make_provider(model_config(srv, "openai", max_retries=0))
+        try:
+            return [(await collect_async(provider, chat_request())) for _ in range(8)]
+        finally:
+            await provider.aclose()
+
+    results = anyio.run(go)
+    opened = [r.connect_ms for r, _ in results if r.connect_ms]
+    assert all(r.connect_ms is not None for r, _ in results)
+    assert len(opened) == srv.connections == (1 if keep_alive else 8)
+    assert all(0 < ms < 10_000 for ms in opened)
+    for result, events in results:
+        (connected,) = [ev for ev in events if isinstance(ev, Connected)]
+        kinds = [type(ev).__name__ for ev in events]
+        assert kinds[0] == "RequestSent" and kinds[1] == "Connected", kinds   # before any byte of the answer
+        assert connected.setup_ms == result.connect_ms
+
+
+def test_the_time_to_first_token_runs_from_the_ready_connection():
+    """A cold start's set-up is recorded apart, not inside the time to first
+    token; a set-up longer than the time since the request (a plugin's figure)
+    counts for no more than that time."""
+    from providers.events import Connected, Finish, RequestSent, StreamResult, TextDelta
+
+    cold = StreamResult()
+    for ev in (RequestSent(t=10.0, wall=1.8e9), Connected(t=10.3, setup_ms=300.0), TextDelta(text="a", t=10.5),
+               Finish(reason="stop", t=11.0)):
+        cold.add(ev)
+    assert cold.connect_ms == pytest.approx(300.0)
+    assert cold.ttft_ms == pytest.approx(200.0) and cold.duration_ms == pytest.approx(700.0)
+    assert cold.chunk_ms == [200]
+    warm = StreamResult()
+    for ev in (RequestSent(t=10.0, wall=1.8e9), Connected(t=10.0, setup_ms=0.0), TextDelta(text="a", t=10.2)):
+        warm.add(ev)
+    assert warm.connect_ms == 0.0 and warm.ttft_ms == pytest.approx(200.0)
+    boastful = StreamResult()
+    for ev in (RequestSent(t=10.0, wall=1.8e9), Connected(t=10.1, setup_ms=1e12), TextDelta(text="a", t=10.2)):
+        boastful.add(ev)
+    assert boastful.connect_ms == pytest.approx(100.0) and boastful.ttft_ms == pytest.approx(100.0)
+    retried = StreamResult()       # a new attempt measures its own connection
+    for ev in (RequestSent(t=1.0, wall=1.8e9), Connected(t=1.5, setup_ms=500.0),
+               RequestSent(t=3.0, wall=1.8e9 + 2, attempt=2), TextDelta(text="a", t=3.1)):
+        retried.add(ev)
+    assert retried.connect_ms is None and retried.ttft_ms == pytest.approx(100.0)
+    for bad in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError):
+            Connected(t=1.0, setup_ms=bad)
+
+
+def test_a_run_records_and_exports_the_connection_set_up(srv, tmp_path):
+    import json
+
+    from store import Store
+
+    cases = sample_set(tmp_path / "set.jsonl", 3)
+    config = config_file(tmp_path / "config.toml", srv, {"m0": {}})
+    db = tmp_path / "c.db"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    run = subprocess.run([sys.executable, "-m", "lineup", "run", str(cases), "-m", "m0", "--quiet", "--concurrency",
+                          "1", "--db", str(db), "--config", str(config)], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0, run.stderr
+    with Store.open(db) as store:
+        (s,) = store.list_sessions()
+        recorded = sorted(o.connect_ms for o in store.load_session(s.id).outputs)
+    assert recorded[0] == 0.0 and recorded[-1] > 0, recorded      # one opened, the others reused it
+    out = subprocess.run([sys.executable, "-m", "lineup", "export", s.id, "--format", "jsonl", "--db", str(db)],
+                         env=env, capture_output=True, text=True, timeout=120)
+    exported = [json.loads(line)["output"]["connect_ms"] for line in out.stdout.splitlines()]
+    assert sorted(exported) == recorded
 
 
 def test_concurrent_requests_open_no_more_connections_than_in_flight(srv):

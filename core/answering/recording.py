@@ -86,7 +86,7 @@ def output_from_result(base: OutputRecord, result: StreamResult, cfg: ModelConfi
         status=status, text=result.text, reasoning=result.reasoning,
         error_kind=err.kind.value if err else None, error_message=message,
         finish_reason=result.finish_reason, sent_at=result.sent_wall,
-        ttft_ms=result.ttft_ms, duration_ms=result.duration_ms,
+        ttft_ms=result.ttft_ms, duration_ms=result.duration_ms, connect_ms=result.connect_ms,
         chunk_ms=list(result.chunk_ms), chunk_chars=list(result.chunk_chars),
         input_tokens=result.input_tokens, output_tokens=tokens, tokens_estimated=estimated,
         reasoning_tokens=result.reasoning_tokens, cost=cost, streamed=result.streamed,

@@ -221,8 +221,8 @@ def refuses_structured(provider: str, error: StreamError) -> bool:
 class AnswerLoop:
     """One answer that may take several requests: `events()` is the stream
     (exactly one terminal event, as every stream), `trace(result)` what it
-    records. Later steps' `RequestSent` are not passed on (the answer's
-    timings run from its first request); usage is summed over the steps."""
+    records. Later steps' `RequestSent` and `Connected` are not passed on
+    (the answer's timings run from its first request); usage is summed over the steps."""
 
     def __init__(self, provider: Provider, provider_name: str, request: ChatRequest, *,
                  script: ToolScript | None = None, structured: StructuredOutput | None = None) -> None:
@@ -263,7 +263,7 @@ class AnswerLoop:
             try:
                 async for ev in inner:
                     kind = ev.type
-                    if kind == "sent":
+                    if kind == "sent" or kind == "connected":
                         if first_step:
                             yield ev
                         continue
