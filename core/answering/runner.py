@@ -492,14 +492,22 @@ def contestant_differences(existing: SessionRecord, wanted: dict, system: str | 
         if old is None or new is None:
             found.append(f"model {alias!r} {'added' if old is None else 'removed'}")
             continue
-        for name in CONTESTANT_FIELDS:
-            before, after = getattr(old, name), getattr(new, name)
-            if before != after and name == "tools":   # a tools file is too long to show: its tools' names
-                was, now = _shown_tools(before), _shown_tools(after)
-                found.append(f"{alias}: tools {was} -> {now}" if was != now else
-                             f"{alias}: tools {now}: their schemas or scripted results changed")
-            elif before != after:
-                found.append(f"{alias}: {name} {before!r} -> {after!r}")
+        found += field_changes(alias, old, new)
+    return found
+
+
+def field_changes(alias: str, old: object, new: object, names: tuple[str, ...] = CONTESTANT_FIELDS) -> list[str]:
+    """`alias: FIELD before -> after` for each of `names` that differs between
+    two contestants (records, or a record and a model's config)."""
+    found = []
+    for name in names:
+        before, after = getattr(old, name), getattr(new, name)
+        if before != after and name == "tools":   # a tools file is too long to show: its tools' names
+            was, now = _shown_tools(before), _shown_tools(after)
+            found.append(f"{alias}: tools {was} -> {now}" if was != now else
+                         f"{alias}: tools {now}: their schemas or scripted results changed")
+        elif before != after:
+            found.append(f"{alias}: {name} {before!r} -> {after!r}")
     return found
 
 

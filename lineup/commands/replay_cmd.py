@@ -56,7 +56,7 @@ def _rerun_run(args: argparse.Namespace, config, models, original, params: dict)
     from rich.console import Console
 
     from core.ground.errors import UsageError
-    from core.answering.runner import sample_set_from_run
+    from core.answering.runner import CONTESTANT_FIELDS, field_changes, sample_set_from_run
     from core.answering.sampleset import _validation_problems
     from core.ground.text import one_line
     from lineup.commands import checked_params, open_store
@@ -75,31 +75,13 @@ def _rerun_run(args: argparse.Namespace, config, models, original, params: dict)
     err = Console(stderr=True, highlight=False, markup=False)
     for what in lost:
         err.print(one_line(f"not re-sent: {what}"))
-    for what in _changed_since(original, models):
+    had = {c.alias: c for c in original.contestants}
+    # parameters are merged with the run's, so the run itself compares them
+    same = tuple(name for name in CONTESTANT_FIELDS if name != "params")
+    for what in (w for m in models if m.alias in had for w in field_changes(m.alias, had[m.alias], m, same)):
         err.print(one_line(f"since the original, {what} (the re-run uses the config as it is now)"))
     seed = original.params.get("seed")
     return execute(args, config, models, sample_set,
                    checked_params({**params, "seed": seed}, where=f"session {original.id}"),
                    repeat=int(original.meta.get("repeat") or 1), concurrency=8, system=original.system,
                    new=False, quiet=False, rerun_of=original.id)
-
-
-#: What a contestant record shares with a model's config (its parameters are
-#: merged with the run's, so they are compared by the run itself).
-_SAME_FIELDS = ("provider", "model", "base_url", "variant_of", "system", "template", "tools")
-
-
-def _changed_since(original, models) -> list[str]:
-    """Each re-run contestant whose config now differs from what the original
-    recorded for it (a variant's prompt edited, a model moved to another
-    server): said, not silent, since the re-run is then another experiment."""
-    had = {c.alias: c for c in original.contestants}
-    out = []
-    for m in models:
-        old = had.get(m.alias)
-        for name in _SAME_FIELDS if old is not None else ():
-            before, after = getattr(old, name), getattr(m, name)
-            if before != after:
-                shown = "changed" if name == "tools" else f"{before!r} -> {after!r}"
-                out.append(f"{m.alias}: {name} {shown}")
-    return out

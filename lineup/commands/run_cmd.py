@@ -98,6 +98,7 @@ def with_dimensions(sample_set, given: list[str]):
     from pydantic import ValidationError
 
     from core.answering.dimensions import Dimension, check_unique
+    from core.answering.sampleset import _validation_problems
     from core.ground.errors import UsageError
 
     header = sample_set.header
@@ -107,8 +108,7 @@ def with_dimensions(sample_set, given: list[str]):
         try:
             added.append(Dimension(name=name.strip(), description=what.strip() or None))
         except ValidationError as exc:
-            problem = "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())
-            raise UsageError(f"--dimension {text[:60]!r}: {problem}") from None
+            raise UsageError("\n".join(_validation_problems(f"--dimension {text[:60]!r}", exc))) from None
     try:
         dims = check_unique((*header.dimensions, *added))
     except ValueError as exc:
