@@ -38,7 +38,7 @@ from store.owners import owner_alive, pid_alive
 from store.reads import Reads
 from store.rows import insert_session, insert_vote, upsert_output
 from store.records import (
-    UNIT_KEY_SQL,
+    UNIT_TURNS_SQL,
     BlindGuessRecord,
     CheckResultRecord,
     GoldCheckRecord,
@@ -738,11 +738,13 @@ def _superseding(conn: sqlite3.Connection, rec: VoteRecord) -> VoteRecord:
     if rec.rater_kind != "human" or rec.retracted_at is not None:
         return rec
     models = sorted(rec.mapping.values())
+    # the unit's turns first (the `turn_case` index), then their votes (`vote_turn`):
+    # a scan of the session's votes made each vote cost more than the last
     earlier = [vid for vid, mapping in conn.execute(
-        f"SELECT v.id, v.mapping FROM vote v JOIN turn t ON t.id = v.turn_id "
-        f"WHERE v.session_id = ? AND v.rater = ? AND v.rater_kind = 'human' AND v.current = 1 AND v.id != ? "
-        f"AND {UNIT_KEY_SQL} = (SELECT {UNIT_KEY_SQL} FROM turn t WHERE t.id = ?) ORDER BY v.created, v.id",
-        [rec.session_id, rec.rater, rec.id, rec.turn_id]) if _models_judged(mapping) == models]
+        f"SELECT v.id, v.mapping FROM vote v WHERE v.turn_id IN ({UNIT_TURNS_SQL}) "
+        "AND +v.session_id = ? AND v.rater = ? AND v.rater_kind = 'human' AND v.current = 1 AND v.id != ? "
+        "ORDER BY v.created, v.id",
+        [rec.turn_id, rec.session_id, rec.rater, rec.id]) if _models_judged(mapping) == models]
     others = [vid for vid in earlier if vid != rec.supersedes]
     if not others:
         return rec

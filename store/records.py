@@ -515,6 +515,13 @@ def vote_problem(v: VoteRecord) -> str | None:
 UNIT_KEY_SQL = ("CASE WHEN length(t.case_id) THEN 'case' || char(31) || t.case_id || char(31) || t.repeat_index "
                 "ELSE 'turn' || char(31) || t.id END")
 
+#: The turns of the unit the turn `?` is in (the unit `UNIT_KEY_SQL` names), by
+#: index (`turn_case`, `turn.id`): the same case and repeat in the same
+#: session, else the turn itself.
+UNIT_TURNS_SQL = ("SELECT u.id FROM turn k JOIN turn u ON u.session_id = k.session_id AND u.case_id = k.case_id "
+                  "AND u.repeat_index = k.repeat_index WHERE k.id = ?1 AND length(k.case_id) "
+                  "UNION ALL SELECT ?1 WHERE NOT EXISTS (SELECT 1 FROM turn k WHERE k.id = ?1 AND length(k.case_id))")
+
 
 def unit_key(turn: "TurnRecord") -> str:
     """What a turn is judged as: its case (one repeat) or the turn itself."""

@@ -544,5 +544,12 @@ def m020_output_connect(db: Database) -> None:
     db.execute("ALTER TABLE output ADD COLUMN connect_ms REAL")
 
 
+
+@_migration(name="m021_turn_case")
+def m021_turn_case(db: Database) -> None:
+    """The turns of a case and repeat in a session by index: saving a vote
+    looks up its unit's earlier votes, which scanned the session's votes."""
+    db.execute("CREATE INDEX turn_case ON turn(session_id, case_id, repeat_index)")
+
 MIGRATION_NAMES: tuple[str, ...] = tuple(name for name, _ in _STEPS)
 SCHEMA_VERSION = len(MIGRATION_NAMES)
