@@ -250,6 +250,9 @@ class Store(Reads):
             # not fail, nor hide the error that brought us here: those outputs
             # stay "streaming" and the next open marks them interrupted.
             self._mine.clear()
+        try:
+            if not self.readonly and self.conn.total_changes and not self.conn.in_transaction:
+                self.refresh_digests()
         finally:
             self.conn.close()
             self.conn = None  # type: ignore[assignment]
@@ -316,6 +319,34 @@ class Store(Reads):
             raise StoreError(f"{self.path} is read-only: cannot {action}")
         if self._lost:
             raise StoreError(self._lost)
+
+    def refresh_digests(self, wait_s: float = 0.2) -> int:
+        """Rebuild the report digests that writes have deleted
+        (`store.digests`), in one write transaction; how many. Best effort:
+        a digest is derived data that a report rebuilds in memory when
+        missing, so a lock held elsewhere for longer than `wait_s`, or a
+        disk that refuses the write, leaves them missing and says nothing."""
+        from store import digests
+
+        conn = self.conn
+        if conn.execute(digests.MISSING_SQL + " LIMIT 1", [digests.MAGIC, digests.MAGIC]).fetchone() is None:
+            return 0
+
+        conn.execute(f"PRAGMA busy_timeout = {int(wait_s * 1000)}")
+        try:
+            self._check_writable("refresh the report digests")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                done = digests.refresh(conn)
+                self._commit()
+                return done
+            finally:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+        except (sqlite3.Error, StoreError):
+            return 0
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
 
     def _write(self, action: str, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run `fn` in one short write transaction, retrying while the database is busy."""

@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from store import digests as D
 from store.bounds import COST_MAX, MS_MAX
 from store.db import Store
 from store.records import UNJUDGED_KINDS
@@ -119,11 +120,18 @@ class VoteRows:
         return int(self.key.size)
 
 
-def read_votes(store: Store, scope: Scope, *, with_ids: bool = False, demo: bool = False) -> VoteRows:
+def read_votes(store: Store, scope: Scope, *, with_ids: bool = False, demo: bool = False,
+               sql: bool = False) -> VoteRows:
     """People's votes only, or judges' only (`scope.rater_kind`). One narrow row per vote: the four texts that say what it means as one
     key, (category, rater, prompt) as another, so that 100k votes are a few
     thousand distinct keys to read. `demo`: also read each vote's session
-    where it has a demo contestant."""
+    where it has a demo contestant. From the sessions' digests
+    (`store.digests`) unless one needs the plain read, or `sql` (the tests'
+    reference)."""
+    if not sql:
+        found = _votes_from_digest(store, scope, with_ids=with_ids, demo=demo)
+        if found is not None:
+            return found
     conn = store.conn
     where, params = _where(scope, time_col="v.created", rater_col="v.rater",
                            session_col="v.session_id", category_col="t.category")
@@ -260,11 +268,16 @@ def _unpriced(conn: sqlite3.Connection, turns: list[Any], cost: np.ndarray) -> t
     return costs, [session_of.get(t) if c is None else None for t, c in zip(turns, costs, strict=True)]
 
 
-def read_outputs(store: Store, scope: Scope, *, plain: bool = False) -> OutputColumns:
+def read_outputs(store: Store, scope: Scope, *, plain: bool = False, sql: bool = False) -> OutputColumns:
     """The attempts the report counts, as columns. The quick read takes the
-    stored values as they come and checks them with numpy; any value it does
-    not take (`_NotQuick`) means the plain read, where SQLite orders the rows
-    and reads every column as it is."""
+    stored values as they come (from the sessions' digests, `store.digests`,
+    unless `sql`: the tests' reference) and checks them with numpy; any value
+    it does not take (`_NotQuick`) means the plain read, where SQLite orders
+    the rows and reads every column as it is."""
+    if not plain and not sql:
+        found = _outputs_from_digest(store, scope)
+        if found is not None:
+            return found
     conn = store.conn
     join, cond, params = _output_filter(scope, turn=False)
     if plain:
@@ -333,6 +346,179 @@ def read_outputs(store: Store, scope: Scope, *, plain: bool = False) -> OutputCo
             dup_turns.update(t for t, n in Counter(mine).items() if n > 1)
     out.stale = _stale_attempts(store, scope, sorted(dup_turns)) if dup_turns else set()
     return out
+
+
+# --------------------------------------------------------------------------- from digests
+
+
+def _digest(store: Store, scope: Scope) -> tuple[D.Digest, np.ndarray]:
+    """The digest of the sessions in scope (named ones, else every one), and
+    which of its sessions count (without named sessions, all but
+    `UNJUDGED_KINDS`); read once per state of the database (a report reads
+    votes twice and answers once)."""
+    conn = store.conn
+    key = (conn.execute("PRAGMA data_version").fetchone()[0], conn.total_changes, scope.sessions)
+    cached = getattr(store, "_digest_cache", None)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    if scope.sessions:
+        named = sorted(set(scope.sessions))
+        parts = D.for_sessions(conn, named)
+        found = D.merge([parts[sid] for sid in named if sid in parts])
+        counts = np.ones(len(found.sessions), dtype=bool)
+    else:
+        found = D.whole(conn)
+        skip = {r[0] for r in conn.execute(f"SELECT id FROM session WHERE kind IN "
+                                           f"({','.join('?' * len(UNJUDGED_KINDS))})", sorted(UNJUDGED_KINDS))}
+        counts = np.array([sid not in skip for sid in found.sessions] + [False], dtype=bool)[:len(found.sessions)]
+    result = (found, counts)
+    store._digest_cache = (key, result)   # type: ignore[attr-defined]
+    return result
+
+
+def outputs_out_of_range(store: Store, sessions: Sequence[str] = ()) -> tuple[int, list[str]]:
+    """`Store.out_of_range` of the answers (of these sessions, or all), from
+    the digests: how many answers hold a number out of range, and the first
+    few by id named (`store.digests.BAD_NAMED`)."""
+    found, _ = _digest(store, Scope(sessions=tuple(sessions)))
+    return found.bad, [f"output {i}" for i in found.bad_ids]
+
+
+def _first_appearance(tmp: np.ndarray, texts: list[Any]) -> tuple[np.ndarray, list[Any]]:
+    """Codes numbered in order of first appearance (as `codes` numbers them)
+    from any codes `tmp` into `texts`, and the texts in that order."""
+    if not tmp.size:
+        return np.zeros(0, dtype=np.int64), []
+    uniq, first, inverse = np.unique(tmp, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty(order.size, dtype=np.int64)
+    rank[order] = np.arange(order.size)
+    return rank[inverse.reshape(-1)], [texts[int(uniq[k])] for k in order.tolist()]
+
+
+def _votes_from_digest(store: Store, scope: Scope, *, with_ids: bool, demo: bool) -> VoteRows | None:
+    """`read_votes` from the digest (None: it needs the plain read)."""
+    d, counts = _digest(store, scope)
+    if not d.votes_quick:
+        return None
+    a = d.arrays
+    mask = np.array([k == scope.rater_kind for k in d.lists["rater_kinds"]] + [False], dtype=bool)[a["v_kind"]]
+    mask &= counts[a["v_session"]]
+    if scope.category is not None or scope.rater is not None:
+        parsed = [json.loads(m) for m in d.lists["metas"]]
+        ok = np.array([(scope.category is None or m[0] == scope.category)
+                       and (scope.rater is None or m[1] == scope.rater) for m in parsed] + [False], dtype=bool)
+        mask &= ok[a["v_meta"]]
+    if scope.since is not None:
+        with np.errstate(invalid="ignore"):
+            mask &= a["v_created"] >= scope.since
+    idx = np.flatnonzero(mask)
+    key, key_texts = _first_appearance(a["v_key"][idx], d.lists["keys"])
+    meta, meta_texts = _first_appearance(a["v_meta"][idx], d.lists["metas"])
+    sessions = None
+    if demo:
+        shown = [sid if is_demo else None for sid, is_demo in zip(d.sessions, d.demo, strict=True)]
+        sessions = [shown[k] for k in a["v_session"][idx].tolist()]
+    ids = None
+    if with_ids:
+        every = d.ids()
+        ids = [every[k] for k in idx.tolist()]
+    return VoteRows([tuple(json.loads(k)) for k in key_texts], key, [tuple(json.loads(m)) for m in meta_texts],
+                    meta, sessions, ids)
+
+
+def _outputs_from_digest(store: Store, scope: Scope) -> OutputColumns | None:
+    """`read_outputs`' quick read from the digest (None: it, or some value
+    in scope, needs the read from the rows)."""
+    d, counts = _digest(store, scope)
+    if not d.outputs_quick:
+        return None
+    a = d.arrays
+    mask = counts[a["o_session"]] if scope.include_demo else counts[a["o_session"]] & a["o_real"]
+    if scope.category is not None:
+        ok = np.array([c == scope.category for c in d.lists["categories"]] + [False], dtype=bool)
+        mask &= ok[a["o_category"]]            # -1 (no turn): the last, False
+    if scope.since is not None:
+        with np.errstate(invalid="ignore"):
+            mask &= a["o_created"] >= scope.since
+    idx = np.flatnonzero(mask)
+    models = d.lists["models"]
+    present = np.bincount(a["o_model"][idx], minlength=len(models)) > 0
+    names = sorted(m for m, here in zip(models, present.tolist(), strict=True) if here)
+    index = {name: k for k, name in enumerate(names)}
+    code = np.array([index.get(m, -1) for m in models] + [-1], dtype=np.int64)[a["o_model"][idx]]
+    c = {col: a[col][idx] for col in ("o_status", "o_ttft", "o_duration", "o_cost", "o_created", "o_input",
+                                      "o_output", "o_estimated", "o_cached", "o_turn", "o_kind")}
+    try:
+        cost = _bounded(c["o_cost"], COST_MAX)
+        created = c["o_created"]
+        order = np.lexsort((created, code))
+        if np.any((code[order][1:] == code[order][:-1]) & (created[order][1:] == created[order][:-1])):
+            return None                    # (created, id) ties: SQLite orders (the read from the rows)
+        input_tokens = _counts_array(c["o_input"], _MAX_INPUT_TOKENS)
+        output_tokens = _counts_array(c["o_output"], _MAX_OUTPUT_TOKENS)
+        flags = c["o_estimated"]
+        if np.isnan(flags).any() or not (flags == np.floor(flags)).all():
+            return None
+    except _NotQuick:
+        return None
+    status = c["o_status"].astype(np.int64)
+    turn = c["o_turn"].astype(np.int64)
+    raw = None
+    turn_ids: list[str] | None = None
+    if np.isnan(cost).any():               # not recorded (or out of range): from the prices
+        turn_ids = _turn_ids(d)
+        if turn_ids is None:
+            return None
+        turns = [turn_ids[k] for k in turn.tolist()]
+        raw = [_whole(input_tokens), _whole(output_tokens), *_unpriced(store.conn, turns, cost)]
+    bounds = np.searchsorted(code[order], np.arange(len(names) + 1))
+    out = OutputColumns(models=[(name, order[bounds[k]:bounds[k + 1]]) for name, k in index.items()],
+                        status=status, estimated=flags != 0, input_tokens=input_tokens,
+                        output_tokens=output_tokens, ttft=_bounded(c["o_ttft"], MS_MAX),
+                        duration=_bounded(c["o_duration"], MS_MAX), cost=cost, raw=raw,
+                        cached=c["o_cached"].astype(bool))
+    errors = np.flatnonzero(status == 1)
+    if errors.size:
+        kinds = d.lists["kinds"]
+        for k, kind in zip(code[errors].tolist(), c["o_kind"][errors].tolist(), strict=True):
+            out.kinds[names[k]][kinds[kind]] += 1
+    if not idx.size:
+        return out
+    width = max(d.n_turns, 1)
+    pairs, n_attempts = np.unique(code * width + turn, return_counts=True)
+    per_model = np.bincount(pairs // width, minlength=len(names))
+    for name, k in index.items():
+        out.answers[name] = int(per_model[k])
+    dup = pairs[n_attempts > 1]
+    if dup.size:                           # retries: some (turn, model) has several attempts
+        turn_ids = turn_ids or _turn_ids(d)
+        if turn_ids is None:
+            return None
+        out.stale = _stale_attempts(store, scope, sorted({turn_ids[k] for k in (dup % width).tolist()}))
+    return out
+
+
+def _turn_ids(d: D.Digest) -> list[str] | None:
+    """The digest's turns (None: they do not parse)."""
+    try:
+        return d.turn_ids()
+    except ValueError:
+        return None
+
+
+def _counts_array(values: np.ndarray, high: int) -> np.ndarray:
+    """`_counts` on a float column: whole numbers from 0 to `high`, or nan."""
+    with np.errstate(invalid="ignore"):
+        ok = np.isnan(values) | ((values >= 0) & (values <= high) & (values == np.floor(values)))
+    if not ok.all():
+        raise _NotQuick
+    return values
+
+
+def _whole(values: np.ndarray) -> list[Any]:
+    """A column of whole numbers (nan: NULL) as the rows hold them."""
+    return [None if x != x else int(x) for x in values.tolist()]
 
 
 def latest_attempts(rows: Iterable[Sequence[Any]]) -> dict[tuple[Any, Any], Sequence[Any]]:

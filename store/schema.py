@@ -551,5 +551,32 @@ def m021_turn_case(db: Database) -> None:
     looks up its unit's earlier votes, which scanned the session's votes."""
     db.execute("CREATE INDEX turn_case ON turn(session_id, case_id, repeat_index)")
 
+
+@_migration(name="m022_report_digest")
+def m022_report_digest(db: Database) -> None:
+    """A digest per session of what the report reads (`store.digests`), one
+    of all sessions, and the triggers that delete them in the same
+    transaction as any change to what they were made from: the session's answers, votes, turns, contestants,
+    a vote another session's vote supersedes, a turn another session's
+    answers or votes are on. A missing digest is rebuilt from the rows."""
+    db.execute("""CREATE TABLE report_digest (
+        session_id TEXT PRIMARY KEY,
+        data BLOB NOT NULL
+    )""")
+    db.execute("""CREATE TABLE report_digest_all (          -- every session's, merged
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        data BLOB NOT NULL
+    )""")
+    drop = "DELETE FROM report_digest_all; DELETE FROM report_digest WHERE session_id IN ({})"
+    rows = {"output": "SELECT {r}.session_id", "contestant": "SELECT {r}.session_id", "session": "SELECT {r}.id",
+            "vote": "SELECT {r}.session_id UNION ALL SELECT session_id FROM vote WHERE id = {r}.supersedes",
+            "turn": ("SELECT {r}.session_id UNION ALL SELECT session_id FROM vote WHERE turn_id = {r}.id "
+                     "UNION ALL SELECT session_id FROM output WHERE turn_id = {r}.id")}
+    for table, which in rows.items():
+        for event, refs in (("INSERT", ("NEW",)), ("UPDATE", ("OLD", "NEW")), ("DELETE", ("OLD",))):
+            body = "; ".join(drop.format(which.format(r=r)) for r in refs)
+            db.execute(f"CREATE TRIGGER report_digest_{table}_{event.lower()} AFTER {event} ON {table} "
+                       f"BEGIN {body}; END")
+
 MIGRATION_NAMES: tuple[str, ...] = tuple(name for name, _ in _STEPS)
 SCHEMA_VERSION = len(MIGRATION_NAMES)

@@ -112,7 +112,7 @@ def build_report(store: Store, filters: ReportFilters | None = None, *, rounds: 
         # reads: the answers' side, then one scan for values out of range.
         (report.failure_modes, report.engineering, report.checks, report.checks_by_category,
          report.stability, report.structured) = _answer_figures(store, scope, prices if prices is not None else {})
-        n_bad, named = store.out_of_range(filters.sessions or None, tables=("output",))
+        n_bad, named = Q.outputs_out_of_range(store, filters.sessions)
         report.position_bias = figures.position_bias(votes)
         report.consistency = figures.consistency(votes)
         report.agreement = rater_agreement(votes, rounds, seed)
@@ -173,17 +173,39 @@ def _stretch(store: Store, scope: Q.Scope, report: Report, judge: str | None, ju
 
 def rater_agreement(votes: Votes, rounds: int, seed: int | None) -> Agreement:
     """Krippendorff's alpha between raters: a unit per (prompt, set of models shown)."""
-    # a verdict per distinct pattern and a (prompt, rater) per distinct meta, not per vote: 100k votes
-    # are a few thousand of each
+    # A verdict per distinct pattern and a (prompt, rater) per distinct meta, not per vote: 100k votes
+    # are a few thousand of each. `agreement` keeps a rater's last verdict in a unit, orders units and
+    # raters by first appearance, and pairs only units two raters judged: one row per (prompt, rater,
+    # models shown) of such a unit, where it first appears, with the verdict of its last vote, is the
+    # same input for it (tests/test_report_digests.py), and its list of raters is every rater's.
     verdicts = [None if p.error is not None else (p.models, p.verdict()) for p in votes.patterns]
     metas = [(m[2], m[1]) for m in votes.metas]
+    readable = np.array([found is not None for found in verdicts] + [False], dtype=bool)
+    kept = np.flatnonzero(readable[votes.pattern]) if len(votes) else np.zeros(0, dtype=np.int64)
+    raters = sorted({metas[m][1] for m in np.unique(votes.meta[kept]).tolist()})
     rows = []
-    for pattern, meta in zip(votes.pattern.tolist(), votes.meta.tolist(), strict=True):
-        found = verdicts[pattern]
-        if found is not None:
-            prompt, rater = metas[meta]
-            rows.append(((prompt, found[0]), rater, found[1]))
-    return agreement(rows, rounds=min(rounds, 1000), seed=seed)
+    if kept.size:
+        asked, _ = Q.codes(metas)                                  # (prompt, rater) of each meta
+        prompt, _ = Q.codes(m[0] for m in metas)
+        shown, _ = Q.codes(found[0] if found is not None else None for found in verdicts)
+        width = int(shown.max()) + 1
+        pattern, meta = votes.pattern[kept], votes.meta[kept]
+        key = asked[meta] * width + shown[pattern]                # (prompt, rater, models shown)
+        _, first = np.unique(key, return_index=True)
+        _, from_end = np.unique(key[::-1], return_index=True)
+        last = key.size - 1 - from_end
+        unit = (prompt[meta] * width + shown[pattern])[first]    # each key's (prompt, models shown)
+        units, n_raters = np.unique(unit, return_counts=True)
+        pairable = n_raters[np.searchsorted(units, unit)] >= 2
+        for k in np.argsort(first, kind="stable").tolist():
+            if pairable[k]:
+                a, b = int(first[k]), int(last[k])
+                models, _ = verdicts[int(pattern[a])]             # type: ignore[misc]
+                rows.append(((metas[int(meta[a])][0], models), metas[int(meta[a])][1],
+                             verdicts[int(pattern[b])][1]))        # type: ignore[index]
+    out = agreement(rows, rounds=min(rounds, 1000), seed=seed)
+    out.raters = raters
+    return out
 
 
 Rated = Future[R.RatingResult]

@@ -66,19 +66,23 @@ def position_bias(votes: Votes) -> PositionBias:
     return PositionBias(rows=rows, decisive_votes=decisive, no_winner_votes=no_winner)
 
 
-def _group_counts(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Group ids (0..G-1, one per row) of the rows' key tuples, and each group's size."""
+def _group_counts(*keys: np.ndarray, weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Group ids (0..G-1, one per row) of the rows' key tuples, and each
+    group's size (the sum of its rows' `weights`, when given)."""
     gid = np.zeros(keys[0].size, dtype=np.int64)
     for key in keys:
         _, gid = np.unique(gid * (int(key.max()) + 1 if key.size else 1) + key, return_inverse=True)
         gid = gid.reshape(-1)
-    return gid, np.bincount(gid)
+    if weights is None:
+        return gid, np.bincount(gid)
+    return gid, np.bincount(gid, weights=weights).astype(np.int64)
 
 
 def consistency(votes: Votes) -> Consistency:
     """Votes on the same prompt (case id, else prompt text) and the same set of
     models: pairs with the same verdict, counted from tallies per (prompt and
-    models, rater, verdict) rather than pair by pair."""
+    models, rater, verdict) rather than pair by pair, and those from the
+    tallies of each distinct (pattern, meta): what a vote says and where."""
     if not len(votes):
         return Consistency()
     ms_of_pat = codes(p.models if p.error is None else None for p in votes.patterns)[0]
@@ -88,17 +92,20 @@ def consistency(votes: Votes) -> Consistency:
     rater_index = {r: k for k, r in enumerate(rater_names)}
     rater_of_meta = np.array([rater_index[m[1]] for m in votes.metas], dtype=np.int64)
 
-    group = _group_counts(prompt_of_meta[votes.meta], ms_of_pat[votes.pattern])[0]
-    rater = rater_of_meta[votes.meta]
-    verdict = verdict_of_pat[votes.pattern]
+    width = len(votes.patterns)
+    seen, n_seen = np.unique(votes.meta * width + votes.pattern, return_counts=True)
+    meta, pattern = seen // width, seen % width
+    group = _group_counts(prompt_of_meta[meta], ms_of_pat[pattern])[0]
+    rater = rater_of_meta[meta]
+    verdict = verdict_of_pat[pattern]
 
     def pairs(n: np.ndarray) -> np.ndarray:
         return n * (n - 1) // 2
 
-    gr, n_gr = _group_counts(group, rater)               # votes per (prompt, rater)
-    grd, n_grd = _group_counts(group, rater, verdict)    # ... with the same verdict
-    _, n_gd = _group_counts(group, verdict)
-    n_g = np.bincount(group)
+    gr, n_gr = _group_counts(group, rater, weights=n_seen)               # votes per (prompt, rater)
+    grd, n_grd = _group_counts(group, rater, verdict, weights=n_seen)    # ... with the same verdict
+    _, n_gd = _group_counts(group, verdict, weights=n_seen)
+    n_g = np.bincount(group, weights=n_seen).astype(np.int64)
     rater_of_gr = np.zeros(n_gr.size, dtype=np.int64)
     rater_of_gr[gr] = rater
     rater_of_grd = np.zeros(n_grd.size, dtype=np.int64)

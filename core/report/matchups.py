@@ -51,12 +51,13 @@ def matchups(bs: BattleSet, result: RatingResult, level: float = 0.95) -> Matchu
     m = len(names)
     if m == 0 or result.point is None or result.component_of is None:
         return Matchups()
-    wins = np.zeros((m, m), dtype=np.int64)
-    ties = np.zeros((m, m), dtype=np.int64)
-    np.add.at(wins, (bs.a[bs.score == 1.0], bs.b[bs.score == 1.0]), 1)
-    np.add.at(wins, (bs.b[bs.score == 0.0], bs.a[bs.score == 0.0]), 1)
-    tie = bs.score == 0.5
-    np.add.at(ties, (bs.a[tie], bs.b[tie]), 1)
+    won, lost, tie = bs.score == 1.0, bs.score == 0.0, bs.score == 0.5
+
+    def cells_of(rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        return np.bincount(rows * m + cols, minlength=m * m).reshape(m, m)
+
+    wins = cells_of(bs.a[won], bs.b[won]) + cells_of(bs.b[lost], bs.a[lost])
+    ties = cells_of(bs.a[tie], bs.b[tie])
     ties = ties + ties.T
     order = [names.index(r.name) for r in result.models if r.name in names]
     comp = result.component_of
