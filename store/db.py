@@ -329,7 +329,7 @@ class Store(Reads):
         from store import digests
 
         conn = self.conn
-        if conn.execute(digests.MISSING_SQL + " LIMIT 1", [digests.MAGIC, digests.MAGIC]).fetchone() is None:
+        if conn.execute(digests.MISSING_SQL + " LIMIT 1", [digests.MAGIC]).fetchone() is None:
             return 0
 
         conn.execute(f"PRAGMA busy_timeout = {int(wait_s * 1000)}")

@@ -364,7 +364,7 @@ def _digest(store: Store, scope: Scope) -> tuple[D.Digest, np.ndarray]:
     if scope.sessions:
         named = sorted(set(scope.sessions))
         parts = D.for_sessions(conn, named)
-        found = D.merge([parts[sid] for sid in named if sid in parts])
+        found = D.merge([parts[sid] for sid in named])
         counts = np.ones(len(found.sessions), dtype=bool)
     else:
         found = D.whole(conn)
@@ -449,18 +449,14 @@ def _outputs_from_digest(store: Store, scope: Scope) -> OutputColumns | None:
     code = np.array([index.get(m, -1) for m in models] + [-1], dtype=np.int64)[a["o_model"][idx]]
     c = {col: a[col][idx] for col in ("o_status", "o_ttft", "o_duration", "o_cost", "o_created", "o_input",
                                       "o_output", "o_estimated", "o_cached", "o_turn", "o_kind")}
-    try:
-        cost = _bounded(c["o_cost"], COST_MAX)
-        created = c["o_created"]
-        order = np.lexsort((created, code))
-        if np.any((code[order][1:] == code[order][:-1]) & (created[order][1:] == created[order][:-1])):
-            return None                    # (created, id) ties: SQLite orders (the read from the rows)
-        input_tokens = _counts_array(c["o_input"], _MAX_INPUT_TOKENS)
-        output_tokens = _counts_array(c["o_output"], _MAX_OUTPUT_TOKENS)
-        flags = c["o_estimated"]
-        if np.isnan(flags).any() or not (flags == np.floor(flags)).all():
-            return None
-    except _NotQuick:
+    cost = _bounded(c["o_cost"], COST_MAX)
+    created = c["o_created"]
+    order = np.lexsort((created, code))
+    if np.any((code[order][1:] == code[order][:-1]) & (created[order][1:] == created[order][:-1])):
+        return None                        # (created, id) ties: SQLite orders (the read from the rows)
+    input_tokens, output_tokens = _token_column(c["o_input"]), _token_column(c["o_output"])
+    if np.nanmax(input_tokens, initial=0) > _MAX_INPUT_TOKENS or np.nanmax(output_tokens, initial=0) > \
+            _MAX_OUTPUT_TOKENS:
         return None
     status = c["o_status"].astype(np.int64)
     turn = c["o_turn"].astype(np.int64)
@@ -474,7 +470,7 @@ def _outputs_from_digest(store: Store, scope: Scope) -> OutputColumns | None:
         raw = [_whole(input_tokens), _whole(output_tokens), *_unpriced(store.conn, turns, cost)]
     bounds = np.searchsorted(code[order], np.arange(len(names) + 1))
     out = OutputColumns(models=[(name, order[bounds[k]:bounds[k + 1]]) for name, k in index.items()],
-                        status=status, estimated=flags != 0, input_tokens=input_tokens,
+                        status=status, estimated=c["o_estimated"].astype(bool), input_tokens=input_tokens,
                         output_tokens=output_tokens, ttft=_bounded(c["o_ttft"], MS_MAX),
                         duration=_bounded(c["o_duration"], MS_MAX), cost=cost, raw=raw,
                         cached=c["o_cached"].astype(bool))
@@ -507,13 +503,9 @@ def _turn_ids(d: D.Digest) -> list[str] | None:
         return None
 
 
-def _counts_array(values: np.ndarray, high: int) -> np.ndarray:
-    """`_counts` on a float column: whole numbers from 0 to `high`, or nan."""
-    with np.errstate(invalid="ignore"):
-        ok = np.isnan(values) | ((values >= 0) & (values <= high) & (values == np.floor(values)))
-    if not ok.all():
-        raise _NotQuick
-    return values
+def _token_column(values: np.ndarray) -> np.ndarray:
+    """A digest's token counts (-1: NULL) as the quick read's column (nan: NULL)."""
+    return np.where(values < 0, np.nan, values.astype(float))
 
 
 def _whole(values: np.ndarray) -> list[Any]:

@@ -554,20 +554,28 @@ def m021_turn_case(db: Database) -> None:
 
 @_migration(name="m022_report_digest")
 def m022_report_digest(db: Database) -> None:
-    """A digest per session of what the report reads (`store.digests`), one
-    of all sessions, and the triggers that delete them in the same
-    transaction as any change to what they were made from: the session's answers, votes, turns, contestants,
+    """Digests of what the report reads (`store.digests`): one per session,
+    one per group of sessions; and the triggers that delete a session's
+    digest and its group's in the same transaction as any change to what
+    they were made from: the session's answers, votes, turns, contestants,
     a vote another session's vote supersedes, a turn another session's
-    answers or votes are on. A missing digest is rebuilt from the rows."""
+    answers or votes are on. What is missing is rebuilt from the rows."""
     db.execute("""CREATE TABLE report_digest (
         session_id TEXT PRIMARY KEY,
-        data BLOB NOT NULL
+        data BLOB NOT NULL,
+        turns TEXT NOT NULL
     )""")
-    db.execute("""CREATE TABLE report_digest_all (          -- every session's, merged
-        id INTEGER PRIMARY KEY CHECK (id = 1),
-        data BLOB NOT NULL
+    db.execute("""CREATE TABLE report_group (
+        grp INTEGER PRIMARY KEY,
+        data BLOB NOT NULL,
+        turns TEXT NOT NULL
     )""")
-    drop = "DELETE FROM report_digest_all; DELETE FROM report_digest WHERE session_id IN ({})"
+    db.execute("""CREATE TABLE report_group_member (
+        session_id TEXT PRIMARY KEY,
+        grp INTEGER NOT NULL
+    )""")
+    drop = ("DELETE FROM report_group WHERE grp IN (SELECT grp FROM report_group_member WHERE session_id IN ({0})); "
+            "DELETE FROM report_digest WHERE session_id IN ({0})")
     rows = {"output": "SELECT {r}.session_id", "contestant": "SELECT {r}.session_id", "session": "SELECT {r}.id",
             "vote": "SELECT {r}.session_id UNION ALL SELECT session_id FROM vote WHERE id = {r}.supersedes",
             "turn": ("SELECT {r}.session_id UNION ALL SELECT session_id FROM vote WHERE turn_id = {r}.id "
@@ -577,6 +585,7 @@ def m022_report_digest(db: Database) -> None:
             body = "; ".join(drop.format(which.format(r=r)) for r in refs)
             db.execute(f"CREATE TRIGGER report_digest_{table}_{event.lower()} AFTER {event} ON {table} "
                        f"BEGIN {body}; END")
+
 
 MIGRATION_NAMES: tuple[str, ...] = tuple(name for name, _ in _STEPS)
 SCHEMA_VERSION = len(MIGRATION_NAMES)

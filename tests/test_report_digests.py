@@ -37,24 +37,27 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def stale(store: Store) -> list[str]:
-    """Stored digests that are not what the rows give now (none may be)."""
+    """Stored digests, of sessions and of groups, that are not what the rows
+    give now (none may be)."""
     conn = store.conn
-    rows = conn.execute("SELECT session_id, data FROM report_digest").fetchall()
-    fresh = D.build(conn, [sid for sid, _ in rows])
-    found = [sid for sid, blob in rows if blob != D.encode(fresh[sid])]
-    whole = conn.execute("SELECT data FROM report_digest_all").fetchone()
-    if whole is not None:
-        every = sorted(r[0] for r in conn.execute("SELECT id FROM session"))
-        built = D.build(conn, every)
-        if whole[0] != D.encode(D.merge([built[sid] for sid in every])):
-            found.append("(all sessions)")
+    rows = conn.execute("SELECT session_id, data, turns FROM report_digest").fetchall()
+    fresh = D.build(conn, [sid for sid, *_ in rows])
+    found = [sid for sid, blob, turns in rows if (blob, turns) != D.encode(fresh[sid])]
+    for grp, blob, turns in conn.execute("SELECT grp, data, turns FROM report_group").fetchall():
+        members = [r[0] for r in conn.execute("SELECT session_id FROM report_group_member WHERE grp = ? "
+                                              "ORDER BY session_id", [grp])]
+        built = D.build(conn, members)
+        if (blob, turns) != D.encode(D.merge([built[sid] for sid in members])):
+            found.append(f"group {grp}")
     return found
 
 
 def stored(store: Store) -> tuple[int, bool]:
+    """(session digests stored, whether every session is in a group whose digest is stored)."""
     conn = store.conn
     return (conn.execute("SELECT count(*) FROM report_digest").fetchone()[0],
-            conn.execute("SELECT count(*) FROM report_digest_all").fetchone()[0] == 1)
+            conn.execute("SELECT count(*) FROM session WHERE id NOT IN (SELECT m.session_id FROM "
+                         "report_group_member m JOIN report_group g ON g.grp = m.grp)").fetchone()[0] == 0)
 
 
 def scopes(store: Store) -> list[Q.Scope]:
@@ -235,7 +238,7 @@ def test_after_each_kind_of_write_no_stored_digest_is_stale(world, kind, tmp_pat
         fn = WRITES[kind]
         fn(store, made, tmp_path) if kind == "merge" else fn(store, made)
         assert stale(store) == []
-        assert stored(store)[1] is False               # every change drops the digest of all sessions
+        assert stored(store)[1] is False               # every change drops the digest of a group
         assert_reads_agree(store)
         store.refresh_digests()
         assert stored(store) == (store.conn.execute("SELECT count(*) FROM session").fetchone()[0], True)
@@ -257,7 +260,7 @@ def test_a_read_only_file_with_no_digests_reads_the_same(world):
     path, _ = world
     with sqlite3.connect(path) as conn:              # (a Store closing would build them again)
         conn.execute("DELETE FROM report_digest")
-        conn.execute("DELETE FROM report_digest_all")
+        conn.execute("DELETE FROM report_group")
     path.chmod(0o444)
     try:
         with Store.open(path, readonly=True) as store:
@@ -293,7 +296,7 @@ def test_a_damaged_or_planted_digest_is_ignored_and_rebuilt_from_the_rows(world,
         assert D.decode(bad) is None
         with store.batch():
             store.conn.execute("UPDATE report_digest SET data = ? WHERE session_id = ?", [bad, sid])
-            store.conn.execute("UPDATE report_digest_all SET data = ?", [bad])
+            store.conn.execute("UPDATE report_group SET data = ?", [bad])
         assert_reads_agree(store)
         store.refresh_digests()          # another format is replaced; a damaged one is left for readers to skip
         assert_reads_agree(store)
@@ -409,3 +412,25 @@ def test_a_digest_is_built_under_the_write_lock(world):
             other.rollback()
             other.close()
         assert store.refresh_digests() == 1
+
+
+def test_a_change_drops_only_its_group_and_a_close_rebuilds_only_that(world, monkeypatch):
+    path, made = world
+    monkeypatch.setattr(D, "GROUP_SIZE", 2)
+    with Store.open(path) as store:
+        with store.batch():
+            store.conn.execute("DELETE FROM report_group")
+            store.conn.execute("DELETE FROM report_group_member")
+        store.refresh_digests()
+        groups = dict(store.conn.execute("SELECT session_id, grp FROM report_group_member").fetchall())
+        assert sorted(groups.values()) == [0, 0, 1]
+        before = dict(store.conn.execute("SELECT grp, data FROM report_group").fetchall())
+        s, ts, _ = made[2]                                   # in the second group, alone
+        store.add_vote(_vote(s, ts[5], 0, "bob", 1.76e9))
+        assert sorted(r[0] for r in store.conn.execute("SELECT grp FROM report_group")) == [groups[made[0][0].id]]
+        assert_reads_agree(store)
+        store.refresh_digests()
+        after = dict(store.conn.execute("SELECT grp, data FROM report_group").fetchall())
+        assert after[0] == before[0] and after[1] != before[1]
+        assert stale(store) == []
+        assert_reads_agree(store)

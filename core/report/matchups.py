@@ -62,6 +62,10 @@ def matchups(bs: BattleSet, result: RatingResult, level: float = 0.95) -> Matchu
     order = [names.index(r.name) for r in result.models if r.name in names]
     comp = result.component_of
     tail = (1.0 - level) / 2.0 * 100.0
+    bounds = None
+    if result.replicates is not None:        # every pair's interval at once (the same numbers, cell by cell)
+        rep = result.replicates
+        bounds = np.percentile(_win_prob(rep[:, :, None], rep[:, None, :]), [tail, 100.0 - tail], axis=0)
     cells: list[MatchupCell] = []
     for i in order:
         for j in order:
@@ -74,9 +78,8 @@ def matchups(bs: BattleSet, result: RatingResult, level: float = 0.95) -> Matchu
             pred = lo = hi = None
             if same:
                 pred = float(_win_prob(result.point[i], result.point[j]))
-                if result.replicates is not None:
-                    draws = _win_prob(result.replicates[:, i], result.replicates[:, j])
-                    lo, hi = (float(x) for x in np.percentile(draws, [tail, 100.0 - tail]))
+                if bounds is not None:
+                    lo, hi = float(bounds[0, i, j]), float(bounds[1, i, j])
             cells.append(MatchupCell(model=names[i], opponent=names[j], wins=int(wins[i, j]), ties=int(ties[i, j]),
                                      losses=int(wins[j, i]), predicted=pred, ci_low=lo, ci_high=hi))
     return Matchups(models=[names[i] for i in order], cells=cells)
