@@ -167,9 +167,9 @@ def run_case(label, n_votes, n_models, rounds, repeat, ref_repeat, seed=0):
 # ----------------------------------------------------------------- the whole report
 
 
-def build_report_db(path: Path) -> float:
+def build_report_db(path: Path, sessions: int = 500) -> float:
     """100,000 two-way votes among 20 models (500 sessions of 200 turns, two
-    answers per turn), as /tmp/mkbig.py did; returns the seconds it took."""
+    answers per turn; `sessions` fewer for a smoke run); returns the seconds it took."""
     from store import Store
     from tests.synthetic import synthetic_session, write_synthetic
 
@@ -177,7 +177,7 @@ def build_report_db(path: Path) -> float:
     rng = random.Random(1)
     t0 = time.perf_counter()
     with Store.open(path) as store:
-        for i in range(500):
+        for i in range(sessions):
             pair = rng.sample(models, 2)
             write_synthetic(store, *synthetic_session(turns=200, contestants=2, words=3, seed=i, aliases=pair,
                                                       created=1.7e9 + i * 1000))
@@ -185,12 +185,13 @@ def build_report_db(path: Path) -> float:
 
 
 #: The code the whole report is compared with: the last commit before the
-#: bootstrap drew mirror-image rows as one pattern (the same schema as the store
-#: this script builds). The commit before the report's rework (61ebddc), the
-#: baseline until then, reads schema 6 at most and so cannot open that store;
-#: it was run from this checkout's folder, which put this checkout's modules
-#: first on its path, so the script compared this checkout with itself.
-BASELINE = "7b719b4"
+#: report read the digests kept with the record (schema 20; it is given a
+#: copy of the store with the later tables, triggers and index dropped,
+#: `_as_schema`). Earlier baselines: 7b719b4 (before the bootstrap drew
+#: mirror-image rows as one pattern) and 61ebddc (before the report's
+#: rework) read older schemas only.
+BASELINE = "35ce53d"
+BASELINE_SCHEMA = 20
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -213,7 +214,7 @@ def baseline_tree(rev: str, dest: Path) -> Path | None:
 def _command(db: Path, rounds: int, code: Path | None) -> tuple[float, float, bytes]:
     """One `lineup report --json` in a fresh process (with the code in `code`
     first on the path, when given): (wall s, CPU s of the process, its output
-    without `generated_at`)."""
+    without `generated_at` and `database`: the baseline reads a copy)."""
     import re
     import resource
 
@@ -232,7 +233,8 @@ def _command(db: Path, rounds: int, code: Path | None) -> tuple[float, float, by
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu, re.sub(rb'"generated_at": [^,]+,', b"", out, count=1)
+    out = re.sub(rb'"generated_at": [^,]+,', b"", out, count=1)
+    return wall, cpu, re.sub(rb'"database": "(?:[^"\\]|\\.)*",', b"", out, count=1)
 
 
 def _point_ratings(out: bytes) -> list:
@@ -242,31 +244,113 @@ def _point_ratings(out: bytes) -> list:
             for m in json.loads(out)["models"]]
 
 
+def _as_schema(db: Path, dest: Path, version: int) -> Path:
+    """A copy of `db` as schema `version` had it: the later migrations' tables,
+    triggers and indexes dropped (what they add is derived or empty here)."""
+    import shutil
+    import sqlite3
+
+    from store.schema import MIGRATION_NAMES
+
+    shutil.copyfile(db, dest)
+    conn = sqlite3.connect(dest)
+    later = MIGRATION_NAMES[version:]
+    for kind, name in conn.execute("SELECT type, name FROM sqlite_master WHERE name LIKE 'report_%' "
+                                   "OR name = 'turn_case' ORDER BY type = 'table'").fetchall():
+        conn.execute(f'DROP {kind.upper()} IF EXISTS "{name}"')
+    conn.executemany("DELETE FROM _sqlite_migrations WHERE name = ?", [(n,) for n in later])
+    conn.execute(f"PRAGMA user_version = {version}")
+    conn.commit()
+    conn.close()
+    return dest
+
+
+def _reads(db: Path, repeat: int) -> None:
+    """The report's reads (votes, people's and judges'; answers; values out
+    of range) from the digests and from the rows, in this process."""
+    from store import Store
+    from store import report_queries as Q
+
+    times: dict[str, list[float]] = {"digests": [], "rows": []}
+    for _ in range(repeat):
+        for how in times:
+            with Store.open(db, readonly=True) as store:
+                sql = how == "rows"
+                t0 = time.perf_counter()
+                Q.read_votes(store, Q.Scope(), sql=sql)
+                Q.read_votes(store, Q.Scope(rater_kind="judge"), sql=sql)
+                Q.read_outputs(store, Q.Scope(), sql=sql)
+                if sql:
+                    store.out_of_range(None, tables=("output",))
+                else:
+                    Q.outputs_out_of_range(store)
+                times[how].append(time.perf_counter() - t0)
+    rows, digests = statistics.median(times["rows"]), statistics.median(times["digests"])
+    print(f"  the reads, from the rows (before)   median {rows:6.3f} s   (n={repeat})")
+    print(f"  the reads, from the digests         median {digests:6.3f} s   ({rows / digests:.1f}x)")
+
+
+def _upkeep(db: Path, repeat: int) -> None:
+    """What keeping the digests costs a writer: one more vote, then the
+    refresh its close makes (its session's digest and its group's)."""
+    import shutil
+
+    from core.stats import votes as V
+    from store import Store
+
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / "upkeep.db"
+        shutil.copyfile(db, copy)
+        times = []
+        for k in range(repeat):
+            with Store.open(copy) as store:
+                (n_turns,) = store.conn.execute("SELECT count(*) FROM turn").fetchone()
+                sid, tid = store.conn.execute("SELECT session_id, id FROM turn ORDER BY id LIMIT 1 OFFSET ?",
+                                              [k * 997 % n_turns]).fetchone()
+                session = store.load_session(sid).session
+                mapping = {c.label: c.alias for c in session.contestants}
+                store.add_vote(V.make_votes(sid, [tid], list(mapping)[0], mapping=mapping, positions=list(mapping),
+                                            rater=f"upkeep-{k}", revealed=False)[0])
+                t0 = time.perf_counter()
+                store.refresh_digests()
+                times.append(time.perf_counter() - t0)
+    print(f"  a writer's close after one vote: digests rebuilt in median {statistics.median(times) * 1000:.0f} ms "
+          f"(n={repeat})")
+
+
 def run_report(db: Path, rounds: int, repeat: int = 3, baseline: str | None = BASELINE) -> None:
-    """`build_report` in this process, then `lineup report --json` as a
-    command, this code and the baseline's taking turns (medians of `repeat`
-    each, the same machine, the same minutes), their ratio, and whether the
-    two print the same report."""
+    """The report's reads from the digests and from the rows, `build_report`
+    in this process, then `lineup report --json` as a command, this code and
+    the baseline's taking turns (medians of `repeat` each, the same machine,
+    the same minutes), their ratio, and whether the two print the same
+    report; last, what keeping the digests costs a writer."""
     from core.report import build_report
     from store import Store
 
+    with Store.open(db, readonly=True) as store:
+        n_votes = store.conn.execute("SELECT count(*) FROM vote").fetchone()[0]
+    print(f"whole report: {n_votes:,} votes / 20 models / {2 * n_votes:,} answers / {rounds} rounds "
+          f"(load average {os.getloadavg()[0]:.2f})")
+    with Store.open(db) as store:      # a writer's close keeps the digests: as after any command that wrote
+        store.refresh_digests()
+    _reads(db, repeat)
     in_process = []
     for _ in range(repeat):
         with Store.open(db, readonly=True) as store:
             t0 = time.perf_counter()
             report = build_report(store, rounds=rounds, seed=0)
             in_process.append(time.perf_counter() - t0)
-    assert report.votes_used == 100_000, report.votes_used
-    print(f"whole report: 100,000 votes / 20 models / 200,000 answers / {rounds} rounds")
+    assert report.votes_used == n_votes, (report.votes_used, n_votes)
     print(f"  build_report (this process)        median {statistics.median(in_process):6.3f} s   (n={repeat})")
     with tempfile.TemporaryDirectory() as tmp:
-        old_code = baseline_tree(baseline, Path(tmp)) if baseline else None
+        old_code = baseline_tree(baseline, Path(tmp) / "code") if baseline else None
+        old_db = _as_schema(db, Path(tmp) / "old.db", BASELINE_SCHEMA) if old_code is not None else db
         runs: dict[str, list[tuple[float, float, bytes]]] = {"after": [], "before": []}
         for _ in range(repeat):
             runs["after"].append(_command(db, rounds, None))
             if old_code is not None:
                 try:
-                    runs["before"].append(_command(db, rounds, old_code))
+                    runs["before"].append(_command(old_db, rounds, old_code))
                 except subprocess.CalledProcessError as e:   # e.g. a schema it cannot read: said, not hidden
                     print(f"  the baseline ({baseline}) could not report on this store: "
                           f"{e.stderr.decode(errors='replace').strip()[-300:]}")
@@ -281,15 +365,16 @@ def run_report(db: Path, rounds: int, repeat: int = 3, baseline: str | None = BA
         print(f"  lineup report --json, after             median {wall:6.3f} s wall, {cpu:6.3f} s CPU")
         print(f"  ratio before/after: {old_wall / wall:.2f}x wall, {old_cpu / cpu:.2f}x CPU")
         same = all(o == runs["after"][0][2] for o in (r[2] for r in runs["after"] + runs["before"]))
-        print(f"  the same JSON from both (generated_at aside): {'yes' if same else 'NO'}")
+        print(f"  the same JSON from both (generated_at and the file's path aside): {'yes' if same else 'NO'}")
         if not same:   # since the draws merged mirror-image rows, every bootstrap figure moved by noise
             points = {json.dumps(_point_ratings(r[2]), sort_keys=True) for r in runs["after"] + runs["before"]}
-            print(f"  the same point ratings, votes and wins/ties/losses (the bootstrap's draws differ "
-                  f"from {baseline}'s: mirror-image rows are one pattern): {'yes' if len(points) == 1 else 'NO'}")
+            print(f"  the same point ratings, votes and wins/ties/losses (before 57c5308 the bootstrap drew "
+                  f"differently: mirror-image rows were two patterns): {'yes' if len(points) == 1 else 'NO'}")
     else:
         print(f"  lineup report --json   median {wall:6.3f} s wall, {cpu:6.3f} s CPU   (n={repeat}; "
               f"no baseline: {'none asked for' if not baseline else f'commit {baseline} not run'})")
     print(f"target: the whole command < 0.5 s ({wall:.3f} s: {'met' if wall < 0.5 else 'NOT met'})")
+    _upkeep(db, repeat)
 
 
 def main(argv=None) -> int:
@@ -306,8 +391,8 @@ def main(argv=None) -> int:
     ap.add_argument("--smoke", action="store_true", help="smallest sizes, one repeat: that it still runs (tests/test_benchmarks.py)")
     args = ap.parse_args(argv)
     rounds = 20 if args.smoke else 100 if args.quick else args.rounds
-    if args.smoke:
-        args.repeat, args.ref_repeat, args.no_report = 1, 1, True
+    if args.smoke:   # the whole report on 5 sessions (1,000 votes), with no baseline
+        args.repeat, args.ref_repeat, args.baseline = 1, 1, ""
     results = {
         "medium": run_case("medium", 500 if args.smoke else 5_000, 8, rounds, args.repeat, args.ref_repeat),
         "large": run_case("large", 2_000 if args.smoke else 100_000, 20, rounds, args.repeat, args.ref_repeat),
@@ -321,8 +406,9 @@ def main(argv=None) -> int:
             db = args.report_db
             if db is None:
                 db = Path(tmp) / "report.db"
-                print(f"whole report: building a 100,000-vote store ({build_report_db(db):.1f} s)")
-            run_report(db, rounds, baseline=args.baseline or None)
+                n = 5 if args.smoke else 500
+                print(f"whole report: building a {n * 200:,}-vote store ({build_report_db(db, n):.1f} s)")
+            run_report(db, rounds, repeat=args.repeat if args.smoke else 3, baseline=args.baseline or None)
     return 0
 
 
