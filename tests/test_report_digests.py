@@ -434,3 +434,36 @@ def test_a_change_drops_only_its_group_and_a_close_rebuilds_only_that(world, mon
         assert after[0] == before[0] and after[1] != before[1]
         assert stale(store) == []
         assert_reads_agree(store)
+
+
+KILLED = textwrap.dedent("""
+    import sys
+    from store import Store
+    from tests.synthetic import synthetic_session, write_synthetic
+    store = Store.open(sys.argv[1])
+    for k in range(10_000):
+        write_synthetic(store, *synthetic_session(turns=2, contestants=2, words=3, seed=200 + k,
+                                                  created=1.8e9 + k))
+        store.refresh_digests(wait_s=2.0)
+        if k == 2:
+            print("writing", flush=True)
+""")
+
+
+@pytest.mark.parametrize("after_s", [0.05, 0.2, 0.5])
+def test_kill_9_between_writes_and_refreshes_leaves_no_stale_digest(world, after_s):
+    import signal
+    import time
+
+    path, _ = world
+    child = subprocess.Popen([sys.executable, "-c", KILLED, str(path)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "writing"
+        time.sleep(after_s)
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=30)
+    with Store.open(path, readonly=True) as store:
+        assert store.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert stale(store) == []
+        assert_reads_agree(store)
