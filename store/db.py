@@ -321,15 +321,17 @@ class Store(Reads):
             raise StoreError(self._lost)
 
     def refresh_digests(self, wait_s: float = 0.2) -> int:
-        """Rebuild the report digests that writes have deleted
-        (`store.digests`), in one write transaction; how many. Best effort:
+        """Rebuild the report digests that writes have deleted, or that
+        were not signed here (`store.digests`), in one write transaction;
+        how many sessions' digests were built. Best effort:
         a digest is derived data that a report rebuilds in memory when
         missing, so a lock held elsewhere for longer than `wait_s`, or a
         disk that refuses the write, leaves them missing and says nothing."""
         from store import digests
 
         conn = self.conn
-        if conn.execute(digests.MISSING_SQL + " LIMIT 1", [digests.MAGIC]).fetchone() is None:
+        key = digests.key(create=True)
+        if key is None or conn.execute(digests.MISSING_SQL + " LIMIT 1", [key.prefix]).fetchone() is None:
             return 0
 
         conn.execute(f"PRAGMA busy_timeout = {int(wait_s * 1000)}")
@@ -337,7 +339,7 @@ class Store(Reads):
             self._check_writable("refresh the report digests")
             conn.execute("BEGIN IMMEDIATE")
             try:
-                done = digests.refresh(conn)
+                done = digests.refresh(conn, key)
                 self._commit()
                 return done
             finally:

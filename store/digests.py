@@ -19,19 +19,26 @@ figure. `store.report_queries` turns the digest into the report's columns;
 `tests/test_report_digests.py` checks every stored digest against the rows
 after each kind of write, merge and import.
 
-Untrusted: a blob comes from a file like any other field. It is parsed with
-bounds on every length and code, never unpickled; one that does not parse
-is ignored. A value the quick read would not take (text where a number
+Untrusted: a blob comes from a file like any other field. Each is signed
+with a key of this user's (`key_path`, made on first use, 0600): a digest
+made elsewhere, or changed since, is not read (a file from someone else is
+reported from its rows, whatever digests it carries) and the next writer
+here replaces it. A signed blob is still parsed with bounds on every length
+and code, never unpickled; one that does not parse is ignored. A value the quick read would not take (text where a number
 belongs, a BLOB in a vote's texts, a token count out of range) marks the
 digest not quick, and the report reads from the rows as it always did.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
+import os
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
@@ -337,26 +344,106 @@ def merge(parts: Sequence[Digest]) -> Digest:
 
 # --------------------------------------------------------------------------- packing
 
+KEY_BYTES, KEY_ID_BYTES, MAC_BYTES = 32, 8, 32
+_PREFIX = len(MAGIC) + KEY_ID_BYTES + MAC_BYTES
 
-def encode(d: Digest) -> tuple[bytes, str]:
-    """(the blob, the turns' JSON): the turns are read only when needed, so
-    they are kept in a column of their own."""
+
+@dataclass(frozen=True)
+class Key:
+    """The secret digests are signed with, and its id (stored in the clear
+    after `MAGIC`, so SQL can tell the digests signed with it)."""
+
+    secret: bytes
+    id: bytes
+
+    @property
+    def prefix(self) -> bytes:
+        return MAGIC + self.id
+
+
+def key_path() -> Path:
+    """<user data dir>/lineup/digest.key: the user's, not the database's (a
+    database may be a file from elsewhere)."""
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("lineup", appauthor=False)) / "digest.key"
+
+
+def key(*, create: bool = False) -> Key | None:
+    """This user's signing key (made, 0600, when `create` and none exists);
+    None when there is none or it cannot be read: then no digest is trusted."""
+    path = key_path()
+    try:
+        secret = path.read_bytes()
+    except FileNotFoundError:
+        if not create:
+            return None
+        try:
+            secret = _make_key(path)
+        except OSError:
+            return None
+    except OSError:
+        return None
+    if len(secret) != KEY_BYTES:
+        return None
+    return Key(secret, hashlib.blake2b(secret, digest_size=KEY_ID_BYTES, person=b"lineup-key-id").digest())
+
+
+def _make_key(path: Path) -> bytes:
+    """A new key at `path`, or the one another process made first."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    part = path.with_name(f".{path.name}.{os.getpid()}")
+    fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, os.urandom(KEY_BYTES))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        os.link(part, path)            # fails if another process made one meanwhile: use theirs
+    except FileExistsError:
+        pass
+    finally:
+        part.unlink()
+    return path.read_bytes()
+
+
+def _mac(k: Key, body: bytes, turns: bytes) -> bytes:
+    h = hashlib.blake2b(key=k.secret, digest_size=MAC_BYTES, person=b"lineup-digest")
+    h.update(len(body).to_bytes(8, "little"))
+    h.update(body)
+    h.update(turns)
+    return h.digest()
+
+
+def encode(d: Digest, k: Key) -> tuple[bytes, str]:
+    """(the blob, the turns' JSON), signed with `k`: the turns are read only
+    when needed, so they are kept in a column of their own."""
     arrays = [*OUTPUT_ARRAYS, *VOTE_ARRAYS]
     header = {"format": FORMAT, "sessions": d.sessions, "demo": d.demo, "outputs_quick": d.outputs_quick,
               "votes_quick": d.votes_quick, "lists": d.lists, "bad": d.bad, "bad_ids": d.bad_ids,
               "sizes": [int(d.arrays[a].size) for a in arrays], "id_width": d.v_id.itemsize, "n_turns": d.n_turns}
     head = json.dumps(header).encode()
-    body = b"".join(np.ascontiguousarray(d.arrays[a], dtype=dtype).tobytes()
-                    for a, dtype in {**OUTPUT_ARRAYS, **VOTE_ARRAYS}.items())
-    return b"".join([MAGIC, len(head).to_bytes(4, "little"), head, body, d.v_id.tobytes()]), d.turns_json
+    body = b"".join([len(head).to_bytes(4, "little"), head,
+                     *(np.ascontiguousarray(d.arrays[a], dtype=dtype).tobytes()
+                       for a, dtype in {**OUTPUT_ARRAYS, **VOTE_ARRAYS}.items()), d.v_id.tobytes()])
+    return k.prefix + _mac(k, body, d.turns_json.encode()) + body, d.turns_json
 
 
-def decode(blob: Any, turns: Any = "[]") -> Digest | None:
+def decode(blob: Any, turns: Any, k: Key | None) -> Digest | None:
     """The digest in `blob` (with its turns' JSON, checked when decoded), or
-    None when it does not parse as one (any length, type or code out of place)."""
+    None when it was not signed with `k` as it is, or does not parse as one
+    (any length, type or code out of place)."""
+    if k is None or not isinstance(blob, bytes) or not isinstance(turns, str) or len(blob) < _PREFIX + 4 \
+            or blob[:len(k.prefix)] != k.prefix:
+        return None
+    body = blob[_PREFIX:]
     try:
-        return _decode(blob, turns)
-    except (ValueError, TypeError, KeyError, AttributeError, IndexError, OverflowError, RecursionError):
+        if not hmac.compare_digest(blob[len(k.prefix):_PREFIX], _mac(k, body, turns.encode())):
+            return None
+        return _decode(body, turns)
+    except (ValueError, TypeError, KeyError, AttributeError, IndexError, OverflowError, RecursionError,
+            UnicodeError):
         return None
 
 
@@ -368,13 +455,11 @@ def _count(n: Any) -> bool:
     return type(n) is int and n >= 0
 
 
-def _decode(blob: Any, turns: Any) -> Digest | None:
-    if not isinstance(blob, bytes) or blob[:4] != MAGIC or len(blob) < 8 or not isinstance(turns, str):
+def _decode(blob: bytes, turns: str) -> Digest | None:
+    n_head = int.from_bytes(blob[:4], "little")
+    if 4 + n_head > len(blob):
         return None
-    n_head = int.from_bytes(blob[4:8], "little")
-    if 8 + n_head > len(blob):
-        return None
-    header = json.loads(blob[8:8 + n_head].decode())
+    header = json.loads(blob[4:4 + n_head].decode())
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         return None
     d = Digest(turns_json=turns)
@@ -400,7 +485,7 @@ def _decode(blob: Any, turns: Any) -> Digest | None:
     if not _all(sizes, int) or len(sizes) != len(names) or not all(map(_count, sizes)) \
             or not _count(width) or not 1 <= width <= MAX_ID_BYTES:
         return None
-    at = 8 + n_head
+    at = 4 + n_head
     dtypes = {**OUTPUT_ARRAYS, **VOTE_ARRAYS}
     for name, n in zip(names, sizes, strict=True):
         dtype = np.dtype(dtypes[name])
@@ -454,21 +539,23 @@ def _has_tables(conn: sqlite3.Connection) -> bool:
         is not None
 
 
-def _stored(conn: sqlite3.Connection, session_ids: Sequence[str] | None) -> dict[str, Digest]:
+def _stored(conn: sqlite3.Connection, session_ids: Sequence[str] | None, k: Key | None) -> dict[str, Digest]:
     found: dict[str, Digest] = {}
+    if k is None:
+        return found
     for where, params in _chunks(session_ids):
         for sid, blob, turns in conn.execute(f"SELECT session_id, data, turns FROM report_digest WHERE 1"
                                              f"{where.format(col='session_id')}", params):
-            d = decode(blob, turns)
+            d = decode(blob, turns, k)
             if d is not None and d.sessions == [sid]:
                 found[sid] = d
     return found
 
 
-def _for_sessions(conn: sqlite3.Connection, session_ids: Sequence[str]) -> dict[str, Digest]:
+def _for_sessions(conn: sqlite3.Connection, session_ids: Sequence[str], k: Key | None) -> dict[str, Digest]:
     if not _has_tables(conn):
         return build(conn, session_ids)
-    found = _stored(conn, session_ids)
+    found = _stored(conn, session_ids, k)
     todo = [s for s in session_ids if s not in found]
     if todo:
         found.update(build(conn, todo))
@@ -476,19 +563,23 @@ def _for_sessions(conn: sqlite3.Connection, session_ids: Sequence[str]) -> dict[
 
 
 def for_sessions(conn: sqlite3.Connection, session_ids: Sequence[str]) -> dict[str, Digest]:
-    """These sessions' digests: stored where stored and readable, built from
-    the rows for the rest (not saved: a reader may not write)."""
-    return _snapshot(conn, lambda: _for_sessions(conn, session_ids))
+    """These sessions' digests: stored where stored, signed here and
+    readable, built from the rows for the rest (not saved: a reader may not
+    write)."""
+    k = key()
+    return _snapshot(conn, lambda: _for_sessions(conn, session_ids, k))
 
 
-def _groups(conn: sqlite3.Connection) -> list[Digest]:
-    """The stored group digests whose sessions are their group's members."""
+def _groups(conn: sqlite3.Connection, k: Key | None) -> list[Digest]:
+    """The stored group digests signed here whose sessions are their group's members."""
+    if k is None:
+        return []
     members: dict[int, list[str]] = {}
     for grp, sid in conn.execute("SELECT grp, session_id FROM report_group_member ORDER BY grp, session_id"):
         members.setdefault(grp, []).append(sid)
     found = []
     for grp, blob, turns in conn.execute("SELECT grp, data, turns FROM report_group"):
-        d = decode(blob, turns)
+        d = decode(blob, turns, k)
         if d is not None and d.sessions == members.get(grp):
             found.append(d)
     return found
@@ -497,19 +588,21 @@ def _groups(conn: sqlite3.Connection) -> list[Digest]:
 def whole(conn: sqlite3.Connection) -> Digest:
     """Every session's rows as one digest: the stored groups', and the
     sessions no stored group holds (their own digests, or built)."""
+    k = key()
+
     def read() -> Digest:
         every = [r[0] for r in conn.execute("SELECT id FROM session ORDER BY id")]
         if not _has_tables(conn):
             built = build(conn, every)
             return merge([built[sid] for sid in every])
-        groups = _groups(conn)
+        groups = _groups(conn, k)
         held = {sid for d in groups for sid in d.sessions}
         rest = [sid for sid in every if sid not in held]
         if len(rest) * 2 > len(every):     # mostly missing: one pass over the tables
             built = build(conn, None)
             parts = [built.get(sid) or build(conn, [sid])[sid] for sid in rest]
         else:
-            found = _for_sessions(conn, rest)
+            found = _for_sessions(conn, rest, k)
             parts = [found[sid] for sid in rest]
         kept = set(every)
         return merge([d for d in groups if set(d.sessions) <= kept] + parts)
@@ -517,24 +610,25 @@ def whole(conn: sqlite3.Connection) -> Digest:
     return _snapshot(conn, read)
 
 
+#: Is there anything for `refresh` to do? (?1: the prefix of the digests signed here)
 MISSING_SQL = ("SELECT id FROM session WHERE id NOT IN (SELECT session_id FROM report_digest "
-               "WHERE substr(data, 1, 4) = ?1) OR id NOT IN (SELECT session_id FROM report_group_member) "
+               "WHERE substr(data, 1, 12) = ?1) OR id NOT IN (SELECT session_id FROM report_group_member) "
                "UNION ALL SELECT NULL FROM report_group_member m WHERE m.grp NOT IN "
-               "(SELECT grp FROM report_group WHERE substr(data, 1, 4) = ?1)")
+               "(SELECT grp FROM report_group WHERE substr(data, 1, 12) = ?1)")
 
 
-def refresh(conn: sqlite3.Connection) -> int:
+def refresh(conn: sqlite3.Connection, k: Key) -> int:
     """Inside the caller's write transaction (`BEGIN IMMEDIATE`: the rows
     read are the rows of that moment, no write lands between the read and
-    the save): build and store the sessions' digests that are missing, put
-    sessions in no group into the newest group (a new one past
-    `GROUP_SIZE`), and build each group whose digest is missing. How many
-    sessions' digests were built."""
+    the save): build and store the sessions' digests that are missing (or
+    not signed with `k`), put sessions in no group into the newest group (a
+    new one past `GROUP_SIZE`), and build each group whose digest is missing.
+    How many sessions' digests were built."""
     todo = [r[0] for r in conn.execute("SELECT id FROM session WHERE id NOT IN (SELECT session_id FROM "
-                                       "report_digest WHERE substr(data, 1, 4) = ?) ORDER BY id", [MAGIC])]
+                                       "report_digest WHERE substr(data, 1, 12) = ?) ORDER BY id", [k.prefix])]
     built = build(conn, todo) if todo else {}
     conn.executemany("INSERT OR REPLACE INTO report_digest (session_id, data, turns) VALUES (?, ?, ?)",
-                     [(sid, *encode(built[sid])) for sid in todo if sid in built])
+                     [(sid, *encode(built[sid], k)) for sid in todo if sid in built])
     conn.execute("DELETE FROM report_group_member WHERE session_id NOT IN (SELECT id FROM session)")
     loose = [r[0] for r in conn.execute("SELECT id FROM session WHERE id NOT IN "
                                         "(SELECT session_id FROM report_group_member) ORDER BY id")]
@@ -548,12 +642,12 @@ def refresh(conn: sqlite3.Connection) -> int:
             conn.execute("DELETE FROM report_group WHERE grp = ?", [newest])
             size += 1
     stale = [r[0] for r in conn.execute("SELECT DISTINCT grp FROM report_group_member WHERE grp NOT IN "
-                                        "(SELECT grp FROM report_group WHERE substr(data, 1, 4) = ?) ORDER BY grp",
-                                        [MAGIC])]
+                                        "(SELECT grp FROM report_group WHERE substr(data, 1, 12) = ?) ORDER BY grp",
+                                        [k.prefix])]
     for grp in stale:
         sids = [r[0] for r in conn.execute("SELECT session_id FROM report_group_member WHERE grp = ? "
                                            "ORDER BY session_id", [grp])]
-        parts = _for_sessions(conn, sids)
+        parts = _for_sessions(conn, sids, k)
         conn.execute("INSERT OR REPLACE INTO report_group (grp, data, turns) VALUES (?, ?, ?)",
-                     [grp, *encode(merge([parts[sid] for sid in sids]))])
+                     [grp, *encode(merge([parts[sid] for sid in sids]), k)])
     return len(built)

@@ -40,14 +40,16 @@ def stale(store: Store) -> list[str]:
     """Stored digests, of sessions and of groups, that are not what the rows
     give now (none may be)."""
     conn = store.conn
+    k = D.key()
+    assert k is not None
     rows = conn.execute("SELECT session_id, data, turns FROM report_digest").fetchall()
     fresh = D.build(conn, [sid for sid, *_ in rows])
-    found = [sid for sid, blob, turns in rows if (blob, turns) != D.encode(fresh[sid])]
+    found = [sid for sid, blob, turns in rows if (blob, turns) != D.encode(fresh[sid], k)]
     for grp, blob, turns in conn.execute("SELECT grp, data, turns FROM report_group").fetchall():
         members = [r[0] for r in conn.execute("SELECT session_id FROM report_group_member WHERE grp = ? "
                                               "ORDER BY session_id", [grp])]
         built = D.build(conn, members)
-        if (blob, turns) != D.encode(D.merge([built[sid] for sid in members])):
+        if (blob, turns) != D.encode(D.merge([built[sid] for sid in members]), k):
             found.append(f"group {grp}")
     return found
 
@@ -270,35 +272,74 @@ def test_a_read_only_file_with_no_digests_reads_the_same(world):
         path.chmod(0o644)
 
 
-@pytest.mark.parametrize("damage", ["garbage", "truncated", "codes out of range", "header not json",
-                                    "lists of numbers", "another format"])
+def _signed(k: D.Key, body: bytes, turns: str) -> bytes:
+    """A blob signed with `k` around `body` (what `D.encode` writes)."""
+    return k.prefix + D._mac(k, body, turns.encode()) + body
+
+
+def _damaged(k: D.Key, blob: bytes, turns: str, damage: str) -> bytes:
+    body = blob[D._PREFIX:]
+    n_head = int.from_bytes(body[:4], "little")
+    header = json.loads(body[4:4 + n_head])
+    if damage == "garbage":
+        return b"\x00" * 64
+    if damage == "changed after signing":
+        return blob[:-1] + bytes([blob[-1] ^ 1])
+    if damage == "signed elsewhere":
+        return _signed(D.Key(b"x" * 32, b"elsewhere"[:8]), body, turns)
+    if damage == "another format":
+        return b"LND\x09" + blob[4:]
+    if damage == "truncated (signed)":
+        return _signed(k, body[: len(body) // 2], turns)
+    if damage == "header not json (signed)":
+        return _signed(k, body[:4] + b"{" * n_head + body[4 + n_head:], turns)
+    if damage == "codes out of range (signed)":
+        header["lists"]["models"] = header["lists"]["models"][:1]
+    elif damage == "lists of numbers (signed)":
+        header["lists"]["keys"] = [1] * len(header["lists"]["keys"])
+    elif damage == "votes out of id order (signed)":
+        width, n = header["id_width"], header["sizes"][len(D.OUTPUT_ARRAYS)]
+        ids = body[len(body) - n * width:]
+        body = body[:len(body) - n * width] + b"".join(reversed([ids[i:i + width] for i in range(0, len(ids), width)]))
+    head = json.dumps(header).encode()
+    return _signed(k, len(head).to_bytes(4, "little") + head + body[4 + n_head:], turns)
+
+
+@pytest.mark.parametrize("damage", ["garbage", "changed after signing", "signed elsewhere", "another format",
+                                    "truncated (signed)", "header not json (signed)", "codes out of range (signed)",
+                                    "lists of numbers (signed)", "votes out of id order (signed)"])
 def test_a_damaged_or_planted_digest_is_ignored_and_rebuilt_from_the_rows(world, damage):
+    """Damaged, signed with another key (a file from elsewhere), changed
+    since it was signed, or signed but not a digest: not read."""
     path, _ = world
     with Store.open(path) as store:
-        sid, blob = store.conn.execute("SELECT session_id, data FROM report_digest ORDER BY session_id").fetchone()
-        n_head = int.from_bytes(blob[4:8], "little")
-        header = json.loads(blob[8:8 + n_head])
-        if damage == "garbage":
-            bad = b"\x00" * 64
-        elif damage == "truncated":
-            bad = blob[: len(blob) // 2]
-        elif damage == "header not json":
-            bad = blob[:8] + b"{" * n_head + blob[8 + n_head:]
-        elif damage == "another format":
-            bad = b"LND\x09" + blob[4:]
-        else:
-            if damage == "codes out of range":
-                header["lists"]["models"] = header["lists"]["models"][:1]
-            else:
-                header["lists"]["keys"] = [1] * len(header["lists"]["keys"])
-            head = json.dumps(header).encode()
-            bad = blob[:4] + len(head).to_bytes(4, "little") + head + blob[8 + n_head:]
-        assert D.decode(bad) is None
+        k = D.key()
+        assert k is not None
+        sid, blob, turns = store.conn.execute("SELECT session_id, data, turns FROM report_digest "
+                                              "ORDER BY session_id").fetchone()
+        assert D.decode(blob, turns, k) is not None
+        bad = _damaged(k, blob, turns, damage)
+        assert D.decode(bad, turns, k) is None
         with store.batch():
             store.conn.execute("UPDATE report_digest SET data = ? WHERE session_id = ?", [bad, sid])
             store.conn.execute("UPDATE report_group SET data = ?", [bad])
         assert_reads_agree(store)
-        store.refresh_digests()          # another format is replaced; a damaged one is left for readers to skip
+        replaced = store.refresh_digests()   # one not signed here is replaced; a damaged signed one is skipped
+        assert replaced == (1 if damage in ("garbage", "signed elsewhere", "another format") else 0)
+        assert_reads_agree(store)
+
+
+def test_digests_made_by_another_user_are_not_read_and_the_next_writer_here_replaces_them(world, tmp_path,
+                                                                                       monkeypatch):
+    path, made = world
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "someone-else"))
+    assert D.key() is None                               # no key of ours yet: no digest is trusted
+    with Store.open(path, readonly=True) as store:
+        assert_reads_agree(store)
+    with Store.open(path) as store:
+        assert store.refresh_digests() == 3             # made a key, signed every session again
+        assert D.key_path().stat().st_mode & 0o777 == 0o600
+        assert stale(store) == []
         assert_reads_agree(store)
 
 
