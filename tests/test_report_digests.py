@@ -508,3 +508,21 @@ def test_kill_9_between_writes_and_refreshes_leaves_no_stale_digest(world, after
         assert store.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         assert stale(store) == []
         assert_reads_agree(store)
+
+
+def test_a_full_disk_at_close_leaves_the_record_and_no_stale_digest(world):
+    """The refresh is the close's last write and derived: when the file can
+    grow no more it is given up, the close succeeds, nothing recorded is lost."""
+    path, made = world
+    store = Store.open(path)
+    _write_vote(store, made)
+    _write_import(store, made)
+    (pages,) = store.conn.execute("PRAGMA page_count").fetchone()
+    store.conn.execute(f"PRAGMA max_page_count = {pages}")
+    assert store.refresh_digests() == 0
+    store.close()
+    with Store.open(path, readonly=True) as reader:
+        assert reader.conn.execute("SELECT count(*) FROM vote WHERE rater = 'bob'").fetchone()[0] == 1
+        assert stale(reader) == []
+        assert stored(reader)[1] is False
+        assert_reads_agree(reader)
