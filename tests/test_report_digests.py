@@ -526,3 +526,13 @@ def test_a_full_disk_at_close_leaves_the_record_and_no_stale_digest(world):
         assert stale(reader) == []
         assert stored(reader)[1] is False
         assert_reads_agree(reader)
+
+
+def test_a_refresh_asked_for_inside_a_batch_leaves_the_batch_alone(world):
+    path, made = world
+    with Store.open(path) as store:
+        with store.batch():
+            _write_vote(store, made)
+            assert store.refresh_digests() == 0
+            assert store.conn.in_transaction
+        assert store.conn.execute("SELECT count(*) FROM vote WHERE rater = 'bob'").fetchone()[0] == 1
