@@ -162,7 +162,10 @@ class Store(Reads):
             conn.execute("PRAGMA foreign_keys = ON")
             self._check_is_lineup()
             if not self.readonly:
-                conn.execute("PRAGMA journal_mode = WAL")
+                # Two processes creating one file: the switch to WAL can find the
+                # other's lock and fail at once, without waiting (SQLite does not
+                # wait where waiting could deadlock), so it is retried like a write.
+                _retry_busy(self, "open", lambda: conn.execute("PRAGMA journal_mode = WAL"))
                 conn.execute("PRAGMA synchronous = FULL")
                 self._migrate()
                 self._recover_streaming()

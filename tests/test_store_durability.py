@@ -4,6 +4,7 @@ mid-batch, and two processes writing one database at once."""
 from __future__ import annotations
 
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -165,3 +166,37 @@ def test_two_writer_processes_at_once_both_succeed(tmp_path):
     assert counts["turn"] == 80 and counts["output"] == 160 and counts["vote"] == 80 and counts["tag"] == 80
     assert all(s.turns == 40 and s.votes == 40 for s in sessions.values())
     assert statuses == {"complete"}
+
+
+class _BusyOnce:
+    """A connection whose first switch to WAL finds the database locked, as
+    when another process creating the same file holds a lock SQLite will not
+    wait for (waiting could deadlock): it fails at once instead of waiting."""
+
+    def __init__(self, conn):
+        self._conn, self.refused = conn, 0
+
+    def execute(self, sql, *args):
+        if sql == "PRAGMA journal_mode = WAL" and not self.refused:
+            self.refused += 1
+            raise sqlite3.OperationalError("database is locked")
+        return self._conn.execute(sql, *args)
+
+    def __getattr__(self, name):
+        return getattr(self._conn, name)
+
+
+def test_a_switch_to_wal_refused_at_once_is_retried_like_a_write(tmp_path, monkeypatch):
+    """Two processes opening one new file at once: one failed to open ("still
+    locked ... could not open") about once in twenty runs under load."""
+    made: list[_BusyOnce] = []
+    connect = Store._connect
+
+    def busy_once(path, readonly, memory):
+        made.append(_BusyOnce(connect(path, readonly, memory)))
+        return made[-1]
+
+    monkeypatch.setattr(Store, "_connect", staticmethod(busy_once))
+    with Store.open(tmp_path / "new.db") as store:
+        assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert made[0].refused == 1
