@@ -330,14 +330,15 @@ class Store(Reads):
         a digest is derived data that a report rebuilds in memory when
         missing, so a lock held elsewhere for longer than `wait_s`, or a
         disk that refuses the write, leaves them missing and says nothing."""
-        from store import digests
+        from store import digest_keys
 
         conn = self.conn
         if conn.in_transaction:     # inside a batch: its own transaction is not ours to end
             return 0
-        key = digests.key(create=True)
-        if key is None or conn.execute(digests.MISSING_SQL + " LIMIT 1", [key.prefix]).fetchone() is None:
+        key = digest_keys.key(create=True)
+        if key is None or conn.execute(digest_keys.MISSING_SQL + " LIMIT 1", [key.prefix]).fetchone() is None:
             return 0
+        from store import digests   # (numpy: only when there is something to build)
 
         conn.execute(f"PRAGMA busy_timeout = {int(wait_s * 1000)}")
         try:

@@ -31,22 +31,18 @@ digest not quick, and the report reads from the rows as it always did.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import json
-import os
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
 
 from store import bounds
+from store.digest_keys import FORMAT, PREFIX_BYTES, Key, key, mac
 
-FORMAT = 1
-MAGIC = b"LND" + bytes([FORMAT])   # a digest of another format is rebuilt
 BAD_NAMED = 3
 GROUP_SIZE = 64
 MAX_ID_BYTES = 256
@@ -344,78 +340,6 @@ def merge(parts: Sequence[Digest]) -> Digest:
 
 # --------------------------------------------------------------------------- packing
 
-KEY_BYTES, KEY_ID_BYTES, MAC_BYTES = 32, 8, 32
-_PREFIX = len(MAGIC) + KEY_ID_BYTES + MAC_BYTES
-
-
-@dataclass(frozen=True)
-class Key:
-    """The secret digests are signed with, and its id (stored in the clear
-    after `MAGIC`, so SQL can tell the digests signed with it)."""
-
-    secret: bytes
-    id: bytes
-
-    @property
-    def prefix(self) -> bytes:
-        return MAGIC + self.id
-
-
-def key_path() -> Path:
-    """<user data dir>/lineup/digest.key: the user's, not the database's (a
-    database may be a file from elsewhere)."""
-    from platformdirs import user_data_dir
-
-    return Path(user_data_dir("lineup", appauthor=False)) / "digest.key"
-
-
-def key(*, create: bool = False) -> Key | None:
-    """This user's signing key (made, 0600, when `create` and none exists);
-    None when there is none or it cannot be read: then no digest is trusted."""
-    path = key_path()
-    try:
-        secret = path.read_bytes()
-    except FileNotFoundError:
-        if not create:
-            return None
-        try:
-            secret = _make_key(path)
-        except OSError:
-            return None
-    except OSError:
-        return None
-    if len(secret) != KEY_BYTES:
-        return None
-    return Key(secret, hashlib.blake2b(secret, digest_size=KEY_ID_BYTES, person=b"lineup-key-id").digest())
-
-
-def _make_key(path: Path) -> bytes:
-    """A new key at `path`, or the one another process made first."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    part = path.with_name(f".{path.name}.{os.getpid()}")
-    fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        os.write(fd, os.urandom(KEY_BYTES))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    try:
-        os.link(part, path)            # fails if another process made one meanwhile: use theirs
-    except FileExistsError:
-        pass
-    finally:
-        part.unlink()
-    return path.read_bytes()
-
-
-def _mac(k: Key, body: bytes, turns: bytes) -> bytes:
-    h = hashlib.blake2b(key=k.secret, digest_size=MAC_BYTES, person=b"lineup-digest")
-    h.update(len(body).to_bytes(8, "little"))
-    h.update(body)
-    h.update(turns)
-    return h.digest()
-
-
 def encode(d: Digest, k: Key) -> tuple[bytes, str]:
     """(the blob, the turns' JSON), signed with `k`: the turns are read only
     when needed, so they are kept in a column of their own."""
@@ -427,19 +351,19 @@ def encode(d: Digest, k: Key) -> tuple[bytes, str]:
     body = b"".join([len(head).to_bytes(4, "little"), head,
                      *(np.ascontiguousarray(d.arrays[a], dtype=dtype).tobytes()
                        for a, dtype in {**OUTPUT_ARRAYS, **VOTE_ARRAYS}.items()), d.v_id.tobytes()])
-    return k.prefix + _mac(k, body, d.turns_json.encode()) + body, d.turns_json
+    return k.prefix + mac(k, body, d.turns_json.encode()) + body, d.turns_json
 
 
 def decode(blob: Any, turns: Any, k: Key | None) -> Digest | None:
     """The digest in `blob` (with its turns' JSON, checked when decoded), or
     None when it was not signed with `k` as it is, or does not parse as one
     (any length, type or code out of place)."""
-    if k is None or not isinstance(blob, bytes) or not isinstance(turns, str) or len(blob) < _PREFIX + 4 \
+    if k is None or not isinstance(blob, bytes) or not isinstance(turns, str) or len(blob) < PREFIX_BYTES + 4 \
             or blob[:len(k.prefix)] != k.prefix:
         return None
-    body = blob[_PREFIX:]
+    body = blob[PREFIX_BYTES:]
     try:
-        if not hmac.compare_digest(blob[len(k.prefix):_PREFIX], _mac(k, body, turns.encode())):
+        if not hmac.compare_digest(blob[len(k.prefix):PREFIX_BYTES], mac(k, body, turns.encode())):
             return None
         return _decode(body, turns)
     except (ValueError, TypeError, KeyError, AttributeError, IndexError, OverflowError, RecursionError,
@@ -608,13 +532,6 @@ def whole(conn: sqlite3.Connection) -> Digest:
         return merge([d for d in groups if set(d.sessions) <= kept] + parts)
 
     return _snapshot(conn, read)
-
-
-#: Is there anything for `refresh` to do? (?1: the prefix of the digests signed here)
-MISSING_SQL = ("SELECT id FROM session WHERE id NOT IN (SELECT session_id FROM report_digest "
-               "WHERE substr(data, 1, 12) = ?1) OR id NOT IN (SELECT session_id FROM report_group_member) "
-               "UNION ALL SELECT NULL FROM report_group_member m WHERE m.grp NOT IN "
-               "(SELECT grp FROM report_group WHERE substr(data, 1, 12) = ?1)")
 
 
 def refresh(conn: sqlite3.Connection, k: Key) -> int:

@@ -26,6 +26,7 @@ from core.report.model import ReportFilters
 from core.report.patterns import read_votes
 from core.stats import votes as V
 from store import Store
+from store import digest_keys as K
 from store import digests as D
 from store import report_queries as Q
 from store.imports import merge_database, write_imported
@@ -40,7 +41,7 @@ def stale(store: Store) -> list[str]:
     """Stored digests, of sessions and of groups, that are not what the rows
     give now (none may be)."""
     conn = store.conn
-    k = D.key()
+    k = K.key()
     assert k is not None
     rows = conn.execute("SELECT session_id, data, turns FROM report_digest").fetchall()
     fresh = D.build(conn, [sid for sid, *_ in rows])
@@ -272,13 +273,13 @@ def test_a_read_only_file_with_no_digests_reads_the_same(world):
         path.chmod(0o644)
 
 
-def _signed(k: D.Key, body: bytes, turns: str) -> bytes:
+def _signed(k: K.Key, body: bytes, turns: str) -> bytes:
     """A blob signed with `k` around `body` (what `D.encode` writes)."""
-    return k.prefix + D._mac(k, body, turns.encode()) + body
+    return k.prefix + K.mac(k, body, turns.encode()) + body
 
 
-def _damaged(k: D.Key, blob: bytes, turns: str, damage: str) -> bytes:
-    body = blob[D._PREFIX:]
+def _damaged(k: K.Key, blob: bytes, turns: str, damage: str) -> bytes:
+    body = blob[K.PREFIX_BYTES:]
     n_head = int.from_bytes(body[:4], "little")
     header = json.loads(body[4:4 + n_head])
     if damage == "garbage":
@@ -286,7 +287,7 @@ def _damaged(k: D.Key, blob: bytes, turns: str, damage: str) -> bytes:
     if damage == "changed after signing":
         return blob[:-1] + bytes([blob[-1] ^ 1])
     if damage == "signed elsewhere":
-        return _signed(D.Key(b"x" * 32, b"elsewhere"[:8]), body, turns)
+        return _signed(K.Key(b"x" * 32, b"elsewhere"[:8]), body, turns)
     if damage == "another format":
         return b"LND\x09" + blob[4:]
     if damage == "truncated (signed)":
@@ -313,7 +314,7 @@ def test_a_damaged_or_planted_digest_is_ignored_and_rebuilt_from_the_rows(world,
     since it was signed, or signed but not a digest: not read."""
     path, _ = world
     with Store.open(path) as store:
-        k = D.key()
+        k = K.key()
         assert k is not None
         sid, blob, turns = store.conn.execute("SELECT session_id, data, turns FROM report_digest "
                                               "ORDER BY session_id").fetchone()
@@ -333,12 +334,12 @@ def test_digests_made_by_another_user_are_not_read_and_the_next_writer_here_repl
                                                                                        monkeypatch):
     path, made = world
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "someone-else"))
-    assert D.key() is None                               # no key of ours yet: no digest is trusted
+    assert K.key() is None                               # no key of ours yet: no digest is trusted
     with Store.open(path, readonly=True) as store:
         assert_reads_agree(store)
     with Store.open(path) as store:
         assert store.refresh_digests() == 3             # made a key, signed every session again
-        assert D.key_path().stat().st_mode & 0o777 == 0o600
+        assert K.key_path().stat().st_mode & 0o777 == 0o600
         assert stale(store) == []
         assert_reads_agree(store)
 
