@@ -197,14 +197,19 @@ def build(conn: sqlite3.Connection, session_ids: Sequence[str] | None = None) ->
             found = building[sid] = _Building(sid)
         return found
 
-    for where, params in _chunks(session_ids):
-        for row in conn.execute(_OUTPUT_SQL.format(where=where.format(col="o.session_id")), params):
+    def take(rows: Iterable[Sequence[Any]], add: Callable[[_Building, Sequence[Any]], None], quick: str) -> None:
+        """Each row into its session's digest, until a value the quick read does not take."""
+        for row in rows:
             b = slot(row[0])
-            if b.outputs_quick:
+            if getattr(b, quick):
                 try:
-                    _add_output(b, row)
+                    add(b, row)
                 except NotQuick:
-                    b.outputs_quick = False
+                    setattr(b, quick, False)
+
+    for where, params in _chunks(session_ids):
+        take(conn.execute(_OUTPUT_SQL.format(where=where.format(col="o.session_id")), params), _add_output,
+             "outputs_quick")
     for where, params in _chunks(session_ids):
         try:
             rows = conn.execute(_VOTE_SQL.format(where=where.format(col="v.session_id")), params).fetchall()
@@ -212,13 +217,7 @@ def build(conn: sqlite3.Connection, session_ids: Sequence[str] | None = None) ->
             for sid in params or [r[0] for r in conn.execute("SELECT DISTINCT session_id FROM vote")]:
                 slot(sid).votes_quick = False
             continue
-        for row in rows:
-            b = slot(row[0])
-            if b.votes_quick:
-                try:
-                    _add_vote(b, row)
-                except NotQuick:
-                    b.votes_quick = False
+        take(rows, _add_vote, "votes_quick")
     cond = bounds.sql_out_of_range("output", "s")
     for where, params in _chunks(session_ids):
         for sid, oid in conn.execute(f"SELECT s.session_id, s.id FROM output s WHERE ({cond})"
