@@ -50,9 +50,9 @@ from providers.events import (
 from providers.http import (
     Accumulated,
     HttpProvider,
+    PreparedRequest,
     Route,
     StreamParser,
-    _Prepared,
     parse_json_args,
     perf_counter,
     short,
@@ -158,7 +158,7 @@ class BedrockProvider(HttpProvider):
             for out in guard.events(ev):
                 yield out
 
-    def _prepare(self, request: ChatRequest) -> _Prepared | StreamError:
+    def _prepare(self, request: ChatRequest) -> PreparedRequest | StreamError:
         """The request as `HttpProvider` prepares it, then signed (SigV4 over
         the final URL, headers and body bytes)."""
         prepared = super()._prepare(request)

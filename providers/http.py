@@ -165,8 +165,10 @@ class Route:
 
 
 @dataclass(slots=True)
-class _Prepared:
-    """One answer's request as every attempt sends it, and its limits."""
+class PreparedRequest:
+    """One answer's request as every attempt sends it, and its limits: what
+    `HttpProvider._prepare` returns, and what a protocol that signs its
+    requests (`providers.bedrock`) adds its headers and secrets to."""
 
     secrets: tuple[str, ...]  # the key and secret header values: scrubbed from every message
     client: httpx.AsyncClient
@@ -381,7 +383,7 @@ class HttpProvider(Provider):
             yield Retrying(attempt=attempt, delay=delay, kind=failure.kind, message=failure.message)
             await anyio.sleep(delay)
 
-    def _prepare(self, request: ChatRequest) -> _Prepared | StreamError:
+    def _prepare(self, request: ChatRequest) -> PreparedRequest | StreamError:
         """The request as it goes out on every attempt (key and configured
         headers read from the environment now, URL with its query parameters,
         headers, body bytes) and the answer's limits; or the error that stops
@@ -407,11 +409,11 @@ class HttpProvider(Provider):
         max_text = self.cfg.max_answer_bytes
         # The whole answer has a deadline: keep-alive comments (or a trickle of
         # bytes) reset the read timeout but not this.
-        return _Prepared(secrets=secrets, client=self.client, url=url, headers=headers, content=content,
+        return PreparedRequest(secrets=secrets, client=self.client, url=url, headers=headers, content=content,
                          deadline=perf_counter() + self.cfg.answer_deadline, max_text=max_text,
                          max_body=_BODY_FACTOR * max_text)   # decompressed body bytes read, framing and all
 
-    async def _attempt(self, p: _Prepared, state: _AttemptState) -> AsyncGenerator[StreamEvent, None]:
+    async def _attempt(self, p: PreparedRequest, state: _AttemptState) -> AsyncGenerator[StreamEvent, None]:
         """One request: opened (`_open`), its body read chunk by chunk into
         events (`_parse`; a whole body is kept), ended by the parser (`close`)
         at the end of the body: a whole body's events all come then, held to
@@ -459,7 +461,7 @@ class HttpProvider(Provider):
         for ev in evs:
             yield ev
 
-    async def _open(self, p: _Prepared, timer: _ConnectTimer) -> tuple[httpx.Response | None, _Failure | None]:
+    async def _open(self, p: PreparedRequest, timer: _ConnectTimer) -> tuple[httpx.Response | None, _Failure | None]:
         """Send the request within the answer's deadline and check the
         response: (it, None) when its body is the stream to read, else (None,
         why not) with the response closed (a status other than 2xx, an HTML
@@ -501,7 +503,7 @@ class HttpProvider(Provider):
                             f"a {self.protocol} response", perf_counter(), status=status)
         return None
 
-    def _parse(self, chunk: bytes, parser: StreamParser, p: _Prepared, state: _AttemptState,
+    def _parse(self, chunk: bytes, parser: StreamParser, p: PreparedRequest, state: _AttemptState,
                status: int) -> list[StreamEvent]:
         """One chunk of the body: the events it completes, within the answer's
         deadline and size limits. Sets `state.failure` where the attempt fails
