@@ -363,7 +363,7 @@ class HttpProvider(Provider):
         if isinstance(prepared, StreamError):
             yield prepared
             return
-        attempt = 0
+        attempt = renewals = 0
         while True:
             attempt += 1
             yield RequestSent(t=perf_counter(), wall=time.time(), attempt=attempt)
@@ -376,12 +376,22 @@ class HttpProvider(Provider):
                 return
             failure.message = scrub(failure.message, prepared.secrets)
             delay = self._retry_delay(failure, state.shown, attempt, prepared.deadline)
+            if delay is None and not state.shown and not renewals:
+                renewed = await self._renew(request, failure)
+                if renewed is not None:      # new credentials: once, at once
+                    prepared, delay, renewals = renewed, 0.0, 1
             if delay is None:
                 yield StreamError(kind=failure.kind, message=failure.message, t=failure.t, status=failure.status,
                                   retry_after=failure.retry_after, streamed=failure.streamed)
                 return
             yield Retrying(attempt=attempt, delay=delay, kind=failure.kind, message=failure.message)
             await anyio.sleep(delay)
+
+    async def _renew(self, request: ChatRequest, failure: _Failure) -> PreparedRequest | None:
+        """After a failure no retry is due for, before anything was shown:
+        the request prepared again with new credentials, to be sent once more
+        at once, or None (the default: credentials that cannot be renewed)."""
+        return None
 
     def _prepare(self, request: ChatRequest) -> PreparedRequest | StreamError:
         """The request as it goes out on every attempt (key and configured

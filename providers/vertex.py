@@ -75,8 +75,9 @@ class GoogleCredentials:
         self._creds = credentials
         self._lock = threading.Lock()
 
-    def ensure(self) -> tuple[str | None, ErrorKind, str]:
-        """(token, kind, problem): a valid token now, else why not (blocking: call in a thread)."""
+    def ensure(self, renew: bool = False) -> tuple[str | None, ErrorKind, str]:
+        """(token, kind, problem): a valid token now (`renew`: a new one even
+        if the one held has not expired), else why not (blocking: call in a thread)."""
         with self._lock:
             try:
                 if self._creds is None:
@@ -86,7 +87,7 @@ class GoogleCredentials:
                         return None, ErrorKind.config, ("Vertex AI needs google-auth: pip install 'lineup[vertex]'")
                     self._creds, _ = google.auth.default(scopes=SCOPES)
                 creds = self._creds
-                if not creds.valid:
+                if renew or not creds.valid:
                     creds.refresh(_HttpxRequest())
             except Exception as exc:   # google-auth's DefaultCredentialsError, RefreshError, TransportError
                 name = type(exc).__name__
@@ -111,6 +112,7 @@ class _VertexAuth:
         super().__init__(cfg, **options)  # type: ignore[call-arg]
         self.google = GoogleCredentials(credentials)
         self._token: str | None = None
+        self._renewed: dict[int, str] = {}    # request -> the token its retry was renewed with
 
     async def _events(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
         token, kind, problem = await anyio.to_thread.run_sync(self.google.ensure)
@@ -118,10 +120,32 @@ class _VertexAuth:
             yield StreamError(kind=kind, message=f"model {self.cfg.alias!r}: {scrub(problem, ())}", t=perf_counter())
             return
         self._token = token
-        guard = RuntimeSecretsGuard((token,))
-        async for ev in super()._events(request):  # type: ignore[misc]
-            for out in guard.events(ev):
-                yield out
+        tokens = [token]
+        guard = RuntimeSecretsGuard(tuple(tokens))
+        try:
+            async for ev in super()._events(request):  # type: ignore[misc]
+                for out in guard.events(ev):
+                    yield out
+                renewed = self._renewed.pop(id(request), None)
+                if renewed is not None:   # (after the Retrying: nothing shown, nothing held back)
+                    tokens.append(renewed)
+                    guard = RuntimeSecretsGuard(tuple(tokens))
+        finally:
+            self._renewed.pop(id(request), None)
+
+    async def _renew(self, request: ChatRequest, failure: Any) -> Any:
+        """A 401 before anything was shown: Google may have revoked the token
+        early (a rotated key, a changed account), so a new one is asked for
+        and the request sent once more with it."""
+        if failure.status != 401:
+            return None
+        token, _, _ = await anyio.to_thread.run_sync(lambda: self.google.ensure(renew=True))
+        if token is None:
+            return None
+        self._token = token
+        self._renewed[id(request)] = token
+        prepared = self._prepare(request)  # type: ignore[attr-defined]
+        return None if isinstance(prepared, StreamError) else prepared
 
     def key(self) -> tuple[str | None, str | None]:
         if self._token is None:

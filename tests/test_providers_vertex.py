@@ -310,3 +310,38 @@ def test_without_the_extra_the_answer_says_which_to_install(monkeypatch):
         sent = len(srv.requests)
     assert sent == 0 and result.error is not None and result.error.kind == ErrorKind.config
     assert "pip install 'lineup[vertex]'" in result.error.message
+
+
+@pytest.mark.parametrize("provider", ["vertex", "vertex-anthropic"])
+def test_a_401_is_sent_once_more_with_a_token_renewed_before_its_expiry(provider):
+    """Google can revoke a token before its expiry (a rotated key, a changed
+    account): a 401 before anything is shown asks for a new token and sends
+    the request once more with it, even with retries off."""
+    creds = FixedTokenCredentials()
+    with TestServer() as srv:
+        srv.script(Reply(status=401, message="Request had invalid authentication credentials"), Reply(text="signed in"))
+        result, events = collect(_cfg(srv, provider, max_retries=0), credentials=creds)
+        sent = [r.headers["authorization"] for r in srv.requests]
+    assert result.text == "signed in" and result.error is None
+    assert sent == ["Bearer ya29.fixed-token-1", "Bearer ya29.fixed-token-2"]
+    assert [(e.kind, e.delay) for e in events if isinstance(e, Retrying)] == [(ErrorKind.auth, 0.0)]
+
+
+def test_a_401_with_the_renewed_token_too_is_the_answer_s_error_and_names_neither_token():
+    creds = FixedTokenCredentials()
+    with TestServer() as srv:
+        srv.script(Reply(status=401, message="ya29.fixed-token-1 and ya29.fixed-token-2 are not valid here"))
+        result, events = collect(_cfg(srv, max_retries=3), credentials=creds)
+        sent = len(srv.requests)
+    assert sent == 2 and creds.refreshes == 2          # renewed once, not once per retry
+    assert result.error is not None and result.error.kind == ErrorKind.auth
+    assert not any("fixed-token" in e.message for e in events if isinstance(e, (Retrying, StreamError)))
+
+
+def test_a_403_is_not_a_token_to_renew():
+    creds = FixedTokenCredentials()
+    with TestServer() as srv:
+        srv.script(Reply(status=403, message="Permission denied on the project"), Reply(text="never"))
+        result, _ = collect(_cfg(srv, max_retries=0), credentials=creds)
+        sent = len(srv.requests)
+    assert sent == 1 and creds.refreshes == 1 and result.error is not None
