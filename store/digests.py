@@ -20,13 +20,14 @@ figure. `store.report_queries` turns the digest into the report's columns;
 after each kind of write, merge and import.
 
 Untrusted: a blob comes from a file like any other field. Each is signed
-with a key of this user's (`key_path`, made on first use, 0600): a digest
-made elsewhere, or changed since, is not read (a file from someone else is
-reported from its rows, whatever digests it carries) and the next writer
-here replaces it. A signed blob is still parsed with bounds on every length
-and code, never unpickled; one that does not parse is ignored. A value the quick read would not take (text where a number
-belongs, a BLOB in a vote's texts, a token count out of range) marks the
-digest not quick, and the report reads from the rows as it always did.
+with a key of this user's (`store.digest_keys`, made on first use, 0600): a
+digest made elsewhere, or changed since, is not read (a file from someone
+else is reported from its rows, whatever digests it carries) and the next
+writer here replaces it. A signed blob is still parsed with bounds on every
+length and code, never unpickled; one that does not parse is ignored. A
+value the quick read would not take (text where a number belongs, a BLOB in
+a vote's texts, a token count out of range) marks the digest not quick, and
+the report reads from the rows as it always did.
 """
 
 from __future__ import annotations
