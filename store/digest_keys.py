@@ -58,6 +58,10 @@ def key(*, create: bool = False) -> Key | None:
             return None
     except OSError:
         return None
+    try:
+        secret = bytes.fromhex(secret.decode("ascii"))
+    except (UnicodeDecodeError, ValueError):
+        return None
     if len(secret) != KEY_BYTES:
         return None
     return Key(secret, hashlib.blake2b(secret, digest_size=KEY_ID_BYTES, person=b"lineup-key-id").digest())
@@ -69,7 +73,7 @@ def _make_key(path: Path) -> bytes:
     part = path.with_name(f".{path.name}.{os.getpid()}")
     fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
-        os.write(fd, os.urandom(KEY_BYTES))
+        os.write(fd, os.urandom(KEY_BYTES).hex().encode())   # as text: no stray bytes in a file of ours
         os.fsync(fd)
     finally:
         os.close(fd)
