@@ -48,8 +48,7 @@ BAD_NAMED = 3
 GROUP_SIZE = 64
 MAX_ID_BYTES = 256
 
-#: Status codes (`store.report_queries.STATUS_CODES`, repeated so the store's
-#: digest does not import the report's reads).
+#: Status codes, here and in `store.report_queries` (which takes them from here).
 STATUS_CODES = {"complete": 0, "error": 1, "cancelled": 2, "interrupted": 3}
 OTHER_STATUS = 4
 #: The largest token counts a digest holds (`store.report_queries`' quick read takes no more).

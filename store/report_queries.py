@@ -169,8 +169,7 @@ def read_votes(store: Store, scope: Scope, *, with_ids: bool = False, demo: bool
 # --------------------------------------------------------------------------- answers
 
 #: Status codes of `OutputColumns.status`.
-STATUS_CODES = {"complete": 0, "error": 1, "cancelled": 2, "interrupted": 3}
-OTHER_STATUS = 4
+STATUS_CODES, OTHER_STATUS = D.STATUS_CODES, D.OTHER_STATUS   # (the digests code statuses too)
 _STATUS_SQL = ("CASE o.status WHEN 'complete' THEN 0 WHEN 'error' THEN 1 WHEN 'cancelled' THEN 2 "
                "WHEN 'interrupted' THEN 3 ELSE 4 END")
 
@@ -219,7 +218,7 @@ _COST_SQL = f"CASE WHEN o.cost BETWEEN 0 AND {COST_MAX!r} THEN o.cost END"
 # The largest token counts the quick read takes (what the packed form of
 # earlier versions held); larger ones, and anything but whole numbers, go
 # through the plain read.
-_MAX_INPUT_TOKENS = 2 ** 30 - 2
+_MAX_INPUT_TOKENS = D.MAX_TOKENS
 _MAX_OUTPUT_TOKENS = 2 ** 29 - 2
 
 
@@ -370,7 +369,7 @@ def _digest(store: Store, scope: Scope) -> tuple[D.Digest, np.ndarray]:
         found = D.whole(conn)
         skip = {r[0] for r in conn.execute(f"SELECT id FROM session WHERE kind IN "
                                            f"({','.join('?' * len(UNJUDGED_KINDS))})", sorted(UNJUDGED_KINDS))}
-        counts = np.array([sid not in skip for sid in found.sessions] + [False], dtype=bool)[:len(found.sessions)]
+        counts = np.array([sid not in skip for sid in found.sessions], dtype=bool)
     result = (found, counts)
     store._digest_cache = (key, result)   # type: ignore[attr-defined]
     return result
