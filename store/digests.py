@@ -43,6 +43,7 @@ import numpy as np
 
 from store import bounds
 from store.digest_keys import FORMAT, PREFIX_BYTES, Key, key, mac
+from store.records import PROMPT_SQL
 
 BAD_NAMED = 3
 GROUP_SIZE = 64
@@ -181,7 +182,7 @@ _OUTPUT_SQL = ("SELECT o.session_id, o.contestant, o.status, o.turn_id, t.catego
                "FROM output o LEFT JOIN turn t ON t.id = o.turn_id WHERE o.status != 'streaming'{where}")
 # `store.report_queries.read_votes`'s row, with the session, rater kind and creation time
 _VOTE_SQL = ("SELECT v.session_id, json_array(v.choice, v.ranking, v.mapping, v.positions), "
-             "json_array(t.category, v.rater, CASE WHEN length(t.case_id) THEN t.case_id ELSE t.user_message END), "
+             f"json_array(t.category, v.rater, {PROMPT_SQL}), "
              "v.rater_kind, v.created, v.id FROM vote v JOIN turn t ON t.id = v.turn_id "
              "WHERE +v.current = 1 AND v.id NOT IN (SELECT supersedes FROM vote WHERE supersedes IS NOT NULL)"
              "{where} ORDER BY v.id")

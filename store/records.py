@@ -515,6 +515,10 @@ def vote_problem(v: VoteRecord) -> str | None:
 UNIT_KEY_SQL = ("CASE WHEN length(t.case_id) THEN 'case' || char(31) || t.case_id || char(31) || t.repeat_index "
                 "ELSE 'turn' || char(31) || t.id END")
 
+#: The prompt a vote or an answer is about: the case id, else the prompt text
+#: (SQL for Python's `case_id if case_id else user_message`, table alias `t`).
+PROMPT_SQL = "CASE WHEN length(t.case_id) THEN t.case_id ELSE t.user_message END"
+
 #: The turns of the unit the turn `?` is in (the unit `UNIT_KEY_SQL` names), by
 #: index (`turn_case`, `turn.id`): the same case and repeat in the same
 #: session, else the turn itself.

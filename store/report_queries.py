@@ -40,7 +40,7 @@ import numpy as np
 from store import digests as D
 from store.bounds import COST_MAX, MS_MAX
 from store.db import Store
-from store.records import UNJUDGED_KINDS
+from store.records import PROMPT_SQL, UNJUDGED_KINDS
 
 
 @dataclass(frozen=True)
@@ -77,11 +77,6 @@ def _where(scope: Scope, *, time_col: str, rater_col: str | None, session_col: s
         clauses.append(f"{time_col} >= ?")
         params.append(scope.since)
     return (" AND " + " AND ".join(clauses)) if clauses else "", params
-
-
-# The prompt a vote or an answer is about: the case id, else the prompt text
-# (SQL for Python's `case_id if case_id else user_message`).
-_PROMPT_SQL = "CASE WHEN length(t.case_id) THEN t.case_id ELSE t.user_message END"
 
 
 def codes(values: Iterable[Any]) -> tuple[np.ndarray, list[Any]]:
@@ -149,7 +144,7 @@ def read_votes(store: Store, scope: Scope, *, with_ids: bool = False, demo: bool
             + where + " ORDER BY v.id")         # ULIDs: creation order
     try:   # json_array: an unambiguous single key per tuple of texts
         rows = conn.execute(f"SELECT json_array(v.choice, v.ranking, v.mapping, v.positions), "
-                            f"json_array(t.category, v.rater, {_PROMPT_SQL}){extra}{tail}", params).fetchall()
+                            f"json_array(t.category, v.rater, {PROMPT_SQL}){extra}{tail}", params).fetchall()
         key, json_keys = codes(map(operator.itemgetter(0), rows))
         meta, json_metas = codes(map(operator.itemgetter(1), rows))
         keys = [tuple(json.loads(k)) for k in json_keys]
@@ -157,7 +152,7 @@ def read_votes(store: Store, scope: Scope, *, with_ids: bool = False, demo: bool
         rest = 2
     except sqlite3.OperationalError:   # no JSON functions, or a BLOB where text belongs: plain columns
         rows = conn.execute(f"SELECT v.choice, v.ranking, v.mapping, v.positions, t.category, v.rater, "
-                            f"{_PROMPT_SQL}{extra}{tail}", params).fetchall()
+                            f"{PROMPT_SQL}{extra}{tail}", params).fetchall()
         key, keys = codes(r[:4] for r in rows)
         meta, metas = codes(r[4:7] for r in rows)
         rest = 7
@@ -633,9 +628,9 @@ def repeated_answers(store: Store, scope: Scope) -> list[Sequence[Any]]:
     join, cond, params = _output_filter(scope)
     rows = conn.execute(
         "SELECT o.id, o.turn_id, o.contestant, o.attempt, o.status, o.session_id, "
-        f"{_PROMPT_SQL}, t.follow_up_index, t.repeat_index "
+        f"{PROMPT_SQL}, t.follow_up_index, t.repeat_index "
         f"FROM output o{join} WHERE {cond} "
-        f"AND ({_PROMPT_SQL}, t.follow_up_index) IN (SELECT {_PROMPT_SQL}, t.follow_up_index FROM turn t "
+        f"AND ({PROMPT_SQL}, t.follow_up_index) IN (SELECT {PROMPT_SQL}, t.follow_up_index FROM turn t "
         "GROUP BY 1, 2 HAVING count(DISTINCT t.repeat_index) > 1) "
         "ORDER BY o.created, o.id", params).fetchall()
     return list(latest_attempts(rows).values())
