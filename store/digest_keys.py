@@ -2,7 +2,8 @@
 (`store.digests` builds and reads them, with numpy): every writing
 command's close asks whether any digest is missing, and few need to build.
 
-The key is the user's (`key_path`: made 0600 on first use, raced safely),
+The key is the user's (`key_path`: made 0600 on first use, raced safely,
+replaced by a writer when the file is not a key),
 never the database's: a digest made elsewhere is not trusted. Digests are
 signed with BLAKE2b keyed with it; its id is stored in the clear after
 `MAGIC`, so SQL can tell the digests signed here (`MISSING_SQL`).
@@ -44,22 +45,39 @@ def key_path() -> Path:
 
 
 def key(*, create: bool = False) -> Key | None:
-    """This user's signing key (made, 0600, when `create` and none exists);
-    None when there is none or it cannot be read: then no digest is trusted."""
+    """This user's signing key (made, 0600, when `create` and none exists, or
+    when the file there is not a key: cut short, another format); None when
+    there is none or it cannot be read: then no digest is trusted."""
     path = key_path()
     try:
-        secret = path.read_bytes()
+        found = _parse(_read(path))
     except FileNotFoundError:
         if not create:
             return None
         try:
-            secret = _make_key(path)
+            return _parse(_make_key(path, replace=False))
         except OSError:
             return None
     except OSError:
         return None
+    if found is None and create:
+        # A damaged key would turn the digests off for good: replace it. What
+        # was signed with it was never trusted; the writer signs again.
+        try:
+            return _parse(_make_key(path, replace=True))
+        except OSError:
+            return None
+    return found
+
+
+def _read(path: Path) -> bytes:
+    with open(path, "rb") as f:
+        return f.read(4 * KEY_BYTES)   # a key is 2 * KEY_BYTES hex digits: more is not a key
+
+
+def _parse(text: bytes) -> Key | None:
     try:
-        secret = bytes.fromhex(secret.decode("ascii"))
+        secret = bytes.fromhex(text.decode("ascii"))
     except (UnicodeDecodeError, ValueError):
         return None
     if len(secret) != KEY_BYTES:
@@ -67,8 +85,9 @@ def key(*, create: bool = False) -> Key | None:
     return Key(secret, hashlib.blake2b(secret, digest_size=KEY_ID_BYTES, person=b"lineup-key-id").digest())
 
 
-def _make_key(path: Path) -> bytes:
-    """A new key at `path`, or the one another process made first."""
+def _make_key(path: Path, *, replace: bool) -> bytes:
+    """A new key at `path` (replacing what is there when `replace`), or the
+    one another process made or put there first."""
     path.parent.mkdir(parents=True, exist_ok=True)
     part = path.with_name(f".{path.name}.{os.getpid()}")
     fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -78,12 +97,15 @@ def _make_key(path: Path) -> bytes:
     finally:
         os.close(fd)
     try:
-        os.link(part, path)            # fails if another process made one meanwhile: use theirs
+        if replace:
+            os.replace(part, path)
+        else:
+            os.link(part, path)        # fails if another process made one meanwhile: use theirs
     except FileExistsError:
         pass
     finally:
-        part.unlink()
-    return path.read_bytes()
+        part.unlink(missing_ok=True)
+    return _read(path)
 
 
 def mac(k: Key, body: bytes, turns: bytes) -> bytes:

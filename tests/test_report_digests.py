@@ -344,6 +344,29 @@ def test_digests_made_by_another_user_are_not_read_and_the_next_writer_here_repl
         assert_reads_agree(store)
 
 
+@pytest.mark.parametrize("content", [b"", b"\x00" * 32, bytes(range(32)), b"ab" * 10, b"zz" * 32],
+                         ids=["empty", "raw zero bytes", "raw bytes", "short", "not hex"])
+def test_a_damaged_key_file_is_replaced_by_the_next_writer_and_digests_come_back(world, tmp_path, monkeypatch,
+                                                                                 content):
+    """A key file that is not a key (cut short by a crash, an older format)
+    must not turn the digests off for good: readers trust nothing signed with
+    it, and the next writer replaces it with a new key (0600) and signs again."""
+    path, made = world
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    K.key_path().parent.mkdir(parents=True)
+    K.key_path().write_bytes(content)
+    assert K.key() is None                              # a reader trusts nothing with it
+    with Store.open(path, readonly=True) as store:
+        assert_reads_agree(store)
+    assert K.key_path().read_bytes() == content         # and leaves it alone
+    with Store.open(path) as store:
+        assert store.refresh_digests() == 3
+        assert K.key_path().stat().st_mode & 0o777 == 0o600
+        assert K.key() is not None and K.key_path().read_bytes() != content
+        assert stale(store) == []
+        assert_reads_agree(store)
+
+
 def test_values_the_quick_read_does_not_take_read_from_the_rows(world):
     """Text where a number belongs, a BLOB in a vote's texts: the digest says
     not quick and the report reads the rows, as before."""
