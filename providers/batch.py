@@ -169,7 +169,8 @@ class BatchClient(ABC):
             headers["content-type"] = "application/json"
         client = self.provider.client
         try:
-            request = client.build_request(method, url, headers=headers, content=content, files=files, data=data)
+            request = client.build_request(method, url, headers=headers, content=content, files=files, data=data,
+                                           timeout=self.provider.timeout)
             resp = await client.send(request, stream=True)
         except httpx.ConnectError as exc:
             raise BatchAPIError(ErrorKind.connection, scrub(f"cannot reach {self._host()}: {exc}", key),

@@ -1,14 +1,15 @@
 """The HTTP machinery shared by the four wire protocols.
 
-`HttpProvider` owns one `httpx.AsyncClient` per configured model and runs the
-request loop: key and header secrets (the environment, at request time), the
-auth header, extra headers and query parameters (`ModelConfig.auth`,
-`headers`, `query`: gateways, Azure), sending, status -> `ErrorKind`, retries
-*only before the first token* with bounded backoff that honours `retry-after`
-/ `retry-after-ms`, timing where the bytes arrive, and a terminal event on
-every path. A protocol module supplies three things: how to build the request
-(`build`), a `StreamParser` that turns body bytes into events, and the
-parser's `whole` for a complete non-streamed response.
+`HttpProvider` uses its server's connection pool (`providers.pools`, shared by
+the aliases there) and runs the request loop: key and header secrets (the
+environment, at request time), the auth header, extra headers and query
+parameters (`ModelConfig.auth`, `headers`, `query`: gateways, Azure), sending,
+status -> `ErrorKind`, retries *only before the first token* with bounded
+backoff that honours `retry-after` / `retry-after-ms`, timing where the bytes
+arrive, and a terminal event on every path. A protocol module supplies three
+things: how to build the request (`build`), a `StreamParser` that turns body
+bytes into events, and the parser's `whole` for a complete non-streamed
+response.
 
 A body is read in one of two forms, decided by its content type or else its
 first non-space byte (`StreamParser.opening`): the protocol's stream, fed as
@@ -72,7 +73,8 @@ from providers.events import (
     ToolCall,
     UsageReport,
 )
-from providers.model_config import Auth, EnvValue, ModelConfig, header_value_ok, server_concurrency
+from providers import pools
+from providers.model_config import Auth, EnvValue, ModelConfig, header_value_ok, server_concurrency, server_key
 from providers.parsing import (
     Accumulated,
     StreamParser,
@@ -261,7 +263,8 @@ class HttpProvider(Provider):
                                  else Auth(header="Authorization", scheme="Bearer"))
         self.retry = retry or RetryPolicy()
         self._transport = transport
-        self._client: httpx.AsyncClient | None = None
+        self._pool: pools.Pool | None = None
+        self.timeout = httpx.Timeout(cfg.read_timeout, connect=cfg.connect_timeout, pool=cfg.connect_timeout)
 
     # -- what a protocol module provides
     @abstractmethod
@@ -281,23 +284,21 @@ class HttpProvider(Provider):
 
     @property
     def client(self) -> httpx.AsyncClient:
-        if self._client is None:
+        """The connection pool of this model's server, shared with every alias
+        there (`providers.pools`); requests set their own `timeout`."""
+        pool = self._pool
+        if pool is None or pool.client.is_closed:
             cfg = self.cfg
-            self._client = httpx.AsyncClient(
-                timeout=httpx.Timeout(cfg.read_timeout, connect=cfg.connect_timeout, pool=cfg.connect_timeout),
-                limits=httpx.Limits(max_connections=max(8, server_concurrency(cfg) * 2),
-                                    max_keepalive_connections=server_concurrency(cfg)),
-                headers={"user-agent": "lineup"},
-                transport=self._transport,
-                verify=shared_ssl_context(),
-                follow_redirects=False,
-            )
-        return self._client
+            pool = self._pool = pools.acquire(
+                server_key(cfg), httpx.Limits(max_connections=max(8, server_concurrency(cfg) * 2),
+                                              max_keepalive_connections=server_concurrency(cfg)),
+                self._transport, shared_ssl_context())
+        return pool.client
 
     async def aclose(self) -> None:
-        if self._client is not None:
-            client, self._client = self._client, None
-            await client.aclose()
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            await pools.release(pool)
 
     def key(self) -> tuple[str | None, str | None]:
         """(key, problem): the key from the environment now, or why there is none."""
@@ -481,7 +482,8 @@ class HttpProvider(Provider):
         try:
             with anyio.move_on_after(max(0.0, p.deadline - perf_counter())):
                 resp = await client.send(client.build_request("POST", p.url, headers=p.headers, content=p.content,
-                                                              extensions={"trace": timer}), stream=True)
+                                                              timeout=self.timeout, extensions={"trace": timer}),
+                                         stream=True)
         except httpx.TimeoutException as exc:
             connect = isinstance(exc, (httpx.ConnectTimeout, httpx.PoolTimeout))
             return None, _Failure(ErrorKind.timeout, (

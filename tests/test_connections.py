@@ -235,3 +235,82 @@ def _one(srv: TestServer):
             await provider.aclose()
 
     return anyio.run(go)
+
+
+def test_aliases_on_one_server_share_its_connections_and_send_only_their_own_key(srv, monkeypatch):
+    """Two aliases on one server (a gateway, a local server with several
+    models), each in its own protocol, taking turns: one connection serves
+    both, and every request carries its own alias's key and headers."""
+    monkeypatch.setenv("KEY_A", "key-for-a")
+    monkeypatch.setenv("KEY_B", "key-for-b")
+    a = model_config(srv, "openai", alias="a", model="model-a", api_key_env="KEY_A", max_retries=0,
+                     headers={"x-team": "red"})
+    b = model_config(srv, "anthropic", alias="b", model="model-b", api_key_env="KEY_B", max_retries=0)
+
+    async def go() -> None:
+        pa, pb = make_provider(a), make_provider(b)
+        try:
+            for _ in range(10):
+                for provider in (pa, pb):
+                    result, _ = await collect_async(provider, chat_request())
+                    assert result.error is None, result.error
+        finally:
+            await pa.aclose()
+            await pb.aclose()
+
+    anyio.run(go)
+    assert len(srv.requests) == 20
+    assert srv.connections == 1
+    for rec in srv.requests:
+        if rec.json["model"] == "model-a":
+            assert rec.headers["authorization"] == "Bearer key-for-a" and rec.headers["x-team"] == "red"
+            assert "x-api-key" not in rec.headers
+        else:
+            assert rec.headers["x-api-key"] == "key-for-b"
+            assert "authorization" not in rec.headers and "x-team" not in rec.headers
+
+
+def test_a_shared_pool_keeps_each_alias_timeouts_and_outlives_the_first_alias_closed(srv):
+    """The pool is shared, the timeouts are not: the impatient alias times out
+    where the patient one on the same connection waits; closing one alias
+    leaves the other's connection open, and the last one closes it."""
+    srv.script(Reply(text="late", first_delay=0.6), Reply(text="late", first_delay=0.6))
+    impatient = model_config(srv, "openai", alias="quick", read_timeout=0.2, max_retries=0)
+    patient = model_config(srv, "openai", alias="slow", read_timeout=5.0, max_retries=0)
+
+    async def go() -> tuple:
+        quick, slow = make_provider(impatient), make_provider(patient)
+        try:
+            first, _ = await collect_async(quick, chat_request())
+            second, _ = await collect_async(slow, chat_request())
+            await quick.aclose()
+            third, _ = await collect_async(slow, chat_request())     # after the other alias let go
+            return first, second, third, slow.client.is_closed
+        finally:
+            await quick.aclose()
+            await slow.aclose()
+
+    first, second, third, closed_while_used = anyio.run(go)
+    assert first.error is not None and first.error.kind == "timeout"
+    assert second.error is None and second.text == "late"
+    assert third.error is None and not closed_while_used
+
+
+def test_each_event_loop_gets_its_own_pool(srv):
+    """Connections belong to the loop that opened them: a second run in a new
+    loop (a second command in one process, a test) opens its own."""
+    cfg = model_config(srv, "openai", max_retries=0)
+
+    async def go() -> bool:
+        one, two = make_provider(cfg), make_provider(cfg.model_copy(update={"alias": "other"}))
+        try:
+            for provider in (one, two):
+                result, _ = await collect_async(provider, chat_request())
+                assert result.error is None
+            return one.client is two.client
+        finally:
+            await one.aclose()
+            await two.aclose()
+
+    assert anyio.run(go) and anyio.run(go)
+    assert srv.connections == 2 and len(srv.requests) == 4

@@ -1,0 +1,77 @@
+"""Connection pools per server, shared by every model alias on it.
+
+Why this module exists: a gateway (OpenRouter, LiteLLM, a company proxy) or a
+local server (vLLM, llama.cpp, Ollama) serves several of the models a lineup
+compares. With a pool per alias each of them opened its own connections to
+the same server and paid its own TCP and TLS set-up; here the aliases on one
+server share one `httpx.AsyncClient`, so a connection one answer leaves open
+serves the next answer of any alias there.
+
+What is shared is only the connections: nothing of a request is set on the
+client but the user agent. Each request carries its own key and headers
+(`HttpProvider._prepare`) and its own timeouts (`HttpProvider.timeout`). A
+pool is per event loop (its connections belong to the loop that opened
+them), per transport (tests and plugins pass their own) and per pool size,
+and it is closed when the last alias using it lets go (`release`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from weakref import WeakKeyDictionary
+
+import httpx
+
+__all__ = ["Pool", "acquire", "release"]
+
+
+@dataclass(eq=False)
+class Pool:
+    """One shared client and how many providers hold it."""
+
+    client: httpx.AsyncClient
+    key: tuple
+    loop: asyncio.AbstractEventLoop | None
+    users: int = 0
+
+
+_pools: WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple, Pool]] = WeakKeyDictionary()
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def acquire(server: str | None, limits: httpx.Limits, transport: httpx.AsyncBaseTransport | None,
+            verify: object) -> Pool:
+    """The pool for `server` (`providers.model_config.server_key`) in the
+    running event loop, made when there is none; the caller `release`s it.
+    Outside an event loop, or with no server, the pool is the caller's own."""
+    loop = _running_loop()
+    key = (server, limits.max_connections, limits.max_keepalive_connections, limits.keepalive_expiry,
+           id(transport), id(verify))
+    pools = _pools.setdefault(loop, {}) if loop is not None and server is not None else None
+    pool = pools.get(key) if pools is not None else None
+    if pool is None or pool.client.is_closed:
+        client = httpx.AsyncClient(limits=limits, headers={"user-agent": "lineup"}, transport=transport,
+                                   verify=verify, follow_redirects=False)  # type: ignore[arg-type]
+        pool = Pool(client, key, loop)
+        if pools is not None:
+            pools[key] = pool
+    pool.users += 1
+    return pool
+
+
+async def release(pool: Pool) -> None:
+    """Let go of `pool`; the last to let go closes its connections."""
+    pool.users -= 1
+    if pool.users > 0:
+        return
+    pools = _pools.get(pool.loop) if pool.loop is not None else None
+    if pools is not None and pools.get(pool.key) is pool:
+        del pools[pool.key]
+    await pool.client.aclose()
