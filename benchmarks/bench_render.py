@@ -26,7 +26,9 @@ Prints a table with each figure beside its target; asserts nothing.
 Then the fast-pane goals (issue 32): 8 panes at 1,000 tokens/s each, p95
 display lag < 50 ms and no stall over 33 ms; 6 panes at 300 tokens/s, p95
 < 33 ms and CPU <= 120 us per token; each beside today's paced run,
-interleaved in the same process (--goals runs only these).
+interleaved in the same process (--goals runs only these). Beside each
+paced run's CPU per token, the paced feed's own CPU with no view (a
+wake-up per token: the stand-in for the network, included in the figure).
 
     python benchmarks/bench_render.py [--quick] [--runs N] [--no-baselines] [--goals]
 """
@@ -216,6 +218,39 @@ async def preload(pilot, views: list[BenchView], n_tokens: int) -> None:
     await pilot.pause(0.3)
 
 
+async def paced_feed(views: list, streams: list[list[str]], rate: float, begin: float) -> None:
+    """Each view gets its stream at `rate` tokens/s from `begin` (a token
+    per wake-up, as a slow stream's chunks come): the stand-in for the network."""
+    async def feeder(view, tokens: list[str], start: float) -> None:
+        view.start_answer()
+        for index, token in enumerate(tokens):
+            due = start + index / rate
+            delay = due - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            view.feed(token, due)
+        view.end_answer()
+
+    await asyncio.gather(*(feeder(v, s, begin + i * 0.0005)
+                           for i, (v, s) in enumerate(zip(views, streams, strict=True))))
+
+
+class _Sink:
+    """A pane that keeps nothing: what the paced feed costs by itself."""
+
+    def start_answer(self) -> None: ...
+    def end_answer(self) -> None: ...
+    def feed(self, token: str, arrival: float) -> None: ...
+
+
+async def run_feed_alone(streams: list[list[str]], rate: float) -> float:
+    """CPU per token (us) of the paced feed with no view: included in the
+    paced runs' CPU per token, said beside it."""
+    cpu = time.process_time()
+    await paced_feed([_Sink() for _ in streams], streams, rate, time.perf_counter() + 0.05)
+    return (time.process_time() - cpu) / sum(len(s) for s in streams) * 1e6
+
+
 async def run_paced(streams: list[list[str]], preloaded: int = 0, rate: float = RATE) -> dict:
     app = ViewsApp(len(streams))
     async with app.run_test(size=SIZE) as pilot:
@@ -224,21 +259,10 @@ async def run_paced(streams: list[list[str]], preloaded: int = 0, rate: float = 
         if preloaded:
             await preload(pilot, views, preloaded)
 
-        async def feeder(view: BenchView, tokens: list[str], start: float) -> None:
-            view.start_answer()
-            for index, token in enumerate(tokens):
-                due = start + index / rate
-                delay = due - time.perf_counter()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                view.feed(token, due)
-            view.end_answer()
-
         begin = time.perf_counter() + 0.05
         cpu = time.process_time()
         with Ticker() as ticker:
-            await asyncio.gather(*(feeder(v, s, begin + i * 0.0005)
-                                   for i, (v, s) in enumerate(zip(views, streams, strict=True))))
+            await paced_feed(views, streams, rate, begin)
             await wait_painted(pilot, views)
         wall = time.perf_counter() - begin
         cpu = time.process_time() - cpu
@@ -352,10 +376,13 @@ async def fast_pane_goals(n: int, runs: int) -> None:
     print("-" * 100)
     base_runs: list[dict] = []
     goal_runs: dict[int, list[dict]] = {i: [] for i in range(len(FAST_GOALS))}
+    feed_alone: dict[int, list[float]] = {i: [] for i in range(len(FAST_GOALS))}
     for _ in range(runs):
         base_runs.append(await run_paced([make_markdown(n, seed) for seed in range(PANES)]))
         for i, (panes, rate, *_) in enumerate(FAST_GOALS):
-            goal_runs[i].append(await run_paced([make_markdown(n, seed) for seed in range(panes)], rate=rate))
+            streams = [make_markdown(n, seed) for seed in range(panes)]
+            goal_runs[i].append(await run_paced(streams, rate=rate))
+            feed_alone[i].append(await run_feed_alone(streams, rate))
     base = median_run(base_runs)
     print(f"{f'baseline {PANES} panes @ {RATE:.0f}/s: p95 lag / stall / CPU':<52} {1000 * base['p95']:>8.1f}ms  "
           f"{1000 * base['stall']:.1f} ms stall, {base['cpu'] / base['tokens'] * 1e6:.0f} us/token")
@@ -370,6 +397,8 @@ async def fast_pane_goals(n: int, runs: int) -> None:
         print(f"{name + ': longest stall':<52} {1000 * r['stall']:>8.1f}ms  {stall_note}")
         cpu_note = f"<= {cpu_goal:.0f} us: {verdict(cpu <= cpu_goal)}" if cpu_goal else "(no goal)"
         print(f"{name + ': CPU per token':<52} {cpu:>8.0f}us  {cpu_note}")
+        print(f"{'  of which the paced feed alone (no view)':<52} {statistics.median(feed_alone[i]):>8.0f}us  "
+              "(the stand-in for the network: a wake-up per token)")
 
 
 async def main(quick: bool, runs: int, baselines: bool, smoke: bool = False, goals_only: bool = False) -> None:
