@@ -314,3 +314,26 @@ def test_each_event_loop_gets_its_own_pool(srv):
 
     assert anyio.run(go) and anyio.run(go)
     assert srv.connections == 2 and len(srv.requests) == 4
+
+
+def test_a_run_of_two_aliases_on_one_local_server_opens_one_connection(srv, tmp_path):
+    """`lineup run` with two models served by one local server (which takes
+    one request at a time): the answers of both go over one connection, and
+    exactly one answer records opening it."""
+    from store import Store
+
+    cases = sample_set(tmp_path / "set.jsonl", 4)
+    config = config_file(tmp_path / "config.toml", srv, {"m0": {}, "m1": {}})
+    db = tmp_path / "c.db"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    run = subprocess.run([sys.executable, "-m", "lineup", "run", str(cases), "-m", "m0", "-m", "m1", "--quiet",
+                          "--db", str(db), "--config", str(config)], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert len(srv.requests) == 8 and srv.max_in_flight == 1
+    assert srv.connections == 1
+    with Store.open(db) as store:
+        (s,) = store.list_sessions()
+        outputs = store.load_session(s.id).outputs
+    assert sorted({o.contestant for o in outputs}) == ["m0", "m1"] and len(outputs) == 8
+    assert sum(1 for o in outputs if o.connect_ms) == 1
