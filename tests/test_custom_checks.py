@@ -247,3 +247,52 @@ def test_the_shipped_custom_check_counts_asserts_in_the_code_not_in_prose():
         ```""")
     assert not run_check(check, prose, facts).passed
     assert run_check(check, code, facts).passed
+
+
+MARKING = '''
+import os
+
+def marks(answer, case, trace):
+    open(os.path.join(os.path.dirname(__file__), "custom-ran"), "w").write("ran")
+    return True
+'''
+
+
+def test_no_exec_runs_no_code_and_the_same_command_without_it_runs_only_those_checks(tmp_path, monkeypatch,
+                                                                                      capsys):
+    """`lineup run --no-exec`: the answers and the checks that run no code
+    are recorded, the answers' code tests and the set's Python checks are
+    neither run (nothing they would write exists) nor recorded; run again
+    with it, nothing runs; run without it, the same session gets only those
+    checks, no new answer."""
+    (tmp_path / "my_checks.py").write_text(MARKING)
+    code_ran = tmp_path / "code-ran"
+    case = json.loads(Path("sample_sets/code.jsonl").read_text().splitlines()[0])
+    case["checks"] += [{"type": "code_tests", "name": "marks", "tests": f"open({str(code_ran)!r}, 'w').write('x')\n"},
+                       {"type": "python", "function": "my_checks:marks", "name": "custom marks"}]
+    set_path = tmp_path / "set.jsonl"
+    set_path.write_text(json.dumps(case) + "\n")
+    monkeypatch.setenv("LINEUP_DEMO_SPEED", "0")
+    db = tmp_path / "run.db"
+    command = ["run", str(set_path), "-m", "demo/concise", "-m", "demo/thorough", "--quiet", "--db", str(db)]
+
+    def recorded() -> tuple[int, list[tuple[str, str]]]:
+        with Store.open(db) as store:
+            (summary,) = store.list_sessions(kind="run")
+            loaded = store.load_session(summary.id)
+        return len(loaded.outputs), sorted((c.output_id, c.check) for c in loaded.checks)
+
+    for _ in range(2):
+        assert main([*command, "--no-exec"]) == 0
+        err = capsys.readouterr().err
+        assert "6 checks that run code not run (--no-exec" in " ".join(err.split()), err
+        assert not code_ran.exists() and not (tmp_path / "custom-ran").exists()
+        answers, checks = recorded()
+        assert answers == 2 and {name for _, name in checks} == {"only one code block", "regex"}
+        assert len(checks) == 4
+    assert main(command) == 0
+    assert "not run" not in capsys.readouterr().err
+    assert code_ran.exists() and (tmp_path / "custom-ran").exists()
+    answers_after, checks_after = recorded()
+    assert answers_after == 2 and len(checks_after) == 10
+    assert set(checks) < set(checks_after)

@@ -422,7 +422,8 @@ class BatchRunner(Runner):
             rows = await self.store.call(lambda st: st.run_unit(sid, u.case.id, u.repeat, u.contestant.alias))
             ok = await self._checks(u.case, answers, _check_keys(rows[2]), tally)
         with anyio.CancelScope(shield=True):
-            await self.store.call(lambda st: st.finish_claim(sid, key, self.owner, ok))
+            done = ok and not self._defers(u.case)
+            await self.store.call(lambda st: st.finish_claim(sid, key, self.owner, done))
         if ok:
             tally.done += 1
         else:

@@ -83,6 +83,7 @@ class ModelTally:
     cost: float = 0.0
     cost_known: bool = False
     logged_ms: list[float] = field(default_factory=list)   # the log's latencies: never with ttft_ms
+    unexecuted: int = 0      # checks that run code, left unrecorded by a run told not to (`run_code`)
 
 
 @dataclass
@@ -140,7 +141,7 @@ class Runner:
                  repeat: int = 1, concurrency: int = 8, params: SamplingParams = SamplingParams(),
                  defaults: SamplingParams = SamplingParams(), system: str | None = None,
                  new_session: bool = False, rerun_of: str | None = None, cache: bool = False,
-                 canary: bool = False, graders: "Graders | None" = None,
+                 canary: bool = False, graders: "Graders | None" = None, run_code: bool = True,
                  on_progress: Callable[[RunProgress], None] | None = None) -> None:
         if repeat < 1:
             raise ValueError("--repeat must be at least 1")
@@ -162,6 +163,9 @@ class Runner:
         self.canary = canary
         #: the models that grade the cases' rubric checks (`core.answering.rubric`); the caller closes them
         self.graders = graders
+        #: False: the checks that run code (`EXECUTED_CHECK_TYPES`: the answers' code tests, the set's
+        #: Python checks) are not run and not recorded, so a later run of the same command runs them
+        self.run_code = run_code
         self.on_progress = on_progress
         self.owner = process_token()
         self.progress: RunProgress | None = None   # set by `run` before any unit starts
@@ -262,8 +266,10 @@ class Runner:
                                for k in range(n_turns)]
                     complete = [a for a in answers if a is not None and a.status == "complete"]
                     done = len(complete) == n_turns
-                    if done and _checks_missing(case, complete, checks):
+                    if done and _checks_missing(case, complete, checks, self._not_run()):
                         done = False   # the answers are kept; only the checks run again
+                    elif done and not self.run_code:
+                        tallies[c.alias].unexecuted += _checks_missing(case, complete, checks)
                     if done:
                         tallies[c.alias].done += 1
                         tallies[c.alias].skipped += 1
@@ -275,6 +281,19 @@ class Runner:
         self._turn_lock = anyio.Lock()
         self._emit()
         return session, work
+
+    def _not_run(self) -> frozenset[str]:
+        """The check types this run leaves alone (`run_code`)."""
+        from core.answering.checks import EXECUTED_CHECK_TYPES
+
+        return frozenset() if self.run_code else EXECUTED_CHECK_TYPES
+
+    def _defers(self, case) -> bool:
+        """Whether this run leaves some of the case's checks to a later one
+        (`run_code`): its units are then released not done, so that the later
+        run takes them up (for the checks only: the answers are kept)."""
+        not_run = self._not_run()
+        return bool(not_run) and any(ch.type in not_run for ch in case.all_checks)
 
     def _running(self) -> RunProgress:
         """The progress of the run in flight."""
@@ -330,7 +349,7 @@ class Runner:
                 # a fault in our own handling of one answer fails that unit, not the run
                 tally.errors[f"internal ({type(exc).__name__})"] += 1
             with anyio.CancelScope(shield=True):
-                await self.store.finish_claim(sid, unit, self.owner, ok)
+                await self.store.finish_claim(sid, unit, self.owner, ok and not self._defers(case))
         if ok:
             tally.done += 1
         else:
@@ -422,6 +441,7 @@ class Runner:
             return True
         facts = case.answer_facts([a.trace for a in answers], self.sample_set.set_dir)
         texts = [a.text for a in answers]
+        not_run = self._not_run()
         complete = True
         for check in checks:
             target = answers[-1 if check.turn is None else check.turn]
@@ -430,6 +450,10 @@ class Runner:
                 recorded[key] -= 1
                 continue
             await anyio.lowlevel.checkpoint()   # a stop asked for during the last check ends here
+            if check.type in not_run:
+                if tally is not None:
+                    tally.unexecuted += 1
+                continue
             if check.type in GRADED_CHECK_TYPES:
                 outcome = await self._grade(case, check, answers)
                 if isinstance(outcome, str):
@@ -536,11 +560,12 @@ def _check_keys(checks) -> Counter:
     return Counter((c.output_id, c.check) for c in checks)
 
 
-def _checks_missing(case, answers: list[OutputRecord], recorded: Counter) -> bool:
-    """Whether some check of the case has no result on the answer it targets."""
+def _checks_missing(case, answers: list[OutputRecord], recorded: Counter, skip: frozenset[str] = frozenset()) -> int:
+    """How many checks of the case (less those of a type in `skip`) have no
+    result on the answer they target."""
     want = Counter((answers[-1 if ch.turn is None else ch.turn].id, ch.label) for ch in case.all_checks
-                   if -len(answers) <= (-1 if ch.turn is None else ch.turn) < len(answers))
-    return any(recorded[key] < n for key, n in want.items())
+                   if ch.type not in skip and -len(answers) <= (-1 if ch.turn is None else ch.turn) < len(answers))
+    return sum(max(0, n - recorded[key]) for key, n in want.items())
 
 
 def _case_extras(cases) -> dict[str, dict]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from lineup.commands.running import add_no_exec
+
 
 def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("session", metavar="SESSION", help="session id (or a unique prefix)")
@@ -12,6 +14,7 @@ def configure(p: argparse.ArgumentParser) -> None:
                    help="send the session's user turns to other models (a new session of kind 'rerun')")
     p.add_argument("-m", "--model", dest="models", action="append", default=[], metavar="ALIAS",
                    help="with --rerun: a model alias (repeat; default: the original session's models)")
+    add_no_exec(p)   # with --rerun: the recorded checks run again
 
 
 def run(args: argparse.Namespace) -> int:

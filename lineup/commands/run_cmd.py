@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from lineup.commands.running import check_repeats, execute, run_inputs, use_cache
+from lineup.commands.running import add_no_exec, check_repeats, execute, run_inputs, use_cache
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -47,6 +47,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--grader", metavar="ALIAS",
                    help="the model that grades the set's rubric checks that name no judge of their own, "
                         "blind (default: the set's header {\"set\": {\"grader\": ...}}; demo/judge works offline)")
+    add_no_exec(p)
 
 
 def run(args: argparse.Namespace) -> int:

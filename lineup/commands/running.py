@@ -143,6 +143,14 @@ def use_cache(args: argparse.Namespace, config) -> bool:
     return bool(args.cache) if getattr(args, "cache", None) is not None else config.run_cache
 
 
+def add_no_exec(p: argparse.ArgumentParser) -> None:
+    """`--no-exec`, for the commands that run a set's checks."""
+    p.add_argument("--no-exec", action="store_true",
+                   help="run no code: leave the checks that execute code (the answers' code against a case's "
+                        "tests, the set's own Python checks) unrun and unrecorded; the same command without it "
+                        "runs only them later (for a set or answers you do not trust)")
+
+
 def execute(args: argparse.Namespace, config, models, sample_set, params, *, repeat: int, concurrency: int,
             system: str | None, new: bool, quiet: bool, rerun_of: str | None = None, cache: bool = False,
             canary: bool = False, batch: float | None = None) -> int:
@@ -200,7 +208,7 @@ def _execute(args, config, models, sample_set, params, *, repeat, concurrency, s
         astore = AsyncStore(store)
         options = dict(repeat=repeat, concurrency=concurrency, params=params, defaults=config.defaults,
                        system=system, new_session=new, rerun_of=rerun_of, cache=cache, canary=canary,
-                       graders=graders, on_progress=on_progress)
+                       graders=graders, run_code=not getattr(args, "no_exec", False), on_progress=on_progress)
         if batch is not None:
             from core.answering.batch_run import BatchRunner
 
@@ -253,6 +261,11 @@ def _execute(args, config, models, sample_set, params, *, repeat, concurrency, s
         if row["logged_latency_p50_ms"] is not None:
             err.print(f"{row['model']}: production's answers (origin logged, no request made); latency p50 "
                       f"{row['logged_latency_p50_ms']:.0f} ms as logged, not measured (not in TTFT or tok/s)")
+    unexecuted = sum(t.unexecuted for t in progress.tallies.values())
+    if unexecuted:
+        err.print(f"{unexecuted} check{'s' if unexecuted != 1 else ''} that run code not run (--no-exec: the "
+                  "answers' code tests, the set's Python checks) and not recorded; the same command without "
+                  "--no-exec runs only them (the answers are kept)")
     cached = sum(row["cached"] for row in summary_rows(progress))
     if cached:
         err.print(f"{cached} answers came from the cache (no request made; left out of latency, speed and cost)")
