@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.rate_support import run_cli, start
+from tests.test_rate_web import scored  # noqa: F401  (the fixture: a run scored on two dimensions)
 from tests.test_share import _config_strings, owner  # noqa: F401  (the fixture: a database of two runs)
 
 pytest.importorskip("starlette")
@@ -32,6 +33,16 @@ CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/c
 def browser(owner):
     """Started after the owner's database is made (Playwright's sync API holds
     an event loop on this thread while it runs)."""
+    yield from _chromium()
+
+
+@pytest.fixture
+def scored_browser(scored):
+    """The same, after the scored run's database is made."""
+    yield from _chromium()
+
+
+def _chromium():
     if not Path(CHROMIUM).exists():
         pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium, or set CHROMIUM)")
     try:
@@ -177,3 +188,43 @@ def test_two_raters_vote_in_browsers_by_keyboard_and_by_touch(owner, browser, tm
         found = [(n, t[:120]) for t in what for n in needles if n in t]
         assert found == []
         assert not any(a in t for t in what for a in aliases)
+
+
+def _scores(db: Path) -> list[tuple[str, int]]:
+    with sqlite3.connect(db) as conn:
+        return conn.execute("SELECT dimension, value FROM score WHERE rater = 'cy' ORDER BY created, rowid").fetchall()
+
+
+def test_a_rater_scores_answers_by_tapping_at_phone_width(scored, scored_browser):
+    """Each answer has a row of 1-5 per dimension; a tap saves the score, the
+    pressed button shows it, a reload keeps it; the page still fits 390 px."""
+    db, sid = scored
+    r = start(db, sid, "--rater", "cy")
+    try:
+        ctx = scored_browser.new_context(viewport={"width": 390, "height": 844}, has_touch=True, is_mobile=True)
+        page = ctx.new_page()
+        page.goto(r.links["cy"])
+        page.wait_for_selector("article.pane")
+        assert page.locator("article.pane").count() == 2
+        assert page.locator("div.score-row").count() == 4 and page.locator("button.score").count() == 20
+        assert page.locator("button.score[aria-pressed=true]").count() == 0
+        width = page.evaluate("document.documentElement.scrollWidth")
+        assert width <= 390, f"the page scrolls sideways at 390 px ({width})"
+        clarity_a = page.get_by_role("group", name="clarity of A")
+        clarity_a.get_by_role("button", name="clarity 4 of 5").tap()
+        page.wait_for_selector("text=A: clarity 4 saved.")
+        assert _scores(db) == [("clarity", 4)]
+        page.get_by_role("group", name="accuracy of B").get_by_role("button", name="accuracy 2 of 5").tap()
+        page.wait_for_selector("text=B: accuracy 2 saved.")
+        page.reload()
+        page.wait_for_selector("article.pane")
+        pressed = page.locator("button.score[aria-pressed=true]")
+        assert pressed.count() == 2
+        assert sorted(pressed.evaluate_all("bs => bs.map(b => b.title)")) == ["accuracy 2 of 5", "clarity 4 of 5"]
+        assert _scores(db) == [("clarity", 4), ("accuracy", 2)]
+        if os.environ.get("LINEUP_SCREENSHOTS"):
+            page.locator("div.scores").first.scroll_into_view_if_needed()
+            page.screenshot(path=str(Path(os.environ["LINEUP_SCREENSHOTS"]) / "rate-scores-phone.png"))
+        ctx.close()
+    finally:
+        r.stop()

@@ -500,3 +500,72 @@ def test_units_go_to_the_least_loaded_raters_and_late_units_are_added():
     assert [u for u, _ in later] == ["u6", "u6"]
     assert "dee" in {r for _, r in later} and len({r for _, r in later}) == 2
     assert assign(["u0"], ["ann"], 1, [("u0", "ann")]) == []
+
+
+@pytest.fixture
+def scored(tmp_path, monkeypatch) -> tuple[Path, str]:
+    """A run of two demo models on two cases whose answers are scored on two dimensions."""
+    from lineup.cli import main
+
+    monkeypatch.setenv("LINEUP_DEMO_SPEED", "0")
+    cases = tmp_path / "set.jsonl"
+    cases.write_text("".join(json.dumps({"id": f"c{i}", "category": "explain", "prompt": f"Explain idea {i} briefly."}) + "\n"
+                             for i in range(2)))
+    db = tmp_path / "scored.db"
+    assert main(["run", str(cases), "-m", "demo/concise", "-m", "demo/thorough", "--quiet", "--db", str(db),
+                 "--dimension", "clarity:easy to follow", "--dimension", "accuracy"]) == 0
+    with sqlite3.connect(db) as conn:
+        (sid,) = conn.execute("SELECT id FROM session").fetchone()
+    return db, sid
+
+
+def _scores(db: Path) -> list[tuple[str, str, int, str, str]]:
+    """(contestant, dimension, value, rater, rater kind) of every score row, oldest first."""
+    with sqlite3.connect(db) as conn:
+        return conn.execute("SELECT o.contestant, s.dimension, s.value, s.rater, s.rater_kind FROM score s "
+                            "JOIN output o ON o.id = s.output_id ORDER BY s.created, s.rowid").fetchall()
+
+
+def test_a_rater_scores_answers_on_the_sessions_dimensions_blind(scored):
+    """The page gets the session's dimensions and this rater's own scores per
+    label; a score, before or after the vote, is saved on the answer under
+    that label as the rater's (a later one replaces it in the view); a score
+    off the scale, of no dimension or label on screen, is refused with the
+    reason; nothing sent before the vote names a model."""
+    db, sid = scored
+    r = start(db, sid, "--rater", "ann", "--reveal", "after-vote")
+    before: list[str] = []
+    try:
+        with httpx.Client(timeout=30) as c:
+            link = r.links["ann"]
+            got = c.get(link + "/state")
+            before.append(got.text)
+            v = got.json()
+            assert v["dimensions"] == [{"name": "clarity", "description": "easy to follow"},
+                                       {"name": "accuracy", "description": None}]
+            assert v["scores"] == {"A": {}, "B": {}}
+            for bad, says in ((dict(label="A", dimension="clarity", value=6), "1 to 5"),
+                              (dict(label="A", dimension="clarity", value="4"), "whole number"),
+                              (dict(label="A", dimension="clarity", value=True), "whole number"),
+                              (dict(label="A", dimension="tone", value=3), "not a dimension"),
+                              (dict(label="Z", dimension="clarity", value=3), "no answer 'Z'")):
+                refused = c.post(link + "/score", json={"handle": v["handle"], **bad})
+                assert refused.status_code == 400 and says in refused.json()["error"], refused.text
+                before.append(refused.text)
+            for label, dim, value in (("A", "clarity", 4), ("A", "clarity", 2), ("B", "accuracy", 5)):
+                got = c.post(link + "/score", json={"handle": v["handle"], "label": label, "dimension": dim,
+                                                    "value": value})
+                assert got.status_code == 200, got.text
+                before.append(got.text)
+            v = got.json()
+            assert v["state"] == "vote" and v["scores"] == {"A": {"clarity": 2}, "B": {"accuracy": 5}}
+            voted = c.post(link + "/vote", json={"handle": v["handle"], "choice": "A", "confirm": True}).json()
+            v = c.post(link + "/score", json={"handle": voted["handle"], "label": "B", "dimension": "clarity",
+                                              "value": 3}).json()
+            assert v["state"] == "voted" and v["scores"]["B"] == {"accuracy": 5, "clarity": 3}
+            names = v["names"]
+    finally:
+        r.stop()
+    assert not any("demo/" in t for t in before)
+    assert _scores(db) == [(names["A"], "clarity", 4, "ann", "human"), (names["A"], "clarity", 2, "ann", "human"),
+                           (names["B"], "accuracy", 5, "ann", "human"), (names["B"], "clarity", 3, "ann", "human")]

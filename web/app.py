@@ -191,7 +191,7 @@ class RateApp:
             return JSONResponse({"error": str(exc)}, status_code=exc.status)
         action = request.path_params["action"]
         handler = {"vote": self._vote, "next": self._next, "skip": self._skip, "undo": self._undo,
-                   "tag": self._tag}.get(action)
+                   "tag": self._tag, "score": self._score}.get(action)
         if handler is None:
             return await self.not_found(request, Exception())
         desk = self.desks[rater]
@@ -264,6 +264,20 @@ class RateApp:
         await q.tag(item, outs, tuple(t for t in dict.fromkeys(tags) if t not in mine),
                     removed=tuple(t for t in removed if t in mine))
         return self._view(desk, f"Tags of {label} saved.")
+
+    async def _score(self, desk: Desk, body: dict[str, Any]) -> dict[str, Any]:
+        """A 1-5 score of one answer on one of the session's dimensions, as
+        in `lineup vote`: before or after the vote; a later one replaces it."""
+        q = desk.queue
+        assert q is not None
+        label, dimension, value = body.get("label"), body.get("dimension"), body.get("value")
+        if not isinstance(label, str) or not isinstance(dimension, str) or type(value) is not int:
+            raise Refused(400, "A score is a label, a dimension and a whole number from 1 to 5.")
+        try:
+            await q.score(label, dimension, value)
+        except ValueError as exc:
+            raise Refused(400, f"Score not saved: {exc}") from None
+        return self._view(desk, f"{label}: {dimension} {value} saved.")
 
     # ----- the owner's page ---------------------------------------------------
     async def progress(self) -> TeamProgress:

@@ -3,19 +3,20 @@ decides it, `rater_view`. Everything the web front end sends about a case is
 built here from the vote queue's state; the web layer adds nothing about a
 case of its own.
 
-Before the vote a case is its prompts and, per screen label, the answers'
-text (a traced answer: its steps, calls and results without the notice that
-a server refused structured output), a status word and the error line as
-`core.stats.votes.output_note` gives it blind (kind and HTTP status only). Never:
+Before the vote a case is its prompts and, per screen label, the answers' text
+(a traced answer: its steps, calls and results without the notice that a
+server refused structured output), a status word and the error line as
+`core.stats.votes.output_note` gives it blind (kind and HTTP status only), and
+the session's dimensions with this rater's own 1-5 scores per label. Never:
 contestant aliases, models, providers, ids of records (ULIDs carry their
 creation time, so an answer's id would time it), timings, token counts, tags
 set automatically, reasoning (whether there is any, and how it reads, tells
 models apart: `core.stats.votes.shown_reasoning` decides, as for every blind
-view, and here it stays hidden until the names are shown). After the
-vote: what was voted in labels, the checks' results per label, the case's
-reference note, a gold pair's outcome, and the names only when the owner
-chose `--reveal after-vote`. All text has control and bidi characters
-escaped (`core.ground.text.escape_controls`); the page sets it as text, never as
+view, and here it stays hidden until the names are shown). After the vote:
+what was voted in labels, the checks' results per label, the case's reference
+note, a gold pair's outcome, and the names only when the owner chose `--reveal
+after-vote`. All text has control and bidi characters escaped
+(`core.ground.text.escape_controls`); the page sets it as text, never as
 markup."""
 
 from __future__ import annotations
@@ -102,6 +103,12 @@ def rater_view(queue: VoteQueue, *, handle: str, names: bool, tags: tuple[str, .
                 mine={label: sorted({_t(t.tag) for o in _outs(item, alias) for t in item.tags.get(o.id, ())
                                      if not t.auto and t.rater == queue.rater})
                       for label, alias in zip(labels, queue.order, strict=True)})
+    # the session's dimensions, scored 1-5 per answer before or after the vote (not on a check pair)
+    dimensions = item.dimensions if queue.gold is None else ()
+    view["dimensions"] = [{"name": _t(d.name), "description": _t(d.description) if d.description else None}
+                          for d in dimensions]
+    view["scores"] = {label: {d.name: v for d in dimensions if (v := queue.score_of(label, d.name)) is not None}
+                      for label in labels} if dimensions else {}
     if queue.waiting:
         view["state"] = "vote"
         return view

@@ -96,6 +96,7 @@
       const mine = (v.mine || {})[pane.label] || [];
       if (mine.length) box.append(el("div", "mine", "your tags: " + mine.join(", ")));
       if (v.checks && v.checks[pane.label]) box.append(el("div", "checks", v.checks[pane.label]));
+      if ((v.dimensions || []).length) box.append(scoreRows(v, pane.label));
       panes.append(box);
     }
     const choices = $("choices");
@@ -117,6 +118,31 @@
       panes.append(el("p", "hint", p.total ? "Every case given to you has your vote. Thank you." :
         "Nothing to vote on here (yet)."));
     }
+  }
+
+  // The session's dimensions: a row of 1-5 per dimension under each answer,
+  // this rater's own score pressed; a press saves it (before or after the vote).
+  function scoreRows(v, label) {
+    const box = el("div", "scores");
+    const mine = (v.scores || {})[label] || {};
+    for (const d of v.dimensions) {
+      const row = el("div", "score-row");
+      row.setAttribute("role", "group");
+      const shown = d.name.replace(/_/g, " ");
+      row.setAttribute("aria-label", shown + " of " + label);
+      const name = el("span", "dim", shown);
+      if (d.description) name.title = d.description;
+      row.append(name);
+      for (let n = 1; n <= 5; n++) {
+        const b = button(String(n), mine[d.name] === n ? "score on" : "score",
+          () => send("score", { label: label, dimension: d.name, value: n }), shown + " " + n + " of 5");
+        b.setAttribute("aria-pressed", mine[d.name] === n ? "true" : "false");
+        b.setAttribute("aria-label", shown + " " + n + " of 5");
+        row.append(b);
+      }
+      box.append(row);
+    }
+    return box;
   }
 
   function button(text, cls, fn, title) {
