@@ -28,7 +28,7 @@ from store import rows as R
 from store.db import Store, connect_readonly
 from store.rows import insert_vote
 from store.imports import ImportFileError
-from store.records import TagRecord, VoteRecord
+from store.records import ScoreRecord, TagRecord, VoteRecord
 
 ShareKind = Literal["session", "turn", "output", "contestant"]
 
@@ -211,16 +211,23 @@ def tags_with_removals(store: Store) -> list[tuple[TagRecord, float | None]]:
         f"SELECT {R.cols(R.READ['tag'])}, removed_at FROM tag ORDER BY created, id")]
 
 
+def every_score(store: Store) -> list[ScoreRecord]:
+    """Every score in the database, whatever answer it names."""
+    return [R.score_from(r) for r in store.conn.execute(f"SELECT {R.cols(R.SCORE_COLS)} FROM score "
+                                                          "ORDER BY created, id")]
+
+
 def merge_package_records(store: Store, votes: Iterable[VoteRecord],
                           tags: Iterable[tuple[TagRecord, float | None]], source: str, *,
-                          superseded: Iterable[str] = ()) -> dict[str, int]:
-    """Write the votes and tags of a package (already mapped to this
+                          superseded: Iterable[str] = (), scores: Iterable[ScoreRecord] = ()) -> dict[str, int]:
+    """Write the votes, tags and scores of a package (already mapped to this
     database's records, under ids of the package's own) in one transaction;
     those already here are kept, and a vote withdrawn or a tag removed in the
     package since an earlier import is withdrawn or removed here too, as are
     the `superseded` votes (of the package's, a later vote of the same rater
-    on the same unit replaced them). Returns rows added per table."""
-    votes, tags, replaced = list(votes), list(tags), sorted(set(superseded))
+    on the same unit replaced them; a later score supersedes by itself).
+    Returns rows added per table."""
+    votes, tags, replaced, scores = list(votes), list(tags), sorted(set(superseded)), list(scores)
 
     def step(conn: sqlite3.Connection) -> dict[str, int]:
         (v0,) = conn.execute("SELECT count(*) FROM vote").fetchone()
@@ -237,8 +244,11 @@ def merge_package_records(store: Store, votes: Iterable[VoteRecord],
             conn.execute(R.insert_sql("tag", R.TAG_COLS, "INSERT OR IGNORE"), R.tag_row(tag, removed_at))
             if removed_at is not None:
                 conn.execute("UPDATE tag SET removed_at = ? WHERE id = ? AND removed_at IS NULL", [removed_at, tag.id])
+        (s0,) = conn.execute("SELECT count(*) FROM score").fetchone()
+        conn.executemany(R.insert_sql("score", R.SCORE_COLS, "INSERT OR IGNORE"), [R.score_row(sc) for sc in scores])
         (v1,) = conn.execute("SELECT count(*) FROM vote").fetchone()
         (t1,) = conn.execute("SELECT count(*) FROM tag").fetchone()
-        return {"vote": v1 - v0, "tag": t1 - t0}
+        (s1,) = conn.execute("SELECT count(*) FROM score").fetchone()
+        return {"vote": v1 - v0, "tag": t1 - t0, "score": s1 - s0}
 
     return store._write(f"import the votes of {source}", step)

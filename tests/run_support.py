@@ -33,3 +33,22 @@ def sample_set(path: Path, n: int, **extra) -> Path:
     path.write_text("".join(json.dumps({"id": f"c{i}", "category": "k", "prompt": f"question {i}", **extra}) + "\n"
                             for i in range(n)))
     return path
+
+
+def scored_run(tmp_path: Path, monkeypatch) -> tuple[Path, str]:
+    """A run of two demo models on two cases whose answers are scored on two
+    dimensions (`--dimension`): (database, session id)."""
+    import sqlite3
+
+    from lineup.cli import main
+
+    monkeypatch.setenv("LINEUP_DEMO_SPEED", "0")
+    cases = tmp_path / "set.jsonl"
+    cases.write_text("".join(json.dumps({"id": f"c{i}", "category": "explain", "prompt": f"Explain idea {i} briefly."})
+                             + "\n" for i in range(2)))
+    db = tmp_path / "scored.db"
+    assert main(["run", str(cases), "-m", "demo/concise", "-m", "demo/thorough", "--quiet", "--db", str(db),
+                 "--dimension", "clarity:easy to follow", "--dimension", "accuracy"]) == 0
+    with sqlite3.connect(db) as conn:
+        (sid,) = conn.execute("SELECT id FROM session").fetchone()
+    return db, sid

@@ -23,6 +23,7 @@ import httpx
 import pytest
 
 from tests.rate_support import run_cli, start
+from tests.run_support import scored_run
 from tests.test_share import _config_strings, owner  # noqa: F401  (the fixture: a database of two runs)
 
 pytest.importorskip("starlette")
@@ -505,18 +506,7 @@ def test_units_go_to_the_least_loaded_raters_and_late_units_are_added():
 @pytest.fixture
 def scored(tmp_path, monkeypatch) -> tuple[Path, str]:
     """A run of two demo models on two cases whose answers are scored on two dimensions."""
-    from lineup.cli import main
-
-    monkeypatch.setenv("LINEUP_DEMO_SPEED", "0")
-    cases = tmp_path / "set.jsonl"
-    cases.write_text("".join(json.dumps({"id": f"c{i}", "category": "explain", "prompt": f"Explain idea {i} briefly."}) + "\n"
-                             for i in range(2)))
-    db = tmp_path / "scored.db"
-    assert main(["run", str(cases), "-m", "demo/concise", "-m", "demo/thorough", "--quiet", "--db", str(db),
-                 "--dimension", "clarity:easy to follow", "--dimension", "accuracy"]) == 0
-    with sqlite3.connect(db) as conn:
-        (sid,) = conn.execute("SELECT id FROM session").fetchone()
-    return db, sid
+    return scored_run(tmp_path, monkeypatch)
 
 
 def _scores(db: Path) -> list[tuple[str, str, int, str, str]]:

@@ -26,6 +26,7 @@ from lineup.cli import main
 from providers.events import SamplingParams
 from providers.model_config import Price
 from store import AsyncStore, Store
+from store.records import current_scores
 from tests.server import Reply, TestServer, model_config
 
 # Each contestant's answers start with a phrase of its own (not a name from its config),
@@ -361,3 +362,88 @@ def test_vote_on_a_file_that_is_no_package_says_so(tmp_path, capsys):
     assert "is not a vote package" in capsys.readouterr().err
     assert main(["vote", str(notes), "--rater", " "]) == 2
     assert "--rater" in capsys.readouterr().err
+
+
+async def _score_all(pkg: Path, rater: str) -> dict[tuple[str, str], tuple[str, int]]:
+    """Score every answer of a package's queue on its dimensions as `rater`
+    (the answer whose text is longer: clarity 2, the other 5; accuracy 4
+    then 3 for the first label, the 3 replacing the 4), and vote A; returns
+    (case id, dimension) -> (text of the first label's answer, its last score)."""
+    store = await AsyncStore.open(pkg)
+    seen: dict[tuple[str, str], tuple[str, int]] = {}
+    try:
+        queue = VoteQueue(store, rater=rater, rng=random.Random(3))
+        await queue.load()
+        while (item := queue.advance()) is not None:
+            assert [d.name for d in item.dimensions] == ["clarity", "accuracy"]
+            answers = queue.answers(item, item.targets[0])
+            first = queue.labels[0]
+            for label, out in answers.items():
+                await queue.score(label, "clarity", 2 if len(out.text) > 200 else 5)
+            await queue.score(first, "accuracy", 4)
+            await queue.score(first, "accuracy", 3)
+            seen[(item.case_id or "", "accuracy")] = (answers[first].text, 3)
+            await queue.vote("A", confirm=True)
+    finally:
+        await store.aclose()
+    return seen
+
+
+def test_scores_given_in_a_package_come_back_on_the_real_answers(tmp_path, monkeypatch, capsys):
+    """A package carries the session's dimensions (`lineup vote FILE` and
+    `lineup rate FILE` then offer the 1-5 scores); importing it adds each
+    score on the owner's answer the rater saw, as the rater's, once."""
+    from tests.run_support import scored_run
+
+    db, sid = scored_run(tmp_path, monkeypatch)
+    pkg = tmp_path / "dana.db"
+    assert _share(db, pkg, sid) == 0
+    with sqlite3.connect(pkg) as conn:
+        (meta,) = conn.execute("SELECT meta FROM session").fetchone()
+        assert json.loads(meta)["dimensions"] == [{"name": "clarity", "scale": "1-5", "description": "easy to follow"},
+                                                  {"name": "accuracy", "scale": "1-5"}]
+    seen = anyio.run(lambda: _score_all(pkg, "dana"))
+    capsys.readouterr()
+    assert main(["import", str(pkg), "--db", str(db)]) == 0
+    assert "8 scores" in capsys.readouterr().out
+    with Store.open(db) as store:
+        ls = store.load_session(sid)
+    text_of = {o.id: o.text for o in ls.outputs}
+    case_of = {o.id: next(t.case_id for t in ls.turns if t.id == o.turn_id) for o in ls.outputs}
+    assert {(s.rater, s.rater_kind) for s in ls.scores} == {("dana", "human")} and len(ls.scores) == 8
+    for s in current_scores(ls.scores):
+        if s.dimension == "clarity":
+            assert s.value == (2 if len(text_of[s.output_id]) > 200 else 5)
+        else:
+            assert (text_of[s.output_id], s.value) == seen[(case_of[s.output_id], "accuracy")]
+    capsys.readouterr()
+    assert main(["import", str(pkg), "--db", str(db)]) == 0
+    assert "nothing new to import" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("change, reason", [
+    ("UPDATE score SET dimension = 'tone' WHERE rowid = 1", "not a dimension of the session"),
+    ("UPDATE score SET rater_kind = 'judge' WHERE rowid = 1", "not a person's (rater_kind 'judge'"),
+    ("UPDATE score SET rater = 'judge:gpt' WHERE rowid = 1", "a judge's name"),
+    ("UPDATE score SET output_id = 'NOSUCHANSWER' WHERE rowid = 1", "not shared"),
+    ("UPDATE score SET value = 9 WHERE rowid = 1", "score"),
+    ("UPDATE score SET created = 1e300 WHERE rowid = 1", "created"),
+    ("UPDATE score SET dimension = printf('%.100c', 'x') WHERE rowid = 1", "dimension"),
+    ("UPDATE score SET rater_kind = 'alien' WHERE rowid = 1", "rater_kind"),
+])
+def test_a_package_with_a_hostile_score_is_refused_whole(tmp_path, monkeypatch, capsys, change, reason):
+    from tests.run_support import scored_run
+
+    db, sid = scored_run(tmp_path, monkeypatch)
+    pkg = tmp_path / "eve.db"
+    assert _share(db, pkg, sid) == 0
+    anyio.run(lambda: _score_all(pkg, "eve"))
+    with sqlite3.connect(pkg) as conn:
+        conn.execute("PRAGMA foreign_keys = OFF")
+        conn.execute(change)
+    capsys.readouterr()
+    assert main(["import", str(pkg), "--db", str(db)]) == 2
+    err = capsys.readouterr().err
+    assert reason in err and err.count("nothing was imported") == 1, err
+    with Store.open(db) as store:
+        assert store.counts().get("score", 0) == 0 and store.counts()["vote"] == 0

@@ -1,18 +1,18 @@
 """Blind vote packages: several raters judge the same answers without the
 owner's database, and their votes come back to it mapped to the real models.
 
-Why a module of its own: a package is the one place where records leave
-the owner's hands for someone who must not learn which model wrote what, so
-what goes in is decided here, in one function per record (`_session`,
-`_turn`, `_answer`, `_check`), as an allow-list: a field not copied is not
-shared. A package holds the cases (prompts, follow-ups, categories,
-references shown after the vote), the answers (text, tool-call trace without
-protocol ids or signatures, the error's kind and HTTP status only, and the
-reasoning only with `reasoning=True`), check names and results, the blind
-labels and the vote queue's shuffle seed; and nothing about a contestant:
-no alias, model, provider, base URL, parameters, prices, error bodies,
-finish reasons, token counts, costs, timings, attempts, writers, tags, nor
-other sessions. Sessions, turns and answers get fresh ids (every one with
+Why a module of its own: a package is the one place where records leave the
+owner's hands for someone who must not learn which model wrote what, so what
+goes in is decided here, in one function per record (`_session`, `_turn`,
+`_answer`, `_check`), as an allow-list: a field not copied is not shared. A
+package holds the cases (prompts, follow-ups, categories, references shown
+after the vote), the answers (text, tool-call trace without protocol ids or
+signatures, the error's kind and HTTP status only, and the reasoning only with
+`reasoning=True`), check names and results, the blind labels, the dimensions
+answers are scored on and the vote queue's shuffle seed; and nothing about a
+contestant: no alias, model, provider, base URL, parameters, prices, error
+bodies, finish reasons, token counts, costs, timings, attempts, writers, tags,
+nor other sessions. Sessions, turns and answers get fresh ids (every one with
 the same time part, so no order or time shows through them), contestants
 random opaque names in a random order; the mapping back, with a content hash
 of every turn and answer as shared, stays in the owner's database
@@ -20,7 +20,7 @@ of every turn and answer as shared, stays in the owner's database
 
 A package is a lineup database, so `lineup vote FILE` is the ordinary
 blind queue (`core.answering.vote_queue`: per-case shuffle, tags, notes, undo, skip,
-resume) working on it. `import_package` merges its votes and tags back:
+resume) working on it. `import_package` merges its votes, tags and scores back:
 refused whole (with the reason) when the package came from another database
 or its answers, cases or contestants differ from what was shared; idempotent
 otherwise, so several packages of one run, and the same package imported
@@ -40,6 +40,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from core.answering.dimensions import META_KEY as DIMENSIONS_KEY, dimensions_meta, dimensions_of, valid_score
 from core.stats.votes import (
     HUMAN,
     JUDGE_RATER_PREFIX,
@@ -61,6 +62,7 @@ from store.records import (
     ContestantRecord,
     LoadedSession,
     OutputRecord,
+    ScoreRecord,
     SessionRecord,
     TagRecord,
     TraceCall,
@@ -73,6 +75,7 @@ from store.share import (
     SharedPackage,
     ShareRow,
     check_package_file,
+    every_score,
     merge_package_records,
     package_marks_at,
     read_package_info,
@@ -214,10 +217,13 @@ def build_package(loaded: Sequence[LoadedSession], *, reasoning: bool = False,
 
 def _session(s: SessionRecord, sid: str, contestants: list[ContestantRecord], created: float) -> SessionRecord:
     references = s.meta.get("references") or {}
+    dimensions = dimensions_of(s.meta)      # what raters score answers on, 1-5, as in the owner's queue
+    meta: dict = {"references": dict(references)} if references else {}
+    if dimensions:
+        meta[DIMENSIONS_KEY] = dimensions_meta(dimensions)
     return SessionRecord(id=sid, created=created, kind=s.kind, title=s.sample_set_name or "shared session",
                          contestants=contestants, blind=True,
-                         sample_set_name=s.sample_set_name, sample_set_hash=s.sample_set_hash,
-                         meta={"references": dict(references)} if references else {})
+                         sample_set_name=s.sample_set_name, sample_set_hash=s.sample_set_hash, meta=meta)
 
 
 def _turn(t: TurnRecord, tid: str, sid: str, created: float) -> TurnRecord:
@@ -350,11 +356,11 @@ def import_package(store: Store, path: str | os.PathLike) -> ImportSummary:
             if info is None:
                 raise ImportFileError(f"{path} is not a vote package as shared: its package_info row is unreadable; "
                                       "it was altered")
-            votes, superseded, tags = _mapped_records(store, src, info, path)
+            votes, superseded, tags, scores = _mapped_records(store, src, info, path)
         finally:
             src.close()
     summary.records = len(votes)
-    added = merge_package_records(store, votes, tags, str(path), superseded=superseded)
+    added = merge_package_records(store, votes, tags, str(path), superseded=superseded, scores=scores)
     summary.added = {k: v for k, v in added.items()}
     return summary
 
@@ -381,7 +387,7 @@ _JUDGE_FIELDS = ("judge", "judge_prompt_hash", "judge_rubric", "judge_reason", "
 
 
 def _mapped_records(store: Store, src: Store, info: PackageInfo, path: Path
-                    ) -> tuple[list[VoteRecord], set[str], list[tuple[TagRecord, float | None]]]:
+                    ) -> tuple[list[VoteRecord], set[str], list[tuple[TagRecord, float | None]], list[ScoreRecord]]:
     """The package's votes and tags in the owner's terms, after checking that
     the package is one this database issued, unchanged; and the ids of the
     votes a later one of the same rater on the same unit supersedes.
@@ -393,11 +399,11 @@ def _mapped_records(store: Store, src: Store, info: PackageInfo, path: Path
     owner's records can be named, superseded, withdrawn or removed by it;
     of one rater's votes on one unit, the latest counts. In steps: the
     package is one this database issued; its content is what was shared;
-    its votes, then its tags, rebuilt."""
+    its votes, then its tags and its scores, rebuilt."""
     issued, ours = _issued(store, info, path)
     loaded, alias_of, units = _shared_content(src, issued, ours, path)
     votes, superseded = _package_votes(loaded, ours, alias_of, units, info, path)
-    return votes, superseded, _package_tags(src, ours, info, path)
+    return votes, superseded, _package_tags(src, ours, info, path), _package_scores(store, src, ours, info, path)
 
 
 def _altered(path: Path, what: str) -> ImportFileError:
@@ -521,6 +527,36 @@ def _package_tags(src: Store, ours: dict[tuple[str, str], ShareRow], info: Packa
         tags.append((TagRecord(id=_package_id(info, "tag", tag.id, tag.created), output_id=row.owner_id,
                                tag=tag.tag, rater=tag.rater, note=tag.note, created=tag.created), removed_at))
     return tags
+
+
+def _package_scores(store: Store, src: Store, ours: dict[tuple[str, str], ShareRow], info: PackageInfo,
+                    path: Path) -> list[ScoreRecord]:
+    """The raters' 1-5 scores (every row, whatever it names), on the owner's
+    answers, each on a dimension the owner's session declares (the package's
+    own list is not read)."""
+    scores: list[ScoreRecord] = []
+    declared: dict[str, set[str]] = {}
+    for sc in every_score(src):
+        row = ours.get(("output", sc.output_id))
+        if row is None:
+            raise _altered(path, f"score {sc.id} is on an answer that was not shared")
+        if row.session_id not in declared:
+            declared[row.session_id] = {d.name for d in dimensions_of(store.get_session(row.session_id).meta)}
+        if sc.rater_kind != HUMAN:
+            raise _altered(path, f"score {sc.id} is not a person's (rater_kind {sc.rater_kind!r}: a package holds "
+                                 "people's scores only)")
+        problem = _rater_problem(sc.rater)
+        if problem:
+            raise _altered(path, f"score {sc.id}: {problem}")
+        if sc.dimension not in declared[row.session_id]:
+            raise _altered(path, f"score {sc.id} is on {sc.dimension!r}, which is not a dimension of the "
+                                 "session shared")
+        if not valid_score(sc.value):
+            raise _altered(path, f"score {sc.id}: {sc.value!r} is not a score from 1 to 5")
+        scores.append(ScoreRecord(id=_package_id(info, "score", sc.id, sc.created), output_id=row.owner_id,
+                                  dimension=sc.dimension, value=sc.value, rater=sc.rater, rater_kind=HUMAN,
+                                  created=sc.created))
+    return scores
 
 
 def _rater_problem(rater: str) -> str | None:
