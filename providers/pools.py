@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from weakref import WeakKeyDictionary
+from weakref import WeakKeyDictionary, WeakValueDictionary
 
 import httpx
 
@@ -28,15 +28,20 @@ __all__ = ["Pool", "acquire", "release"]
 
 @dataclass(eq=False)
 class Pool:
-    """One shared client and how many providers hold it."""
+    """One shared client and how many providers hold it; `shelf` is the
+    registry it is found in (its loop's), None for a caller's own."""
 
     client: httpx.AsyncClient
     key: tuple
-    loop: asyncio.AbstractEventLoop | None
+    shelf: WeakValueDictionary[tuple, Pool] | None
     users: int = 0
 
 
-_pools: WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple, Pool]] = WeakKeyDictionary()
+#: The pools of each event loop, held weakly both ways: the providers that
+#: use a pool keep it (and its connections, which keep their loop), the
+#: registry only finds it. Held strongly, a provider never closed would keep
+#: its loop and connections alive for good.
+_pools: WeakKeyDictionary[asyncio.AbstractEventLoop, WeakValueDictionary[tuple, Pool]] = WeakKeyDictionary()
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
@@ -54,12 +59,12 @@ def acquire(server: str | None, limits: httpx.Limits, transport: httpx.AsyncBase
     loop = _running_loop()
     key = (server, limits.max_connections, limits.max_keepalive_connections, limits.keepalive_expiry,
            id(transport), id(verify))
-    pools = _pools.setdefault(loop, {}) if loop is not None and server is not None else None
+    pools = _pools.setdefault(loop, WeakValueDictionary()) if loop is not None and server is not None else None
     pool = pools.get(key) if pools is not None else None
     if pool is None or pool.client.is_closed:
         client = httpx.AsyncClient(limits=limits, headers={"user-agent": "lineup"}, transport=transport,
                                    verify=verify, follow_redirects=False)  # type: ignore[arg-type]
-        pool = Pool(client, key, loop)
+        pool = Pool(client, key, pools)
         if pools is not None:
             pools[key] = pool
     pool.users += 1
@@ -71,7 +76,6 @@ async def release(pool: Pool) -> None:
     pool.users -= 1
     if pool.users > 0:
         return
-    pools = _pools.get(pool.loop) if pool.loop is not None else None
-    if pools is not None and pools.get(pool.key) is pool:
-        del pools[pool.key]
+    if pool.shelf is not None and pool.shelf.get(pool.key) is pool:
+        del pool.shelf[pool.key]
     await pool.client.aclose()

@@ -337,3 +337,29 @@ def test_a_run_of_two_aliases_on_one_local_server_opens_one_connection(srv, tmp_
         outputs = store.load_session(s.id).outputs
     assert sorted({o.contestant for o in outputs}) == ["m0", "m1"] and len(outputs) == 8
     assert sum(1 for o in outputs if o.connect_ms) == 1
+
+
+def test_a_finished_event_loop_is_not_kept_alive_by_its_pools(srv):
+    """A pool is kept per event loop, in a registry that must not keep the
+    loop (and its clients) alive once the loop is done, even when a
+    provider was never closed."""
+    import gc
+    import weakref
+
+    from providers import pools
+
+    loops = []
+
+    async def go() -> None:
+        import asyncio
+
+        loops.append(weakref.ref(asyncio.get_running_loop()))
+        provider = make_provider(model_config(srv, "openai", max_retries=0))
+        result, _ = await collect_async(provider, chat_request())   # never closed
+        assert result.error is None
+
+    for _ in range(3):
+        anyio.run(go)
+    gc.collect()
+    assert [ref() for ref in loops] == [None, None, None]
+    assert len(pools._pools) == 0
