@@ -466,3 +466,45 @@ def test_a_hostile_set_file_name_never_reaches_the_terminal_as_escapes(tmp_path)
         assert not re.search(rb"\x1b(?!\[[0-9;?]*[A-Za-z])", out), out[-2000:]   # only the display's own CSI
         assert shown in text, text[-2000:]
     assert "ETA" in _under_a_terminal(["run", str(good), "-m", "demo/concise"], tmp_path, env)[1].decode()
+
+
+def test_the_default_config_is_read_for_prices_only_when_an_answer_needs_one(tmp_path, monkeypatch, capsys):
+    """`lineup report` reads the default config (not named by --config or
+    LINEUP_CONFIG) only when an answer has no cost and its session recorded
+    no price: then it prices those answers from it (or, broken, warns and
+    reports without); a record that does not need it reports without reading
+    it, so a broken default config costs nothing there."""
+    from lineup.cli import main
+    from tests.synthetic import synthetic_session
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
+    monkeypatch.delenv("LINEUP_CONFIG", raising=False)
+    config = tmp_path / "cfg" / "lineup" / "config.toml"
+    config.parent.mkdir(parents=True)
+    priced, unpriced = tmp_path / "priced.db", tmp_path / "unpriced.db"
+    with Store.open(priced) as store:
+        write_synthetic(store, *synthetic_session(turns=2, aliases=["m-a", "m-b"], seed=1))
+    session, turns, outputs, votes = synthetic_session(turns=2, aliases=["m-a", "m-b"], seed=2)
+    session = session.model_copy(update={"contestants": [c.model_copy(update={"price": None})
+                                                         for c in session.contestants]})
+    outputs = [o.model_copy(update={"cost": None, "input_tokens": 1000, "output_tokens": 500}) for o in outputs]
+    with Store.open(unpriced) as store:
+        write_synthetic(store, session, turns, outputs, votes)
+
+    def report(db: Path) -> tuple[dict, str]:
+        capsys.readouterr()
+        assert main(["report", "--db", str(db), "--json", "--bootstrap", "0"]) == 0
+        out, err = capsys.readouterr()
+        return {e["model"]: e["cost"] for e in json.loads(out)["engineering"]}, err
+
+    config.write_text('[models.m-a]\nprovider = "openai"\nmodel = "x"\n'
+                      'price = { input_per_mtok = 2.0, output_per_mtok = 4.0 }\n')
+    costs, err = report(unpriced)
+    n = sum(1 for o in outputs if o.contestant == "m-a")
+    assert costs["m-a"] == pytest.approx(n * (1000 * 2.0 + 500 * 4.0) / 1e6) and costs["m-b"] is None
+    assert err == ""
+    config.write_text("[models\n")                  # broken
+    costs, err = report(unpriced)
+    assert costs == {"m-a": None, "m-b": None} and "config not used for prices" in err and "line 1" in err
+    costs, err = report(priced)                     # every answer has its cost: the config is not read
+    assert costs["m-a"] is not None and err == ""

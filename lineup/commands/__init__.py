@@ -10,7 +10,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 #: `core.stats.style.RECIPES` and its default, named here so that parsing the
 #: command line loads no numpy (tests/test_style_recipe.py checks they agree).
@@ -115,15 +117,45 @@ def single_threaded_blas() -> None:
             os.environ.setdefault(var, "1")
 
 
-def config_prices(args: argparse.Namespace) -> dict:
-    """alias -> Price from the config, for answers with no recorded cost. A
-    broken config only costs the prices: the command still runs."""
-    from core.answering.config import ConfigError, load_config
+def config_prices(args: argparse.Namespace) -> Mapping[str, Any]:
+    """alias -> Price from the config, for answers with no recorded cost. The
+    default config is read when first asked for (most answers have a cost
+    or their session recorded its price, and loading the config machinery
+    is a tenth of a report's start); one named with `--config` at once, so
+    that a broken one is said. A broken config only costs the prices: the
+    command still runs."""
+    prices = _ConfigPrices(args)
+    if getattr(args, "config", None) is not None:
+        prices._load()
+    return prices
 
-    try:
-        config = load_config(args.config)
-    except ConfigError as exc:
-        print(f"lineup {getattr(args, 'command', None) or 'report'}: config not used for prices ({exc})",
-              file=sys.stderr)
-        return {}
-    return {alias: m.price for alias, m in config.models.items() if m.price is not None}
+
+class _ConfigPrices(Mapping[str, Any]):
+    """`config_prices`' mapping: the config is loaded on first use."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self._args = args
+        self._prices: dict[str, Any] | None = None
+
+    def _load(self) -> dict[str, Any]:
+        if self._prices is None:
+            from core.answering.config import ConfigError, load_config
+
+            try:
+                config = load_config(self._args.config)
+            except ConfigError as exc:
+                print(f"lineup {getattr(self._args, 'command', None) or 'report'}: config not used for prices "
+                      f"({exc})", file=sys.stderr)
+                self._prices = {}
+            else:
+                self._prices = {alias: m.price for alias, m in config.models.items() if m.price is not None}
+        return self._prices
+
+    def __getitem__(self, alias: str) -> Any:
+        return self._load()[alias]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._load())
+
+    def __len__(self) -> int:
+        return len(self._load())
