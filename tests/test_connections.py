@@ -358,8 +358,10 @@ def test_a_finished_event_loop_is_not_kept_alive_by_its_pools(srv):
         result, _ = await collect_async(provider, chat_request())   # never closed
         assert result.error is None
 
+    gc.collect()
+    before = len(pools._pools)        # loops other tests left alive, if any
     for _ in range(3):
         anyio.run(go)
     gc.collect()
     assert [ref() for ref in loops] == [None, None, None]
-    assert len(pools._pools) == 0
+    assert len(pools._pools) <= before
