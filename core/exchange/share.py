@@ -407,7 +407,7 @@ def _mapped_records(store: Store, src: Store, info: PackageInfo, path: Path
 
 
 def _altered(path: Path, what: str) -> ImportFileError:
-    return ImportFileError(f"{path} was altered since it was shared: {what}; nothing was imported")
+    return ImportFileError(f"{path} was altered since it was shared: {what}")
 
 
 def _issued(store: Store, info: PackageInfo, path: Path) -> tuple[SharedPackage, dict[tuple[str, str], ShareRow]]:
@@ -416,10 +416,10 @@ def _issued(store: Store, info: PackageInfo, path: Path) -> tuple[SharedPackage,
     if issued is None:
         raise ImportFileError(f"{path} was not shared from this database ({store.path}): its package "
                               f"{info.id} is unknown here; it came from another database (import it into that "
-                              "one), or this database was replaced since; nothing was imported")
+                              "one), or this database was replaced since")
     if issued.origin != info.origin:
         raise ImportFileError(f"{path} says it came from database {info.origin}, but this database shared it "
-                              f"as {issued.origin}: it was altered; nothing was imported")
+                              f"as {issued.origin}: it was altered")
     ours: dict[tuple[str, str], ShareRow] = {(r.kind, r.shared_id): r for r in issued.rows}
 
     return issued, ours

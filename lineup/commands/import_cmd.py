@@ -78,8 +78,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         summary = import_file(store, source)
     except ImportFileError as exc:
-        said = str(exc)       # a package's refusals say it already
-        raise UsageError(said if said.endswith("nothing was imported") else f"{said}; nothing was imported") from None
+        raise UsageError(f"{exc}; nothing was imported") from None
     except StoreError as exc:
         print(f"lineup import: {exc}", file=sys.stderr)
         return 1
