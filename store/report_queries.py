@@ -165,8 +165,8 @@ def read_votes(store: Store, scope: Scope, *, with_ids: bool = False, demo: bool
 
 #: Status codes of `OutputColumns.status`.
 STATUS_CODES, OTHER_STATUS = D.STATUS_CODES, D.OTHER_STATUS   # (the digests code statuses too)
-_STATUS_SQL = ("CASE o.status WHEN 'complete' THEN 0 WHEN 'error' THEN 1 WHEN 'cancelled' THEN 2 "
-               "WHEN 'interrupted' THEN 3 ELSE 4 END")
+_STATUS_SQL = ("CASE o.status " + " ".join(f"WHEN '{s}' THEN {c}" for s, c in STATUS_CODES.items())
+               + f" ELSE {OTHER_STATUS} END")
 
 
 @dataclass
