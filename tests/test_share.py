@@ -447,3 +447,22 @@ def test_a_package_with_a_hostile_score_is_refused_whole(tmp_path, monkeypatch, 
     assert reason in err and err.count("nothing was imported") == 1, err
     with Store.open(db) as store:
         assert store.counts().get("score", 0) == 0 and store.counts()["vote"] == 0
+
+
+def test_a_refusal_quotes_what_a_package_holds_bounded_and_inert(tmp_path, monkeypatch, capsys):
+    """The reason a package is refused quotes its records' ids and fields:
+    a huge or escape-laden one is cut short and shown as text."""
+    from tests.run_support import scored_run
+
+    db, sid = scored_run(tmp_path, monkeypatch)
+    pkg = tmp_path / "mallet.db"
+    assert _share(db, pkg, sid) == 0
+    anyio.run(lambda: _score_all(pkg, "mallet"))
+    with sqlite3.connect(pkg) as conn:
+        conn.execute("UPDATE score SET id = printf('%.100000c', 'z'), "
+                     "dimension = char(27) || '[31m' || printf('%.100000c', 'y') WHERE rowid = 1")
+    capsys.readouterr()
+    assert main(["import", str(pkg), "--db", str(db)]) == 2
+    err = capsys.readouterr().err
+    assert "not a dimension" in err or "altered" in err
+    assert len(err) < 1000 and "\x1b" not in err and "nothing was imported" in err

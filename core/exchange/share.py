@@ -41,6 +41,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from core.answering.dimensions import META_KEY as DIMENSIONS_KEY, dimensions_meta, dimensions_of, valid_score
+from core.ground.text import one_line
 from core.stats.votes import (
     HUMAN,
     JUDGE_RATER_PREFIX,
@@ -407,7 +408,13 @@ def _mapped_records(store: Store, src: Store, info: PackageInfo, path: Path
 
 
 def _altered(path: Path, what: str) -> ImportFileError:
-    return ImportFileError(f"{path} was altered since it was shared: {what}")
+    # `what` quotes the package's own ids and fields: bounded and on one line, whatever they hold
+    return ImportFileError(f"{path} was altered since it was shared: {one_line(what, 500)}")
+
+
+def _q(value: object) -> str:
+    """A package's id or field, as a refusal quotes it (`_altered` bounds the whole)."""
+    return repr(one_line(value, 60))
 
 
 def _issued(store: Store, info: PackageInfo, path: Path) -> tuple[SharedPackage, dict[tuple[str, str], ShareRow]]:
@@ -539,20 +546,20 @@ def _package_scores(store: Store, src: Store, ours: dict[tuple[str, str], ShareR
     for sc in every_score(src):
         row = ours.get(("output", sc.output_id))
         if row is None:
-            raise _altered(path, f"score {sc.id} is on an answer that was not shared")
+            raise _altered(path, f"score {_q(sc.id)} is on an answer that was not shared")
         if row.session_id not in declared:
             declared[row.session_id] = {d.name for d in dimensions_of(store.get_session(row.session_id).meta)}
         if sc.rater_kind != HUMAN:
-            raise _altered(path, f"score {sc.id} is not a person's (rater_kind {sc.rater_kind!r}: a package holds "
+            raise _altered(path, f"score {_q(sc.id)} is not a person's (rater_kind {_q(sc.rater_kind)}: a package holds "
                                  "people's scores only)")
         problem = _rater_problem(sc.rater)
         if problem:
-            raise _altered(path, f"score {sc.id}: {problem}")
+            raise _altered(path, f"score {_q(sc.id)}: {problem}")
         if sc.dimension not in declared[row.session_id]:
-            raise _altered(path, f"score {sc.id} is on {sc.dimension!r}, which is not a dimension of the "
+            raise _altered(path, f"score {_q(sc.id)} is on {_q(sc.dimension)}, which is not a dimension of the "
                                  "session shared")
         if not valid_score(sc.value):
-            raise _altered(path, f"score {sc.id}: {sc.value!r} is not a score from 1 to 5")
+            raise _altered(path, f"score {_q(sc.id)}: {_q(sc.value)} is not a score from 1 to 5")
         scores.append(ScoreRecord(id=_package_id(info, "score", sc.id, sc.created), output_id=row.owner_id,
                                   dimension=sc.dimension, value=sc.value, rater=sc.rater, rater_kind=HUMAN,
                                   created=sc.created))
