@@ -197,12 +197,14 @@ def _scores(db: Path) -> list[tuple[str, int]]:
 
 def test_a_rater_scores_answers_by_tapping_at_phone_width(scored, scored_browser):
     """Each answer has a row of 1-5 per dimension; a tap saves the score, the
-    pressed button shows it, a reload keeps it; the page still fits 390 px."""
+    pressed button shows it, a reload keeps it; the page still fits 390 px,
+    and nothing it received names a model."""
     db, sid = scored
     r = start(db, sid, "--rater", "cy")
     try:
         ctx = scored_browser.new_context(viewport={"width": 390, "height": 844}, has_touch=True, is_mobile=True)
         page = ctx.new_page()
+        seen = Seen(page)
         page.goto(r.links["cy"])
         page.wait_for_selector("article.pane")
         assert page.locator("article.pane").count() == 2
@@ -222,6 +224,9 @@ def test_a_rater_scores_answers_by_tapping_at_phone_width(scored, scored_browser
         assert pressed.count() == 2
         assert sorted(pressed.evaluate_all("bs => bs.map(b => b.title)")) == ["accuracy 2 of 5", "clarity 4 of 5"]
         assert _scores(db) == [("clarity", 4), ("accuracy", 2)]
+        # no vote was cast: nothing the page received names a model (the scores' answers included)
+        assert len(seen.before) > 4 and not [b for b in seen.before if "demo/" in b or "concise" in b
+                                             or "thorough" in b]
         if os.environ.get("LINEUP_SCREENSHOTS"):
             page.locator("div.scores").first.scroll_into_view_if_needed()
             page.screenshot(path=str(Path(os.environ["LINEUP_SCREENSHOTS"]) / "rate-scores-phone.png"))
