@@ -6,6 +6,7 @@ never returns becomes a check result; bad specs are refused when the set loads."
 from __future__ import annotations
 
 import json
+from collections import Counter
 import textwrap
 from pathlib import Path
 
@@ -296,3 +297,48 @@ def test_no_exec_runs_no_code_and_the_same_command_without_it_runs_only_those_ch
     answers_after, checks_after = recorded()
     assert answers_after == 2 and len(checks_after) == 10
     assert set(checks) < set(checks_after)
+
+
+def test_a_no_exec_run_and_a_full_one_at_once_record_each_check_once(tmp_path):
+    """Two processes on one database run the same set at the same time, one
+    with --no-exec: however they share the units, every answer is there
+    once and every check (code ones included, run by the full one or by a
+    final full run) once, none twice."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "my_checks.py").write_text(MARKING)
+    cases = [json.loads(line) for line in Path("sample_sets/code.jsonl").read_text().splitlines()[:3]]
+    for case in cases:
+        case["checks"] += [{"type": "python", "function": "my_checks:marks", "name": "custom marks"}]
+    set_path = tmp_path / "set.jsonl"
+    set_path.write_text("".join(json.dumps(c) + "\n" for c in cases))
+    db = tmp_path / "run.db"
+    env = {**os.environ, "LINEUP_DEMO_SPEED": "0.2", "PYTHONPATH": str(Path.cwd())}
+    command = [sys.executable, "-m", "lineup", "run", str(set_path), "-m", "demo/concise", "-m", "demo/thorough",
+               "--quiet", "--concurrency", "2", "--db", str(db)]
+    both = [subprocess.Popen(command + extra, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for extra in (["--no-exec"], [])]
+    for p in both:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+    assert subprocess.run(command, env=env, capture_output=True, text=True, timeout=300).returncode == 0
+    alone = tmp_path / "alone.db"             # the same run in one process: what must be recorded
+    assert subprocess.run(command[:-1] + [str(alone)], env=env, capture_output=True, text=True,
+                          timeout=300).returncode == 0
+
+    def recorded(path: Path) -> Counter:
+        """(case, model, check) -> results, and the answers per (case, model)."""
+        with Store.open(path) as store:
+            (summary,) = store.list_sessions(kind="run")
+            loaded = store.load_session(summary.id)
+        case_of = {t.id: t.case_id for t in loaded.turns}
+        answer = {o.id: (case_of[o.turn_id], o.contestant) for o in loaded.outputs}
+        assert {o.status for o in loaded.outputs} == {"complete"}
+        return Counter([*answer.values(), *((*answer[c.output_id], c.check) for c in loaded.checks)])
+
+    got, want = recorded(db), recorded(alone)
+    assert got == want
+    assert sum(n for k, n in want.items() if len(k) == 2) == 6                          # answers
+    assert sum(n for k, n in want.items() if k[-1] in ("custom marks", "slugify passes its tests")) == 8

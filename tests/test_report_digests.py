@@ -10,6 +10,7 @@ scope. Then the writer's refresh brings them back, and the same holds."""
 from __future__ import annotations
 
 import json
+import os
 import random
 import sqlite3
 import subprocess
@@ -560,3 +561,36 @@ def test_a_refresh_asked_for_inside_a_batch_leaves_the_batch_alone(world):
             assert store.refresh_digests() == 0
             assert store.conn.in_transaction
         assert store.conn.execute("SELECT count(*) FROM vote WHERE rater = 'bob'").fetchone()[0] == 1
+
+
+REPLACER = textwrap.dedent("""
+    import sys
+    from store import Store
+    from tests.synthetic import synthetic_session, write_synthetic
+    with Store.open(sys.argv[1]) as store:       # a write, then the close that signs the digests
+        write_synthetic(store, *synthetic_session(turns=2, contestants=2, words=3, seed=int(sys.argv[2]),
+                                                  created=1.8e9 + int(sys.argv[2])))
+""")
+
+
+def test_two_writers_meeting_a_damaged_key_at_once_leave_a_key_and_no_stale_digest(world, tmp_path, monkeypatch):
+    """Two processes close a write at the same moment over a damaged key
+    file: each may replace it, one key stays, and every digest either is
+    signed with it and true to the rows or is rebuilt by the next writer."""
+    path, _ = world
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    K.key_path().parent.mkdir(parents=True)
+    K.key_path().write_bytes(b"\x00" * 32)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    children = [subprocess.Popen([sys.executable, "-c", REPLACER, str(path), str(900 + i)], cwd=ROOT, env=env)
+                for i in range(2)]
+    assert [c.wait(120) for c in children] == [0, 0]
+    assert K.key() is not None and K.key_path().stat().st_mode & 0o777 == 0o600
+    assert not [p for p in K.key_path().parent.iterdir() if p.name.startswith(".digest.key.")]
+    with Store.open(path, readonly=True) as store:
+        assert_reads_agree(store)
+    with Store.open(path) as store:
+        store.refresh_digests()
+        assert stale(store) == []
+        assert stored(store) == (store.conn.execute("SELECT count(*) FROM session").fetchone()[0], True)
+        assert_reads_agree(store)
