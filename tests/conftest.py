@@ -18,6 +18,7 @@ def _isolated_paths(tmp_path, monkeypatch):
     monkeypatch.delenv("LINEUP_CONFIG", raising=False)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))   # kept bootstrap rounds too
     monkeypatch.setenv("LINEUP_RATER", "tester")
     for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY",
                 "OPENROUTER_API_KEY", "OLLAMA_HOST"):

@@ -89,7 +89,7 @@ def build_report(store: Store, filters: ReportFilters | None = None, *, rounds: 
                  seed: int | None = 0, prices: Mapping[str, Any] | None = None,
                  breakdowns: bool = True, judge: str | None = None, judge_prompt: str | None = None,
                   style_control: bool = False, min_judge_agreement: float | None = None,
-                  style_recipe: str = DEFAULT_RECIPE) -> Report:
+                  style_recipe: str = DEFAULT_RECIPE, cache: bool = True) -> Report:
     """Read the store and compute everything. `prices`: alias -> `Price` from
     the config, used when an answer has no recorded cost and its session
     recorded no price. `breakdowns=False` skips per-category / per-rater ratings;
@@ -98,7 +98,8 @@ def build_report(store: Store, filters: ReportFilters | None = None, *, rounds: 
     people's votes, combined ratings); `judge_prompt` a prefix of the hash of
     the prompt to read (default: its newest); `min_judge_agreement` the
     agreement with people below which the judge is flagged (default
-    `core.report.judge.DEFAULT_MIN_AGREEMENT`)."""
+    `core.report.judge.DEFAULT_MIN_AGREEMENT`). `cache`: read the bootstrap's
+    rounds back where these votes were rated before (`core.report.draw_cache`)."""
     filters, votes, demo_skipped, problems, demo = read_votes_in_scope(store, filters or ReportFilters(),
                                                                        with_ids=style_control)
     scope = scope_of(filters)
@@ -107,7 +108,8 @@ def build_report(store: Store, filters: ReportFilters | None = None, *, rounds: 
                         filters=filters, rounds=rounds, seed=seed, votes_demo_excluded=demo_skipped, demo=demo)
         bs, used, bad = battle_set(votes)
         problems += bad
-        overall, breakdown = _start_ratings(pool, bs, votes, used, rounds, seed, breakdowns)
+        draws = draw_cache(cache, rounds, seed)
+        overall, breakdown = _start_ratings(pool, bs, votes, used, rounds, seed, breakdowns, draws)
         # While the ratings compute (numpy, mostly without the GIL), this thread
         # reads: the answers' side, then one scan for values out of range.
         (report.failure_modes, report.engineering, report.checks, report.checks_by_category,
@@ -224,8 +226,18 @@ def breakdown_codes(votes: Votes, used: np.ndarray, attr: str) -> tuple[dict[str
     return index, code
 
 
+def draw_cache(wanted: bool, rounds: int, seed: int | None) -> R.DrawStore | None:
+    """The user's kept bootstrap rounds, when wanted and they can be: a
+    seeded bootstrap (a fresh stream is new draws by design)."""
+    if not wanted or rounds <= 0 or seed is None:
+        return None
+    from core.report.draw_cache import open_draw_cache
+
+    return open_draw_cache()
+
+
 def start_breakdown(pool: ThreadPoolExecutor, bs: R.BattleSet, votes: Votes, used: np.ndarray, attr: str,
-                    rounds: int, seed: int | None) -> dict[str, Rated | None]:
+                    rounds: int, seed: int | None, cache: R.DrawStore | None = None) -> dict[str, Rated | None]:
     """The ratings of each part of the votes (`attr`: "by_category" or
     "by_rater"), started in `pool`: {name: its ratings, or None when its votes
     are all the votes (the whole's table)}. A category's bootstrap is seeded
@@ -240,20 +252,21 @@ def start_breakdown(pool: ThreadPoolExecutor, bs: R.BattleSet, votes: Votes, use
             # None: the same votes as the whole, so the same table
             sub_seed = R.stream_seed(seed, name) if attr == "by_category" else seed
             found[name] = None if present[k] == used.size else pool.submit(
-                R.rate, bs.subset(np.flatnonzero(code == k)), rounds=rounds, seed=sub_seed)
+                R.rate, bs.subset(np.flatnonzero(code == k)), rounds=rounds, seed=sub_seed, cache=cache)
     return found
 
 
 def _start_ratings(pool: ThreadPoolExecutor, bs: R.BattleSet, votes: Votes, used: np.ndarray, rounds: int,
-                   seed: int | None, breakdowns: bool) -> tuple[Rated, dict[str, dict[str, Rated | None]]]:
+                   seed: int | None, breakdowns: bool,
+                   cache: R.DrawStore | None) -> tuple[Rated, dict[str, dict[str, Rated | None]]]:
     """The ratings of the whole and, with `breakdowns`, of each category and
     each rater, started in `pool`: (the whole, {"by_category" | "by_rater":
     {name: its ratings, or None when its votes are all the votes}})."""
-    overall = pool.submit(R.rate, bs, rounds=rounds, seed=seed)
+    overall = pool.submit(R.rate, bs, rounds=rounds, seed=seed, cache=cache)
     breakdown: dict[str, dict[str, Rated | None]] = {}
     if breakdowns and bs.n_votes:
         for attr in BREAKDOWNS:
-            breakdown[attr] = start_breakdown(pool, bs, votes, used, attr, rounds, seed)
+            breakdown[attr] = start_breakdown(pool, bs, votes, used, attr, rounds, seed, cache)
     return overall, breakdown
 
 

@@ -22,7 +22,14 @@ from core.stats.style import DEFAULT_RECIPE
 from core.decide.choose import decide
 from core.decide.model import Decision, Limits
 from core.report import figures
-from core.report.build import RATING_THREADS, breakdown_codes, read_votes_in_scope, scope_of, start_breakdown
+from core.report.build import (
+    RATING_THREADS,
+    breakdown_codes,
+    draw_cache,
+    read_votes_in_scope,
+    scope_of,
+    start_breakdown,
+)
 from core.report.model import ReportFilters
 from core.report.patterns import battle_set
 from core.report.style_section import style_for
@@ -34,15 +41,16 @@ def build_decision(store: Store, filters: ReportFilters | None = None, *, mix: M
                    mix_source: str | None = None, limits: Limits | None = None, models: Sequence[str] | None = None,
                    confidence: float = 0.95, rounds: int = R.DEFAULT_ROUNDS, seed: int | None = 0,
                    prices: Mapping[str, Any] | None = None, style_control: bool = False,
-                   style_recipe: str = DEFAULT_RECIPE) -> Decision:
+                   style_recipe: str = DEFAULT_RECIPE, cache: bool = True) -> Decision:
     """Read the store and decide (see `core.decide.choose.decide`)."""
     filters, votes, demo_skipped, problems, demo = read_votes_in_scope(store, filters or ReportFilters(),
                                                                        with_ids=style_control)
     scope = scope_of(filters)
     with ThreadPoolExecutor(RATING_THREADS, "lineup-decide-ratings") as pool:
         bs, used, bad = battle_set(votes)
-        found = start_breakdown(pool, bs, votes, used, "by_category", rounds, seed) if bs.n_votes else {}
-        whole = pool.submit(R.rate, bs, rounds=rounds, seed=seed) if None in found.values() else None
+        draws = draw_cache(cache, rounds, seed)
+        found = start_breakdown(pool, bs, votes, used, "by_category", rounds, seed, draws) if bs.n_votes else {}
+        whole = pool.submit(R.rate, bs, rounds=rounds, seed=seed, cache=draws) if None in found.values() else None
         # while the ratings compute: the answers' side
         outputs = Q.read_outputs(store, scope)
         engineering = figures.engineering(outputs, lambda: Q.recorded_prices(store), prices or {})

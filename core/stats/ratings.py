@@ -50,7 +50,10 @@ Where we differ from FastChat, on purpose:
   The draws themselves (`Generator.multinomial`, about 75 us per round for
   10,000 votes over 570 patterns; numpy's exact sampler, whose cost grows
   with the votes once patterns hold few each) are then most of a
-  bootstrap's time.
+  bootstrap's time. Drawn rounds can be kept between runs (a `DrawStore`,
+  found by `draws_key`: the patterns, seed, rounds, this file and numpy's
+  version), so votes rated before are not drawn again; the store itself
+  (files, signing) is the report's (`core.report.draw_cache`).
 
 Length: the fit, the bootstrap, the identification of open ratings and the
 result table are one statistical recipe whose parts share private helpers
@@ -60,10 +63,14 @@ have to export them.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import math
 import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -388,15 +395,57 @@ def _pair_stats_from_counts(pt: _Patterns, counts: np.ndarray) -> tuple[np.ndarr
     return n.astype(np.float64), s2 * 0.5
 
 
+class DrawStore(Protocol):
+    """Where the bootstrap's fitted rounds are kept between runs
+    (`core.report.draw_cache`), by `draws_key`: `get` gives them back as they
+    were put, or None."""
+
+    def get(self, key: bytes, shape: tuple[int, int]) -> np.ndarray | None: ...
+
+    def put(self, key: bytes, draws: np.ndarray) -> None: ...
+
+
+@functools.cache
+def _code_fingerprint() -> bytes | None:
+    """This file's bytes, hashed: kept draws are the draws of this code (the
+    fit, the sampling, the constants are all here), so any edit is a miss."""
+    try:
+        return hashlib.blake2b(Path(__file__).read_bytes(), digest_size=16).digest()
+    except OSError:
+        return None
+
+
+def draws_key(pt: _Patterns, n_models: int, rounds: int, seed: int, lam: float, theta0: np.ndarray,
+              max_cells: int) -> bytes | None:
+    """What `bootstrap_thetas` draws is a function of these and of this code
+    and numpy (the random streams, the solver): their hash, or None when this
+    code cannot be fingerprinted."""
+    code = _code_fingerprint()
+    if code is None:
+        return None
+    h = hashlib.blake2b(digest_size=32, person=b"lineup-draws")
+    parts = [code, np.__version__.encode(), repr((n_models, rounds, int(seed), float(lam), max_cells)).encode()]
+    for arr in (pt.counts, pt.entry_pattern, pt.entry_n, pt.entry_s, pt.pair_starts, pt.pairs.i, pt.pairs.j,
+                theta0):
+        arr = np.ascontiguousarray(arr)
+        parts += [arr.dtype.str.encode(), repr(arr.shape).encode(), arr.tobytes()]
+    for part in parts:
+        h.update(len(part).to_bytes(8, "little"))
+        h.update(part)
+    return h.digest()
+
+
 def bootstrap_thetas(bs: BattleSet, rounds: int, seed: int | np.random.Generator | None,
                      *, lam: float, theta0: np.ndarray | None = None,
-                     max_cells: int = 8_000_000) -> np.ndarray:
+                     max_cells: int = 8_000_000, cache: DrawStore | None = None) -> np.ndarray:
     """(rounds, n_models) thetas, each round refitted on votes resampled with
     replacement. Votes are drawn as multinomial counts over the unique vote
     patterns, mirror images merged (`_patterns`): the same distribution of
     per-pair statistics as resampling votes one by one, at the cost of the
     number of distinct patterns. Rounds are processed in chunks so that
-    memory stays bounded; the random stream does not depend on the chunking."""
+    memory stays bounded; the random stream does not depend on the chunking.
+    With `cache` and an integer seed, rounds fitted before on the same
+    patterns are read back instead of drawn again (`draws_key`)."""
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
     pt = _patterns(bs)
     n_models = len(bs.models)
@@ -405,6 +454,12 @@ def bootstrap_thetas(bs: BattleSet, rounds: int, seed: int | np.random.Generator
     if theta0 is None:
         n0, s0 = _pair_stats_from_counts(pt, pt.counts[None, :])
         theta0 = fit_pairs(PairData(pt.pairs.i, pt.pairs.j, n0, s0), n_models, lam=lam)[0]
+    key = None
+    if cache is not None and type(seed) is int:
+        key = draws_key(pt, n_models, rounds, seed, lam, theta0, max_cells)
+        kept = cache.get(key, (rounds, n_models)) if key is not None else None
+        if kept is not None:
+            return kept
     per_round = max(pt.counts.size, pt.entry_pattern.size, n_models * n_models)
     chunk = max(1, min(rounds, max_cells // max(per_round, 1)))
     out = np.empty((rounds, n_models))
@@ -416,6 +471,8 @@ def bootstrap_thetas(bs: BattleSet, rounds: int, seed: int | np.random.Generator
         pd = PairData(pt.pairs.i, pt.pairs.j, n, s)
         out[start:start + size] = fit_pairs(pd, n_models, lam=lam,
                                             theta0=_chord_start(pd, n_full[0], n_models, theta0, lam))
+    if key is not None and cache is not None:
+        cache.put(key, out)
     return out
 
 
@@ -712,9 +769,10 @@ def _anchor(theta: np.ndarray, comp: np.ndarray, core: np.ndarray) -> np.ndarray
 
 def rate(bs: BattleSet, *, rounds: int = DEFAULT_ROUNDS, seed: int | None = 0,
          prior_sd: float = DEFAULT_PRIOR_SD, level: float = 0.95,
-         min_votes: int = MIN_VOTES_TO_RANK) -> RatingResult:
+         min_votes: int = MIN_VOTES_TO_RANK, cache: DrawStore | None = None) -> RatingResult:
     """Ratings, intervals, ranks, groups and gaps for a set of votes; a model
-    with fewer than `min_votes` votes is not ranked (see `ModelRating`)."""
+    with fewer than `min_votes` votes is not ranked (see `ModelRating`).
+    `cache`: where the bootstrap's rounds are kept between runs (`bootstrap_thetas`)."""
     if rounds < 0:
         raise ValueError("rounds must be >= 0")
     n_models = len(bs.models)
@@ -733,7 +791,7 @@ def rate(bs: BattleSet, *, rounds: int = DEFAULT_ROUNDS, seed: int | None = 0,
     rating = _anchor(theta, comp, core) * SCALE + INIT_RATING
     boot: np.ndarray | None = None
     if rounds > 0:
-        boot = bootstrap_thetas(bs, rounds, seed, lam=lam, theta0=theta)
+        boot = bootstrap_thetas(bs, rounds, seed, lam=lam, theta0=theta, cache=cache)
         boot = _anchor(boot, comp, core) * SCALE + INIT_RATING
     return result_of(bs, rating, boot, comp, open_low, open_high, rounds=rounds, seed=seed, level=level,
                      min_votes=min_votes)
