@@ -236,6 +236,22 @@ def test_rater_consistency(db):
     assert (c.inter_rater_pairs, c.inter_rater_agreed) == (2, 2)
 
 
+def test_grouping_by_counting_gives_np_unique_s_groups():
+    """`figures._ranks` counts instead of sorting where keys are dense; it
+    must number groups exactly as `np.unique(..., return_inverse=True)`
+    does, dense or sparse, with repeats, a single key, none."""
+    import numpy as np
+
+    from core.report.figures import _ranks
+
+    rng = np.random.default_rng(7)
+    cases = [rng.integers(0, 50, 1000), rng.integers(0, 10 ** 9, 1000), np.array([5, 5, 5]), np.array([0]),
+             np.zeros(0, dtype=np.int64), np.arange(3000)[::-1] * 2, rng.integers(0, 5000, 1000)]
+    for key in cases:
+        expected = np.unique(key, return_inverse=True)[1].reshape(-1)
+        np.testing.assert_array_equal(_ranks(key), expected)
+
+
 def test_failure_modes_engineering_checks(db):
     b = Builder(db)
     s = b.session(["fast", "slow"], prices={"slow": {"input_per_mtok": 1.0, "output_per_mtok": 10.0}})

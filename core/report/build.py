@@ -106,18 +106,17 @@ def build_report(store: Store, filters: ReportFilters | None = None, *, rounds: 
     with ThreadPoolExecutor(RATING_THREADS, "lineup-report-ratings") as pool:
         report = Report(generated_at=time.time(), database=str(getattr(store, "path", "") or "") or None,
                         filters=filters, rounds=rounds, seed=seed, votes_demo_excluded=demo_skipped, demo=demo)
+        # The votes' own figures, the ratings (numpy, mostly without the GIL)
+        # and, in this thread, the answers' side read from the store.
+        voted = pool.submit(_vote_figures, votes, rounds, seed)
         bs, used, bad = battle_set(votes)
         problems += bad
         draws = draw_cache(cache, rounds, seed)
         overall, breakdown = _start_ratings(pool, bs, votes, used, rounds, seed, breakdowns, draws)
-        # While the ratings compute (numpy, mostly without the GIL), this thread
-        # reads: the answers' side, then one scan for values out of range.
         (report.failure_modes, report.engineering, report.checks, report.checks_by_category,
          report.stability, report.structured) = _answer_figures(store, scope, prices if prices is not None else {})
         n_bad, named = Q.outputs_out_of_range(store, filters.sessions)
-        report.position_bias = figures.position_bias(votes)
-        report.consistency = figures.consistency(votes)
-        report.agreement = rater_agreement(votes, rounds, seed)
+        report.position_bias, report.consistency, report.agreement = voted.result()
         whole = overall.result()
         table = rating_table(whole)
         results: dict[str, dict[str, R.RatingResult]] = {}
@@ -171,6 +170,11 @@ def _stretch(store: Store, scope: Q.Scope, report: Report, judge: str | None, ju
     report.rater_quality = rater_quality(store, scope)
     report.dimensions = dimension_report(store, scope, rounds, seed, DEFAULT_MIN_AGREEMENT if min_judge_agreement
                                          is None else min_judge_agreement)
+
+
+def _vote_figures(votes: Votes, rounds: int, seed: int | None) -> tuple[Any, Any, Agreement]:
+    """Position bias, rater consistency and agreement: the votes alone."""
+    return figures.position_bias(votes), figures.consistency(votes), rater_agreement(votes, rounds, seed)
 
 
 def rater_agreement(votes: Votes, rounds: int, seed: int | None) -> Agreement:
@@ -252,8 +256,14 @@ def start_breakdown(pool: ThreadPoolExecutor, bs: R.BattleSet, votes: Votes, use
             # None: the same votes as the whole, so the same table
             sub_seed = R.stream_seed(seed, name) if attr == "by_category" else seed
             found[name] = None if present[k] == used.size else pool.submit(
-                R.rate, bs.subset(np.flatnonzero(code == k)), rounds=rounds, seed=sub_seed, cache=cache)
+                _rate_part, bs, np.flatnonzero(code == k), rounds, sub_seed, cache)
     return found
+
+
+def _rate_part(bs: R.BattleSet, votes: np.ndarray, rounds: int, seed: int | None,
+               cache: R.DrawStore | None) -> R.RatingResult:
+    """The ratings of some of the votes; the subset taken in the worker, beside the others."""
+    return R.rate(bs.subset(votes), rounds=rounds, seed=seed, cache=cache)
 
 
 def _start_ratings(pool: ThreadPoolExecutor, bs: R.BattleSet, votes: Votes, used: np.ndarray, rounds: int,
