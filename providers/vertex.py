@@ -112,9 +112,12 @@ class _VertexAuth:
         super().__init__(cfg, **options)  # type: ignore[call-arg]
         self.google = GoogleCredentials(credentials)
         self._token: str | None = None
-        self._renewed: dict[int, str] = {}    # request -> the token its retry was renewed with
+        self._renewed: dict[int, str] = {}    # a stream's request -> the token its retry was renewed with
 
     async def _events(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
+        # This stream's own request object: `_renew` hands a renewed token back by it, and two
+        # streams of one request (repeats of a prompt) must not take each other's.
+        request = request.model_copy()
         token, kind, problem = await anyio.to_thread.run_sync(self.google.ensure)
         if token is None:
             yield StreamError(kind=kind, message=f"model {self.cfg.alias!r}: {scrub(problem, ())}", t=perf_counter())

@@ -345,3 +345,51 @@ def test_a_403_is_not_a_token_to_renew():
         result, _ = collect(_cfg(srv, max_retries=0), credentials=creds)
         sent = len(srv.requests)
     assert sent == 1 and creds.refreshes == 1 and result.error is not None
+
+
+def test_a_renewed_token_stays_with_the_stream_that_renewed_it_when_two_share_a_request():
+    """Two answers of one request object on one provider, taking turns (as
+    two repeats in one event loop do): the first is refused with a 401 and
+    renews the token; the other stream must not take the renewal for its
+    own, or the first one's answer (the server echoing the new token) keeps
+    it unscrubbed."""
+    import anyio
+
+    from providers.events import StreamResult
+
+    class Unrelated(FixedTokenCredentials):
+        """Tokens with nothing in common (a part of one is not a part of the other)."""
+
+        def refresh(self, request) -> None:
+            super().refresh(request)
+            self.token = ["ya29.AlphaFirstToken", "ya29.OmegaSecondToken"][self.refreshes - 1]
+
+    creds = Unrelated()
+    with TestServer() as srv:
+        srv.script(Reply(status=401, message="Request had invalid authentication credentials"),
+                   Reply(text="the other answer"), Reply(text="your token is ya29.OmegaSecondToken, keep it"))
+
+        async def go() -> tuple[str, str]:
+            provider = make_provider(_cfg(srv, max_retries=0), credentials=creds)
+            request = chat_request()
+            first, other = provider.stream(request), provider.stream(request)
+            try:
+                got: dict[str, StreamResult] = {"first": StreamResult(), "other": StreamResult()}
+                got["other"].add(await other.__anext__())                 # under way, not sent yet
+                async for ev in first:                                      # sent, refused, renewed
+                    got["first"].add(ev)
+                    if isinstance(ev, Retrying):
+                        break
+                async for ev in other:                                      # the other takes its turn
+                    got["other"].add(ev)
+                async for ev in first:                                      # the retry, with the new token
+                    got["first"].add(ev)
+                return got["first"].text, got["other"].text
+            finally:
+                await first.aclose()
+                await other.aclose()
+                await provider.aclose()
+
+        first_text, other_text = anyio.run(go)
+    assert other_text == "the other answer"
+    assert "OmegaSecondToken" not in first_text and first_text.startswith("your token is ")
