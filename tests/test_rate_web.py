@@ -538,9 +538,13 @@ def test_a_rater_scores_answers_on_the_sessions_dimensions_blind(scored):
                               (dict(label="A", dimension="clarity", value="4"), "whole number"),
                               (dict(label="A", dimension="clarity", value=True), "whole number"),
                               (dict(label="A", dimension="tone", value=3), "not a dimension"),
-                              (dict(label="Z", dimension="clarity", value=3), "no answer 'Z'")):
+                              (dict(label="Z", dimension="clarity", value=3), "no answer 'Z'"),
+                              # what the browser sent is quoted bounded, on one line, inert
+                              (dict(label="Z" * 20_000, dimension="clarity", value=3), "no answer 'ZZZ"),
+                              (dict(label="A", dimension="\x1b[2J\n" + "t" * 20_000, value=3), "not a dimension")):
                 refused = c.post(link + "/score", json={"handle": v["handle"], **bad})
                 assert refused.status_code == 400 and says in refused.json()["error"], refused.text
+                assert len(refused.json()["error"]) < 200 and "\x1b" not in refused.json()["error"]
                 before.append(refused.text)
             for label, dim, value in (("A", "clarity", 4), ("A", "clarity", 2), ("B", "accuracy", 5)):
                 got = c.post(link + "/score", json={"handle": v["handle"], "label": label, "dimension": dim,

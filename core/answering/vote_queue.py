@@ -38,6 +38,7 @@ from itertools import combinations
 from typing import TYPE_CHECKING, Literal
 
 from core.answering.dimensions import Dimension, dimensions_of, valid_score
+from core.ground.text import one_line
 from core.stats.adaptive import AdaptivePlanner, Candidate, Choice, stop_message
 from core.stats.votes import (
     LABELS,
@@ -531,10 +532,10 @@ class VoteQueue:
         item = self.current
         if item is None or self.gold is not None:
             raise ValueError("no case to score")
-        if label not in self.mapping:
-            raise ValueError(f"no answer {label!r} on screen")
+        if label not in self.mapping:   # quoted bounded, on one line: a browser may send anything
+            raise ValueError(f"no answer {one_line(label, 40)!r} on screen")
         if all(d.name != dimension for d in item.dimensions):
-            raise ValueError(f"{dimension!r} is not a dimension of this session")
+            raise ValueError(f"{one_line(dimension, 60)!r} is not a dimension of this session")
         if not valid_score(value):
             raise ValueError(f"a score is a whole number from 1 to 5, not {value!r}")
         now = time.time()
