@@ -558,6 +558,12 @@ def test_a_rater_scores_answers_on_the_sessions_dimensions_blind(scored):
                                               "value": 3}).json()
             assert v["state"] == "voted" and v["scores"]["B"] == {"accuracy": 5, "clarity": 3}
             names = v["names"]
+            # the owner sees the scores that count (A's clarity once: 2 replaced 4), per rater
+            progress = c.get(r.owner + "/progress.json").json()
+            assert progress["scored"] is True
+            assert [(p["rater"], p["scores"]) for p in progress["raters"]] == [("ann", 3)]
+            page = c.get(r.owner).text
+            assert "<th>scores</th>" in page and "<td>ann</td>" in page and "<td>3</td></tr>" in page
     finally:
         r.stop()
     assert not any("demo/" in t for t in before)

@@ -294,7 +294,8 @@ class RateApp:
         except Refused:
             return await self.not_found(request, Exception())
         p = await self.progress()
-        return JSONResponse({"raters": [vars(r) for r in p.raters], "agreement": p.agreement.model_dump()})
+        return JSONResponse({"raters": [vars(r) for r in p.raters], "scored": p.scored,
+                             "agreement": p.agreement.model_dump()})
 
     async def owner_page(self, request: Request) -> Response:
         try:
@@ -302,14 +303,15 @@ class RateApp:
         except Refused:
             return await self.not_found(request, Exception())
         p = await self.progress()
-        rows = "".join(f"<tr><td>{html_text(r.rater)}</td><td>{r.done}</td><td>{r.left}</td><td>{r.assigned}</td></tr>"
-                       for r in p.raters)
+        rows = "".join(f"<tr><td>{html_text(r.rater)}</td><td>{r.done}</td><td>{r.left}</td><td>{r.assigned}</td>"
+                       + (f"<td>{r.scores}</td>" if p.scored else "") + "</tr>" for r in p.raters)
         lines = "".join(f"<p>{html_text(line)}</p>" for line in p.lines()[len(p.raters):])
         html = (f"<!doctype html><html lang=en><head><meta charset=utf-8><meta name=viewport "
                 f"content='width=device-width,initial-scale=1'><meta http-equiv=refresh content=10>"
                 f"<title>lineup: raters' progress</title><link rel=stylesheet href='/static/rate.css'></head>"
                 f"<body class=owner><h1>Raters' progress</h1><table><thead><tr><th>rater</th><th>done</th>"
-                f"<th>left</th><th>assigned</th></tr></thead><tbody>{rows}</tbody></table>"
+                f"<th>left</th><th>assigned</th>{'<th>scores</th>' if p.scored else ''}</tr></thead><tbody>{rows}</tbody>"
+                f"</table>"
                 f"<h2>Agreement</h2>{lines}<p class=hint>Refreshes every 10 s. `lineup report` gives the ratings."
                 f"</p></body></html>")
         return HTMLResponse(html)
