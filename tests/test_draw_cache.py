@@ -229,6 +229,19 @@ def test_the_folder_stays_bounded_least_recently_used_first(tmp_path, monkeypatc
     assert oct(os.stat(tmp_path / "draws").st_mode & 0o777) == "0o700"
 
 
+def test_the_folder_stays_within_its_bytes(tmp_path, monkeypatch):
+    """Few but large entries (many models, many rounds): bounded in bytes too."""
+    entry = DC.HEADER_BYTES + 8 * 40 * 25
+    monkeypatch.setattr(DC, "MAX_BYTES", 3 * entry)
+    monkeypatch.setattr(DC, "KEEP_BYTES", 2 * entry)
+    cache = DC.DrawCache(tmp_path / "draws", K.Key(b"\5" * K.KEY_BYTES, b"\6" * K.KEY_ID_BYTES))
+    keys = [bytes([i]) * 32 for i in range(4)]
+    for i, lookup in enumerate(keys):
+        cache.put(lookup, np.full((40, 25), float(i)))
+        os.utime(cache._path(lookup), (1e9 + i, 1e9 + i))
+    assert sorted(p.name for p in (tmp_path / "draws").iterdir()) == sorted(k.hex() + DC.SUFFIX for k in keys[2:])
+
+
 def test_only_a_seeded_bootstrap_is_kept():
     """`core.stats.ratings` alone, with a store in memory: the same result read
     back; a Generator or no seed (fresh streams) never goes through it."""

@@ -14,9 +14,9 @@ folder: the database is never written (a report opens it read-only). Each
 file is signed with the user's digest key (`store.digest_keys`): with no key
 (no command has written as this user) nothing is kept. A file that is not
 signed with it as it is, or whose length, shape or values are off, is
-ignored, and the next report replaces it. At most `MAX_ENTRIES` files are
-kept (the least recently used go first); the folder can be deleted at any
-time.
+ignored, and the next report replaces it. At most `MAX_ENTRIES` files and
+`MAX_BYTES` are kept (the least recently used go first); the folder can be
+deleted at any time.
 """
 
 from __future__ import annotations
@@ -41,8 +41,9 @@ HEADER_BYTES = len(MAGIC) + 8 + MAC_BYTES + 8     # MAGIC, key id, MAC, (rounds,
 SUFFIX = ".draws"
 #: The most values one entry holds (32 MB); larger draws are not kept.
 MAX_VALUES = 4_000_000
-#: Files kept; past it the least recently used are removed down to `KEEP`.
+#: Files and bytes kept; past either, the least recently used are removed down to the second.
 MAX_ENTRIES, KEEP = 256, 192
+MAX_BYTES, KEEP_BYTES = 256 * 2 ** 20, 192 * 2 ** 20
 #: A partly written file (a process killed while writing) older than this is removed.
 STALE_PART_S = 600.0
 
@@ -132,23 +133,29 @@ class DrawCache:
         self._prune()
 
     def _prune(self) -> None:
-        """Past `MAX_ENTRIES` files, the least recently used go (down to
-        `KEEP`); parts left by a killed writer go when stale."""
+        """Past `MAX_ENTRIES` files or `MAX_BYTES`, the least recently used
+        go (down to `KEEP` and `KEEP_BYTES`); parts left by a killed writer
+        go when stale."""
         now, found, gone = time.time(), [], []
         try:
             with os.scandir(self.where) as entries:
                 for entry in entries:
                     is_part = entry.name.startswith(".") and SUFFIX + "." in entry.name
                     if is_part or entry.name.endswith(SUFFIX):
-                        mtime = entry.stat(follow_symlinks=False).st_mtime
+                        st = entry.stat(follow_symlinks=False)
                         if not is_part:
-                            found.append((mtime, entry.path))
-                        elif now - mtime > STALE_PART_S:
+                            found.append((st.st_mtime, st.st_size, entry.path))
+                        elif now - st.st_mtime > STALE_PART_S:
                             gone.append(entry.path)
         except OSError:
             return
-        if len(found) > MAX_ENTRIES:
-            gone += [old for _, old in sorted(found)[:len(found) - KEEP]]
+        total = sum(size for _, size, _ in found)
+        if len(found) > MAX_ENTRIES or total > MAX_BYTES:
+            found.sort()
+            while found and (len(found) > KEEP or total > KEEP_BYTES):
+                _, size, old = found.pop(0)
+                gone.append(old)
+                total -= size
         for old in gone:
             try:
                 os.unlink(old)
