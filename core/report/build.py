@@ -111,7 +111,7 @@ def build_report(store: Store, filters: ReportFilters | None = None, *, rounds: 
         voted = pool.submit(_vote_figures, votes, rounds, seed)
         bs, used, bad = battle_set(votes)
         problems += bad
-        draws = draw_cache(cache, rounds, seed)
+        draws = kept_draws(cache, rounds, seed)
         overall, breakdown = _start_ratings(pool, bs, votes, used, rounds, seed, breakdowns, draws)
         (report.failure_modes, report.engineering, report.checks, report.checks_by_category,
          report.stability, report.structured) = _answer_figures(store, scope, prices if prices is not None else {})
@@ -230,7 +230,7 @@ def breakdown_codes(votes: Votes, used: np.ndarray, attr: str) -> tuple[dict[str
     return index, code
 
 
-def draw_cache(wanted: bool, rounds: int, seed: int | None) -> R.DrawStore | None:
+def kept_draws(wanted: bool, rounds: int, seed: int | None) -> R.DrawStore | None:
     """The user's kept bootstrap rounds, when wanted and they can be: a
     seeded bootstrap (a fresh stream is new draws by design)."""
     if not wanted or rounds <= 0 or seed is None:

@@ -25,7 +25,7 @@ from core.report import figures
 from core.report.build import (
     RATING_THREADS,
     breakdown_codes,
-    draw_cache,
+    kept_draws,
     read_votes_in_scope,
     scope_of,
     start_breakdown,
@@ -48,7 +48,7 @@ def build_decision(store: Store, filters: ReportFilters | None = None, *, mix: M
     scope = scope_of(filters)
     with ThreadPoolExecutor(RATING_THREADS, "lineup-decide-ratings") as pool:
         bs, used, bad = battle_set(votes)
-        draws = draw_cache(cache, rounds, seed)
+        draws = kept_draws(cache, rounds, seed)
         found = start_breakdown(pool, bs, votes, used, "by_category", rounds, seed, draws) if bs.n_votes else {}
         whole = pool.submit(R.rate, bs, rounds=rounds, seed=seed, cache=draws) if None in found.values() else None
         # while the ratings compute: the answers' side
