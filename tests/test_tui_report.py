@@ -373,3 +373,32 @@ def test_p_and_the_palette_scroll_to_the_decision(tmp_path):
         await store.aclose()
 
     run(scenario())
+
+
+def test_one_vote_is_one_vote_on_screen_in_the_terminal_and_the_page(tmp_path, capsys):
+    """Counts read as English wherever the report shows them: "1 vote", not
+    "1 votes" (seen in tmux after a first vote in the chat)."""
+    from core.report import render_html
+    from core.report.terminal import print_report
+    from tests.synthetic import synthetic_session, write_synthetic
+
+    db = tmp_path / "one.db"
+    with Store.open(db) as s:
+        write_synthetic(s, *synthetic_session(turns=1, contestants=2, seed=0))
+    with Store.open(db, readonly=True) as s:
+        report = build_report(s, rounds=1, seed=SEED)
+    assert report.votes_used == 1
+    print_report(report)
+    assert "Ratings (1 vote, 1 bootstrap round, " in " ".join(capsys.readouterr().out.split())
+    assert "1 vote, 1 bootstrap round, seed" in render_html(report)
+
+    async def scenario():
+        store = await open_store(db)
+        app = LineupApp(store, report=ReportOptions(rounds=1, seed=SEED), rater="tester")
+        async with app.run_test(size=(100, 40)) as pilot:
+            screen = await opened(pilot)
+            assert "Ratings · 1 vote · 1 bootstrap round · seed" in screen.body_text()
+            assert "1 vote" in screen_text(app) and "1 votes" not in screen_text(app)
+        await store.aclose()
+
+    run(scenario())

@@ -110,7 +110,8 @@ def report_widgets(report: Report) -> list[Widget]:
     for w in report.warnings:
         out.append(prose(Text("warning: " + one_line(w)), "report-warning"))
     if report.models:
-        out.append(prose(Text(f"Ratings · {report.votes_used:,} votes · {report.rounds} bootstrap rounds · "
+        out.append(prose(Text(f"Ratings · {report.votes_used:,} vote{'s' if report.votes_used != 1 else ''} · "
+                              f"{report.rounds} bootstrap round{'s' if report.rounds != 1 else ''} · "
                               f"seed {report.seed}"), "report-section"))
         out.append(Chart(partial(charts.ratings_chart, report.models), id="chart-ratings"))
         out.append(prose(Text(charts.RATINGS_LEGEND)))
@@ -352,9 +353,10 @@ class ReportScreen(Screen):
         await body.remove_children()
         await body.mount_all(report_widgets(report))
         body.scroll_home(animate=False)
-        parts = [f"{report.votes_used:,} votes"]
+        parts = [f"{report.votes_used:,} vote{'s' if report.votes_used != 1 else ''}"]
         if report.votes_demo_excluded and not report.filters.include_demo:
-            parts.append(f"{report.votes_demo_excluded:,} demo votes out")
+            n = report.votes_demo_excluded
+            parts.append(f"{n:,} demo vote{'s' if n != 1 else ''} out")
         if report.filters.category is not None:
             parts.append(f"category {one_line(report.filters.category)}")
         self._status(" · ".join(parts))

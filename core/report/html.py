@@ -173,7 +173,8 @@ def render_html(r: Report) -> str:
     """A self-contained page: inline CSS and SVG, no script, every piece of
     recorded text escaped."""
     body = ["<h1>lineup report</h1>",
-            f"<p class=small>{r.votes_used} votes, {r.rounds} bootstrap rounds, seed {html_text(r.seed)}. "
+            f"<p class=small>{r.votes_used} vote{'s' if r.votes_used != 1 else ''}, {r.rounds} bootstrap "
+            f"round{'s' if r.rounds != 1 else ''}, seed {html_text(r.seed)}. "
             "Bradley-Terry on the Elo scale (mean 1000), 95% bootstrap intervals; dashed whiskers are open "
             "(no finite rating on that side).</p>"]
     if r.demo:

@@ -54,7 +54,8 @@ def print_report(report: Report, console: Console | None = None) -> None:
         console.print(Text("warning: " + one_line(warning), style="yellow"))
 
     if report.models:
-        _ratings_table(console, f"Ratings ({report.votes_used} votes, {report.rounds} bootstrap rounds, "
+        _ratings_table(console, f"Ratings ({report.votes_used} vote{'s' if report.votes_used != 1 else ''}, "
+                                f"{report.rounds} bootstrap round{'s' if report.rounds != 1 else ''}, "
                                 f"seed {report.seed})", report.models, report.gaps)
     if report.style is not None:
         print_style(report.style, console)

@@ -116,7 +116,7 @@ def render(c, report) -> list:
     if r is not None:
         if r.diff is not None and r.ci is not None:
             out.append(Text(f"rating: {r.diff:+.0f} Elo (95% interval {r.ci.low:+.0f}..{r.ci.high:+.0f}; "
-                            f"{r.votes} votes)"))
+                            f"{r.votes} vote{'s' if r.votes != 1 else ''})"))
         elif r.note:
             out.append(Text(f"rating: not comparable ({r.note})"))
     if c.cases:
