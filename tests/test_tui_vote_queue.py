@@ -5,7 +5,7 @@ before its vote."""
 
 from __future__ import annotations
 
-from tui_support import leaks, open_store, run, visible_text, wait_for
+from tui_support import leaks, open_store, run, screen_text, visible_text, wait_for
 
 from store import Store
 from store.records import ContestantRecord, OutputRecord, SessionRecord, TurnRecord, VoteRecord
@@ -22,12 +22,12 @@ def answer(alias: str, case: str, repeat: int = 0, follow: int = 0) -> str:
 
 
 def make_run(path, cases, *, aliases=ALIASES, repeats=1, voted=(), created=1_700_000_000.0, sid=None,
-             blind=False, meta=None):
+             blind=False, meta=None, kind="run"):
     """A `run` session: cases = [(case_id, category, [prompt, follow-up...])]. Blind: labels A, B, C
     by position, as `lineup run` makes them."""
     with Store.open(path) as store:
         rec = SessionRecord(
-            id=sid or SessionRecord.model_fields["id"].default_factory(), created=created, kind="run",
+            id=sid or SessionRecord.model_fields["id"].default_factory(), created=created, kind=kind,
             title="nightly set",
             contestants=[ContestantRecord(alias=a, provider="anthropic", model=f"{a}-{size}",
                                           label="ABC"[i] if blind else a, position=i)
@@ -488,3 +488,50 @@ def test_scores_on_the_sets_dimensions_are_asked_after_the_vote_by_label_before_
         assert {v.turn_id for v in loaded.current_votes()} == {next(t.id for t in loaded.turns if t.case_id == "c1")}
 
     run(scenario())
+
+
+def test_a_case_opens_at_its_prompt_not_at_the_end_of_long_answers(tmp_path, monkeypatch):
+    """Answers longer than the pane, at 80x24: each pane opens on the case's
+    first prompt and the answer's first lines (a rater reads from there), not
+    scrolled to the end of the answer as a stream in flight is followed. The
+    same for every pane: where a pane opens tells nothing of whose it is."""
+    import sys
+
+    def long_answer(alias: str, case: str, repeat: int = 0, follow: int = 0) -> str:
+        lines = [f"First line from {alias} to {case}, step {follow}."]
+        lines += [f"Line {k} of the answer, long enough to fill the pane." for k in range(2, 61)]
+        return "\n\n".join(lines + [f"Last line from {alias} to {case}, step {follow}."])
+
+    monkeypatch.setattr(sys.modules[__name__], "answer", long_answer)
+    sid = make_run(tmp_path / "q.db", [("c2", "code", ["write a loop", "now in reverse"])])
+
+    async def scenario():
+        store = await open_store(tmp_path / "q.db")
+        app = queue_app(store, session_id=sid, shuffle_seed=5)
+        async with app.run_test(size=(80, 24)) as pilot:
+            screen = await queue_screen(pilot)
+            await pilot.pause(0.2)
+            shown = screen_text(app)
+            assert shown.count("write a loop") == len(ALIASES), shown
+            assert shown.count("First line from") == len(ALIASES) and "Last line from" not in shown, shown
+            assert all(round(p.body.scroll_y) == 0 for p in screen.panes)
+        await store.aclose()
+
+    run(scenario())
+    # a chat's second turn is judged with the first as context: the panes open on its own prompt
+    chat = make_run(tmp_path / "chat.db", [("", "code", ["first question", "second question"])], kind="chat",
+                    voted=("",))
+
+    async def chat_scenario():
+        store = await open_store(tmp_path / "chat.db")
+        app = queue_app(store, session_id=chat, shuffle_seed=5)
+        async with app.run_test(size=(80, 24)) as pilot:
+            screen = await queue_screen(pilot)
+            await pilot.pause(0.2)
+            shown = screen_text(app)
+            assert [len(i.context) for i in [screen.current]] == [1], shown
+            assert shown.count("second question") == len(ALIASES) and "first question" not in shown, shown
+            assert shown.count("to , step 1.") == len(ALIASES), shown
+        await store.aclose()
+
+    run(chat_scenario())

@@ -141,6 +141,8 @@ class StreamView(LineScrollView, can_focus=True):
         self._width = 0
         self._follow = True
         self._anchor: tuple[int, int] | None = None
+        self._prompt_blocks: list[int] = []          # each user message's first block
+        self._open_at_prompt: int | None = None      # `show_from_prompt`, done at the next flush
         self._fix_scheduled = False
         self._cache: OrderedDict[int, int] = OrderedDict()  # id(block) -> lines, LRU
         self._cache_blocks: dict[int, _Block] = {}
@@ -239,6 +241,14 @@ class StreamView(LineScrollView, can_focus=True):
                 raise ValueError(f"set_conversation: unknown role {role!r}")
         if self._open is not None:
             self.end_answer()
+        self._flush_soon(now=True)
+
+    def show_from_prompt(self, index: int = 0) -> None:
+        """Open on the `index`-th user message (0: the first) rather than at
+        the end: a finished conversation loaded to be read from where it
+        starts to matter (the vote queue's case, after its context). The view
+        stops following until scrolled back to the bottom."""
+        self._open_at_prompt = index
         self._flush_soon(now=True)
 
     def clear(self) -> None:
@@ -380,6 +390,9 @@ class StreamView(LineScrollView, can_focus=True):
         elif not self._follow and self._anchor is None:
             self._capture_anchor()
         self._process_ops(width)
+        if self._open_at_prompt is not None and self._open_at_prompt < len(self._prompt_blocks):
+            self._follow, self._anchor = False, (self._prompt_blocks[self._open_at_prompt], 0)
+            self._open_at_prompt = None
         if self._tail_dirty:
             self._render_tail()
         self._ensure_visible()
@@ -402,6 +415,7 @@ class StreamView(LineScrollView, can_focus=True):
             elif op == "user":
                 self._end_part()
                 self._new_entry = True
+                self._prompt_blocks.append(len(self._blocks))
                 splitter = BlockSplitter("user")
                 splitter.feed(neutralise(text or ""))
                 splitter.finish()

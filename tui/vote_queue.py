@@ -213,6 +213,7 @@ class VoteQueueScreen(Screen):
                 entries.append(prompt_entry(t, item.outputs.get((t.id, alias)), hidden=hidden, templated=templated))
                 answer(t)
         pane.body.set_conversation(entries)
+        pane.body.show_from_prompt(len(item.context))   # the judged part from its start, as in every pane
         pane.status = pane_status(last) if last else "idle"
 
     def _show_info(self, extra: str = "") -> None:
