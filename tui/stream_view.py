@@ -390,8 +390,9 @@ class StreamView(LineScrollView, can_focus=True):
         elif not self._follow and self._anchor is None:
             self._capture_anchor()
         self._process_ops(width)
-        if self._open_at_prompt is not None and self._open_at_prompt < len(self._prompt_blocks):
-            self._follow, self._anchor = False, (self._prompt_blocks[self._open_at_prompt], 0)
+        if self._open_at_prompt is not None:     # asked for once: a message that is not there is no scroll
+            if self._open_at_prompt < len(self._prompt_blocks):
+                self._follow, self._anchor = False, (self._prompt_blocks[self._open_at_prompt], 0)
             self._open_at_prompt = None
         if self._tail_dirty:
             self._render_tail()
