@@ -310,3 +310,39 @@ def test_replay_of_an_unrevealed_blind_session_leaves_reasoning_out(tmp_path):
         assert thought in revealed[1] and thought not in revealed[0]
 
     run(scenario())
+
+
+def test_choosing_a_turn_brings_its_prompt_into_every_pane(tmp_path, monkeypatch):
+    """At 80x24, answers longer than a pane: the replay opens on the chosen
+    (last) turn's prompt, and [ / ] bring the prompt of the turn chosen to
+    the top of every pane, not the end of the record."""
+    import test_tui_vote_queue as Q
+    from tui_support import screen_text
+
+    def long_answer(alias: str, case: str, repeat: int = 0, follow: int = 0) -> str:
+        lines = [f"Opening of {alias} on {case}."] + [f"Line {k} of a long answer to fill the pane." for k in range(40)]
+        return "\n\n".join(lines + [f"Closing of {alias} on {case}."])
+
+    monkeypatch.setattr(Q, "answer", long_answer)
+    sid = make_run(tmp_path / "r.db", CASES)
+
+    async def scenario():
+        store = await open_store(tmp_path / "r.db")
+        app = LineupApp(store, replay=ReplayOptions(sid), rater="tester")
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, ReplayScreen) and app.screen.panes, "replay")
+            screen = app.screen
+            await pilot.pause(0.2)
+            for key, prompt, turn in ((None, "a haiku", 4), ("[", "now in reverse", 3), ("[", "write a loop", 2),
+                                      ("[", "two plus two?", 1), ("]", "write a loop", 2)):
+                if key:
+                    await pilot.press(key)
+                    await pilot.pause(0.2)
+                assert f"turn {turn} of 4" in str(screen.info.render())
+                shown = screen_text(app)
+                assert shown.count(prompt) == 3 and shown.count("Opening of") == 3, (key, shown)
+                assert "Closing of" not in shown, (key, shown)
+            await pilot.press("escape")
+        await store.aclose()
+
+    run(scenario())

@@ -62,6 +62,7 @@ class ReplayScreen(Screen):
         self.loaded: LoadedSession | None = None
         self.panes: list[Pane] = []
         self.turn_index = 0
+        self._prompts: dict[int, list[int]] = {}   # per pane: the user message that is each turn's prompt
         self.info = Static("loading…", classes="info-line", id="replay-info")
 
     def compose(self) -> ComposeResult:
@@ -137,12 +138,19 @@ class ReplayScreen(Screen):
         return " · ".join(parts) or None
 
     def _entries(self, i: int, until: int | None = None,
-                 skip_answer_of: int | None = None) -> tuple[list[Entry], OutputRecord | None]:
-        """Pane i's conversation over turns [0, until) and its last answer record."""
+                 skip_answer_of: int | None = None) -> tuple[list[Entry], OutputRecord | None, list[int]]:
+        """Pane i's conversation over turns [0, until), its last answer record,
+        and which of its user messages is each turn's prompt (an edited prompt
+        adds one of its own)."""
         turns = self._loaded.turns if until is None else self._loaded.turns[:until]
         entries: list[Entry] = []
         last_out = None
+        prompts: list[int] = []
+        users = counted = 0          # user messages among entries[:counted]
         for t_index, turn in enumerate(turns):
+            users += sum(role == "user" for role, _ in entries[counted:])
+            counted = len(entries)
+            prompts.append(users)
             entries.append(prompt_entry(turn))
             if t_index == skip_answer_of:
                 continue
@@ -160,14 +168,24 @@ class ReplayScreen(Screen):
                                           hidden=not self.reveal.turn(out.turn_id),
                                           show_reasoning=self.show_reasoning)
                 last_out = out
-        return entries, last_out
+        return entries, last_out, prompts
 
     def _fill(self, i: int, *, until: int | None = None, skip_answer_of: int | None = None) -> None:
-        """Pane i with turns [0, until) (all when None); its header tells of the
-        turn played (`skip_answer_of`), else of the turn chosen."""
-        entries, _ = self._entries(i, until, skip_answer_of)
+        """Pane i with turns [0, until) (all when None, opened on the chosen
+        turn's prompt); its header tells of the turn played (`skip_answer_of`),
+        else of the turn chosen."""
+        entries, _, prompts = self._entries(i, until, skip_answer_of)
         self.panes[i].body.set_conversation(entries)
+        if until is None:
+            self._prompts[i] = prompts
+            self._show_turn(i)
         self._header(i, skip_answer_of)
+
+    def _show_turn(self, i: int) -> None:
+        """Pane i scrolled to the chosen turn's prompt."""
+        prompts = self._prompts.get(i, [])
+        if self.turn_index < len(prompts):
+            self.panes[i].body.show_from_prompt(prompts[self.turn_index])
 
     def _header(self, i: int, turn_index: int | None = None) -> None:
         """Pane i's status and figures: those of its answer (last attempt) to
@@ -203,6 +221,7 @@ class ReplayScreen(Screen):
             self._show_info()
             for i in range(len(self.panes)):
                 self._header(i)
+                self._show_turn(i)
 
     def _focused_index(self) -> int:
         node: DOMNode | None = self.focused
