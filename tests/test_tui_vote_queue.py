@@ -503,35 +503,29 @@ def test_a_case_opens_at_its_prompt_not_at_the_end_of_long_answers(tmp_path, mon
         return "\n\n".join(lines + [f"Last line from {alias} to {case}, step {follow}."])
 
     monkeypatch.setattr(sys.modules[__name__], "answer", long_answer)
-    sid = make_run(tmp_path / "q.db", [("c2", "code", ["write a loop", "now in reverse"])])
 
-    async def scenario():
-        store = await open_store(tmp_path / "q.db")
-        app = queue_app(store, session_id=sid, shuffle_seed=5)
-        async with app.run_test(size=(80, 24)) as pilot:
-            screen = await queue_screen(pilot)
-            await pilot.pause(0.2)
-            shown = screen_text(app)
-            assert shown.count("write a loop") == len(ALIASES), shown
-            assert shown.count("First line from") == len(ALIASES) and "Last line from" not in shown, shown
-            assert all(round(p.body.scroll_y) == 0 for p in screen.panes)
-        await store.aclose()
+    def first_screen(db, sid) -> tuple[str, VoteQueueScreen]:
+        """The queue's first case at 80x24: (the screen as text, the queue)."""
+        async def scenario():
+            store = await open_store(db)
+            app = queue_app(store, session_id=sid, shuffle_seed=5)
+            async with app.run_test(size=(80, 24)) as pilot:
+                screen = await queue_screen(pilot)
+                await pilot.pause(0.2)
+                shown = screen_text(app)
+            await store.aclose()
+            return shown, screen
 
-    run(scenario())
+        return run(scenario())
+
+    shown, screen = first_screen(tmp_path / "q.db",
+                                 make_run(tmp_path / "q.db", [("c2", "code", ["write a loop", "now in reverse"])]))
+    assert shown.count("write a loop") == len(ALIASES), shown
+    assert shown.count("First line from") == len(ALIASES) and "Last line from" not in shown, shown
+    assert all(round(p.body.scroll_y) == 0 for p in screen.panes)
     # a chat's second turn is judged with the first as context: the panes open on its own prompt
-    chat = make_run(tmp_path / "chat.db", [("", "code", ["first question", "second question"])], kind="chat",
-                    voted=("",))
-
-    async def chat_scenario():
-        store = await open_store(tmp_path / "chat.db")
-        app = queue_app(store, session_id=chat, shuffle_seed=5)
-        async with app.run_test(size=(80, 24)) as pilot:
-            screen = await queue_screen(pilot)
-            await pilot.pause(0.2)
-            shown = screen_text(app)
-            assert [len(i.context) for i in [screen.current]] == [1], shown
-            assert shown.count("second question") == len(ALIASES) and "first question" not in shown, shown
-            assert shown.count("to , step 1.") == len(ALIASES), shown
-        await store.aclose()
-
-    run(chat_scenario())
+    shown, screen = first_screen(tmp_path / "chat.db", make_run(
+        tmp_path / "chat.db", [("", "code", ["first question", "second question"])], kind="chat", voted=("",)))
+    assert screen.current is not None and len(screen.current.context) == 1, shown
+    assert shown.count("second question") == len(ALIASES) and "first question" not in shown, shown
+    assert shown.count("to , step 1.") == len(ALIASES), shown
