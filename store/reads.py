@@ -11,10 +11,11 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import os
 import re
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from store import rows as R
@@ -56,9 +57,11 @@ class Reads:
 
 
     def _resolve_session(self, session_id: str) -> str:
-        sid = session_id.strip().upper()
-        if self.conn.execute("SELECT 1 FROM session WHERE id = ?", [sid]).fetchone():
-            return sid
+        given = session_id.strip()
+        for exact in dict.fromkeys((given, given.upper())):   # as written first: an id from a merged file
+            if self.conn.execute("SELECT 1 FROM session WHERE id = ?", [exact]).fetchone():
+                return exact
+        sid = given.upper()
         if sid and sid.isalnum():
             found = [r[0] for r in self.conn.execute(
                 "SELECT id FROM session WHERE id >= ? AND id < ? ORDER BY id LIMIT 6", [sid, sid + "~"])]
@@ -79,6 +82,22 @@ class Reads:
             return self._resolve_session(session_id)
         except sqlite3.DatabaseError as exc:
             raise self._translate(exc, "read") from None
+
+    def short_ids(self, ids: Sequence[str], minimum: int = 8) -> dict[str, str]:
+        """Each id's shortest prefix, of `minimum` characters or more, that
+        names its session alone in this database (what `resolve_session`
+        takes): one more character than it shares with either neighbour in id
+        order. An id a prefix cannot name (not capitals and digits) stays whole."""
+        out: dict[str, str] = {}
+        for sid in ids:
+            if not (sid.isalnum() and sid.isascii() and sid == sid.upper()):
+                out[sid] = sid
+                continue
+            before = self.conn.execute("SELECT max(id) FROM session WHERE id < ?", [sid]).fetchone()[0]
+            after = self.conn.execute("SELECT min(id) FROM session WHERE id > ?", [sid]).fetchone()[0]
+            shared = max(len(os.path.commonprefix([sid, other])) for other in (before or "", after or ""))
+            out[sid] = sid[:max(minimum, shared + 1)]
+        return out
 
     def latest_session_id(self, kind: str | None = None) -> str | None:
         sql = "SELECT id FROM session" + (" WHERE kind = ?" if kind else "") + " ORDER BY created DESC, id DESC LIMIT 1"

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 KINDS = ("chat", "run", "rerun", "import", "load")
 PIPED_ROWS = 100      # the table's default length when no terminal says how many rows fit
 SPARE_LINES = 3       # a terminal's lines the table leaves: its header, the "more" line, the next prompt
+WIDE_COLUMNS = 120    # narrower terminals show each id as its shortest unique prefix
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -71,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
     if args.delete:
         return delete(args)
     import json
+    import shutil
     import sys
     from pathlib import Path
 
@@ -88,8 +90,13 @@ def run(args: argparse.Namespace) -> int:
 
         raise UsageError("--limit must be 0 (all) or more")
     store = open_store(args, write=False)
+    short: dict[str, str] | None = None
     try:
         sessions = store.list_sessions(limit=args.limit or None, kind=args.kind, search=args.search)
+        if not args.json and sys.stdout.isatty() and shutil.get_terminal_size().columns < WIDE_COLUMNS:
+            # a narrow terminal: each id as the shortest prefix that names it (commands take one),
+            # so that the kinds and contestants keep room to be read
+            short = store.short_ids([s.id for s in sessions[:rows_shown(len(sessions), args.limit is not None)]])
     except StoreError as exc:
         print(f"lineup sessions: {exc}", file=sys.stderr)
         return 1
@@ -107,17 +114,30 @@ def run(args: argparse.Namespace) -> int:
     if not sessions:
         print("No sessions match." if (args.kind or args.search) else "No sessions yet.")
         return 0
-    print_table(sessions, limited=args.limit is not None)
+    print_table(sessions, limited=args.limit is not None, short=short)
     return 0
 
 
-def print_table(sessions: list[SessionSummary], limited: bool) -> None:
+def rows_shown(n: int, limited: bool) -> int:
+    """How many of n sessions the table draws: all when `--limit` chose them,
+    else on a terminal those that fit its height, piped the newest PIPED_ROWS."""
+    import shutil
+    import sys
+
+    if limited:
+        return n
+    if sys.stdout.isatty():
+        return max(shutil.get_terminal_size().lines - SPARE_LINES, 1)
+    return PIPED_ROWS
+
+
+def print_table(sessions: list[SessionSummary], limited: bool, short: dict[str, str] | None = None) -> None:
     """The table, newest first. Drawing is what costs (Rich measures every
     cell), so unless `--limit` chose the length it draws only what is read:
     on a terminal the rows that fit its height, one line each (long cells cut
     with an ellipsis), piped the newest PIPED_ROWS (never cut: no width to
-    fit); then a line says how many are not shown."""
-    import shutil
+    fit); then a line says how many are not shown. `short`: ids shown as
+    their unique prefixes (a narrow terminal)."""
     import sys
 
     from rich.console import Console, JustifyMethod
@@ -127,12 +147,7 @@ def print_table(sessions: list[SessionSummary], limited: bool) -> None:
     from core.ground.text import format_time, one_line
 
     terminal = sys.stdout.isatty()
-    if limited:
-        room = len(sessions)
-    elif terminal:
-        room = max(shutil.get_terminal_size().lines - SPARE_LINES, 1)
-    else:
-        room = PIPED_ROWS
+    room = rows_shown(len(sessions), limited)
     hidden = max(len(sessions) - room, 0)
     shown = sessions[:room]
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
@@ -152,7 +167,8 @@ def print_table(sessions: list[SessionSummary], limited: bool) -> None:
     for s in shown:
         who = s.reveal_note if s.contestants is None else ", ".join(s.contestants)
         kind = s.kind + (" (demo)" if s.is_demo else "")
-        cells = [cell(one_line(s.id)), cell(format_time(s.created, "%Y-%m-%d %H:%M", utc=False)), cell(kind),
+        sid = (short or {}).get(s.id, s.id)
+        cells = [cell(one_line(sid)), cell(format_time(s.created, "%Y-%m-%d %H:%M", utc=False)), cell(kind),
                  cell(one_line(who)), cell(str(s.turns)),
                  # people's votes; a judge's verdicts apart, never added to them
                  cell(str(s.votes) + (f" (+{s.judge_votes} judge)" if s.judge_votes else ""))]
