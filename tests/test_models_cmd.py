@@ -342,3 +342,18 @@ def test_listing_names_secret_header_variables_never_values(clean_env, capsys, t
     assert row["headers"] == [{"name": "X-Org", "env": None, "set": None},
                               {"name": "X-Gateway-Secret", "env": "GW_SECRET", "set": "missing"}]
     assert "research" not in out                     # literal header values are not listed either
+
+
+def test_at_80_columns_the_hints_wrap_between_words(tmp_path):
+    """On an 80-column terminal the long hints are wrapped by lineup at
+    spaces, not cut by the terminal inside a word ("export OPE" / "NAI_API_KEY");
+    piped, they stay one line each."""
+    from tests.test_sessions_table import on_terminal, piped
+
+    shown = on_terminal(["models"], 24, 80)
+    lines = shown.rstrip("\n").split("\n")
+    assert all(len(ln) <= 80 or len(ln.split()) == 1 for ln in lines), shown   # a long path: alone, whole
+    words = set(piped(["models"]).split())
+    assert words <= set(shown.split()), sorted(words - set(shown.split()))       # no word cut in two
+    assert all(name in shown for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY"))
+    assert any(len(ln) > 80 for ln in piped(["models"]).split("\n"))

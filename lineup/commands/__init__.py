@@ -20,6 +20,21 @@ STYLE_RECIPES = ("lmarena", "lineup")
 DEFAULT_STYLE_RECIPE = "lmarena"
 
 
+def for_terminal(text: str, stream: Any = None) -> str:
+    """`text` wrapped at word boundaries to the terminal's width when `stream`
+    (default stdout) is one: a terminal cuts a long line anywhere, a word or
+    a variable's name in two. Piped, as it is."""
+    stream = sys.stdout if stream is None else stream
+    if not stream.isatty():
+        return text
+    import shutil
+    import textwrap
+
+    width = max(20, shutil.get_terminal_size().columns - 1)
+    return "\n".join(textwrap.fill(line, width, break_long_words=False, break_on_hyphens=False) or line
+                     for line in text.split("\n"))
+
+
 def db_path(args: argparse.Namespace) -> Path:
     """`--db`, else `LINEUP_DB`, else the default."""
     from store import default_db_path

@@ -45,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
     from core.answering.config import ConfigError, config_path, load_config
     from core.ground.credentials import redact_url
     from core.ground.text import one_line
+    from lineup.commands import for_terminal
     from providers.model_config import DEMO_JUDGE, DEMO_MODELS, EnvValue
 
     try:
@@ -99,8 +100,9 @@ def run(args: argparse.Namespace) -> int:
     if config.source:
         print(f"config: {one_line(config.source)}" + (" (no models in it: autodetected)" if config.autodetected else ""))
     elif config.demo_only:
-        print("No models configured: using the offline demo models (synthetic answers, kept out of ratings).")
-        print(f"Add real ones in {one_line(str(path))}, e.g. {EXAMPLE}")
+        print(for_terminal("No models configured: using the offline demo models (synthetic answers, kept out of "
+                           "ratings)."))
+        print(for_terminal(f"Add real ones in {one_line(str(path))}, e.g. {EXAMPLE}"))
     else:
         print(f"No config file ({one_line(str(path))}): models autodetected from the environment.")
     print()
@@ -108,8 +110,8 @@ def run(args: argparse.Namespace) -> int:
     offline = [r for r in rows if not r["configured"]]
     if offline:
         print()
-        print("Also offline, with -m (demo models, synthetic answers; demo/judge is the offline judge: "
-              "lineup judge -m demo/judge):")
+        print(for_terminal("Also offline, with -m (demo models, synthetic answers; demo/judge is the offline "
+                           "judge: lineup judge -m demo/judge):"))
         _print_table(offline, False)
     if plugins:
         print()
