@@ -345,3 +345,28 @@ def test_the_default_mix_keeps_every_category_when_none_rates_every_model(store)
     d = build_decision(store, rounds=100)
     assert set(d.mix) == {"code", "chat"} and d.left_out_categories == []
     assert d.message == "No model is rated in every category of the mix: no P(best)."
+
+
+def test_at_80_columns_model_names_stay_whole_and_the_whys_go_below(store):
+    """An 80-column terminal: the models table keeps each model's name on one
+    line (it folded "demo/c" / "oncise") and says why a model is out of the
+    limits, or not scored, under the table, not squeezed into a cell."""
+    import io
+
+    from rich.console import Console
+
+    from core.report.decision_terminal import print_decision
+
+    profiles = {"fast-and-cheap-model": Profile(ttft_ms=200, duration_ms=900, cost=0.5e-3),
+                "slow-expensive-model": Profile(ttft_ms=1500, duration_ms=6000, cost=1e-3)}
+    planted_store(store, {"code": {"fast-and-cheap-model": 20, "slow-expensive-model": 0}}, 300, seed=3,
+                  profiles=profiles)
+    d = build_decision(store, rounds=100, limits=Limits(max_p95_ttft_ms=1000))
+    out = io.StringIO()
+    print_decision(d, Console(file=out, width=80, force_terminal=False, color_system=None))
+    text = out.getvalue()
+    assert all(len(ln) <= 80 for ln in text.split("\n")), text
+    rows = [ln for ln in text.split("\n") if ln.startswith("│ ") and ln.split("│")[1].strip().endswith("-model")]
+    assert sorted(ln.split("│")[1].strip() for ln in rows) == ["fast-and-cheap-model", "slow-expensive-model"]
+    why = next(ln for ln in text.split("\n") if ln.startswith("* slow-expensive-model: no: "))
+    assert "p95 time to first token" in why

@@ -29,6 +29,7 @@ from core.ground.text import one_line
 GREEN, BLUE, GREY = "#4aa36b", "#4a78c2", "#888888"
 EIGHTHS = "▏▎▍▌▋▊▉"
 MARKERS = "123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+MAX_NAME = 24   # a model's name in a table: longer ones end in "…"
 
 
 def _bar(fraction: float, width: int) -> str:
@@ -130,10 +131,13 @@ def pareto_chart(d: Decision, attr: str, frontier: Sequence[str], width: int, he
 
 
 def _table(title: str, header: Sequence[str], rows: Sequence[Sequence[str]]) -> Table:
+    """A table for any width: a narrow terminal folds headers and figures, never
+    a model's name (a longer one than `MAX_NAME` ends in "…")."""
     table = Table(title=Text(one_line(title)), title_justify="left")
     for k, col in enumerate(header):
         left = k == 0 or col in ("feasible", "route to", "best there")
-        table.add_column(Text(one_line(col)), justify="left" if left else "right", overflow="fold")
+        table.add_column(Text(one_line(col)), justify="left" if left else "right", no_wrap=k == 0,
+                         max_width=MAX_NAME if k == 0 else None, overflow="ellipsis" if k == 0 else "fold")
     for r in rows:
         table.add_row(*(Text(one_line(c)) for c in r))
     return table
@@ -165,7 +169,16 @@ def print_decision_section(d: Decision, console: Console) -> None:
             console.print(t)
     header = list(F.MODEL_HEADER)
     header[3] = f"{100 * d.confidence:.0f}% interval"
-    console.print(_table("Models for this mix", header, [F.model_row(m) for m in d.models]))
+    rows, notes = [], []
+    for m in d.models:
+        row = F.model_row(m)
+        if row[-1] not in ("yes", "no"):    # why: below the table, where a narrow terminal can show it
+            notes.append(f"* {m.name}: {row[-1]}")
+            row[-1] = ("yes" if m.feasible else "no") + "*"
+        rows.append(row)
+    console.print(_table("Models for this mix", header, rows))
+    for note in notes:
+        console.print(Text(one_line(note)))
     if d.routing:
         console.print(_table("Routing per category", F.ROUTE_HEADER, F.route_rows(d)))
         console.print(Text(one_line(F.routing_line(d))))
