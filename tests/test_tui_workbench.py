@@ -663,7 +663,8 @@ def test_four_panes_at_100x30_become_tabs_each_readable(tmp_path):
 
     async def scenario():
         store = await open_store(tmp_path / "t.db")
-        app = LineupApp(store, chat=ChatOptions(models=DEMO_MODELS[:4], blind=True, label_seed=2), rater="t")
+        # seeded: demo/quirky fails 5% of unseeded answers on purpose, and pane B must end "done"
+        app = LineupApp(store, chat=ChatOptions(models=DEMO_MODELS[:4], seed=1, blind=True, label_seed=2), rater="t")
         async with app.run_test(size=(100, 30)) as pilot:
             await started(pilot)
             screen = app.chat_screen
