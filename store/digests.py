@@ -503,9 +503,11 @@ def _groups(conn: sqlite3.Connection, k: Key | None) -> list[Digest]:
     for grp, sid in conn.execute("SELECT grp, session_id FROM report_group_member ORDER BY grp, session_id"):
         members.setdefault(grp, []).append(sid)
     rows = conn.execute("SELECT grp, data, turns FROM report_group").fetchall()
-    # two at a time: checking a signature (hashlib) and the codes (numpy) leave the GIL to the other
-    with ThreadPoolExecutor(2, "lineup-digests") as pool:
-        decoded = list(pool.map(lambda row: decode(row[1], row[2], k), rows))
+    if len(rows) > 1:   # two at a time: hashlib and numpy leave the GIL to the other
+        with ThreadPoolExecutor(2, "lineup-digests") as pool:
+            decoded = list(pool.map(lambda row: decode(row[1], row[2], k), rows))
+    else:               # one group (the common case): no threads to start
+        decoded = [decode(row[1], row[2], k) for row in rows]
     return [d for (grp, *_), d in zip(rows, decoded, strict=True) if d is not None and d.sessions == members.get(grp)]
 
 
