@@ -39,6 +39,7 @@ import anyio
 import numpy as np
 from pydantic import BaseModel, Field
 
+from core.stats.quantiles import percentile
 from core.answering.attachments import image_record
 from core.answering.runner import _new_output, case_turn_texts, sent_system
 from core.stats.votes import labels_for
@@ -296,7 +297,7 @@ class LoadReport(BaseModel):
 
 def _boot_p95(values: np.ndarray, rng: np.random.Generator, rounds: int) -> np.ndarray:
     idx = rng.integers(0, len(values), size=(rounds, len(values)))
-    return np.percentile(values[idx], 95, axis=1)
+    return percentile(values[idx], 95, axis=1)
 
 
 def _quantiles(values: list[float], rng: np.random.Generator, rounds: int,
@@ -304,12 +305,12 @@ def _quantiles(values: list[float], rng: np.random.Generator, rounds: int,
     if not values:
         return Quantiles(n=0), None
     arr = np.asarray(values, dtype=float)
-    q = Quantiles(n=len(arr), p50=float(np.percentile(arr, 50)), p95=float(np.percentile(arr, 95)))
+    q = Quantiles(n=len(arr), p50=float(percentile(arr, 50)), p95=float(percentile(arr, 95)))
     if len(arr) < 2 or rounds < 1:
         return q, None
     boots = _boot_p95(arr, rng, rounds)
     tail = (1 - confidence) / 2 * 100
-    q.p95_low, q.p95_high = (float(x) for x in np.percentile(boots, [tail, 100 - tail]))
+    q.p95_low, q.p95_high = (float(x) for x in percentile(boots, [tail, 100 - tail]))
     return q, boots
 
 
@@ -320,7 +321,7 @@ def _growth(q: Quantiles, boots: np.ndarray | None, q1: Quantiles, boots1: np.nd
     g = Growth(ratio=q.p95 / q1.p95)
     if boots is not None and boots1 is not None and np.all(boots1 > 0):
         tail = (1 - confidence) / 2 * 100
-        g.low, g.high = (float(x) for x in np.percentile(boots / boots1, [tail, 100 - tail]))
+        g.low, g.high = (float(x) for x in percentile(boots / boots1, [tail, 100 - tail]))
     return g
 
 

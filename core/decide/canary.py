@@ -54,6 +54,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from core.stats.quantiles import quantile
 from core.stats.adaptive import boundary
 from core.ground.inputs import InputError, decode, lines, open_input, read_input, shown_name
 from core.ground.jsonl import json_objects
@@ -351,7 +352,7 @@ def quantile_interval(values: np.ndarray, q: float, z: float = Z95) -> Interval 
     half = z * math.sqrt(n * q * (1 - q))
     lo = max(0, int(math.floor(n * q - half)) - 1)
     hi = min(n - 1, int(math.ceil(n * q + half)))
-    return Interval(float(np.quantile(s, q)), float(s[lo]), float(s[hi]))
+    return Interval(float(quantile(s, q)), float(s[lo]), float(s[hi]))
 
 
 @dataclass

@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from core.stats.quantiles import percentile
 from core.decide.model import CheckRate, Decision, DecisionModel, Engineering, Limits, Route
 from core.stats.ratings import MIN_VOTES_TO_RANK, RatingResult
 
@@ -142,7 +143,7 @@ def _tied(scores: np.ndarray, best: int, confidence: float) -> np.ndarray:
     """Columns whose difference to `best`, round by round, has a `confidence`
     interval that includes 0 (the best itself included; within TIE_ELO)."""
     diff = scores[:, [best]] - scores
-    low = np.percentile(diff, (1.0 - confidence) / 2.0 * 100.0, axis=0)
+    low = percentile(diff, (1.0 - confidence) / 2.0 * 100.0, axis=0)
     return low <= TIE_ELO
 
 
@@ -287,7 +288,7 @@ def _mix_scores(out: Decision, categories: Mapping[str, RatingResult], shares: M
             point[j] += w * r.point[cols[n][c]]
     tail = (1.0 - confidence) / 2.0 * 100.0
     if scored:
-        lo, hi = np.percentile(scores, [tail, 100.0 - tail], axis=0)
+        lo, hi = percentile(scores, [tail, 100.0 - tail], axis=0)
         for j, n in enumerate(scored):
             rows[n].rating, rows[n].ci_low, rows[n].ci_high = float(point[j]), float(lo[j]), float(hi[j])
     partial = [n for n, row in rows.items() if row.missing_categories]

@@ -46,6 +46,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
+from core.stats.quantiles import percentile
 from core.ground.errors import UsageError
 from core.answering.runner import _latest_outputs
 from core.stats.votes import Battle, battles_of, reveal_state
@@ -239,8 +240,8 @@ def paired_bootstrap(a: np.ndarray, b: np.ndarray, qs: Sequence[float], rounds: 
     for start in range(0, rounds, step):
         size = min(step, rounds - start)
         idx = rng.integers(0, n, size=(size, n))
-        diffs[:, start:start + size] = np.percentile(b[idx], qs, axis=1) - np.percentile(a[idx], qs, axis=1)
-    return [(float(lo), float(hi)) for lo, hi in np.percentile(diffs, [2.5, 97.5], axis=1).T]
+        diffs[:, start:start + size] = percentile(b[idx], qs, axis=1) - percentile(a[idx], qs, axis=1)
+    return [(float(lo), float(hi)) for lo, hi in percentile(diffs, [2.5, 97.5], axis=1).T]
 
 
 # --------------------------------------------------------------------------- reading one side
@@ -420,7 +421,7 @@ def _latency(base: RunAnswers, cand: RunAnswers, units: list[UnitKey], metric: L
     a, b = np.array(a_vals), np.array(b_vals)
     intervals = paired_bootstrap(a, b, (50, 95), rounds, rng)
     for q, name, (low, high) in zip((50, 95), ("p50", "p95"), intervals, strict=True):
-        pa, pb = float(np.percentile(a, q)), float(np.percentile(b, q))
+        pa, pb = float(percentile(a, q)), float(percentile(b, q))
         setattr(out, f"baseline_{name}", pa)
         setattr(out, f"candidate_{name}", pb)
         setattr(out, f"{name}_diff", pb - pa)
@@ -504,7 +505,7 @@ def _rating(base: RunAnswers, cand: RunAnswers, rounds: int, seed: int) -> Ratin
     theta = fit_pairs(pd, len(bs.models), lam=lam)[0]
     boot = bootstrap_thetas(bs, rounds, seed, lam=lam, theta0=theta)
     diffs = (boot[:, j] - boot[:, i]) * SCALE
-    low, high = np.percentile(diffs, [2.5, 97.5])
+    low, high = percentile(diffs, [2.5, 97.5])
     centre = float(theta.mean())
     return RatingDiff(baseline_rating=1000 + (theta[i] - centre) * SCALE,
                       candidate_rating=1000 + (theta[j] - centre) * SCALE,

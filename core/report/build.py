@@ -188,7 +188,8 @@ def rater_agreement(votes: Votes, rounds: int, seed: int | None) -> Agreement:
     metas = [(m[2], m[1]) for m in votes.metas]
     readable = np.array([found is not None for found in verdicts] + [False], dtype=bool)
     kept = np.flatnonzero(readable[votes.pattern]) if len(votes) else np.zeros(0, dtype=np.int64)
-    raters = sorted({metas[m][1] for m in np.unique(votes.meta[kept]).tolist()})
+    shown = np.flatnonzero(np.bincount(votes.meta[kept], minlength=len(metas)))   # not np.unique: see patterns
+    raters = sorted({metas[m][1] for m in shown.tolist()})
     rows = []
     if kept.size:
         asked, _ = Q.codes(metas)                                  # (prompt, rater) of each meta

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from core.stats.quantiles import percentile
 from core.stats.ratings import wilson_interval
 from core.report.model import (
     NO_CATEGORY,
@@ -140,7 +141,7 @@ def consistency(votes: Votes) -> Consistency:
 def quantiles(values: Sequence[float]) -> Quantiles | None:
     if not len(values):
         return None
-    q = np.percentile(np.asarray(values, dtype=float), [5, 25, 50, 75, 95])
+    q = percentile(np.asarray(values, dtype=float), [5, 25, 50, 75, 95])
     return Quantiles(n=len(values), p5=q[0], p25=q[1], p50=q[2], p75=q[3], p95=q[4])
 
 

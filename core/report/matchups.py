@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, Field
 
+from core.stats.quantiles import percentile
 from core.stats.ratings import SCALE, BattleSet, RatingResult
 
 
@@ -65,7 +66,7 @@ def matchups(bs: BattleSet, result: RatingResult, level: float = 0.95) -> Matchu
     bounds = None
     if result.replicates is not None:        # every pair's interval at once (the same numbers, cell by cell)
         rep = result.replicates
-        bounds = np.percentile(_win_prob(rep[:, :, None], rep[:, None, :]), [tail, 100.0 - tail], axis=0)
+        bounds = percentile(_win_prob(rep[:, :, None], rep[:, None, :]), [tail, 100.0 - tail], axis=0)
     cells: list[MatchupCell] = []
     for i in order:
         for j in order:

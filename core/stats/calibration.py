@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from core.stats.quantiles import percentile
+
 #: The categories of a verdict on a pair, by the score of its first model.
 CATEGORIES = ("first better", "tie", "second better")
 _CODE = {1.0: 0, 0.5: 1, 0.0: 2}
@@ -66,5 +68,5 @@ def kappa_interval(x: np.ndarray, y: np.ndarray, *, rounds: int = 1000, seed: in
         return None
     kappas = (observed[ok] - chance[ok]) / (1.0 - chance[ok])
     tail = (1.0 - level) / 2.0 * 100.0
-    lo, hi = np.percentile(kappas, [tail, 100.0 - tail])
+    lo, hi = percentile(kappas, [tail, 100.0 - tail])
     return float(lo), float(hi)

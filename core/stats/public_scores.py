@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, Field
 
+from core.stats.quantiles import percentile
 from core.stats.ratings import RatingResult, wilson_interval
 
 
@@ -231,7 +232,7 @@ def leaderboards(rows: Sequence[Mapping[str, Any]], result: RatingResult, level:
                 taus = taus[np.isfinite(taus)]
                 if taus.size:
                     tail = (1 - level) / 2 * 100
-                    board.tau_low, board.tau_high = (float(v) for v in np.percentile(taus, [tail, 100 - tail]))
+                    board.tau_low, board.tau_high = (float(v) for v in percentile(taus, [tail, 100 - tail]))
             most = max((abs(row.rank_change) for row in board.models), default=0)
             board.biggest_changes = [row.model for row in board.models if most and abs(row.rank_change) == most]
         out.append(board)

@@ -76,6 +76,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 # What a vote means, its pairwise outcomes included, is decided in one place.
+from core.stats.quantiles import percentile
 from core.stats.votes import TIE_CHOICES, Battle, decompose_vote  # noqa: F401  (re-exported)
 
 ALPHA = math.log(10.0)   # natural-log odds per unit of theta (base 10)
@@ -808,7 +809,7 @@ def result_of(bs: BattleSet, rating: np.ndarray, boot: np.ndarray | None, comp: 
     warnings: list[str] = []
     if boot is not None:
         tail = (1.0 - level) / 2.0 * 100.0
-        lo_b, hi_b = np.percentile(boot, [tail, 100.0 - tail], axis=0)
+        lo_b, hi_b = percentile(boot, [tail, 100.0 - tail], axis=0)
     else:
         lo_b = np.full(n_models, np.nan)
         hi_b = np.full(n_models, np.nan)
@@ -824,7 +825,9 @@ def result_of(bs: BattleSet, rating: np.ndarray, boot: np.ndarray | None, comp: 
     if bs.n_votes == bs.a.size:   # one row per vote
         votes = np.bincount(bs.a, minlength=n_models) + np.bincount(bs.b, minlength=n_models)
     else:
-        mv = np.unique(np.concatenate([bs.a * bs.n_votes + bs.vote, bs.b * bs.n_votes + bs.vote]))
+        # (model, vote) pairs, each counted once; sorted by hand, as numpy's plain unique imports numpy.ma
+        mv = np.sort(np.concatenate([bs.a * bs.n_votes + bs.vote, bs.b * bs.n_votes + bs.vote]))
+        mv = mv[np.concatenate([[True], mv[1:] != mv[:-1]])]
         votes = np.bincount(mv // bs.n_votes, minlength=n_models)
     comp_of_vote = np.zeros(bs.n_votes, dtype=np.int64)
     comp_of_vote[bs.vote] = comp[bs.a]

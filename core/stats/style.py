@@ -64,6 +64,7 @@ from functools import cache
 import numpy as np
 from pydantic import BaseModel, Field
 
+from core.stats.quantiles import percentile
 from core.stats.ratings import (
     ALPHA,
     DEFAULT_PRIOR_SD,
@@ -352,7 +353,7 @@ def style_control(bs: BattleSet, counts_a: np.ndarray, counts_b: np.ndarray, raw
     for k, name in enumerate(FEATURES):
         lo = hi = None
         if gboot is not None and varies[k]:
-            lo, hi = (float(v) for v in np.percentile(gboot[:, k], [tail, 100.0 - tail]))
+            lo, hi = (float(v) for v in percentile(gboot[:, k], [tail, 100.0 - tail]))
         text = f"answer length ({unit})" if name == "length" else FEATURE_TEXT[name]
         coefs.append(StyleCoefficient(feature=name, description=text, coef=float(gamma[0, k]),
                                       ci_low=lo, ci_high=hi, varies=bool(varies[k])))
