@@ -194,7 +194,6 @@ def build_report_db(path: Path, sessions: int = 500) -> float:
 #: mirror-image rows as one pattern) and 61ebddc (before the report's
 #: rework) read older schemas only.
 BASELINE = "35ce53d"
-BASELINE_SCHEMA = 20
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -249,6 +248,14 @@ def _point_ratings(out: bytes) -> list:
     model's rating, votes, wins, ties and losses."""
     return [[m["name"], round(m["rating"], 9), m["votes"], m["wins"], m["ties"], m["losses"]]
             for m in json.loads(out)["models"]]
+
+
+def _schema_of(code: Path) -> int:
+    """The schema version the code in `code` writes (its own `store.schema`, in a child process)."""
+    out = subprocess.run([sys.executable, "-c", "from store.schema import SCHEMA_VERSION; print(SCHEMA_VERSION)"],
+                         check=True, capture_output=True, text=True, cwd=code,
+                         env={**os.environ, "PYTHONPATH": str(code)}).stdout
+    return int(out)
 
 
 def _as_schema(db: Path, dest: Path, version: int) -> Path:
@@ -352,7 +359,9 @@ def run_report(db: Path, rounds: int, repeat: int = 3, baseline: str | None = BA
           f"(n={repeat})")
     with tempfile.TemporaryDirectory() as tmp:
         old_code = baseline_tree(baseline, Path(tmp) / "code") if baseline else None
-        old_db = _as_schema(db, Path(tmp) / "old.db", BASELINE_SCHEMA) if old_code is not None else db
+        old_db = db
+        if old_code is not None and (version := _schema_of(old_code)) < _schema_of(ROOT):
+            old_db = _as_schema(db, Path(tmp) / "old.db", version)
         # cold: an empty cache folder each run (votes not rated before: every
         # round drawn); warm: one folder, filled by an untimed run first (the
         # same votes reported again: the rounds read back)
