@@ -367,6 +367,42 @@ def test_at_80_columns_model_names_stay_whole_and_the_whys_go_below(store):
     text = out.getvalue()
     assert all(len(ln) <= 80 for ln in text.split("\n")), text
     rows = [ln for ln in text.split("\n") if ln.startswith("│ ") and ln.split("│")[1].strip().endswith("-model")]
-    assert sorted(ln.split("│")[1].strip() for ln in rows) == ["fast-and-cheap-model", "slow-expensive-model"]
+    assert set(ln.split("│")[1].strip() for ln in rows) == {"fast-and-cheap-model", "slow-expensive-model"}
     why = next(ln for ln in text.split("\n") if ln.startswith("* slow-expensive-model: no: "))
     assert "p95 time to first token" in why
+
+
+def test_a_table_too_wide_for_the_terminal_splits_its_columns_and_keeps_every_figure_whole(store):
+    """At 80 columns the models and routing tables are split into tables of
+    their columns that fit, each led by the name column, so that no figure
+    is folded ("1,04" over "7 ms" before); at 160 columns each is one table
+    with its headers on one line."""
+    import io
+
+    from rich.console import Console
+
+    from core.report import decision_format as F
+    from core.report.decision_terminal import print_decision
+
+    profiles = {"fast-and-cheap-model": Profile(ttft_ms=200, duration_ms=900, cost=0.5e-3),
+                "slow-expensive-model": Profile(ttft_ms=1500, duration_ms=6000, cost=1e-3)}
+    planted_store(store, {"code": {"fast-and-cheap-model": 20, "slow-expensive-model": 0},
+                          "writing": {"fast-and-cheap-model": 0, "slow-expensive-model": 20}}, 300, seed=3,
+                  profiles=profiles)
+    d = build_decision(store, rounds=100, limits=Limits(max_p95_ttft_ms=1000))
+    assert d.routing
+    cells = [c for m in d.models for c in F.model_row(m)[1:-1]] + [c for r in F.route_rows(d) for c in r[1:]]
+    assert any(" " in c for c in cells)     # figures with a unit: the ones a fold cut in two
+    for width in (80, 160):
+        out = io.StringIO()
+        print_decision(d, Console(file=out, width=width, force_terminal=False, color_system=None))
+        text = out.getvalue()
+        assert all(len(ln) <= width for ln in text.split("\n")), text
+        table_cells = {c.strip() for ln in text.split("\n") if ln.startswith("│") for c in ln.split("│")}
+        assert all(c in table_cells for c in cells if c), (width, text)
+        continued = text.count("Models for this mix (continued)") + text.count("Routing per category (continued)")
+        if width == 160:
+            assert continued == 0, text
+            assert "┃ model                ┃ P(best) ┃ mix score ┃" in text
+        else:
+            assert continued >= 2, text

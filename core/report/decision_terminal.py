@@ -130,17 +130,59 @@ def pareto_chart(d: Decision, attr: str, frontier: Sequence[str], width: int, he
     return out
 
 
-def _table(title: str, header: Sequence[str], rows: Sequence[Sequence[str]]) -> Table:
+def _table(title: str, header: Sequence[str], rows: Sequence[Sequence[str]],
+           whole: Sequence[int] | None = None) -> Table:
     """A table for any width: a narrow terminal folds headers and figures, never
-    a model's name (a longer one than `MAX_NAME` ends in "…")."""
+    a model's name (a longer one than `MAX_NAME` ends in "…"); `whole`: each
+    column's least width, so that its figures are not folded."""
     table = Table(title=Text(one_line(title)), title_justify="left")
     for k, col in enumerate(header):
         left = k == 0 or col in ("feasible", "route to", "best there")
-        table.add_column(Text(one_line(col)), justify="left" if left else "right", no_wrap=k == 0,
-                         max_width=MAX_NAME if k == 0 else None, overflow="ellipsis" if k == 0 else "fold")
+        head = one_line(col) if whole is None or not k else _wrapped(one_line(col), whole[k])
+        table.add_column(Text(head), justify="left" if left else "right", no_wrap=k == 0,
+                         max_width=MAX_NAME if k == 0 else None, overflow="ellipsis" if k == 0 else "fold",
+                         min_width=whole[k] if whole is not None and k else None)
     for r in rows:
         table.add_row(*(Text(one_line(c)) for c in r))
     return table
+
+
+def _wrapped(text: str, width: int) -> str:
+    """`text`'s words in lines of at most `width` cells (a longer word alone on its line)."""
+    lines: list[str] = []
+    for word in text.split():
+        if lines and cell_len(lines[-1]) + 1 + cell_len(word) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return "\n".join(lines)
+
+
+def _print_table(console: Console, title: str, header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    """`_table` for the console's width: a table wider than that is split into
+    tables of its columns that each fit, each beginning with the first (the
+    name), so that figures stay whole ("1,047 ms", not "1,04" over "7 ms");
+    headers wrap between words (`_wrapped`). A column too wide to fit beside
+    the name alone folds as before."""
+    texts = [[one_line(c) for c in r] for r in rows]
+    head = [one_line(c) for c in header]
+    data = [max((cell_len(r[k]) for r in texts), default=0) for k in range(len(head))]
+    need = [max(data[k], max((cell_len(w) for w in head[k].split()), default=0)) for k in range(len(head))]
+    first = min(need[0], MAX_NAME) + 3 + 1       # a column: its text, padding either side, a border
+    groups: list[list[int]] = [[]]
+    used = first
+    for k in range(1, len(head)):
+        if groups[-1] and used + need[k] + 3 > console.width:
+            groups.append([])
+            used = first
+        groups[-1].append(k)
+        used += need[k] + 3
+    whole = [max(data[k], cell_len(head[k])) for k in range(len(head))]    # headers on one line
+    for n, cols in enumerate(groups):
+        keep = [0] + cols
+        widths = next((w for w in (whole, need) if first + sum(w[k] + 3 for k in cols) <= console.width), None)
+        console.print(_table(title if n == 0 else f"{title} (continued)", [header[k] for k in keep],
+                             [[r[k] for k in keep] for r in rows], [widths[k] for k in keep] if widths else None))
 
 
 def _console(console: Console | None) -> Console:
@@ -176,11 +218,11 @@ def print_decision_section(d: Decision, console: Console) -> None:
             notes.append(f"* {m.name}: {row[-1]}")
             row[-1] = ("yes" if m.feasible else "no") + "*"
         rows.append(row)
-    console.print(_table("Models for this mix", header, rows))
+    _print_table(console, "Models for this mix", header, rows)
     for note in notes:
         console.print(Text(one_line(note)))
     if d.routing:
-        console.print(_table("Routing per category", F.ROUTE_HEADER, F.route_rows(d)))
+        _print_table(console, "Routing per category", F.ROUTE_HEADER, F.route_rows(d))
         console.print(Text(one_line(F.routing_line(d))))
     for title, attr, frontier, money in (("Quality against cost per 1,000 answers", "cost_per_1k", d.pareto_cost, True),
                                          ("Quality against p95 duration", "p95_duration_ms", d.pareto_latency, False)):
@@ -204,20 +246,20 @@ def print_matchups(mu: Matchups, console: Console) -> None:
     grid = F.matchup_grid(mu)
     rows = [[a] + ["—" if a == b else F.matchup_text(c) for b, c in zip(mu.models, row, strict=True)]
             for a, row in zip(mu.models, grid, strict=True)]
-    console.print(_table("Model against model (row vs column: W-T-L, predicted win probability)",
-                         ["model"] + list(mu.models), rows))
+    _print_table(console, "Model against model (row vs column: W-T-L, predicted win probability)",
+                 ["model"] + list(mu.models), rows)
 
 
 def print_style(sc: StyleControl, console: Console, title: str = "Style control") -> None:
     for w in sc.warnings:
         console.print(Text("warning: " + one_line(w), style="yellow"))
     console.print(Text(one_line(F.style_recipe(sc)), style="italic"))
-    console.print(_table(f"{title}: coefficients (log-odds per {F.style_unit(sc)} of the normalised difference)",
-                         ["feature", "coefficient", "95% interval"],
-                         [[c.description, f"{c.coef:+.3f}" if c.varies else "not fitted",
-                           F.interval(c.ci_low, c.ci_high, 3)] for c in sc.coefficients]))
-    console.print(_table(f"{title}: ratings, raw and style-adjusted",
-                         ["model", "rating", "95% interval", "style-adjusted", "95% interval", "shift"],
-                         [[r.name, fmt(r.rating), F.interval(r.ci_low, r.ci_high), fmt(r.adjusted),
-                           F.interval(r.adjusted_low, r.adjusted_high), f"{r.adjusted - r.rating:+.0f}"]
-                          for r in sc.models]))
+    _print_table(console, f"{title}: coefficients (log-odds per {F.style_unit(sc)} of the normalised difference)",
+                 ["feature", "coefficient", "95% interval"],
+                 [[c.description, f"{c.coef:+.3f}" if c.varies else "not fitted",
+                   F.interval(c.ci_low, c.ci_high, 3)] for c in sc.coefficients])
+    _print_table(console, f"{title}: ratings, raw and style-adjusted",
+                 ["model", "rating", "95% interval", "style-adjusted", "95% interval", "shift"],
+                 [[r.name, fmt(r.rating), F.interval(r.ci_low, r.ci_high), fmt(r.adjusted),
+                   F.interval(r.adjusted_low, r.adjusted_high), f"{r.adjusted - r.rating:+.0f}"]
+                  for r in sc.models])
