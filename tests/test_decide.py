@@ -406,3 +406,26 @@ def test_a_table_too_wide_for_the_terminal_splits_its_columns_and_keeps_every_fi
             assert "┃ model                ┃ P(best) ┃ mix score ┃" in text
         else:
             assert continued >= 2, text
+
+
+def test_the_pareto_charts_axis_labels_stay_inside_the_width(store):
+    """At 80 columns the last tick label of the duration axis ("5,000") ran
+    past the chart's width and wrapped onto a line of its own."""
+    from core.report.decision_terminal import pareto_chart
+
+    profiles = {"fast": Profile(ttft_ms=100, duration_ms=1200, cost=0.4e-3),
+                "slow": Profile(ttft_ms=900, duration_ms=4000, cost=3e-3),
+                "mid": Profile(ttft_ms=120, duration_ms=2500, cost=0)}
+    planted_store(store, {"code": {"fast": 20, "slow": 0, "mid": -30}}, 300, seed=3, profiles=profiles)
+    d = build_decision(store, rounds=50)
+    seen = 0
+    for width in range(40, 131, 7):
+        for attr, money in (("p95_duration_ms", False), ("cost_per_1k", True)):
+            chart = pareto_chart(d, attr, d.pareto_latency, width, money=money)
+            assert chart
+            drawn = chart[:14]               # 12 rows, the rule and its labels; the legend lines wrap as text
+            assert all(t.cell_len <= width for t in drawn), (width, attr, [t.plain for t in drawn])
+            axis = chart[13].plain           # the tick labels, under the rule
+            seen += len(axis.split())
+            assert len(axis.split()) >= 2, (width, attr, axis)
+    assert seen

@@ -108,14 +108,14 @@ def pareto_chart(d: Decision, attr: str, frontier: Sequence[str], width: int, he
                 start = k
         out.append(t)
     rule = ["─"] * plot
-    labels = [" "] * (plot + 12)
+    labels = [" "] * plot      # under the plot, no wider: the chart is `width` cells
     step = nice_step((x_hi - x_lo) / 4)
     taken = -2
     for tick in F.ticks(x_lo, x_hi + 1e-12, step):
         c = col(tick)
         rule[c] = "┴"
         s = F.money(tick) if money else f"{tick:,.0f}"
-        start = max(0, c - len(s) // 2)
+        start = max(0, min(c - len(s) // 2, plot - len(s)))    # centred on its tick, or ending at the edge
         if start > taken + 1 and start + len(s) <= len(labels):
             labels[start:start + len(s)] = list(s)
             taken = start + len(s)
