@@ -409,3 +409,59 @@ def test_votes_needed_is_a_number_only_where_it_means_something(db, tmp_path, ca
     assert re.match(r"^│\s*-\s*│", lucky_row), lucky_row
     note = next(line for line in out.splitlines() if line.startswith("  lucky: "))
     assert note.endswith("one vote only: not ranked until it has 10"), note
+
+
+def test_at_80_columns_a_long_model_name_breaks_after_its_slash_or_dash_not_mid_word(db):
+    """The ratings table at 80 columns folded "anthropic/claude-sonnet-4" into
+    "anthropic/cla" over "ude-sonnet-4"; a name now breaks only after a "/",
+    "-", "_", ":" or space, its lines joined give the name back, and at 160
+    columns it is whole on one line. The figures stay whole either way."""
+    import io
+
+    from rich.console import Console
+
+    from core.report.format import fmt
+    from core.report.terminal import print_report
+    from tests.synthetic import planted_store
+
+    names = ["anthropic/claude-sonnet-4", "openai/gpt-4.1-mini", "ollama/llama3.1:8b"]
+    planted_store(db, {"code": {names[0]: 20, names[1]: 0, names[2]: -30}}, 300, seed=3)
+    report = build_report(db, rounds=50, seed=0)
+    for width in (80, 160):
+        out = io.StringIO()
+        print_report(report, Console(file=out, width=width, force_terminal=False, color_system=None))
+        lines = out.getvalue().split("\n")
+        start = next(k for k, ln in enumerate(lines) if ln.startswith("Ratings ("))
+        end = next(k for k in range(start + 3, len(lines)) if lines[k].startswith("└"))
+        rows = [ln.split("│") for ln in lines[start + 4:end]]
+        assert all(len(ln) <= width for ln in lines[start:end + 1])
+        seen: list[list[str]] = []
+        for cells in rows:
+            if cells[1].strip():          # a new model's first line: its rank
+                seen.append([])
+            seen[-1].append(cells[2].strip())
+        assert sorted("".join(parts) for parts in seen) == sorted(names), seen
+        for parts in seen:
+            assert all(p[-1] in " /-_:" for p in parts[:-1]), parts
+            assert len(parts) == 1 if width == 160 else len(parts) > 1 or len(parts[0]) <= 13, parts
+        figures = {c.strip() for cells in rows for c in cells[3:]}
+        assert all(fmt(m.rating) in figures for m in report.models)
+
+
+def test_fold_at_keeps_every_cell_of_a_name_within_the_width():
+    """Names from the record are untrusted: wide characters, no break at all,
+    the narrowest width (two cells: one wide character), 100,000 characters;
+    every line fits and the lines give the name back."""
+    from rich.cells import cell_len
+
+    from core.report.format import fold_at
+
+    for name in ("anthropic/claude-sonnet-4", "模型/大型-语言-模型-第四版", "x" * 40, "a/" * 30, "-/-/-", "",
+                 "qwen2.5:72b-instruct-q4_K_M"):
+        for width in (2, 3, 5, 8, 13, 24, 80):
+            lines = fold_at(name, width).split("\n")
+            assert all(cell_len(ln) <= width for ln in lines), (name, width, lines)
+            assert "".join(lines) == name, (name, width, lines)
+    long = "ab-" * 33_333
+    lines = fold_at(long, 20).split("\n")
+    assert "".join(lines) == long and max(map(len, lines)) <= 20

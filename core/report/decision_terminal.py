@@ -21,7 +21,7 @@ from rich.text import Text
 
 from core.decide.model import Decision
 from core.report import decision_format as F
-from core.report.format import cell, fmt, line, nice_step
+from core.report.format import cell, fmt, fold_at, line, nice_step
 from core.report.matchups import Matchups
 from core.stats.style import StyleControl
 from core.ground.text import one_line
@@ -133,36 +133,29 @@ def pareto_chart(d: Decision, attr: str, frontier: Sequence[str], width: int, he
 def _table(title: str, header: Sequence[str], rows: Sequence[Sequence[str]],
            whole: Sequence[int] | None = None) -> Table:
     """A table for any width: a narrow terminal folds headers and figures, never
-    a model's name (a longer one than `MAX_NAME` ends in "…"); `whole`: each
+    a model's name: one longer than `MAX_NAME` is broken after its "/" or "-"
+    (`fold_at`), or ends in "…" when longer than two lines of it; `whole`: each
     column's least width, so that its figures are not folded."""
     table = Table(title=Text(one_line(title)), title_justify="left")
     for k, col in enumerate(header):
         left = k == 0 or col in ("feasible", "route to", "best there")
-        head = one_line(col) if whole is None or not k else _wrapped(one_line(col), whole[k])
+        head = one_line(col) if whole is None or not k else fold_at(one_line(col), whole[k], after=" ")
         table.add_column(Text(head), justify="left" if left else "right", no_wrap=k == 0,
                          max_width=MAX_NAME if k == 0 else None, overflow="ellipsis" if k == 0 else "fold",
                          min_width=whole[k] if whole is not None and k else None)
     for r in rows:
-        table.add_row(*(Text(one_line(c)) for c in r))
+        name = one_line(r[0]) if r else ""
+        if MAX_NAME < cell_len(name) <= 2 * MAX_NAME:
+            name = fold_at(name, MAX_NAME)
+        table.add_row(*(Text(c) for c in [name, *(one_line(c) for c in r[1:])]))
     return table
-
-
-def _wrapped(text: str, width: int) -> str:
-    """`text`'s words in lines of at most `width` cells (a longer word alone on its line)."""
-    lines: list[str] = []
-    for word in text.split():
-        if lines and cell_len(lines[-1]) + 1 + cell_len(word) <= width:
-            lines[-1] += " " + word
-        else:
-            lines.append(word)
-    return "\n".join(lines)
 
 
 def _print_table(console: Console, title: str, header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
     """`_table` for the console's width: a table wider than that is split into
     tables of its columns that each fit, each beginning with the first (the
     name), so that figures stay whole ("1,047 ms", not "1,04" over "7 ms");
-    headers wrap between words (`_wrapped`). A column too wide to fit beside
+    headers wrap between words (`fold_at`). A column too wide to fit beside
     the name alone folds as before."""
     texts = [[one_line(c) for c in r] for r in rows]
     head = [one_line(c) for c in header]

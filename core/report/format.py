@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from rich.cells import cell_len, set_cell_size
+from rich.cells import cell_len, chop_cells, set_cell_size
 from rich.text import Text
 
 from core.stats.ratings import Gap, ModelRating
@@ -79,6 +79,30 @@ def cell(text: str, width: int, *, right: bool = False) -> str:
         text = set_cell_size(text, width - 1) + "…"
     pad = " " * (width - cell_len(text))
     return pad + text if right else text + pad
+
+
+def fold_at(text: str, width: int, after: str = " /-_:") -> str:
+    """`text` (one line) in lines of at most `width` cells, broken after a
+    space or one of `after`'s characters: a model's name at its "/" or "-"
+    ("anthropic/" over "claude-" over "sonnet-4"), a header between words,
+    not mid-word as a plain fold cuts them. Packed from the end, so that a
+    name's last parts stay together; a piece wider than `width` is cut (at
+    least two cells: a wide character)."""
+    width = max(2, width)
+    pieces: list[str] = []
+    start = 0
+    for k, ch in enumerate(text):
+        if ch in after:
+            pieces.append(text[start:k + 1])
+            start = k + 1
+    if start < len(text):
+        pieces.append(text[start:])
+    lines = [""]
+    for piece in reversed(pieces):
+        if lines[-1] and cell_len((piece + lines[-1]).rstrip()) > width:
+            lines.append("")
+        lines[-1] = piece + lines[-1]
+    return "\n".join(part for ln in reversed(lines) for part in chop_cells(ln.rstrip(), width))
 
 
 def line(*parts: tuple[str, str] | str | Text) -> Text:

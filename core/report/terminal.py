@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from rich.cells import cell_len
 from rich.console import Console, JustifyMethod
 from rich.table import Table
 from rich.text import Text
@@ -18,7 +19,7 @@ from rich.text import Text
 from core.stats.ratings import Gap, ModelRating
 from core.report import agreement as AG
 from core.report.decision_terminal import print_decision_section, print_matchups, print_style
-from core.report.format import fmt, fmt_ci, fmt_rank, gap_hint, pct
+from core.report.format import fmt, fmt_ci, fmt_rank, fold_at, gap_hint, pct
 from core.report.model import DEMO_NOTE, Report
 from core.report.public_section import print_public
 from core.report.stretch import Block, stretch_blocks
@@ -78,11 +79,18 @@ def print_report(report: Report, console: Console | None = None) -> None:
 def _ratings_table(console: Console, title: str, models: Sequence[ModelRating], gaps: Sequence[Gap]) -> None:
     """A ratings table, each model's notes and the gaps not separated under it."""
     table = Table(title=Text(one_line(title)), title_justify="left")
-    for col in ("rank", "model", "rating", "95% CI", "votes", "W", "T", "L", "group"):
+    header = ("rank", "model", "rating", "95% CI", "votes", "W", "T", "L", "group")
+    for col in header:
         table.add_column(col, justify=_left_if(col == "model"), no_wrap=col != "model", overflow="fold")
-    for m in models:
-        table.add_row(_t(fmt_rank(m)), _t(m.name), _t(fmt(m.rating)), _t(fmt_ci(m)), _t(m.votes),
-                      _t(m.wins), _t(m.ties), _t(m.losses), _t(m.group + 1))
+    rows = [[fmt_rank(m), one_line(m.name), fmt(m.rating), fmt_ci(m), str(m.votes), str(m.wins), str(m.ties),
+             str(m.losses), str(m.group + 1)] for m in models]
+    # what the figures leave the names (each column its text, padding either side and a border):
+    # a longer name is broken after its "/" or "-", not mid-word
+    room = console.width - 1 - sum(max([cell_len(h)] + [cell_len(r[k]) for r in rows]) + 3
+                                   for k, h in enumerate(header) if k != 1) - 3
+    for r in rows:
+        r[1] = fold_at(r[1], room) if cell_len(r[1]) > room >= 8 else r[1]
+        table.add_row(*(Text(c) for c in r))
     console.print(table)
     for m in models:   # notes under the table: a column of prose squeezes the figures
         if m.notes:
