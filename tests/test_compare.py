@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -398,3 +399,30 @@ def test_the_readme_ci_example_runs_as_written(tmp_path: Path) -> None:
                                   text=True, timeout=120)
         assert done.returncode == expected, done.stderr
         assert json.loads((tmp_path / "gate.json").read_text())["schema"] == SCHEMA
+
+
+def test_in_a_narrow_terminal_figures_wrap_between_words_and_ids_stay_whole(tmp_path: Path, capsys, monkeypatch) -> None:
+    """`lineup diff` printed every line unwrapped so that ids and replay
+    commands stay whole to be copied; the terminal then cut the latency
+    line's figures ("243 -> 2" over "81 ms"). Now only the lines with a
+    session id or a replay command are left to the terminal; the figures
+    wrap between words."""
+    db = tmp_path / "d.db"
+    sample = _set_with_check(tmp_path / "set.jsonl", 8)
+    for _ in range(2):
+        assert main(["run", str(sample), "-m", "demo/concise", "--db", str(db), "--quiet", "--new",
+                     "--seed", "1"]) in (0, 1)
+    base, cand = _session_ids(db)
+    capsys.readouterr()
+    monkeypatch.setenv("COLUMNS", "50")      # narrower than a line with a session id
+    assert main(["diff", base, cand, "--db", str(db)]) == 0
+    lines = capsys.readouterr().out.split("\n")
+    whole = [ln for ln in lines if base in ln or cand in ln]
+    assert whole and all(ln.startswith(("baseline ", "candidate ", "cases (open")) for ln in whole), whole
+    assert all(len(ln) > 50 for ln in whole)          # left whole: the terminal wraps it
+    rest = [ln for ln in lines if ln not in whole]
+    assert all(len(ln) <= 50 for ln in rest), [ln for ln in rest if len(ln) > 50]
+    latency = " ".join(ln for ln in rest if not ln.startswith(("┃", "│", "┏", "┡", "└", "pass rates")))
+    for figure in re.findall(r"p50 \S+ -> \S+ ms", latency):
+        assert re.fullmatch(r"p50 [\d,]+ -> [\d,]+ ms", figure), figure
+    assert re.search(r"ttft_ms \(\d+ pairs;", latency) and re.search(r"p95 [\d,]+ -> [\d,]+ ms", latency), latency

@@ -45,13 +45,13 @@ def show(report, as_json: bool) -> None:
         print(json_line(report.model_dump(mode="json", by_alias=True)))
         return
     from rich.console import Console
-    from rich.text import Text
 
     console = Console(highlight=False, markup=False)
     for c in report.comparisons:
-        for renderable in render(c, report):
-            # lines are never wrapped: a session id or a replay command must stay whole to be copied
-            console.print(renderable, soft_wrap=isinstance(renderable, Text))
+        for renderable, whole in render(c, report):
+            # a line with a session id or a replay command is never wrapped by us (it must stay whole
+            # to be copied: the terminal wraps it); a line of figures wraps between words, not mid-number
+            console.print(renderable, soft_wrap=whole)
 
 
 def replay_hint(c) -> str:
@@ -69,7 +69,8 @@ def _ms(x: float | None) -> str:
 
 
 def render(c, report) -> list:
-    """The tables of one comparison."""
+    """The tables and lines of one comparison, each with whether it must stay
+    whole (a session id, a replay command: never wrapped by us)."""
     from rich.table import Table
     from rich.text import Text
 
@@ -80,9 +81,10 @@ def render(c, report) -> list:
         prints = f", fingerprint {', '.join(s.fingerprints[:3])}" if s.fingerprints else ""
         return f"{s.alias} ({s.model}{served}{prints}) in {s.session_id}"
 
-    out: list = [Text(one_line(f"baseline  {side(c.baseline)}")), Text(one_line(f"candidate {side(c.candidate)}")),
-                 Text(f"{c.paired_units} paired answers; {c.baseline_only} only in the baseline, "
-                      f"{c.candidate_only} only in the candidate")]
+    out: list = [(Text(one_line(f"baseline  {side(c.baseline)}")), True),
+                 (Text(one_line(f"candidate {side(c.candidate)}")), True),
+                 (Text(f"{c.paired_units} paired answers; {c.baseline_only} only in the baseline, "
+                       f"{c.candidate_only} only in the candidate"), False)]
     tests = Table(title=Text(f"pass rates: paired McNemar tests, p Holm-adjusted over {report.tests} tests "
                              f"(alpha {report.alpha:g})"), title_justify="left")
     for col in ("test", "pairs", "baseline", "candidate", "worse", "better", "p", ""):
@@ -93,41 +95,41 @@ def render(c, report) -> list:
         tests.add_row(Text(one_line(name, 60)), str(t.pairs), _pct(t.baseline_pass_rate),
                       _pct(t.candidate_pass_rate), str(t.regressions), str(t.improvements), f"{t.p_adjusted:.2g}",
                       flag)
-    out.append(tests)
+    out.append((tests, False))
     a = c.answers
-    out.append(Text(f"answers: {a.identical} of {a.pairs} identical ({_pct(a.identical_rate)}), "
-                    f"mean similarity {'-' if a.mean_similarity is None else f'{a.mean_similarity:.3f}'}"))
+    out.append((Text(f"answers: {a.identical} of {a.pairs} identical ({_pct(a.identical_rate)}), "
+                     f"mean similarity {'-' if a.mean_similarity is None else f'{a.mean_similarity:.3f}'}"), False))
     for m in c.latency:
         if not m.pairs or m.p50_ci is None or m.p95_ci is None:
-            out.append(Text(f"{m.metric}: {m.pairs} paired timings, too few to compare"))
+            out.append((Text(f"{m.metric}: {m.pairs} paired timings, too few to compare"), False))
             continue
         change = "" if m.p95_change_pct is None else f", {m.p95_change_pct:+.0f}%"
-        out.append(Text(f"{m.metric} ({m.pairs} pairs; 95% paired bootstrap interval of the difference): "
-                        f"p50 {_ms(m.baseline_p50)} -> {_ms(m.candidate_p50)} ms ({m.p50_diff:+,.0f}, "
-                        f"{m.p50_ci.low:+,.0f}..{m.p50_ci.high:+,.0f}); p95 {_ms(m.baseline_p95)} -> "
-                        f"{_ms(m.candidate_p95)} ms ({m.p95_diff:+,.0f}, {m.p95_ci.low:+,.0f}..{m.p95_ci.high:+,.0f}"
-                        f"{change})" + ("  REGRESSED" if m.regressed else "")))
+        out.append((Text(f"{m.metric} ({m.pairs} pairs; 95% paired bootstrap interval of the difference): "
+                         f"p50 {_ms(m.baseline_p50)} -> {_ms(m.candidate_p50)} ms ({m.p50_diff:+,.0f}, "
+                         f"{m.p50_ci.low:+,.0f}..{m.p50_ci.high:+,.0f}); p95 {_ms(m.baseline_p95)} -> "
+                         f"{_ms(m.candidate_p95)} ms ({m.p95_diff:+,.0f}, {m.p95_ci.low:+,.0f}..{m.p95_ci.high:+,.0f}"
+                         f"{change})" + ("  REGRESSED" if m.regressed else "")), False))
     cost = c.cost
     if cost.pairs:
-        out.append(Text(f"cost over {cost.pairs} paired answers: ${cost.baseline_total:.4f} -> "
-                        f"${cost.candidate_total:.4f}"
-                        + ("" if cost.change_pct is None else f" ({cost.change_pct:+.0f}%)")))
+        out.append((Text(f"cost over {cost.pairs} paired answers: ${cost.baseline_total:.4f} -> "
+                         f"${cost.candidate_total:.4f}"
+                         + ("" if cost.change_pct is None else f" ({cost.change_pct:+.0f}%)")), False))
     r = c.rating
     if r is not None:
         if r.diff is not None and r.ci is not None:
-            out.append(Text(f"rating: {r.diff:+.0f} Elo (95% interval {r.ci.low:+.0f}..{r.ci.high:+.0f}; "
-                            f"{r.votes} vote{'s' if r.votes != 1 else ''})"))
+            out.append((Text(f"rating: {r.diff:+.0f} Elo (95% interval {r.ci.low:+.0f}..{r.ci.high:+.0f}; "
+                             f"{r.votes} vote{'s' if r.votes != 1 else ''})"), False))
         elif r.note:
-            out.append(Text(f"rating: not comparable ({r.note})"))
+            out.append((Text(f"rating: not comparable ({r.note})"), False))
     if c.cases:
         # one line each (not a table: the replay commands must stay whole to be copied)
-        out.append(Text(f"cases (open each run with {replay_hint(c)})"))
+        out.append((Text(f"cases (open each run with {replay_hint(c)})"), True))
         for k in c.cases:
             where = f"case {k.case_id}, repeat {k.repeat}" + ("" if k.follow_up is None else f", turn {k.follow_up}")
             what = (", ".join(k.checks) if k.checks else
                     f"similarity {k.similarity:.3f}" if k.similarity is not None else "")
-            out.append(Text(one_line(f"  {k.change.replace('_', ' ')}: {where}: {what}")))
+            out.append((Text(one_line(f"  {k.change.replace('_', ' ')}: {where}: {what}")), True))
     if c.hidden_cases:
-        out.append(Text(f"{c.hidden_cases} changed cases not listed: their run is blind and they are not "
-                        "revealed yet (vote on them first)"))
+        out.append((Text(f"{c.hidden_cases} changed cases not listed: their run is blind and they are not "
+                         "revealed yet (vote on them first)"), False))
     return out
