@@ -3,5 +3,6 @@
 Owns the vote rules (`votes`: kinds, validation, reveal, the pairwise
 decomposition), Bradley-Terry ratings with bootstraps (`ratings`), the
 prediction-powered judge fit (`ppi`), the adaptive queue's policy (`adaptive`),
-judge calibration, style control and public scores. May import: `core.ground`
-and `store` records; never answering, exchange, decide or report."""
+judge calibration, style control, public scores and percentiles
+(`quantiles`). May import: `core.ground` and `store` records; never
+answering, exchange, decide or report."""
