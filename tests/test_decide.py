@@ -429,3 +429,15 @@ def test_the_pareto_charts_axis_labels_stay_inside_the_width(store):
             seen += len(axis.split())
             assert len(axis.split()) >= 2, (width, attr, axis)
     assert seen
+
+
+def test_pbest_chart_tells_two_versions_apart_at_80_columns(store):
+    from core.report.decision_terminal import pbest_chart
+
+    a, b = "anthropic/claude-sonnet-4", "anthropic/claude-sonnet-4.5"
+    planted_store(store, {"code": {a: 0, b: 20}}, 200, seed=5)
+    d = build_decision(store, rounds=50)
+    rows = [t.plain for t in pbest_chart(d, 80)]
+    shown = [r.split("  ")[0].strip() for r in rows]
+    assert len(rows) == 2 and len(set(shown)) == 2, rows
+    assert all(len(r) <= 80 for r in rows)

@@ -402,3 +402,35 @@ def test_one_vote_is_one_vote_on_screen_in_the_terminal_and_the_page(tmp_path, c
         await store.aclose()
 
     run(scenario())
+
+
+def test_two_versions_of_a_model_stay_told_apart_where_a_chart_cuts_names():
+    """At 80 columns a chart gives names 20 cells: "anthropic/claude-sonnet-4"
+    and "anthropic/claude-sonnet-4.5" were both "anthropic/claude-so…". Cut
+    names that would look the same keep their ends instead."""
+    names = ["anthropic/claude-sonnet-4", "anthropic/claude-sonnet-4.5", "openai/gpt-4.1"]
+    rows = [ModelRating(name=n, rating=1000 + 10 * k, ci_low=990 + 10 * k, ci_high=1010 + 10 * k, rank_low=1,
+                        rank_high=3, votes=30, wins=10, ties=0, losses=20, group=0) for k, n in enumerate(names)]
+    for width in (60, 80, 100):
+        lines = [t.plain for t in charts.ratings_chart(rows, width)][:3]
+        shown = [ln[7:7 + charts.name_width(names, width)].strip() for ln in lines]
+        assert len(set(shown)) == 3, (width, shown)
+        assert all(cell_len(ln) <= width for ln in lines)
+        assert "openai/gpt-4.1" in shown                  # a name that fits is untouched
+        assert [s.endswith(("sonnet-4", "sonnet-4.5")) for s in shown].count(True) >= 2 or width == 100, shown
+
+
+def test_fit_names_fits_every_name_and_tells_cut_ones_apart():
+    from core.report.format import fit_names
+
+    cases = [["anthropic/claude-sonnet-4", "anthropic/claude-sonnet-4.5", "short"],
+             ["模型/大型-语言-模型-第四版-甲", "模型/大型-语言-模型-第四版-乙"],
+             ["x" * 5000 + "a", "x" * 5000 + "b", "x" * 5000 + "c"],
+             ["prefix-" + "m" * 30 + str(k) for k in range(8)]]
+    for names in cases:
+        for width in (4, 10, 20, 40):
+            out = fit_names(names, width)
+            assert set(out) == set(names)
+            assert all(cell_len(v) <= width for v in out.values()), (width, out)
+            assert all(v == n for n, v in out.items() if cell_len(n) <= width)
+            assert len(set(out.values())) == len(names), (width, out)

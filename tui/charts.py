@@ -21,7 +21,7 @@ from rich.cells import cell_len
 from rich.text import Text
 
 from core.stats.ratings import ModelRating
-from core.report.format import cell, fmt_ci, fmt_rank, line, nice_step
+from core.report.format import cell, fit_names, fmt_ci, fmt_rank, line, nice_step
 from core.report.model import CheckRate, Engineering, FailureModes, Quantiles
 from core.ground.text import one_line
 
@@ -169,6 +169,7 @@ def ratings_chart(models: Sequence[ModelRating], width: int) -> list[Text]:
     if not models:
         return []
     nw = name_width([m.name for m in models], width)
+    names = fit_names([m.name for m in models], nw)
     show_ci = width >= 72
     left = 1 + 5 + 1 + nw + 1 + 5 + 1
     plot = max(10, width - left - (13 if show_ci else 0))
@@ -179,7 +180,7 @@ def ratings_chart(models: Sequence[ModelRating], width: int) -> list[Text]:
         if k and m.component != models[k - 1].component:
             out.append(line(("╌╌ not compared with the models above (no votes link them) ╌╌", "dim")))
         colour = GROUP_COLOURS[m.group % len(GROUP_COLOURS)]
-        parts: list[tuple[str, str] | str | Text] = [(marks[k], colour), cell(fmt_rank(m), 5, right=True), " ", (cell(m.name, nw), "bold"), " ",
+        parts: list[tuple[str, str] | str | Text] = [(marks[k], colour), cell(fmt_rank(m), 5, right=True), " ", (cell(names[m.name], nw), "bold"), " ",
                  (cell(_rating_text(m), 5, right=True), colour), " ", whisker(m, scale, colour).text()]
         if show_ci:
             parts += [" ", (cell(fmt_ci(m), 12, right=True), "dim")]
@@ -211,6 +212,7 @@ def failure_chart(rows: Sequence[FailureModes], width: int) -> list[Text]:
     top = max(s.rate for f in rows for s in f.tags.values()) or 1.0
     tw = min(max(cell_len(one_line(t)) for t in tags), max(12, width // 4))
     plot = max(8, min(60, width - 4 - tw - 1 - 12))
+    names = fit_names(tags, tw)
     out: list[Text] = []
     for f in rows:
         share = f"{100 * f.tagged / f.answers:.0f}%" if f.answers else "-"
@@ -221,7 +223,7 @@ def failure_chart(rows: Sequence[FailureModes], width: int) -> list[Text]:
         for t, s in f.tags.items():
             colour = TAG_COLOURS[tags.index(t) % len(TAG_COLOURS)]
             drawn = bar(s.rate / top, plot)
-            out.append(line("    ", cell(t, tw), " ", (drawn, colour),
+            out.append(line("    ", cell(names[t], tw), " ", (drawn, colour),
                             " " * (plot - cell_len(drawn) + 1), f"{s.count:>4} ({100 * s.rate:.0f}%)"))
     return out
 
@@ -238,6 +240,7 @@ def latency_chart(rows: Sequence[Engineering], attr: str, width: int) -> list[Te
     if not data:
         return []
     nw = name_width([m for m, _ in data], width)
+    names = fit_names([m for m, _ in data], nw)
     right = 22
     left = nw + 1
     plot = max(10, width - left - 1 - right)
@@ -253,7 +256,7 @@ def latency_chart(rows: Sequence[Engineering], attr: str, width: int) -> list[Te
         row.span(scale.col(q.p25), scale.col(q.p75), "█", "#4a78c2")
         row.put(scale.col(q.p50), "┃", "bold #ffffff on #1d3f7a")
         nums = f"{_ms(q.p50)} / {_ms(q.p95)}"
-        out.append(line((cell(model, nw), "bold"), " ", row.text(), " ", cell(nums, right, right=True)))
+        out.append(line((cell(names[model], nw), "bold"), " ", row.text(), " ", cell(nums, right, right=True)))
     out += axis(scale, left, lambda v: f"{v:,.0f}")
     return out
 
@@ -264,6 +267,7 @@ def speed_chart(rows: Sequence[Engineering], width: int) -> list[Text]:
     if not rows:
         return []
     nw = name_width([e.model for e in rows], width)
+    names = fit_names([e.model for e in rows], nw)
     fixed = nw + 1 + 1 + 10 + 1 + 8 + 1 + 9
     tail = max(cell_len(_speed_tail(e)) for e in rows)
     plot = max(6, min(40, width - fixed - tail))
@@ -276,7 +280,7 @@ def speed_chart(rows: Sequence[Engineering], width: int) -> list[Text]:
         err = "-" if e.error_rate is None else f"{100 * e.error_rate:.1f}%"
         err_style = "bold red" if e.errors else ""
         cost = "-" if e.cost is None else f"${e.cost:.4f}"
-        out.append(line((cell(e.model, nw), "bold"), " ", (cell(drawn, plot), "#4aa36b"), " ",
+        out.append(line((cell(names[e.model], nw), "bold"), " ", (cell(drawn, plot), "#4aa36b"), " ",
                         cell("-" if rate is None else f"{rate:,.1f}", 10, right=True), " ",
                         (cell(err, 8, right=True), err_style), " ", cell(cost, 9, right=True),
                         (_speed_tail(e), "dim")))
@@ -298,13 +302,14 @@ def checks_chart(rows: Sequence[CheckRate], width: int) -> list[Text]:
     several = len({c.check for c in per_check}) > 1
     labels = [c.model for c in overall] + (["  " + (c.check or "") for c in per_check] if several else [])
     nw = name_width(labels, width)
+    names = fit_names(labels, nw)
     plot = max(8, min(50, width - nw - 2 - 18))
     out: list[Text] = []
 
     def row(label: str, c: CheckRate, bold: bool) -> Text:
         drawn = bar(c.rate, plot)
         colour = "#4aa36b" if c.rate >= 0.8 else "#c29a4a" if c.rate >= 0.5 else "#c2574a"
-        return line((cell(label, nw), "bold" if bold else ""), " ", (drawn, colour),
+        return line((cell(names[label], nw), "bold" if bold else ""), " ", (drawn, colour),
                     ("░" * (plot - cell_len(drawn)), GRID), " ",
                     f"{100 * c.rate:5.1f}% ({c.passed}/{c.total})")
 

@@ -21,7 +21,7 @@ from rich.text import Text
 
 from core.decide.model import Decision
 from core.report import decision_format as F
-from core.report.format import cell, fmt, fold_at, line, nice_step
+from core.report.format import cell, fit_names, fmt, fold_at, line, nice_step
 from core.report.matchups import Matchups
 from core.stats.style import StyleControl
 from core.ground.text import one_line
@@ -45,6 +45,7 @@ def pbest_chart(d: Decision, width: int) -> list[Text]:
     nw = max(6, min(max(cell_len(one_line(m.name)) for m in rows), max(10, width // 4)))
     tail = 26
     plot = max(10, width - nw - 2 - tail)
+    names = fit_names([m.name for m in rows], nw)
     out = []
     for m in rows:
         colour = GREEN if m.name == d.recommendation else BLUE if m.feasible else GREY
@@ -54,7 +55,7 @@ def pbest_chart(d: Decision, width: int) -> list[Text]:
         elif m.name == d.best:
             note += " (best)"
         bar = _bar(m.p_best or 0.0, plot)
-        out.append(line(cell(m.name, nw), "  ", (bar, colour), " " * (plot - cell_len(bar)), " ",
+        out.append(line(cell(names[m.name], nw), "  ", (bar, colour), " " * (plot - cell_len(bar)), " ",
                          (cell(note, tail - 1), "bold" if m.name == d.recommendation else "")))
     return out
 

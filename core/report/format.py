@@ -11,6 +11,7 @@ renderer escapes them its own way (`core.ground.text`)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 from rich.cells import cell_len, chop_cells, set_cell_size
 from rich.text import Text
@@ -79,6 +80,36 @@ def cell(text: str, width: int, *, right: bool = False) -> str:
         text = set_cell_size(text, width - 1) + "…"
     pad = " " * (width - cell_len(text))
     return pad + text if right else text + pad
+
+
+def fit_names(names: Iterable[str], width: int) -> dict[str, str]:
+    """Each name (one line) in at most `width` cells, the cut ones still told
+    apart: cut at the end with "…" (`cell`) where that keeps them distinct,
+    else with the "…" inside, keeping as much of each name's end (where
+    versions differ) as it takes: "anthropic/claude-sonnet-4" and
+    "anthropic/claude-sonnet-4.5" in 20 cells were both "anthropic/claude-so…"."""
+    width = max(2, width)
+    flat = {n: one_line(n) for n in names}
+    out = {n: f if cell_len(f) <= width else set_cell_size(f, width - 1) + "…" for n, f in flat.items()}
+    seen: dict[str, int] = {}
+    for short in out.values():
+        seen[short] = seen.get(short, 0) + 1
+    clashing = [n for n, short in out.items() if seen[short] > 1 and cell_len(flat[n]) > width]
+    for head in range((width - 1) // 3, -1, -1):       # less of the start, more of the end, until apart
+        tried = {n: _middle_cut(flat[n], width, head) for n in clashing}
+        if len(set(tried.values()) | ({out[n] for n in out if n not in tried})) == len(out):
+            out.update(tried)
+            break
+    return out
+
+
+def _middle_cut(text: str, width: int, head: int) -> str:
+    """`text` in `width` cells: its first `head` cells, "…", and its end."""
+    tail, cells, k = width - 1 - head, 0, len(text)
+    while k > 0 and cells + cell_len(text[k - 1]) <= tail:     # the end, a character at a time: bounded by width
+        cells += cell_len(text[k - 1])
+        k -= 1
+    return set_cell_size(text, head).rstrip() + "…" + text[k:]
 
 
 def fold_at(text: str, width: int, after: str = " /-_:") -> str:
