@@ -97,6 +97,11 @@ def test_figures_follow_the_servers_growth_and_each_level_caps_the_requests_in_f
     assert main(["load", "--report", summary.id, "--db", str(db), "--bootstrap", "0"]) == 0
     out = capsys.readouterr().out
     assert "m0: 16 requests per level" in out and f"x{g8:.2f}" in out
+    # with its intervals, written as the report writes one ("1,006 .. 1,038"), not "1006-1038"
+    assert main(["load", "--report", summary.id, "--db", str(db), "--bootstrap", "200"]) == 0
+    out = capsys.readouterr().out
+    q8 = _levels(again, "m0")[8]["ttft_ms"]
+    assert f"{q8['p95_low']:,.0f} .. {q8['p95_high']:,.0f}" in out, out
 
 
 def test_a_servers_concurrency_is_respected_unless_exceeded_on_purpose(tmp_path: Path,

@@ -163,8 +163,9 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f}"
 
 
-def _interval(low: float | None, high: float | None, spec: str = ".0f") -> str:
-    return "" if low is None or high is None else f"{low:{spec}}-{high:{spec}}"
+def _interval(low: float | None, high: float | None, spec: str = ",.0f") -> str:
+    """As the report writes one ("5,121 .. 5,818"), beside the figure it bounds ("5,794")."""
+    return "" if low is None or high is None else f"{low:{spec}} .. {high:{spec}}"
 
 
 def show(result, as_json: bool) -> None:
