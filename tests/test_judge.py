@@ -7,6 +7,7 @@ never counted in a figure made of people's votes."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -280,3 +281,18 @@ def test_a_judge_that_sends_keepalives_forever_times_out(tmp_path, monkeypatch, 
         assert main(["judge", "-m", "judge", "--config", str(config), "--limit", "1", "--no-swap"]) == 1
     assert "judge timed out after 1 s" in capsys.readouterr().err
     assert _judge_votes(tmp_path, sid) == []
+
+
+def test_in_a_terminal_the_progress_counter_rewrites_its_line(tmp_path, capsys, monkeypatch):
+    """The counter was printed through Rich with a leading "\\r", which Rich
+    strips as a control character: a terminal showed "1/162/163/16...". Each
+    count now starts at the line's beginning, and a newline ends them."""
+    _run_set(tmp_path)
+    capsys.readouterr()
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")       # stderr counts as a terminal
+    assert main(["judge", "-m", "demo/judge"]) == 0
+    err = capsys.readouterr().err
+    counts = re.findall(r"\r(?:\x1b\[[0-9;]*[A-Za-z])*(\d+)/18", err)
+    assert counts and counts[-1] == "18" and [int(c) for c in counts] == sorted(int(c) for c in counts), repr(err)
+    assert not re.search(r"\d+/18\d+/18", err), repr(err)
+    assert "18/18\n" in err.replace("\x1b[K", "")

@@ -64,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
 def _execute(args: argparse.Namespace, judge, prompt) -> int:
     import anyio
     from rich.console import Console
+    from rich.control import Control, ControlType
 
     from core.answering.judge import JudgeRunner, Only, plan_units
     from core.ground.text import one_line
@@ -112,7 +113,9 @@ def _execute(args: argparse.Namespace, judge, prompt) -> int:
 
     def progress(tally) -> None:
         if not args.quiet and err.is_terminal:
-            err.print(f"\r{tally.done + tally.n_failed + tally.already + tally.elsewhere}/{tally.planned}", end="")
+            # a control, not "\r" in the text: Rich strips control characters from what it prints
+            err.control(Control(ControlType.CARRIAGE_RETURN))
+            err.print(f"{tally.done + tally.n_failed + tally.already + tally.elsewhere}/{tally.planned}", end="")
 
     with StopSignals(err) as stop:
         async def main():
