@@ -148,7 +148,9 @@ def test_a_package_holds_no_string_of_any_contestants_config(owner, tmp_path, ca
     db, sid, other = owner
     pkg = tmp_path / "for-raters.db"
     assert _share(db, pkg, sid) == 0
-    assert "lineup vote" in capsys.readouterr().out
+    # the commands stand on lines of their own (a terminal wrapping one long line cut "then" mid-word)
+    lines = capsys.readouterr().out.splitlines()
+    assert f"  lineup vote {pkg} --rater NAME" in lines and "  lineup import FILE" in lines, lines
     needles = _config_strings(db, [sid, other])
     assert "zorblax-13b-instruct" in needles and "anthropic" in needles and len(needles) > 30
     seen_tables = set()

@@ -38,8 +38,12 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"{exc}; no package was written") from None
     finally:
         store.close()
-    print(f"{one_line(summary.path)}: package {summary.package_id} with {summary.sessions} session"
+    path = one_line(summary.path)
+    # the commands on lines of their own: whole to be copied, and the prose around them
+    # never cut mid-word where a narrow terminal wraps a long line
+    print(f"{path}: package {summary.package_id} with {summary.sessions} session"
           f"{'s' if summary.sessions != 1 else ''}, {summary.cases} case{'s' if summary.cases != 1 else ''}, "
-          f"{summary.answers} answers; raters vote with `lineup vote {one_line(summary.path)} --rater NAME`, "
-          f"then `lineup import` it here")
+          f"{summary.answers} answers\n"
+          f"a rater votes with (or in a browser: lineup rate FILE):\n  lineup vote {path} --rater NAME\n"
+          f"then, back here, with the file the rater returns:\n  lineup import FILE")
     return 0
