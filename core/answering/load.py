@@ -39,9 +39,9 @@ import anyio
 import numpy as np
 from pydantic import BaseModel, Field
 
-from core.stats.quantiles import percentile
 from core.answering.attachments import image_record
 from core.answering.runner import _new_output, case_turn_texts, sent_system
+from core.stats.quantiles import percentile
 from core.stats.votes import labels_for
 from core.answering.recording import record_stream
 from core.answering.sessions import Contestant, ServerLimits, contestant_record

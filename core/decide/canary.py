@@ -54,8 +54,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from core.stats.quantiles import quantile
 from core.stats.adaptive import boundary
+from core.stats.quantiles import quantile
 from core.ground.inputs import InputError, decode, lines, open_input, read_input, shown_name
 from core.ground.jsonl import json_objects
 from core.exchange.traces import TraceCall, TraceError, feedback_value

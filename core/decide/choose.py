@@ -25,8 +25,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from core.stats.quantiles import percentile
 from core.decide.model import CheckRate, Decision, DecisionModel, Engineering, Limits, Route
+from core.stats.quantiles import percentile
 from core.stats.ratings import MIN_VOTES_TO_RANK, RatingResult
 
 #: Mix scores of one round closer than this (Elo points) are equal: the fits

@@ -46,9 +46,9 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
-from core.stats.quantiles import percentile
 from core.ground.errors import UsageError
 from core.answering.runner import _latest_outputs
+from core.stats.quantiles import percentile
 from core.stats.votes import Battle, battles_of, reveal_state
 from store.records import CheckResultRecord, LoadedSession, OutputRecord
 
