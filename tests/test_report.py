@@ -465,3 +465,43 @@ def test_fold_at_keeps_every_cell_of_a_name_within_the_width():
     long = "ab-" * 33_333
     lines = fold_at(long, 20).split("\n")
     assert "".join(lines) == long and max(map(len, lines)) <= 20
+
+
+def test_eight_models_against_each_other_fit_80_columns_with_every_cell_whole(db):
+    """The matchups grid of 8 models with long names: at 80 columns it is split
+    into tables of the columns that fit, headers broken after a name's "/" or
+    "-", and each "W-T-L p%" cell whole."""
+    import io
+
+    from rich.console import Console
+
+    from core.report import decision_format as F
+    from core.report.decision_terminal import print_matchups
+    from tests.synthetic import planted_store
+
+    names = ["openai/gpt-4.1", "openai/gpt-4.1-mini", "anthropic/claude-sonnet-4", "anthropic/claude-sonnet-4.5",
+             "google/gemini-2.5-pro", "meta/llama-4-maverick", "qwen/qwen3-235b", "mistral/large-2"]
+    planted_store(db, {"code": {n: 5 * k for k, n in enumerate(names)}}, 800, seed=3)
+    mu = build_report(db, rounds=20, seed=0).matchups
+    out = io.StringIO()
+    print_matchups(mu, Console(file=out, width=80, force_terminal=False, color_system=None))
+    lines = out.getvalue().split("\n")
+    assert all(len(ln) <= 80 for ln in lines)
+    cells = {c.strip() for ln in lines if ln.startswith("│") for c in ln.split("│")}
+    grid = F.matchup_grid(mu)
+    for a, row in zip(mu.models, grid, strict=True):
+        for b, c in zip(mu.models, row, strict=True):
+            if a != b:
+                assert F.matchup_text(c) in cells, (a, b, F.matchup_text(c))
+    # each table's header, its lines joined column by column, names the models whole
+    shown: list[str] = []
+    head: list[list[str]] = []
+    for ln in lines:
+        if ln.startswith("┃"):
+            head.append([c.strip() for c in ln.split("┃")[1:-1]])
+        elif ln.startswith("┡"):
+            shown += ["".join(parts) for parts in zip(*head, strict=True)][1:]
+            head = []
+    assert shown == list(mu.models), shown
+    # names as headers break after "/" or "-": three tables of columns, not one a name
+    assert 1 <= sum("(continued)" in ln for ln in lines) <= 2

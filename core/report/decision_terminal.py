@@ -21,7 +21,7 @@ from rich.text import Text
 
 from core.decide.model import Decision
 from core.report import decision_format as F
-from core.report.format import cell, fit_names, fmt, fold_at, line, nice_step
+from core.report.format import cell, fit_names, fmt, fold_at, fold_pieces, line, nice_step
 from core.report.matchups import Matchups
 from core.stats.style import StyleControl
 from core.ground.text import one_line
@@ -140,7 +140,7 @@ def _table(title: str, header: Sequence[str], rows: Sequence[Sequence[str]],
     table = Table(title=Text(one_line(title)), title_justify="left")
     for k, col in enumerate(header):
         left = k == 0 or col in ("feasible", "route to", "best there")
-        head = one_line(col) if whole is None or not k else fold_at(one_line(col), whole[k], after=" ")
+        head = one_line(col) if whole is None or not k else fold_at(one_line(col), whole[k])
         table.add_column(Text(head), justify="left" if left else "right", no_wrap=k == 0,
                          max_width=MAX_NAME if k == 0 else None, overflow="ellipsis" if k == 0 else "fold",
                          min_width=whole[k] if whole is not None and k else None)
@@ -156,12 +156,14 @@ def _print_table(console: Console, title: str, header: Sequence[str], rows: Sequ
     """`_table` for the console's width: a table wider than that is split into
     tables of its columns that each fit, each beginning with the first (the
     name), so that figures stay whole ("1,047 ms", not "1,04" over "7 ms");
-    headers wrap between words (`fold_at`). A column too wide to fit beside
+    headers wrap between words and after a model name's "/" or "-"
+    (`fold_at`: the matchups' headers are names). A column too wide to fit beside
     the name alone folds as before."""
     texts = [[one_line(c) for c in r] for r in rows]
     head = [one_line(c) for c in header]
     data = [max((cell_len(r[k]) for r in texts), default=0) for k in range(len(head))]
-    need = [max(data[k], max((cell_len(w) for w in head[k].split()), default=0)) for k in range(len(head))]
+    need = [max(data[k], max((cell_len(w.rstrip()) for w in fold_pieces(head[k])), default=0))
+            for k in range(len(head))]
     first = min(need[0], MAX_NAME) + 3 + 1       # a column: its text, padding either side, a border
     groups: list[list[int]] = [[]]
     used = first

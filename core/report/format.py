@@ -112,14 +112,9 @@ def _middle_cut(text: str, width: int, head: int) -> str:
     return set_cell_size(text, head).rstrip() + "…" + text[k:]
 
 
-def fold_at(text: str, width: int, after: str = " /-_:") -> str:
-    """`text` (one line) in lines of at most `width` cells, broken after a
-    space or one of `after`'s characters: a model's name at its "/" or "-"
-    ("anthropic/" over "claude-" over "sonnet-4"), a header between words,
-    not mid-word as a plain fold cuts them. Packed from the end, so that a
-    name's last parts stay together; a piece wider than `width` is cut (at
-    least two cells: a wide character)."""
-    width = max(2, width)
+def fold_pieces(text: str, after: str = " /-_:") -> list[str]:
+    """`text` cut after each of `after`'s characters: what `fold_at` packs into
+    lines (the widest, its trailing space aside, is the least width it needs)."""
     pieces: list[str] = []
     start = 0
     for k, ch in enumerate(text):
@@ -128,8 +123,19 @@ def fold_at(text: str, width: int, after: str = " /-_:") -> str:
             start = k + 1
     if start < len(text):
         pieces.append(text[start:])
+    return pieces
+
+
+def fold_at(text: str, width: int, after: str = " /-_:") -> str:
+    """`text` (one line) in lines of at most `width` cells, broken after a
+    space or one of `after`'s characters: a model's name at its "/" or "-"
+    ("anthropic/" over "claude-" over "sonnet-4"), a header between words,
+    not mid-word as a plain fold cuts them. Packed from the end, so that a
+    name's last parts stay together; a piece wider than `width` is cut (at
+    least two cells: a wide character)."""
+    width = max(2, width)
     lines = [""]
-    for piece in reversed(pieces):
+    for piece in reversed(fold_pieces(text, after)):
         if lines[-1] and cell_len((piece + lines[-1]).rstrip()) > width:
             lines.append("")
         lines[-1] = piece + lines[-1]
