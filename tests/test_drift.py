@@ -126,3 +126,29 @@ def test_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert main(["drift", "x.jsonl", "--times", "2", "--db", str(db)]) == 2
     err = capsys.readouterr().err
     assert "--every: 'soon' is not a duration" in err and "--times N (at least 1) goes with --every" in err
+
+
+def test_in_an_80_column_terminal_each_run_is_told_apart(tmp_path: Path, monkeypatch) -> None:
+    """The report cut every run id to "01M96K…" and every date to "2026-1…" at
+    80 columns, so no run could be told from another. A narrow terminal now
+    shows each run as the shortest prefix that names it (`lineup replay`
+    takes one) and its date without the year; a wide one, ids whole."""
+    from tests.test_sessions_table import on_terminal
+
+    monkeypatch.setenv("LINEUP_DEMO_SPEED", "0")
+    db = tmp_path / "d.db"
+    sample = sample_set(tmp_path / "canary.jsonl", 2)
+    for _ in range(3):
+        assert main(["drift", str(sample), "-m", "demo/concise", "--db", str(db), "--quiet"]) == 0
+    with Store.open(db) as store:
+        ids = canary_session_ids(store)
+    assert len(ids) == 3
+    for cols in (80, 160):
+        text = on_terminal(["drift", "--report", "--db", str(db)], 30, cols)
+        rows = [ln.split("│") for ln in text.split("\n") if ln.startswith("│")]
+        shown = [r[2].strip() for r in rows]
+        assert len(shown) == 3 and all(len(ln) <= cols for ln in text.split("\n")), text
+        assert all(sum(i.startswith(s) for i in ids) == 1 for s in shown), shown    # each names one run
+        assert {next(i for i in ids if i.startswith(s)) for s in shown} == set(ids), shown
+        if cols == 160:
+            assert shown == [s for s in shown if len(s) == 26]

@@ -20,6 +20,19 @@ STYLE_RECIPES = ("lmarena", "lineup")
 DEFAULT_STYLE_RECIPE = "lmarena"
 
 
+#: A terminal narrower than this shows session ids as their shortest unique
+#: prefixes (`lineup sessions`, `lineup drift --report`).
+WIDE_COLUMNS = 120
+
+
+def narrow_terminal() -> bool:
+    """Standard output is a terminal narrower than `WIDE_COLUMNS`."""
+    import shutil
+    import sys
+
+    return sys.stdout.isatty() and shutil.get_terminal_size().columns < WIDE_COLUMNS
+
+
 def for_terminal(text: str, stream: Any = None) -> str:
     """`text` wrapped at word boundaries to the terminal's width when `stream`
     (default stdout) is one: a terminal cuts a long line anywhere, a word or

@@ -85,24 +85,30 @@ def canaries(args: argparse.Namespace) -> int:
 def report(args: argparse.Namespace) -> int:
     from core.decide.drift import drift_report
     from core.ground.errors import UsageError
-    from lineup.commands import open_store
+    from lineup.commands import narrow_terminal, open_store
     from store.runs import canary_session_ids
 
     if not 0 < args.alpha < 1:
         raise UsageError(f"--alpha must be between 0 and 1 (got {args.alpha:g})")
     with open_store(args, write=False) as store:
         loaded = [store.load_session(sid) for sid in canary_session_ids(store)]
-    result = drift_report(loaded, models=args.models, alpha=args.alpha, latency_pct=args.latency_change)
+        result = drift_report(loaded, models=args.models, alpha=args.alpha, latency_pct=args.latency_change)
+        # a narrow terminal: each run as the shortest prefix that names it (commands take one) and
+        # its date without the year, so that what changed keeps room to be read
+        short = store.short_ids([r.session_id for m in result.models for r in m.runs]) \
+            if not args.json and narrow_terminal() else None
     if args.json:
         from core.ground.text import json_line
 
         print(json_line(result.model_dump(mode="json", by_alias=True)))
         return 0
-    show(result)
+    show(result, short)
     return 0
 
 
-def show(result) -> None:
+def show(result, short: dict[str, str] | None = None) -> None:
+    """The runs of each model and what changed; `short`: run ids as their
+    unique prefixes, dates without the year (a narrow terminal)."""
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
@@ -118,12 +124,13 @@ def show(result) -> None:
                       title_justify="left")
         for col in ("#", "run", "when", "served model", "fingerprint", "changed", "pass", "ttft p50", "dur p50"):
             table.add_column(col, justify="right" if col in ("#", "changed", "pass", "ttft p50", "dur p50")
-                             else "left")
+                             else "left", no_wrap=col in ("#", "run", "when"))
         for k, r in enumerate(m.runs):
             changed = "-" if r.change_rate is None else f"{100 * r.change_rate:.0f}%"
             if r.change_rate is not None and not r.deterministic:
                 changed += " (sampled)"
-            table.add_row(str(k), r.session_id, format_time(r.created, "%Y-%m-%d %H:%M"),
+            table.add_row(str(k), (short or {}).get(r.session_id, r.session_id),
+                          format_time(r.created, "%m-%d %H:%M" if short is not None else "%Y-%m-%d %H:%M"),
                           Text(one_line(", ".join(r.served_models) or "-", 40)),
                           Text(one_line(", ".join(r.fingerprints) or "-", 30)), changed,
                           "-" if r.pass_rate is None else f"{100 * r.pass_rate:.0f}%",

@@ -15,7 +15,6 @@ if TYPE_CHECKING:
 KINDS = ("chat", "run", "rerun", "import", "load")
 PIPED_ROWS = 100      # the table's default length when no terminal says how many rows fit
 SPARE_LINES = 3       # a terminal's lines the table leaves: its header, the "more" line, the next prompt
-WIDE_COLUMNS = 120    # narrower terminals show each id as its shortest unique prefix
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -72,12 +71,11 @@ def run(args: argparse.Namespace) -> int:
     if args.delete:
         return delete(args)
     import json
-    import shutil
     import sys
     from pathlib import Path
 
     from core.ground.text import one_line
-    from lineup.commands import open_store
+    from lineup.commands import narrow_terminal, open_store
     from store import StoreError, default_db_path
     from store.bounds import finite_or_none, time_ok
 
@@ -93,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     short: dict[str, str] | None = None
     try:
         sessions = store.list_sessions(limit=args.limit or None, kind=args.kind, search=args.search)
-        if not args.json and sys.stdout.isatty() and shutil.get_terminal_size().columns < WIDE_COLUMNS:
+        if not args.json and narrow_terminal():
             # a narrow terminal: each id as the shortest prefix that names it (commands take one),
             # so that the kinds and contestants keep room to be read
             short = store.short_ids([s.id for s in sessions[:rows_shown(len(sessions), args.limit is not None)]])
