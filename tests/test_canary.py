@@ -297,3 +297,35 @@ def test_calls_of_other_models_are_counted_not_reported(tmp_path):
     rows, other = outcomes(calls, incumbent="a", candidate="b", experiment=None, category=None)
     assert [r.arm for r in rows] == ["incumbent", "candidate"] and other == 1
     assert OfflinePair(1, 2, 3).n == 6
+
+
+def test_at_80_columns_each_arms_figures_are_whole(tmp_path, capsys, monkeypatch):
+    """The arms' table (nine columns of figures with intervals) cut them at 80
+    columns: "0.000…", "[0.6…", "incum…". A terminal too narrow for an arm a
+    row gets a figure a row and an arm a column, every interval whole; a wide
+    one keeps an arm a row."""
+    plan = _plan(tmp_path, share="30")
+    payloads, fb = gateway_traffic(plan, requests=600, categories={"code": (0.6, 0.75), "chat": (0.7, 0.8)},
+                                   seed=3, latency={"incumbent": 900, "candidate": 700})
+    traces = write_lines(tmp_path / "litellm-log.jsonl", payloads)
+    fb_file = write_lines(tmp_path / "feedback.jsonl", fb)
+    argv = ["canary", "report", str(traces), "--incumbent", "prod", "--candidate", "next", "--experiment", "chat",
+            "--category", "category", "--feedback", str(fb_file)]
+    assert main([*argv, "--json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    inc, cand = rep["arms"]
+    whole = [f"{a['feedback']['value']:.3f} [{a['feedback']['low']:.3f}, {a['feedback']['high']:.3f}] "
+             f"n={a['feedback_n']}" for a in (inc, cand)]
+    for cols in (80, 200):
+        monkeypatch.setenv("COLUMNS", str(cols))
+        assert main(argv) == 0
+        out = capsys.readouterr().out
+        lines = out.split("\n")
+        assert all(len(ln) <= cols for ln in lines), out
+        assert "…" not in out, out
+        cells = {c.strip() for ln in lines if ln.startswith("│") for c in ln.split("│")}
+        assert set(whole) <= cells, (whole, out)
+        if cols == 80:
+            assert "incumbent (prod)" in lines[2] and "candidate (next)" in lines[2]     # an arm a column
+        else:
+            assert any(ln.startswith("│ incumbent (prod)") for ln in lines)               # an arm a row

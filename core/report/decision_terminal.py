@@ -152,7 +152,7 @@ def _table(title: str, header: Sequence[str], rows: Sequence[Sequence[str]],
     return table
 
 
-def _print_table(console: Console, title: str, header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+def print_table(console: Console, title: str, header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
     """`_table` for the console's width: a table wider than that is split into
     tables of its columns that each fit, each beginning with the first (the
     name), so that figures stay whole ("1,047 ms", not "1,04" over "7 ms");
@@ -214,11 +214,11 @@ def print_decision_section(d: Decision, console: Console) -> None:
             notes.append(f"* {m.name}: {row[-1]}")
             row[-1] = ("yes" if m.feasible else "no") + "*"
         rows.append(row)
-    _print_table(console, "Models for this mix", header, rows)
+    print_table(console, "Models for this mix", header, rows)
     for note in notes:
         console.print(Text(one_line(note)))
     if d.routing:
-        _print_table(console, "Routing per category", F.ROUTE_HEADER, F.route_rows(d))
+        print_table(console, "Routing per category", F.ROUTE_HEADER, F.route_rows(d))
         console.print(Text(one_line(F.routing_line(d))))
     for title, attr, frontier, money in (("Quality against cost per 1,000 answers", "cost_per_1k", d.pareto_cost, True),
                                          ("Quality against p95 duration", "p95_duration_ms", d.pareto_latency, False)):
@@ -242,7 +242,7 @@ def print_matchups(mu: Matchups, console: Console) -> None:
     grid = F.matchup_grid(mu)
     rows = [[a] + ["—" if a == b else F.matchup_text(c) for b, c in zip(mu.models, row, strict=True)]
             for a, row in zip(mu.models, grid, strict=True)]
-    _print_table(console, "Model against model (row vs column: W-T-L, predicted win probability)",
+    print_table(console, "Model against model (row vs column: W-T-L, predicted win probability)",
                  ["model"] + list(mu.models), rows)
 
 
@@ -250,11 +250,11 @@ def print_style(sc: StyleControl, console: Console, title: str = "Style control"
     for w in sc.warnings:
         console.print(Text("warning: " + one_line(w), style="yellow"))
     console.print(Text(one_line(F.style_recipe(sc)), style="italic"))
-    _print_table(console, f"{title}: coefficients (log-odds per {F.style_unit(sc)} of the normalised difference)",
+    print_table(console, f"{title}: coefficients (log-odds per {F.style_unit(sc)} of the normalised difference)",
                  ["feature", "coefficient", "95% interval"],
                  [[c.description, f"{c.coef:+.3f}" if c.varies else "not fitted",
                    F.interval(c.ci_low, c.ci_high, 3)] for c in sc.coefficients])
-    _print_table(console, f"{title}: ratings, raw and style-adjusted",
+    print_table(console, f"{title}: ratings, raw and style-adjusted",
                  ["model", "rating", "95% interval", "style-adjusted", "95% interval", "shift"],
                  [[r.name, fmt(r.rating), F.interval(r.ci_low, r.ci_high), fmt(r.adjusted),
                    F.interval(r.adjusted_low, r.adjusted_high), f"{r.adjusted - r.rating:+.0f}"]

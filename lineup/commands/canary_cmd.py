@@ -108,11 +108,13 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    from rich.cells import cell_len
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
     from core.decide.canary import canary_report, outcomes, read_feedback
+    from core.report.decision_terminal import print_table
     from core.report.offline import offline_pairs
     from core.ground.errors import UsageError
     from core.ground.text import one_line
@@ -156,18 +158,32 @@ def _report(args: argparse.Namespace) -> int:
         return "-" if x is None else f"{fmt.format(x.value)} [{fmt.format(x.low)}, {fmt.format(x.high)}]"
 
     def arm_table(title: str, arms) -> Table:
-        t = Table(title=Text(one_line(title, 120)), title_justify="left")
-        for col in ("arm", "requests", "errors %", "latency p50 ms", "latency p95 ms", "TTFT p50 ms",
-                    "tokens", "cost", "feedback"):
-            t.add_column(col, justify="left" if col == "arm" else "right")
+        """An arm a row; a terminal too narrow for that gets a figure a row and an arm a
+        column (two arms fit 80 columns with every interval whole)."""
+        header = ("arm", "requests", "errors %", "latency p50 ms", "latency p95 ms", "TTFT p50 ms", "tokens",
+                  "cost", "feedback")
+        rows = []
         for a in arms:
             name = args.incumbent if a.arm == "incumbent" else args.candidate
             err = "-" if a.errors is None else \
                 f"{100 * a.errors.value:.1f} [{100 * a.errors.low:.1f}, {100 * a.errors.high:.1f}]"
-            t.add_row(Text(one_line(f"{a.arm} ({name})", 60)), str(a.requests), err, iv(a.latency_p50),
-                      iv(a.latency_p95), iv(a.ttft_p50), "-" if a.tokens_mean is None else f"{a.tokens_mean:.0f}",
-                      iv(a.cost_mean, "{:.5f}"), iv(a.feedback, "{:.3f}") + (f" n={a.feedback_n}"
-                                                                             if a.feedback_n else ""))
+            rows.append([one_line(f"{a.arm} ({name})", 60), str(a.requests), err, iv(a.latency_p50),
+                         iv(a.latency_p95), iv(a.ttft_p50), "-" if a.tokens_mean is None else f"{a.tokens_mean:.0f}",
+                         iv(a.cost_mean, "{:.5f}"),
+                         iv(a.feedback, "{:.3f}") + (f" n={a.feedback_n}" if a.feedback_n else "")])
+        t = Table(title=Text(one_line(title, 120)), title_justify="left")
+        wide = 1 + sum(max([cell_len(h)] + [cell_len(r[k]) for r in rows]) + 3 for k, h in enumerate(header))
+        if wide <= console.width:
+            for col in header:
+                t.add_column(col, justify="left" if col == "arm" else "right")
+            for r in rows:
+                t.add_row(*(Text(c) for c in r))
+            return t
+        t.add_column("")
+        for r in rows:
+            t.add_column(Text(r[0]), justify="right")
+        for k, col in enumerate(header[1:], start=1):
+            t.add_row(col, *(Text(r[k]) for r in rows))
         return t
 
     console.print(arm_table(f"canary {args.experiment or 'canary'}: {rep.requests} request(s)"
@@ -186,13 +202,10 @@ def _report(args: argparse.Namespace) -> int:
     console.print(Text(f"verdict: {t.verdict.upper()}: {t.reason}"))
     if rep.calibration is not None:
         cal = rep.calibration
-        ct = Table(title=Text("offline against online, per category"), title_justify="left")
-        for col in ("category", "online n", f"online {args.metric} diff", "offline votes", "offline win rate", ""):
-            ct.add_column(col, justify="left" if col in ("category", "") else "right")
-        for c in cal.categories:
-            ct.add_row(Text(one_line(c.category, 60)), str(c.online_requests), iv(c.online, "{:.3f}"),
-                       str(c.offline_votes), iv(c.offline, "{:.2f}"), c.agree)
-        console.print(ct)
+        print_table(console, "offline against online, per category",
+                    ["category", "online n", f"online {args.metric} diff", "offline votes", "offline win rate", ""],
+                    [[one_line(c.category, 60), str(c.online_requests), iv(c.online, "{:.3f}"), str(c.offline_votes),
+                      iv(c.offline, "{:.2f}"), c.agree] for c in cal.categories])
         if cal.spearman is None:
             console.print("rank correlation: too few categories with both results")
         else:
