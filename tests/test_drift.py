@@ -128,27 +128,49 @@ def test_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert "--every: 'soon' is not a duration" in err and "--times N (at least 1) goes with --every" in err
 
 
-def test_in_an_80_column_terminal_each_run_is_told_apart(tmp_path: Path, monkeypatch) -> None:
-    """The report cut every run id to "01M96K…" and every date to "2026-1…" at
-    80 columns, so no run could be told from another. A narrow terminal now
-    shows each run as the shortest prefix that names it (`lineup replay`
-    takes one) and its date without the year; a wide one, ids whole."""
+def test_in_an_80_column_terminal_each_run_is_told_apart(tmp_path: Path) -> None:
+    """The report cut every run id to "01M96K…", every date to "2026-1…" and
+    the served model and fingerprint to a few letters at 80 columns, so no run
+    could be told from another nor what it was served. A narrow terminal now
+    shows each run as the shortest prefix that names it (`lineup replay` takes
+    one) and its date without the year, and splits the table into tables that
+    fit, each led by the run's number; a wide one shows ids whole."""
     from tests.test_sessions_table import on_terminal
 
-    monkeypatch.setenv("LINEUP_DEMO_SPEED", "0")
     db = tmp_path / "d.db"
     sample = sample_set(tmp_path / "canary.jsonl", 2)
-    for _ in range(3):
-        assert main(["drift", str(sample), "-m", "demo/concise", "--db", str(db), "--quiet"]) == 0
+    served = ["gpt-x-2024-08-06", "gpt-x-2024-08-06", "gpt-x-2024-11-20"]
+    with TestServer() as srv:
+        config = config_file(tmp_path / "config.toml", srv, {"m0": {}})
+        for k, model in enumerate(served):
+            srv.script(Reply(text="a stable answer", served_model=model, system_fingerprint=f"fp_{k}a7c3e91"))
+            assert main(["drift", str(sample), "-m", "m0", "--db", str(db), "--config", str(config), "--quiet"]) == 0
     with Store.open(db) as store:
         ids = canary_session_ids(store)
     assert len(ids) == 3
-    for cols in (80, 160):
-        text = on_terminal(["drift", "--report", "--db", str(db)], 30, cols)
-        rows = [ln.split("│") for ln in text.split("\n") if ln.startswith("│")]
-        shown = [r[2].strip() for r in rows]
-        assert len(shown) == 3 and all(len(ln) <= cols for ln in text.split("\n")), text
+    for cols in (80, 200):
+        text = on_terminal(["drift", "--report", "--db", str(db)], 40, cols)
+        lines = text.split("\n")
+        # the tables fit; a CHANGED line keeps its session id whole (the terminal wraps it)
+        assert all(len(ln) <= cols for ln in lines if ln[:1] in "┏┃┡│└"), text
+        tables: list[dict[str, list[str]]] = []        # each table: its columns' cells, by header
+        head: list[list[str]] = []
+        for ln in lines:
+            if ln.startswith("┃"):
+                head.append([c.strip() for c in ln.split("┃")[1:-1]])
+            elif ln.startswith("┡"):
+                tables.append({" ".join(p for p in parts if p): [] for parts in zip(*head, strict=True)})
+                head = []
+            elif ln.startswith("│") and tables:
+                for name, cell in zip(tables[-1], [c.strip() for c in ln.split("│")[1:-1]], strict=True):
+                    tables[-1][name].append(cell)
+        column = {name: cells for t in tables for name, cells in t.items() if name != "#"}
+        shown = column["run"]
         assert all(sum(i.startswith(s) for i in ids) == 1 for s in shown), shown    # each names one run
         assert {next(i for i in ids if i.startswith(s)) for s in shown} == set(ids), shown
-        if cols == 160:
-            assert shown == [s for s in shown if len(s) == 26]
+        assert [c.split(" ")[0] for c in column["served model"]] == served, column["served model"]
+        assert [c.split(" ")[0] for c in column["fingerprint"]] == [f"fp_{k}a7c3e91" for k in range(3)]
+        if cols == 200:
+            assert len(tables) == 1 and all(len(s) == 26 for s in shown)
+        else:
+            assert len(tables) > 1 and all(t["#"] == ["0", "1", "2"] for t in tables)

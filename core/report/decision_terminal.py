@@ -131,17 +131,20 @@ def pareto_chart(d: Decision, attr: str, frontier: Sequence[str], width: int, he
     return out
 
 
+#: Columns of text, not figures: left-justified (the first column always is).
+TEXT_COLUMNS = ("feasible", "route to", "best there")
+
+
 def _table(title: str, header: Sequence[str], rows: Sequence[Sequence[str]],
-           whole: Sequence[int] | None = None) -> Table:
+           whole: Sequence[int] | None = None, left: Sequence[str] = TEXT_COLUMNS) -> Table:
     """A table for any width: a narrow terminal folds headers and figures, never
     a model's name: one longer than `MAX_NAME` is broken after its "/" or "-"
     (`fold_at`), or ends in "…" when longer than two lines of it; `whole`: each
     column's least width, so that its figures are not folded."""
     table = Table(title=Text(one_line(title)), title_justify="left")
     for k, col in enumerate(header):
-        left = k == 0 or col in ("feasible", "route to", "best there")
         head = one_line(col) if whole is None or not k else fold_at(one_line(col), whole[k])
-        table.add_column(Text(head), justify="left" if left else "right", no_wrap=k == 0,
+        table.add_column(Text(head), justify="left" if k == 0 or col in left else "right", no_wrap=k == 0,
                          max_width=MAX_NAME if k == 0 else None, overflow="ellipsis" if k == 0 else "fold",
                          min_width=whole[k] if whole is not None and k else None)
     for r in rows:
@@ -152,7 +155,8 @@ def _table(title: str, header: Sequence[str], rows: Sequence[Sequence[str]],
     return table
 
 
-def print_table(console: Console, title: str, header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+def print_table(console: Console, title: str, header: Sequence[str], rows: Sequence[Sequence[str]],
+                left: Sequence[str] = TEXT_COLUMNS) -> None:
     """`_table` for the console's width: a table wider than that is split into
     tables of its columns that each fit, each beginning with the first (the
     name), so that figures stay whole ("1,047 ms", not "1,04" over "7 ms");
@@ -178,7 +182,8 @@ def print_table(console: Console, title: str, header: Sequence[str], rows: Seque
         keep = [0] + cols
         widths = next((w for w in (whole, need) if first + sum(w[k] + 3 for k in cols) <= console.width), None)
         console.print(_table(title if n == 0 else f"{title} (continued)", [header[k] for k in keep],
-                             [[r[k] for k in keep] for r in rows], [widths[k] for k in keep] if widths else None))
+                             [[r[k] for k in keep] for r in rows], [widths[k] for k in keep] if widths else None,
+                             left))
 
 
 def _console(console: Console | None) -> Console:

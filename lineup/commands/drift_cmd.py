@@ -110,33 +110,31 @@ def show(result, short: dict[str, str] | None = None) -> None:
     """The runs of each model and what changed; `short`: run ids as their
     unique prefixes, dates without the year (a narrow terminal)."""
     from rich.console import Console
-    from rich.table import Table
     from rich.text import Text
 
     from core.ground.text import format_time, one_line
+    from core.report.decision_terminal import print_table
 
     console = Console(highlight=False, markup=False)
     if not result.models:
         console.print("No canary runs yet: record some with `lineup drift SET.jsonl -m ALIAS`.")
         return
     for m in result.models:
-        table = Table(title=Text(one_line(f"{m.alias} on {m.sample_set}: {len(m.runs)} canary runs")),
-                      title_justify="left")
-        for col in ("#", "run", "when", "served model", "fingerprint", "changed", "pass", "ttft p50", "dur p50"):
-            table.add_column(col, justify="right" if col in ("#", "changed", "pass", "ttft p50", "dur p50")
-                             else "left", no_wrap=col in ("#", "run", "when"))
+        rows = []
         for k, r in enumerate(m.runs):
             changed = "-" if r.change_rate is None else f"{100 * r.change_rate:.0f}%"
             if r.change_rate is not None and not r.deterministic:
                 changed += " (sampled)"
-            table.add_row(str(k), (short or {}).get(r.session_id, r.session_id),
-                          format_time(r.created, "%m-%d %H:%M" if short is not None else "%Y-%m-%d %H:%M"),
-                          Text(one_line(", ".join(r.served_models) or "-", 40)),
-                          Text(one_line(", ".join(r.fingerprints) or "-", 30)), changed,
-                          "-" if r.pass_rate is None else f"{100 * r.pass_rate:.0f}%",
-                          "-" if r.ttft_p50_ms is None else f"{r.ttft_p50_ms:,.0f}",
-                          "-" if r.duration_p50_ms is None else f"{r.duration_p50_ms:,.0f}")
-        console.print(table)
+            rows.append([str(k), (short or {}).get(r.session_id, r.session_id),
+                         format_time(r.created, "%m-%d %H:%M" if short is not None else "%Y-%m-%d %H:%M"),
+                         one_line(", ".join(r.served_models) or "-", 40), one_line(", ".join(r.fingerprints) or "-", 30),
+                         changed, "-" if r.pass_rate is None else f"{100 * r.pass_rate:.0f}%",
+                         "-" if r.ttft_p50_ms is None else f"{r.ttft_p50_ms:,.0f}",
+                         "-" if r.duration_p50_ms is None else f"{r.duration_p50_ms:,.0f}"])
+        # a table too wide for the terminal is split into tables that fit, each led by the run's number
+        print_table(console, one_line(f"{m.alias} on {m.sample_set}: {len(m.runs)} canary runs"),
+                    ["#", "run", "when", "served model", "fingerprint", "changed", "pass", "ttft p50", "dur p50"],
+                    rows, left=("run", "when", "served model", "fingerprint"))
         if not m.flags:
             console.print(Text("no significant change"))
         for f in m.flags:
