@@ -41,10 +41,10 @@ def quantile(a: Any, q: Any, axis: int | None = None) -> Any:
     low, high = arr[prev_i], arr[next_i]
     diff = high - low
     result = low + diff * gamma   # numpy's _lerp: from the nearer end, so q=1 gives the top exactly
-    np.subtract(high, diff * (1 - gamma), out=result, where=np.broadcast_to(gamma >= 0.5, result.shape))
+    np.subtract(high, diff * (1 - gamma), out=result, where=gamma >= 0.5)
     nans = np.isnan(arr[-1, ...])
     if np.any(nans):
-        np.copyto(result, arr[-1, ...], where=np.broadcast_to(nans, result.shape))
+        np.copyto(result, arr[-1, ...], where=nans)
     if qs.ndim == 0:
         result = result[0]
         return result[()] if result.ndim == 0 else result
