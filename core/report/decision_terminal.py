@@ -155,6 +155,16 @@ def _table(title: str, header: Sequence[str], rows: Sequence[Sequence[str]],
     return table
 
 
+#: What a Rich table adds to its columns' text: a cell's padding either side
+#: and the border after it (`CELL`), and the border before the first (`EDGE`).
+CELL, EDGE = 3, 1
+
+
+def natural_widths(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[int]:
+    """Each column's width with its header and every cell on one line."""
+    return [max([cell_len(h)] + [cell_len(r[k]) for r in rows]) for k, h in enumerate(header)]
+
+
 def print_table(console: Console, title: str, header: Sequence[str], rows: Sequence[Sequence[str]],
                 left: Sequence[str] = TEXT_COLUMNS) -> None:
     """`_table` for the console's width: a table wider than that is split into
@@ -168,19 +178,20 @@ def print_table(console: Console, title: str, header: Sequence[str], rows: Seque
     data = [max((cell_len(r[k]) for r in texts), default=0) for k in range(len(head))]
     need = [max(data[k], max((cell_len(w.rstrip()) for w in fold_pieces(head[k])), default=0))
             for k in range(len(head))]
-    first = min(need[0], MAX_NAME) + 3 + 1       # a column: its text, padding either side, a border
+    first = min(need[0], MAX_NAME) + CELL + EDGE
     groups: list[list[int]] = [[]]
     used = first
     for k in range(1, len(head)):
-        if groups[-1] and used + need[k] + 3 > console.width:
+        if groups[-1] and used + need[k] + CELL > console.width:
             groups.append([])
             used = first
         groups[-1].append(k)
-        used += need[k] + 3
-    whole = [max(data[k], cell_len(head[k])) for k in range(len(head))]    # headers on one line
+        used += need[k] + CELL
+    whole = natural_widths(head, texts)    # headers on one line
     for n, cols in enumerate(groups):
         keep = [0] + cols
-        widths = next((w for w in (whole, need) if first + sum(w[k] + 3 for k in cols) <= console.width), None)
+        widths = next((w for w in (whole, need) if first + sum(w[k] + CELL for k in cols) <= console.width),
+                      None)
         console.print(_table(title if n == 0 else f"{title} (continued)", [header[k] for k in keep],
                              [[r[k] for k in keep] for r in rows], [widths[k] for k in keep] if widths else None,
                              left))

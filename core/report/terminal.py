@@ -18,7 +18,8 @@ from rich.text import Text
 
 from core.stats.ratings import Gap, ModelRating
 from core.report import agreement as AG
-from core.report.decision_terminal import print_decision_section, print_matchups, print_style
+from core.report.decision_terminal import (CELL, EDGE, natural_widths, print_decision_section, print_matchups,
+                                          print_style)
 from core.report.format import fmt, fmt_ci, fmt_rank, fold_at, gap_hint, pct
 from core.report.model import DEMO_NOTE, Report
 from core.report.public_section import print_public
@@ -86,8 +87,7 @@ def _ratings_table(console: Console, title: str, models: Sequence[ModelRating], 
              str(m.losses), str(m.group + 1)] for m in models]
     # what the figures leave the names (each column its text, padding either side and a border):
     # a longer name is broken after its "/" or "-", not mid-word
-    room = console.width - 1 - sum(max([cell_len(h)] + [cell_len(r[k]) for r in rows]) + 3
-                                   for k, h in enumerate(header) if k != 1) - 3
+    room = console.width - EDGE - CELL - sum(w + CELL for k, w in enumerate(natural_widths(header, rows)) if k != 1)
     for r in rows:
         r[1] = fold_at(r[1], room) if cell_len(r[1]) > room >= 8 else r[1]
         table.add_row(*(Text(c) for c in r))

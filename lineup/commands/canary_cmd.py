@@ -108,13 +108,12 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from rich.cells import cell_len
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
     from core.decide.canary import canary_report, outcomes, read_feedback
-    from core.report.decision_terminal import print_table
+    from core.report.decision_terminal import CELL, EDGE, natural_widths, print_table
     from core.report.offline import offline_pairs
     from core.ground.errors import UsageError
     from core.ground.text import one_line
@@ -172,8 +171,7 @@ def _report(args: argparse.Namespace) -> int:
                          iv(a.cost_mean, "{:.5f}"),
                          iv(a.feedback, "{:.3f}") + (f" n={a.feedback_n}" if a.feedback_n else "")])
         t = Table(title=Text(one_line(title, 120)), title_justify="left")
-        wide = 1 + sum(max([cell_len(h)] + [cell_len(r[k]) for r in rows]) + 3 for k, h in enumerate(header))
-        if wide <= console.width:
+        if EDGE + sum(w + CELL for w in natural_widths(header, rows)) <= console.width:
             for col in header:
                 t.add_column(col, justify="left" if col == "arm" else "right")
             for r in rows:
