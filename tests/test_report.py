@@ -505,3 +505,31 @@ def test_eight_models_against_each_other_fit_80_columns_with_every_cell_whole(db
     assert shown == list(mu.models), shown
     # names as headers break after "/" or "-": three tables of columns, not one a name
     assert 1 <= sum("(continued)" in ln for ln in lines) <= 2
+
+
+def test_a_name_of_thousands_of_characters_takes_a_few_lines_not_hundreds(db):
+    """Model names come from records (an Arena import takes any length): one
+    of 5,000 characters filled 380 lines of the ratings table at 80 columns,
+    and as a matchup header as many again. A name is now cut with "…" past
+    three lines of its column, and a header past two names' width."""
+    import io
+
+    from rich.console import Console
+
+    from core.report.terminal import print_report
+    from tests.synthetic import planted_store
+
+    huge = "vendor/" + "x" * 5000
+    planted_store(db, {"code": {huge: 20, "openai/gpt-4.1": 0, "anthropic/claude-sonnet-4": -20}}, 300, seed=3)
+    report = build_report(db, rounds=20, seed=0)
+    out = io.StringIO()
+    print_report(report, Console(file=out, width=80, force_terminal=False, color_system=None))
+    lines = out.getvalue().split("\n")
+    start = next(k for k, ln in enumerate(lines) if ln.startswith("Ratings ("))
+    end = next(k for k in range(start, len(lines)) if lines[k].startswith("└"))
+    assert end - start < 20, "\n".join(lines[start:end + 1])
+    assert any("vendor/" in ln and "…" in "".join(lines[start:end + 1]) for ln in lines[start:end + 1])
+    mu = next(k for k, ln in enumerate(lines) if ln.startswith("Model against model"))
+    mu_end = next(k for k in range(mu, len(lines)) if lines[k].startswith("Decision"))
+    assert mu_end - mu < 60, "\n".join(lines[mu:mu_end])
+    assert all(len(ln) <= 80 for ln in lines[start:mu_end])

@@ -174,7 +174,7 @@ def print_table(console: Console, title: str, header: Sequence[str], rows: Seque
     (`fold_at`: the matchups' headers are names). A column too wide to fit beside
     the name alone folds as before."""
     texts = [[one_line(c) for c in r] for r in rows]
-    head = [one_line(c) for c in header]
+    head = [cell(c, 2 * MAX_NAME).rstrip() for c in header]    # matchups' headers are names: any length
     data = [max((cell_len(r[k]) for r in texts), default=0) for k in range(len(head))]
     need = [max(data[k], max((cell_len(w.rstrip()) for w in fold_pieces(head[k])), default=0))
             for k in range(len(head))]
@@ -192,7 +192,7 @@ def print_table(console: Console, title: str, header: Sequence[str], rows: Seque
         keep = [0] + cols
         widths = next((w for w in (whole, need) if first + sum(w[k] + CELL for k in cols) <= console.width),
                       None)
-        console.print(_table(title if n == 0 else f"{title} (continued)", [header[k] for k in keep],
+        console.print(_table(title if n == 0 else f"{title} (continued)", [head[k] for k in keep],
                              [[r[k] for k in keep] for r in rows], [widths[k] for k in keep] if widths else None,
                              left))
 

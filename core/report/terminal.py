@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from rich.cells import cell_len
+from rich.cells import cell_len, set_cell_size
 from rich.console import Console, JustifyMethod
 from rich.table import Table
 from rich.text import Text
@@ -89,7 +89,8 @@ def _ratings_table(console: Console, title: str, models: Sequence[ModelRating], 
     # a longer name is broken after its "/" or "-", not mid-word
     room = console.width - EDGE - CELL - sum(w + CELL for k, w in enumerate(natural_widths(header, rows)) if k != 1)
     for r in rows:
-        r[1] = fold_at(r[1], room) if cell_len(r[1]) > room >= 8 else r[1]
+        if cell_len(r[1]) > room >= 8:      # at most three lines: a record's name may be any length
+            r[1] = fold_at(set_cell_size(r[1], 3 * room - 1) + "…" if cell_len(r[1]) > 3 * room else r[1], room)
         table.add_row(*(Text(c) for c in r))
     console.print(table)
     for m in models:   # notes under the table: a column of prose squeezes the figures
