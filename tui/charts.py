@@ -21,7 +21,7 @@ from rich.cells import cell_len
 from rich.text import Text
 
 from core.stats.ratings import ModelRating
-from core.report.format import cell, fit_names, fmt_ci, fmt_rank, line, nice_step
+from core.report.format import cell, fit_names, fmt_ci, fmt_rank, line, name_width, nice_step
 from core.report.model import CheckRate, Engineering, FailureModes, Quantiles
 from core.ground.text import one_line
 
@@ -34,12 +34,6 @@ EIGHTHS = "▏▎▍▌▋▊▉"
 DOT, LINE, DASH, CLOSE_LO, CLOSE_HI, OPEN_LO, OPEN_HI = "●", "─", "╌", "├", "┤", "◀", "▶"
 RATINGS_LEGEND = ("● rating   ├─┤ 95% interval   ◀╌ ╌▶ open side: no finite bound   "
                   "┏┃┗ bracket, same colour: cannot be told apart")
-
-
-def name_width(names: Sequence[str], width: int, floor: int = 6) -> int:
-    """Room for the name column: the longest name, at most a quarter of the width."""
-    longest = max((cell_len(one_line(n)) for n in names), default=floor)
-    return max(floor, min(longest, max(10, width // 4)))
 
 
 @dataclass

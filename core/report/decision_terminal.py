@@ -21,7 +21,7 @@ from rich.text import Text
 
 from core.decide.model import Decision
 from core.report import decision_format as F
-from core.report.format import cell, fit_names, fmt, fold_at, fold_pieces, line, nice_step
+from core.report.format import cell, fit_names, fmt, fold_at, fold_pieces, line, name_width, nice_step
 from core.report.matchups import Matchups
 from core.stats.style import StyleControl
 from core.ground.text import one_line
@@ -42,7 +42,7 @@ def pbest_chart(d: Decision, width: int) -> list[Text]:
     rows = d.models
     if not rows:
         return []
-    nw = max(6, min(max(cell_len(one_line(m.name)) for m in rows), max(10, width // 4)))
+    nw = name_width([m.name for m in rows], width)
     tail = 26
     plot = max(10, width - nw - 2 - tail)
     names = fit_names([m.name for m in rows], nw)

@@ -82,6 +82,12 @@ def cell(text: str, width: int, *, right: bool = False) -> str:
     return pad + text if right else text + pad
 
 
+def name_width(names: Iterable[str], width: int, floor: int = 6) -> int:
+    """Room for a chart's name column: the longest name, at most a quarter of the width."""
+    longest = max((cell_len(one_line(n)) for n in names), default=floor)
+    return max(floor, min(longest, max(10, width // 4)))
+
+
 def fit_names(names: Iterable[str], width: int) -> dict[str, str]:
     """Each name (one line) in at most `width` cells, the cut ones still told
     apart: cut at the end with "…" (`cell`) where that keeps them distinct,
