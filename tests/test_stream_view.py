@@ -32,14 +32,16 @@ async def settle(pilot, view: StreamView, rounds: int = 400) -> None:
     for _ in range(rounds):
         await pilot.pause(0.01)
         if (not view._ops and view._flush_timer is None and not view._flush_queued
-                and view._bg_timer is None and not view._fix_scheduled):
+                and view._bg_timer is None and not view._fix_scheduled and view._bar_timer is None):
             await pilot.pause()
             return
     raise AssertionError("StreamView never settled")
 
 
 def visible(view: StreamView) -> list[str]:
-    return [view.render_line(y).text for y in range(view.scrollable_content_region.height)]
+    """The text on screen, row by row, without the scrollbar drawn beside it."""
+    return [view.render_line(y).crop(0, view.text_width).text
+            for y in range(view.scrollable_content_region.height)]
 
 
 def all_painted_strips(view: StreamView):
@@ -146,35 +148,6 @@ async def test_follows_the_bottom_unless_the_user_scrolled_up():
         assert any("line 80" in line for line in visible(view))
 
 
-async def test_scrollbar_shows_where_the_view_is_after_streaming():
-    """The thumb is repainted only when it would be drawn differently: what is
-    painted must still match the content and position once the stream stops."""
-    app = ViewApp()
-    async with app.run_test(size=(60, 14)) as pilot:
-        view = app.query_one(StreamView)
-        bar = view.vertical_scrollbar
-        for size in (40, 400):
-            view.start_answer()
-            for index in range(size):
-                view.append(f"line {index}\n\n")
-                if index % 9 == 0:
-                    await pilot.pause(0.002)
-            view.end_answer()
-            await settle(pilot, view)
-            for _ in range(200):  # the trailing scrollbar update, once the stream stopped
-                if view._scrollbar_timer is None:
-                    break
-                await pilot.pause(0.01)
-            await pilot.pause()
-            assert bar.window_virtual_size == view.virtual_size.height
-            assert bar.window_size == view.scrollable_content_region.height
-            assert bar.position == int(view.scroll_y * 8) / 8
-            region = Region(0, 0, bar.size.width, bar.size.height)
-            painted = bar.render_lines(region)
-            bar.refresh()
-            assert bar.render_lines(region) == painted
-
-
 @pytest.mark.slow
 async def test_rows_moved_by_a_scroll_are_not_styled_again_and_paint_the_same():
     """Following a stream scrolls the view by a line or two per flush: the rows
@@ -223,13 +196,13 @@ async def test_width_change_rerenders_every_block():
             ("assistant", f"{paragraph}\n\n```\n{'c' * 150}\n```\n\n{paragraph}"),
         ])
         await settle(pilot, view)
-        wide_width = view.scrollable_content_region.width
+        wide_width = view.text_width
         wide_lines = view.plain_text().split("\n")
         assert max(len(line) for line in wide_lines) <= wide_width
 
         await pilot.resize_terminal(50, 30)
         await settle(pilot, view)
-        narrow_width = view.scrollable_content_region.width
+        narrow_width = view.text_width
         assert narrow_width < wide_width
         assert all(block.width == narrow_width for block in view._blocks)
         narrow_lines = view.plain_text().split("\n")
@@ -455,7 +428,7 @@ async def test_huge_lines_and_line_counts_do_not_freeze(answer, tail):
         view.set_conversation([("assistant", answer)])
         await pilot.pause()
         await pilot.pause(0.05)
-        width = view.scrollable_content_region.width
+        width = view.text_width
         screen = visible(view)
         assert any(tail in line for line in screen)
         assert all(len(line) <= width for line in screen)

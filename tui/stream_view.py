@@ -127,6 +127,7 @@ class StreamView(LineScrollView, can_focus=True):
         self._base_style: Style | None = None    # self.rich_style, computed once
         self._strip_style: Style | None = None   # the style cached strips carry
         self._paint: tuple[int, int] | None = None
+        self._blank: tuple[int, Style | None, Strip] | None = None  # _blank_line
 
     def _reset_display(self) -> None:
         self._blocks: list[_Block] = []
@@ -354,8 +355,7 @@ class StreamView(LineScrollView, can_focus=True):
         """Scroll to `y` to follow the stream: what ``scroll_to(y=y, animate=False)``
         does for a view that paints itself (no children to move), without the
         round trip through reactive validation and watchers at every flush;
-        _apply_layout moves the scrollbar thumb (at most a few times a second:
-        each move repaints the whole bar)."""
+        the scrollbar, drawn in the rows, moves with the repaint."""
         if not 0 <= y <= self.max_scroll_y:
             self.scroll_to(y=y, animate=False)
             return
@@ -377,7 +377,7 @@ class StreamView(LineScrollView, can_focus=True):
         self._leave_clock()
         self._flush_queued = False
         started = self._last_flush_start = time.perf_counter()
-        width = self.scrollable_content_region.width if self.is_mounted else 0
+        width = self.text_width if self.is_mounted else 0
         if width <= 0:
             if self._width:
                 width = self._width
@@ -628,12 +628,11 @@ class StreamView(LineScrollView, can_focus=True):
         if not self.is_mounted:
             self._anchor = None
             return
-        update_bar = self._set_virtual_size(Size(self._width, height))
+        self._set_virtual_size(Size(self._width, height))
         if self._follow:
             target = max(0, height - self.scrollable_content_region.height)
             if round(self.scroll_y) != target:
                 self._follow_to(target)
-                update_bar = True
             self._follow = True
         elif self._anchor is not None:
             index, offset = self._anchor
@@ -643,9 +642,8 @@ class StreamView(LineScrollView, can_focus=True):
                 if round(self.scroll_y) != y:
                     self.scroll_to(y=y, animate=False)
         self._anchor = None
-        if update_bar:  # after scrolling: the thumb is drawn where it ends up
-            self._schedule_scrollbar()
         self._refresh_changed()
+        self._refresh_bar()  # after scrolling: the thumb is drawn where it ends up
 
     def _visible_rows(self, top: int, height: int) -> list[object]:
         """What each row of the view shows: a Strip, None (blank) or _UNKNOWN
@@ -763,7 +761,7 @@ class StreamView(LineScrollView, can_focus=True):
 
     def render_lines(self, crop: Region) -> list[Strip]:
         # Geometry once per paint, not once per line (each lookup walks styles).
-        self._paint = (self.scroll_offset.y, self.scrollable_content_region.width)
+        self._paint = (self.scroll_offset.y, self.text_width)
         self._style()
         try:
             return super().render_lines(crop)
@@ -774,7 +772,7 @@ class StreamView(LineScrollView, can_focus=True):
         """The line at row `y` of the view (LineScrollView.render_line)."""
         paint = self._paint
         if paint is None:
-            scroll_y, width = self.scroll_offset.y, self.scrollable_content_region.width
+            scroll_y, width = self.scroll_offset.y, self.text_width
         else:
             scroll_y, width = paint
         line = scroll_y + y
@@ -794,10 +792,19 @@ class StreamView(LineScrollView, can_focus=True):
                     strip = strips[offset]
         # Cached strips already carry the base style (_render_piece).
         if strip is None:
-            return Strip.blank(width, self._style())
+            return self._blank_line(width)
         if strip.cell_length != width:
             strip = strip.crop_extend(0, width, self._strip_style)
         return strip
+
+    def _blank_line(self, width: int) -> Strip:
+        """One blank line object per width and style: a row that stays blank
+        across a scroll keeps its styled line (LineScrollView._reuse_moved_lines)."""
+        style = self._style()
+        blank = self._blank
+        if blank is None or blank[0] != width or blank[1] is not style:
+            blank = self._blank = (width, style, Strip.blank(width, style))
+        return blank[2]
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
