@@ -193,3 +193,24 @@ async def test_bar_takes_the_hover_colours_under_the_pointer():
         await pilot.pause()
         assert drawn_bar(view) == normal
         assert paints_fresh(view)
+
+
+async def test_bar_follows_the_reader_at_once_while_the_text_grows():
+    """While text streams in the thumb moves at most every BAR_INTERVAL when
+    the view follows it; a reader who scrolled up sees it move with them."""
+    app = TwoViews()
+    async with app.run_test(size=(80, 24)) as pilot:
+        view = app.query_one("#left", StreamView)
+        await stream(pilot, view, 300)
+        view.start_answer()
+        view.scroll_to(y=10, animate=False, immediate=True)
+        await pilot.pause()
+        for step in range(1, 6):
+            view.append(f"more {step}\n\n")
+            await pilot.pause(0.03)        # a flush: the content grows
+            view.scroll_to(y=10 + 40 * step, animate=False, immediate=True)
+            await pilot.pause()
+            assert drawn_bar(view) == textual_bar(view), step
+            assert paints_fresh(view), step
+        view.end_answer()
+        await settle(pilot, view)

@@ -73,12 +73,6 @@ def bar_cells(size: int, virtual: float, window: float, position: float) -> list
 class LineScrollView(ScrollView):
     """A ScrollView of lines (the Line API) for content that keeps growing."""
 
-    DEFAULT_CSS = """
-    LineScrollView {
-        scrollbar-size-vertical: 0;
-    }
-    """
-
     BAR_WIDTH = 2        # the vertical scrollbar drawn in the lines: Textual's default thickness
     BAR_INTERVAL = 0.25  # while the content grows the thumb moves at most this often
     BAR_SETTLE = 0.05    # and once more this long after that, to where it ends up
@@ -86,6 +80,7 @@ class LineScrollView(ScrollView):
     def __init__(self, *, name: str | None = None, id: str | None = None,
                  classes: str | None = None, disabled: bool = False) -> None:
         super().__init__(name=name, id=id, classes=classes, disabled=disabled)
+        self.styles.scrollbar_size_vertical = 0   # no ScrollBar widget: the bar is in the rows
         self._paint_lines: dict[int, Strip] | None = None  # content row -> line, in a paint
         self._line_sources: dict[int, Strip] = {}  # widget row -> line last styled there
         self._painted_top = -1   # the scroll offset of the last paint
@@ -178,6 +173,8 @@ class LineScrollView(ScrollView):
         stops); a scroll by the reader, or a press, redraws it at once."""
         if drawn[0] != key[0] or drawn[2] != key[2] or drawn[4] != key[4] or drawn[1] == key[1]:
             return False
+        if drawn[3] != key[3] and self.scroll_y < self.max_scroll_y:
+            return False   # the reader scrolled while it grows: the thumb goes with them
         wait = self._bar_at + self.BAR_INTERVAL - time.perf_counter()
         if wait <= 0:
             return False
