@@ -3,8 +3,8 @@
 Why this module exists: each pane used to flush on its own timer, so six
 streaming panes flushed at six phases and the screen painted up to six times
 per flush interval. Every paint costs the compositor about the same whatever
-changed (it re-renders every pane overlapping the changed rows, their
-scrollbars, and divides whole screen rows), so unaligned flushes were most of
+changed (it re-renders every pane overlapping the changed rows and divides
+whole screen rows), so unaligned flushes were most of
 the rendering CPU. Here views ask for a flush at a time; one timer flushes,
 in one callback, every view whose time has come or will come within half an
 interval, and the screen then paints them all at once. When text comes in
