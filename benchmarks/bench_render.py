@@ -44,18 +44,19 @@ import sys
 import time
 from pathlib import Path
 
-from textual.app import App, ComposeResult
-from textual.containers import Grid, VerticalScroll
-from textual.widgets import Markdown
-
 # the checkout this file is in, not the one installed (editable) in the venv:
 # run from another checkout, the benchmark measured the installed one's views
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+# tui first, as the app imports it: it sets Textual's frame rate before Textual loads
 from tui.app import freeze_survivors, release_survivors  # noqa: E402
 from tui.stream_view import StreamView  # noqa: E402
+
+from textual.app import App, ComposeResult  # noqa: E402
+from textual.containers import Grid, VerticalScroll  # noqa: E402
+from textual.widgets import Markdown  # noqa: E402
 
 PANES = 6
 SIZE = (240, 64)

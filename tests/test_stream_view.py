@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 from textual.app import App, ComposeResult
@@ -436,3 +439,15 @@ async def test_huge_lines_and_line_counts_do_not_freeze(answer, tail):
         height = view.virtual_size.height
         assert height >= min(rows, len(answer) // width)
         assert height <= rows + len(answer) // (width // 2) + 10
+
+
+@pytest.mark.parametrize("env, fps", [({}, "120"), ({"TEXTUAL_FPS": "30"}, "30")])
+def test_the_app_paints_up_to_120_frames_a_second_unless_told_otherwise(env, fps):
+    """At Textual's default 60 a paint after a late one waits up to two frames
+    (33 ms), longer than the 25 ms flush interval (tui/__init__.py)."""
+    base = {k: v for k, v in os.environ.items() if k != "TEXTUAL_FPS"}
+    code = ("import tui.app, textual.constants as c, textual.screen as s; "
+            "print(c.MAX_FPS, round(1 / s.UPDATE_PERIOD))")
+    out = subprocess.run([sys.executable, "-c", code], env={**base, **env}, check=True,
+                         capture_output=True, text=True).stdout.split()
+    assert out == [fps, fps]
