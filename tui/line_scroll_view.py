@@ -11,7 +11,8 @@ relayout, draws its vertical scrollbar in its own lines (the look and the
 mouse handling of Textual's, `_bar_rows`), and lets rows that a scroll only
 moved keep their styled lines. Those are the places where the stream view
 relies on Textual internals (besides `lean_strip`); they are kept here, each
-with a fallback, and tests/test_stream_view.py checks them.
+with a fallback, and tests/test_stream_view.py and test_line_scroll_view.py
+check them.
 
 A subclass implements `_content_line(y)`: the line at row `y` of the view,
 `text_width` cells wide.
@@ -47,7 +48,7 @@ def bar_cells(size: int, virtual: float, window: float, position: float) -> list
 
     Computed here, not by render_bar, because that builds styles carrying
     mouse actions for every cell (~0.15 ms a bar, on every flush of every
-    pane); tests/test_stream_view.py checks that both draw the same bars.
+    pane); tests/test_line_scroll_view.py checks that both draw the same bars.
     """
     bars = ScrollBarRender.VERTICAL_BARS
     blank = ScrollBarRender.BLANK_GLYPH
