@@ -135,7 +135,7 @@ def test_in_an_80_column_terminal_each_run_is_told_apart(tmp_path: Path) -> None
     shows each run as the shortest prefix that names it (`lineup replay` takes
     one) and its date without the year, and splits the table into tables that
     fit, each led by the run's number; a wide one shows ids whole."""
-    from tests.test_sessions_table import on_terminal
+    from tests.cli_support import on_terminal
 
     db = tmp_path / "d.db"
     sample = sample_set(tmp_path / "canary.jsonl", 2)

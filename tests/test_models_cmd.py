@@ -348,7 +348,7 @@ def test_at_80_columns_the_hints_wrap_between_words(tmp_path):
     """On an 80-column terminal the long hints are wrapped by lineup at
     spaces, not cut by the terminal inside a word ("export OPE" / "NAI_API_KEY");
     piped, they stay one line each."""
-    from tests.test_sessions_table import on_terminal, piped
+    from tests.cli_support import on_terminal, piped
 
     shown = on_terminal(["models"], 24, 80)
     lines = shown.rstrip("\n").split("\n")
