@@ -18,12 +18,12 @@ from rich.text import Text
 
 from core.stats.ratings import Gap, ModelRating
 from core.report import agreement as AG
-from core.report.decision_terminal import (CELL, EDGE, natural_widths, print_decision_section, print_matchups,
-                                          print_style)
+from core.report.decision_terminal import print_decision_section, print_matchups, print_style
 from core.report.format import fmt, fmt_ci, fmt_rank, fold_at, gap_hint, pct
 from core.report.model import DEMO_NOTE, Report
 from core.report.public_section import print_public
 from core.report.stretch import Block, stretch_blocks
+from core.report.tables import CELL, EDGE, natural_widths
 from core.report import dimensions as DIM
 from core.report.structured import HEADER as STRUCTURED_HEADER
 from core.report.structured import table_rows as structured_table

@@ -113,7 +113,7 @@ def _report(args: argparse.Namespace) -> int:
     from rich.text import Text
 
     from core.decide.canary import canary_report, outcomes, read_feedback
-    from core.report.decision_terminal import CELL, EDGE, natural_widths, print_table
+    from core.report.tables import CELL, EDGE, natural_widths, print_table
     from core.report.offline import offline_pairs
     from core.ground.errors import UsageError
     from core.ground.text import one_line

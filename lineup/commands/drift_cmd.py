@@ -113,7 +113,7 @@ def show(result, short: dict[str, str] | None = None) -> None:
     from rich.text import Text
 
     from core.ground.text import format_time, one_line
-    from core.report.decision_terminal import print_table
+    from core.report.tables import print_table
 
     console = Console(highlight=False, markup=False)
     if not result.models:
