@@ -16,7 +16,7 @@ from textual.containers import Horizontal
 from textual.geometry import Region
 from textual.scrollbar import ScrollBar, ScrollBarRender
 
-from tests.test_stream_view import settle
+from tests.tui_support import settle
 from tui.line_scroll_view import LineScrollView, bar_cells
 from tui.stream_view import StreamView
 

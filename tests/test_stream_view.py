@@ -12,6 +12,7 @@ from textual.app import App, ComposeResult
 from textual.geometry import Region
 
 from core.ground.text import neutralise
+from tests.tui_support import settle
 from tui.stream_view import StreamView
 
 pytestmark = pytest.mark.anyio
@@ -28,17 +29,6 @@ UNSAFE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e
 class ViewApp(App):
     def compose(self) -> ComposeResult:
         yield StreamView()
-
-
-async def settle(pilot, view: StreamView, rounds: int = 400) -> None:
-    """Let flushes and background re-rendering finish (no timing assumptions)."""
-    for _ in range(rounds):
-        await pilot.pause(0.01)
-        if (not view._ops and view._flush_timer is None and not view._flush_queued
-                and view._bg_timer is None and not view._fix_scheduled and view._bar_timer is None):
-            await pilot.pause()
-            return
-    raise AssertionError("StreamView never settled")
 
 
 def visible(view: StreamView) -> list[str]:

@@ -103,3 +103,15 @@ def models_config(models: list[ModelConfig], tags: tuple[str, ...] = ()) -> Conf
 
 def run(coro):
     return asyncio.run(coro)
+
+
+async def settle(pilot, view, rounds: int = 400) -> None:
+    """Let a StreamView's flushes, background re-rendering and scrollbar
+    settle finish (no timing assumptions)."""
+    for _ in range(rounds):
+        await pilot.pause(0.01)
+        if (not view._ops and view._flush_timer is None and not view._flush_queued
+                and view._bg_timer is None and not view._fix_scheduled and view._bar_timer is None):
+            await pilot.pause()
+            return
+    raise AssertionError("StreamView never settled")
