@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import time
 from math import ceil
+from typing import NamedTuple
 
 from rich.segment import Segment
 from rich.style import Style
@@ -35,6 +36,16 @@ from textual.timer import Timer
 from tui.lean_strip import LeanStrip
 
 __all__ = ["LineScrollView", "bar_cells"]
+
+class _BarKey(NamedTuple):
+    """What the bar's drawing depends on (`_bar_rows`)."""
+
+    height: int
+    virtual: int
+    window: int
+    position: float
+    state: str          # "", "hover" or "grab"
+
 
 _BAR_ACTIONS = {"up": "scroll_up", "down": "scroll_down", "track": "",
                 "thumb": "grab", "start": "grab", "end": "grab"}
@@ -85,7 +96,7 @@ class LineScrollView(ScrollView):
         self._paint_lines: dict[int, Strip] | None = None  # content row -> line, in a paint
         self._line_sources: dict[int, Strip] = {}  # widget row -> line last styled there
         self._painted_top = -1   # the scroll offset of the last paint
-        self._bar: tuple[tuple, list[Segment], list[str]] | None = None  # key, rows, actions
+        self._bar: tuple[_BarKey, list[Segment], list[str]] | None = None  # key, rows, actions
         self._bar_shown: list[Segment] = []   # the bar rows as last painted or refreshed
         self._bar_glyphs: dict[Segment, Segment] = {}  # one object per drawn bar cell
         # (line, bar cell) -> that line with that cell, for the lines on screen
@@ -143,11 +154,9 @@ class LineScrollView(ScrollView):
         window = height - self.scrollbar_size_horizontal
         position = int(self.scroll_y * 8) / 8
         state = "grab" if self._bar_grab is not None else "hover" if self._bar_hover else ""
-        key = (height, virtual, window, position, state)
+        key = _BarKey(height, virtual, window, position, state)
         bar = self._bar
-        if bar is not None and bar[0] != key and self._bar_growing(bar[0], key):
-            return bar[1], bar[2]
-        if bar is not None and bar[0] == key:
+        if bar is not None and (bar[0] == key or self._bar_growing(bar[0], key)):
             return bar[1], bar[2]
         self._bar_at = time.perf_counter()
         styles = self._bar_styles(state)
@@ -167,14 +176,15 @@ class LineScrollView(ScrollView):
         self._bar = (key, rows, actions)
         return rows, actions
 
-    def _bar_growing(self, drawn: tuple, key: tuple) -> bool:
+    def _bar_growing(self, drawn: _BarKey, key: _BarKey) -> bool:
         """Whether to keep the bar as drawn while the content grows: a thumb
         that moves with every flush restyles its rows on every flush, so it
         moves at most every BAR_INTERVAL then (and once more when the growth
         stops); a scroll by the reader, or a press, redraws it at once."""
-        if drawn[0] != key[0] or drawn[2] != key[2] or drawn[4] != key[4] or drawn[1] == key[1]:
+        if (drawn.height, drawn.window, drawn.state) != (key.height, key.window, key.state) \
+                or drawn.virtual == key.virtual:
             return False
-        if drawn[3] != key[3] and self.scroll_y < self.max_scroll_y:
+        if drawn.position != key.position and self.scroll_y < self.max_scroll_y:
             return False   # the reader scrolled while it grows: the thumb goes with them
         wait = self._bar_at + self.BAR_INTERVAL - time.perf_counter()
         if wait <= 0:
@@ -211,38 +221,35 @@ class LineScrollView(ScrollView):
         }
         return cached
 
+    def _bar_changes(self) -> list[int] | None:
+        """The content rows whose bar cell changed since the bar was last shown
+        (None: all of them), the bar now taken as shown."""
+        rows, _ = self._bar_rows()
+        shown, self._bar_shown = self._bar_shown, rows
+        if len(shown) != len(rows):
+            return None
+        return [y for y, (was, now) in enumerate(zip(shown, rows, strict=True)) if was is not now]
+
     def _refresh_bar(self) -> None:
         """Repaint the rows whose scrollbar cell changed since it was last drawn."""
         if not self.bar_width or not self.is_mounted:
             return
-        rows, _ = self._bar_rows()
-        shown = self._bar_shown
-        if len(shown) != len(rows):
-            self._bar_shown = rows
+        changed = self._bar_changes()
+        if changed is None:
             self.refresh()
-            return
-        self._bar_shown = rows
-        width = self.size.width
-        changed = [Region(0, y, width, 1)   # content rows: refresh() adds the border
-                   for y, (was, now) in enumerate(zip(shown, rows, strict=True)) if was is not now]
-        if changed:  # each row apart: the thumb's two ends can be far apart
-            self.refresh(*changed)
+        elif changed:   # each row apart: the thumb's two ends can be far apart
+            width = self.size.width
+            self.refresh(*(Region(0, y, width, 1) for y in changed))   # refresh() adds the border
 
     def _mark_bar_rows(self) -> None:
         """In a paint: the rows whose bar cell changed since they were styled
         are styled again (the others keep Textual's styled line)."""
-        rows, _ = self._bar_rows()
-        shown = self._bar_shown
-        self._bar_shown = rows
-        if len(shown) != len(rows):
+        changed = self._bar_changes()
+        if changed is None:
             self._styles_cache.clear()
-            return
-        top = self.styles.gutter.top
-        width = self.size.width
-        changed = [Region(0, top + y, width, 1)
-                   for y, (was, now) in enumerate(zip(shown, rows, strict=True)) if was is not now]
-        if changed:
-            self._styles_cache.set_dirty(*changed)
+        elif changed:    # Textual's styled rows count the border
+            top, width = self.styles.gutter.top, self.size.width
+            self._styles_cache.set_dirty(*(Region(0, top + y, width, 1) for y in changed))
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
