@@ -375,3 +375,40 @@ def test_killing_lineup_after_the_first_prompt_keeps_the_session(tmp_path):
         (summary,) = store.list_sessions()
         loaded = store.load_session(summary.id)
     assert [t.user_message for t in loaded.turns] == ["explain python lists"]
+
+
+@pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
+def test_a_press_on_a_panes_scrollbar_pages_it_in_a_real_terminal(tmp_path):
+    """The panes draw their scrollbar in their own rows (tui/line_scroll_view.py):
+    at 80x24, a mouse press (the terminal's own SGR report) on the track above
+    the thumb of a pane whose answer is longer than it pages the pane up."""
+    tmux = Tmux(f"lineup-test-bar-{os.getpid()}")
+    _start(tmux, tmp_path, "chat -m demo/thorough -m demo/concise --seed 1", "0")
+    tmux("resize-window", "-t", "lineup", "-x", "80", "-y", "24", check=False)
+    try:
+        tmux.wait_for("Enter sends to all")
+        tmux("send-keys", "-t", "lineup", "-l", "Explain python decorators with a long example")
+        tmux("send-keys", "-t", "lineup", "Enter")
+        tmux.wait_for("Which answer is best?")
+        screen = tmux.screen()
+        lines = screen.split("\n")
+        top = next(i for i, ln in enumerate(lines) if ln.startswith("╭"))
+        right = lines[top].index("╮")          # the left pane's right border
+        bottom = next(i for i, ln in enumerate(lines) if ln.startswith("╰"))
+
+        def left_pane(text: str) -> list[str]:
+            return [ln[1:right] for ln in text.split("\n")[top + 2:bottom]]
+
+        first = left_pane(screen)
+        assert not any("▌" in ln for ln in first)      # followed to the end: the prompt is above
+        for _ in range(10):                     # press the track's top row, as a mouse does, until the top
+            x, y = right - 1, top + 3           # 1-based: the bar's first column, the first content row
+            tmux("send-keys", "-t", "lineup", "-l", f"\x1b[<0;{x};{y}M\x1b[<0;{x};{y}m")
+            time.sleep(0.3)
+            if any("▌" in ln for ln in left_pane(tmux.screen())):
+                break
+        shown = left_pane(tmux.screen())
+        assert any("▌" in ln for ln in shown), "\n".join(shown)     # paged back up to the prompt
+        assert shown != first
+    finally:
+        tmux("kill-server", check=False)
