@@ -5,7 +5,7 @@ a baseline measured in the same run: the plain report's overall ratings
 
 The decide side is its whole computation once the votes are read: the ten
 per-category fits with their bootstraps (run two at a time, as
-`core.report.decision` does with `core.report.build.RATING_THREADS`), then
+`core.report.decision` does with `core.report.start.RATING_THREADS`), then
 `core.decide.choose.decide` (P(best) for the mix replicate by replicate,
 the tie group, routing, the frontiers). Reading the store is the report's
 own read and is measured by bench_ratings. Votes are synthetic, drawn in
@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from core.stats import ratings as R  # noqa: E402
 from core.decide.choose import decide  # noqa: E402
-from core.report.build import RATING_THREADS  # noqa: E402
+from core.report.start import RATING_THREADS  # noqa: E402
 
 TARGET_S = 1.0
 

@@ -4,6 +4,7 @@ errors, cost, checks, stability), as one data model with renderings.
 
 The package, one concern per module:
 - `model`: the pydantic data model; its JSON is the stable shape;
+- `start`: the votes in scope read and their ratings begun in worker threads;
 - `build`: `build_report(store, filters)` fills it from the store's reads
   (`store.report_queries`: the SQL lives with the schema, none here);
 - `patterns`: the votes as distinct patterns, decomposed once (`core.stats.votes`
@@ -19,42 +20,60 @@ The package, one concern per module:
 
 All text that came from a model, a config or a rater is untrusted: every
 renderer routes it through `core.ground.text`.
+
+The names below load on first use (PEP 562), as the store's do: a module of
+the package (`core.report.start`, which begins the ratings) imports without
+the others, so `lineup report` starts the bootstraps before the sections and
+the data model are loaded, and `--json` never loads a renderer.
 """
 
-from core.stats.ratings import Gap, ModelRating
-from core.report.build import build_report
-from core.report.model import (
-    NO_CATEGORY,
-    CheckRate,
-    Consistency,
-    Engineering,
-    FailureModes,
-    PositionBias,
-    PositionRow,
-    Quantiles,
-    RaterAgreement,
-    RatingTable,
-    Report,
-    ReportFilters,
-    StabilityRow,
-    TagStat,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from core.report.build import build_report
+    from core.report.html import render_html
+    from core.report.markdown import render_markdown
+    from core.report.model import (
+        NO_CATEGORY,
+        CheckRate,
+        Consistency,
+        Engineering,
+        FailureModes,
+        PositionBias,
+        PositionRow,
+        Quantiles,
+        RaterAgreement,
+        RatingTable,
+        Report,
+        ReportFilters,
+        StabilityRow,
+        TagStat,
+    )
+    from core.stats.ratings import Gap, ModelRating
+
+# name -> the module that defines it
+_EXPORTS: dict[str, str] = {
+    "Gap": "core.stats.ratings", "ModelRating": "core.stats.ratings", "build_report": "core.report.build",
+    "render_html": "core.report.html", "render_markdown": "core.report.markdown",
+    **{name: "core.report.model" for name in (
+        "NO_CATEGORY", "CheckRate", "Consistency", "Engineering", "FailureModes", "PositionBias", "PositionRow",
+        "Quantiles", "RaterAgreement", "RatingTable", "Report", "ReportFilters", "StabilityRow", "TagStat")},
+}
+
+__all__ = sorted(_EXPORTS)
 
 
-
-def __getattr__(name: str):
-    """The renderers load on first use: `lineup report --json` needs neither."""
-    if name == "render_html":
-        from core.report.html import render_html
-        return render_html
-    if name == "render_markdown":
-        from core.report.markdown import render_markdown
-        return render_markdown
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
 
-__all__ = [
-    "NO_CATEGORY", "CheckRate", "Consistency", "Engineering", "FailureModes", "Gap", "ModelRating", "PositionBias",
-    "PositionRow", "Quantiles", "RaterAgreement", "RatingTable", "Report", "ReportFilters", "StabilityRow", "TagStat",
-    "build_report", "render_html", "render_markdown",
-]
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

@@ -27,10 +27,8 @@ they save). Every figure is computed exactly as by one thread.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -45,9 +43,10 @@ from core.report.graders import grader_agreement
 from core.report.judge import DEFAULT_MIN_AGREEMENT
 from core.report.judge import judge_report as judge_section
 from core.report.matchups import matchups
-from core.report.model import NO_CATEGORY, RatingTable, Report, ReportFilters
-from core.report.patterns import Votes, battle_set, read_votes
+from core.report.model import RatingTable, Report, ReportFilters
+from core.report.patterns import Votes, read_votes
 from core.report.rater_quality import rater_quality
+from core.report.start import Started, scope_of, start_ratings
 from core.report.style_section import style_for
 from core.report.variants import variant_groups
 from core.stats.style import DEFAULT_RECIPE, RECIPE_TEXT, StyleControl
@@ -55,41 +54,17 @@ from store import public_scores as P
 from store import report_queries as Q
 from store.db import Store
 
-#: Ratings computed at the same time (each is numpy work that mostly releases the GIL).
-RATING_THREADS = min(2, os.cpu_count() or 1)
-
-
-def scope_of(filters: ReportFilters) -> Q.Scope:
-    return Q.Scope(sessions=tuple(filters.sessions), category=filters.category, rater=filters.rater,
-                   since=filters.since, include_demo=filters.include_demo)
-
-
 def rating_table(result: R.RatingResult) -> RatingTable:
     return RatingTable(models=result.models, groups=result.groups, gaps=result.gaps,
                        components=result.components, n_votes=result.n_votes, n_battles=result.n_battles,
                        warnings=result.warnings)
 
 
-def read_votes_in_scope(store: Store, filters: ReportFilters, *,
-                        with_ids: bool = False) -> tuple[ReportFilters, Votes, int, list[str], bool]:
-    """The votes the filters select: (the filters used, the votes, demo votes
-    left out, warnings, demo). Demo votes are left out unless asked for, but
-    when every vote in scope is on demo models they are read instead and the
-    filters include them (`demo` True): an empty report after trying lineup
-    on its demo models says nothing, a report marked demo shows what it does."""
-    votes, demo_skipped, problems = read_votes(store, scope_of(filters), with_ids=with_ids)
-    if len(votes) or not demo_skipped or filters.include_demo:
-        return filters, votes, demo_skipped, problems, False
-    filters = filters.model_copy(update={"include_demo": True})
-    votes, _, problems = read_votes(store, scope_of(filters), with_ids=with_ids)
-    return filters, votes, 0, problems, True
-
-
 def build_report(store: Store, filters: ReportFilters | None = None, *, rounds: int = R.DEFAULT_ROUNDS,
                  seed: int | None = 0, prices: Mapping[str, Any] | None = None,
                  breakdowns: bool = True, judge: str | None = None, judge_prompt: str | None = None,
-                  style_control: bool = False, min_judge_agreement: float | None = None,
-                  style_recipe: str = DEFAULT_RECIPE, cache: bool = True) -> Report:
+                 style_control: bool = False, min_judge_agreement: float | None = None,
+                 style_recipe: str = DEFAULT_RECIPE, cache: bool = True, started: Started | None = None) -> Report:
     """Read the store and compute everything. `prices`: alias -> `Price` from
     the config, used when an answer has no recorded cost and its session
     recorded no price. `breakdowns=False` skips per-category / per-rater ratings;
@@ -99,20 +74,28 @@ def build_report(store: Store, filters: ReportFilters | None = None, *, rounds: 
     the prompt to read (default: its newest); `min_judge_agreement` the
     agreement with people below which the judge is flagged (default
     `core.report.judge.DEFAULT_MIN_AGREEMENT`). `cache`: read the bootstrap's
-    rounds back where these votes were rated before (`core.report.draw_cache`)."""
-    filters, votes, demo_skipped, problems, demo = read_votes_in_scope(store, filters or ReportFilters(),
-                                                                       with_ids=style_control)
+    rounds back where these votes were rated before (`core.report.draw_cache`).
+    `started`: the votes and ratings `core.report.start.start_ratings` began
+    with these filters and arguments (it raises ValueError on others), or
+    None to begin them here."""
+    filters = filters or ReportFilters()
+    if started is None:
+        started = start_ratings(store, filters, rounds=rounds, seed=seed, breakdowns=breakdowns,
+                                with_ids=style_control, cache=cache)
+    elif started.asked != (filters, rounds, seed, breakdowns, style_control, cache):
+        started.close()
+        raise ValueError("build_report: `started` was begun with other filters or arguments")
+    filters, votes, bs, used = started.filters, started.votes, started.bs, started.used
+    problems = started.problems + started.bad
     scope = scope_of(filters)
-    with ThreadPoolExecutor(RATING_THREADS, "lineup-report-ratings") as pool:
+    with started.pool as pool:
         report = Report(generated_at=time.time(), database=str(getattr(store, "path", "") or "") or None,
-                        filters=filters, rounds=rounds, seed=seed, votes_demo_excluded=demo_skipped, demo=demo)
-        # The votes' own figures, the ratings (numpy, mostly without the GIL)
+                        filters=filters, rounds=rounds, seed=seed, votes_demo_excluded=started.demo_skipped,
+                        demo=started.demo)
+        # The votes' own figures beside the ratings (numpy, mostly without the GIL)
         # and, in this thread, the answers' side read from the store.
         voted = pool.submit(_vote_figures, votes, rounds, seed)
-        bs, used, bad = battle_set(votes)
-        problems += bad
-        draws = kept_draws(cache, rounds, seed)
-        overall, breakdown = _start_ratings(pool, bs, votes, used, rounds, seed, breakdowns, draws)
+        overall, breakdown = started.overall, started.breakdown
         (report.failure_modes, report.engineering, report.checks, report.checks_by_category,
          report.stability, report.structured) = _answer_figures(store, scope, prices if prices is not None else {})
         n_bad, named = Q.outputs_out_of_range(store, filters.sessions)
@@ -150,7 +133,7 @@ def build_report(store: Store, filters: ReportFilters | None = None, *, rounds: 
     if "by_category" in results:
         report.decision = decide(results["by_category"], report.engineering, report.checks, rounds=rounds,
                                  seed=seed)
-        report.decision.demo = demo
+        report.decision.demo = started.demo
     return report
 
 
@@ -213,72 +196,6 @@ def rater_agreement(votes: Votes, rounds: int, seed: int | None) -> Agreement:
     out = agreement(rows, rounds=min(rounds, 1000), seed=seed)
     out.raters = raters
     return out
-
-
-Rated = Future[R.RatingResult]
-
-#: How the votes are split for each breakdown: (category, rater, prompt) -> its name.
-BREAKDOWNS: dict[str, Any] = {"by_category": lambda m: m[0] or NO_CATEGORY, "by_rater": lambda m: m[1]}
-
-
-def breakdown_codes(votes: Votes, used: np.ndarray, attr: str) -> tuple[dict[str, int], np.ndarray]:
-    """The parts of a breakdown ({name: code}, sorted by name) and the code of
-    each vote of the `BattleSet` (`used`: its votes' indices into `votes`)."""
-    key = BREAKDOWNS[attr]
-    name_of_meta = [key(m) for m in votes.metas]
-    index = {name: k for k, name in enumerate(sorted(set(name_of_meta)))}
-    code = np.array([index[n] for n in name_of_meta], dtype=np.int64)[votes.meta[used]]
-    return index, code
-
-
-def kept_draws(wanted: bool, rounds: int, seed: int | None) -> R.DrawStore | None:
-    """The user's kept bootstrap rounds, when wanted and they can be: a
-    seeded bootstrap (a fresh stream is new draws by design)."""
-    if not wanted or rounds <= 0 or seed is None:
-        return None
-    from core.report.draw_cache import open_draw_cache
-
-    return open_draw_cache()
-
-
-def start_breakdown(pool: ThreadPoolExecutor, bs: R.BattleSet, votes: Votes, used: np.ndarray, attr: str,
-                    rounds: int, seed: int | None, cache: R.DrawStore | None = None) -> dict[str, Rated | None]:
-    """The ratings of each part of the votes (`attr`: "by_category" or
-    "by_rater"), started in `pool`: {name: its ratings, or None when its votes
-    are all the votes (the whole's table)}. A category's bootstrap is seeded
-    from (seed, its name) (`core.stats.ratings.stream_seed`), so that categories
-    draw independently of each other: P(best) for a mix combines them round
-    by round (`core.decide.choose`)."""
-    index, code = breakdown_codes(votes, used, attr)
-    present = np.bincount(code, minlength=len(index))
-    found: dict[str, Rated | None] = {}
-    for name, k in index.items():
-        if present[k]:
-            # None: the same votes as the whole, so the same table
-            sub_seed = R.stream_seed(seed, name) if attr == "by_category" else seed
-            found[name] = None if present[k] == used.size else pool.submit(
-                _rate_part, bs, np.flatnonzero(code == k), rounds, sub_seed, cache)
-    return found
-
-
-def _rate_part(bs: R.BattleSet, votes: np.ndarray, rounds: int, seed: int | None,
-               cache: R.DrawStore | None) -> R.RatingResult:
-    """The ratings of some of the votes; the subset taken in the worker, beside the others."""
-    return R.rate(bs.subset(votes), rounds=rounds, seed=seed, cache=cache)
-
-
-def _start_ratings(pool: ThreadPoolExecutor, bs: R.BattleSet, votes: Votes, used: np.ndarray, rounds: int,
-                   seed: int | None, breakdowns: bool,
-                   cache: R.DrawStore | None) -> tuple[Rated, dict[str, dict[str, Rated | None]]]:
-    """The ratings of the whole and, with `breakdowns`, of each category and
-    each rater, started in `pool`: (the whole, {"by_category" | "by_rater":
-    {name: its ratings, or None when its votes are all the votes}})."""
-    overall = pool.submit(R.rate, bs, rounds=rounds, seed=seed, cache=cache)
-    breakdown: dict[str, dict[str, Rated | None]] = {}
-    if breakdowns and bs.n_votes:
-        for attr in BREAKDOWNS:
-            breakdown[attr] = start_breakdown(pool, bs, votes, used, attr, rounds, seed, cache)
-    return overall, breakdown
 
 
 def _answer_figures(store: Store, scope: Q.Scope, prices: Mapping[str, Any]) -> tuple[Any, ...]:

@@ -3,7 +3,7 @@
 Why a module of its own: `lineup decide` needs only part of the report (the
 ratings of each category, with their rounds; speed, cost and check figures),
 so it reads and computes just that, through the report's own reads and
-builders (`core.report.patterns`, `core.report.build.start_breakdown`,
+builders (`core.report.patterns`, `core.report.start.start_breakdown`,
 `core.report.figures`): the same votes, the same per-category bootstraps
 (same seeds), the same engineering figures as `lineup report`. With
 `style_control`, each category's ratings are its style-adjusted ones
@@ -22,15 +22,15 @@ from core.stats.style import DEFAULT_RECIPE
 from core.decide.choose import decide
 from core.decide.model import Decision, Limits
 from core.report import figures
-from core.report.build import (
+from core.report.start import (
     RATING_THREADS,
+    ReportFilters,
     breakdown_codes,
     kept_draws,
     read_votes_in_scope,
     scope_of,
     start_breakdown,
 )
-from core.report.model import ReportFilters
 from core.report.patterns import battle_set
 from core.report.style_section import style_for
 from store import report_queries as Q

@@ -46,21 +46,12 @@ from core.report.dimensions import DimensionReport
 from core.report.structured import StructuredRow
 from core.stats.style import StyleControl
 from core.report.variants import VariantGroups
+from core.report.start import NO_CATEGORY, ReportFilters  # noqa: F401  (the report names them)
 
 #: What every rendering of a report marks it with when it is of demo models only (`Report.demo`).
 DEMO_NOTE = ("DEMO: every vote here is on demo models (synthetic, offline answers), so they are shown; "
              "these figures rate no real model. Configure real models (`lineup models`) to rate them.")
 
-#: The category of turns that have none, in the per-category tables.
-NO_CATEGORY = "(none)"
-
-
-class ReportFilters(BaseModel):
-    sessions: list[str] = Field(default_factory=list, description="session ids (resolved)")
-    category: str | None = None
-    rater: str | None = None
-    since: float | None = Field(default=None, description="epoch seconds")
-    include_demo: bool = False
 
 
 class RatingTable(BaseModel):

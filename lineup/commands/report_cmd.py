@@ -2,7 +2,8 @@
 checks, from the record. Tables in the terminal; `--json`, `--md FILE` and
 `--html FILE` to share. The report itself is `core.report` (built by
 `build_report`, drawn by its renderers); heavy imports (numpy, rich) happen
-inside `run`, Rich only when tables are printed."""
+inside `run`, Rich only when tables are printed, and the ratings' bootstraps
+start (`core.report.start`) before the rest of the report is imported."""
 
 from __future__ import annotations
 
@@ -63,7 +64,8 @@ def run(args: argparse.Namespace) -> int:
 
     single_threaded_blas()
     from core.ground.errors import UsageError
-    from core.report import ReportFilters, build_report
+    # only the votes' reads and the ratings: the bootstraps start before the rest of the report loads
+    from core.report.start import ReportFilters, start_ratings
 
     if args.bootstrap < 0:
         raise UsageError("--bootstrap must be 0 or more")
@@ -85,10 +87,17 @@ def run(args: argparse.Namespace) -> int:
         if not 0.0 <= args.min_judge_agreement <= 1.0:   # NaN is refused too
             raise UsageError("--min-judge-agreement must be between 0 and 1 (a share of comparisons)")
         if not args.tui:
+            started = start_ratings(store, filters, rounds=args.bootstrap, seed=args.seed,
+                                    with_ids=args.style_control)
+            try:
+                from core.report.build import build_report   # loads while the bootstraps draw
+            except BaseException:
+                started.close()
+                raise
             report = build_report(store, filters, rounds=args.bootstrap, seed=args.seed,
                                   prices=config_prices(args), judge=args.judge, judge_prompt=args.judge_prompt,
                                   style_control=args.style_control, min_judge_agreement=args.min_judge_agreement,
-                                  style_recipe=args.style_recipe)
+                                  style_recipe=args.style_recipe, started=started)
     finally:
         store.close()
     if args.tui:
