@@ -421,6 +421,10 @@ def _votes_from_digest(store: Store, scope: Scope, *, with_ids: bool, demo: bool
                     meta, sessions, ids)
 
 
+#: (model, turn) pairs counted in an array of their own (32 MB at most), not by a sort.
+_MAX_PAIR_BINS = 1 << 22
+
+
 def _outputs_from_digest(store: Store, scope: Scope) -> OutputColumns | None:
     """`read_outputs`' quick read from the digest (None: it, or some value
     in scope, needs the read from the rows)."""
@@ -476,7 +480,12 @@ def _outputs_from_digest(store: Store, scope: Scope) -> OutputColumns | None:
     if not idx.size:
         return out
     width = max(d.n_turns, 1)
-    pairs, n_attempts = np.unique(code * width + turn, return_counts=True)
+    if len(names) * width <= _MAX_PAIR_BINS:   # counted in place: a sort of 200k keys is ~10x slower
+        n_attempts = np.bincount(code * width + turn, minlength=len(names) * width)
+        pairs = np.flatnonzero(n_attempts)
+        n_attempts = n_attempts[pairs]
+    else:
+        pairs, n_attempts = np.unique(code * width + turn, return_counts=True)
     per_model = np.bincount(pairs // width, minlength=len(names))
     for name, k in index.items():
         out.answers[name] = int(per_model[k])

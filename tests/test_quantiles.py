@@ -33,6 +33,19 @@ def test_percentiles_of_bootstrap_shaped_arrays_match_numpy_bit_for_bit(q) -> No
             _same(percentile(a[:, 0].tolist(), q), np.percentile(a[:, 0].tolist(), q))
 
 
+def test_values_that_repeat_and_nans_anywhere_match_numpy_bit_for_bit() -> None:
+    """The order statistics come from a partition, not a sort: many equal
+    values, and NaNs at any place of a slice, still give numpy's answers."""
+    rng = np.random.default_rng(11)
+    for n in (2, 5, 64, 999):
+        a = rng.integers(0, 3, size=(n, 6)).astype(float)
+        a[rng.random(a.shape) < 0.05] = np.nan
+        for q in ([2.5, 97.5], [5, 25, 50, 75, 95], 0, 100, 37.5):
+            with np.errstate(invalid="ignore"):
+                _same(percentile(a, q, axis=0), np.percentile(a, q, axis=0))
+                _same(percentile(a, q), np.percentile(a, q))
+
+
 def test_nan_makes_its_slice_nan_and_infinities_stay_numpys() -> None:
     a = np.arange(40, dtype=float).reshape(10, 4)
     a[3, 1] = np.nan
