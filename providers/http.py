@@ -287,7 +287,7 @@ class HttpProvider(Provider):
         """The connection pool of this model's server, shared with every alias
         there (`providers.pools`); requests set their own `timeout`."""
         pool = self._pool
-        if pool is None or pool.client.is_closed:
+        if pool is None or pool.is_closed:
             cfg = self.cfg
             pool = self._pool = pools.acquire(
                 server_key(cfg), httpx.Limits(max_connections=max(8, server_concurrency(cfg) * 2),
@@ -369,9 +369,17 @@ class HttpProvider(Provider):
             attempt += 1
             yield RequestSent(t=perf_counter(), wall=time.time(), attempt=attempt)
             state = _AttemptState()
-            async with aclosing(self._attempt(prepared, state)) as events:
-                async for ev in events:
-                    yield ev
+            pool, shard, client = self._pool, None, prepared.client
+            if pool is not None and len(pool.clients) > 1 and client is pool.client:
+                shard = pool.lease()   # a large pool's requests are spread over its clients
+                client = pool.clients[shard]
+            try:
+                async with aclosing(self._attempt(prepared, state, client)) as events:
+                    async for ev in events:
+                        yield ev
+            finally:
+                if shard is not None and pool is not None:
+                    pool.unlease(shard)
             failure = state.failure
             if failure is None:          # the attempt ended the stream with its terminal event
                 return
@@ -424,15 +432,16 @@ class HttpProvider(Provider):
                          deadline=perf_counter() + self.cfg.answer_deadline, max_text=max_text,
                          max_body=_BODY_FACTOR * max_text)   # decompressed body bytes read, framing and all
 
-    async def _attempt(self, p: PreparedRequest, state: _AttemptState) -> AsyncGenerator[StreamEvent, None]:
-        """One request: opened (`_open`), its body read chunk by chunk into
+    async def _attempt(self, p: PreparedRequest, state: _AttemptState,
+                       client: httpx.AsyncClient) -> AsyncGenerator[StreamEvent, None]:
+        """One request, sent by `client`: opened (`_open`), its body read chunk by chunk into
         events (`_parse`; a whole body is kept), ended by the parser (`close`)
         at the end of the body: a whole body's events all come then, held to
         the size limit there. The response is closed on every path. On a
         failure the events stop and `state.failure` says why; without one, the
         last event was terminal."""
         parser = state.parser = self.parser()
-        resp, state.failure = await self._open(p, state.connect)
+        resp, state.failure = await self._open(p, state.connect, client)
         if resp is None:
             return
         yield Connected(t=perf_counter(), setup_ms=state.connect.setup_ms)
@@ -472,12 +481,12 @@ class HttpProvider(Provider):
         for ev in evs:
             yield ev
 
-    async def _open(self, p: PreparedRequest, timer: _ConnectTimer) -> tuple[httpx.Response | None, _Failure | None]:
-        """Send the request within the answer's deadline and check the
-        response: (it, None) when its body is the stream to read, else (None,
-        why not) with the response closed (a status other than 2xx, an HTML
-        page, no connection, a timeout)."""
-        client = p.client
+    async def _open(self, p: PreparedRequest, timer: _ConnectTimer,
+                    client: httpx.AsyncClient) -> tuple[httpx.Response | None, _Failure | None]:
+        """Send the request by `client` within the answer's deadline and
+        check the response: (it, None) when its body is the stream to read,
+        else (None, why not) with the response closed (a status other than
+        2xx, an HTML page, no connection, a timeout)."""
         resp: httpx.Response | None = None
         try:
             with anyio.move_on_after(max(0.0, p.deadline - perf_counter())):

@@ -13,10 +13,11 @@ import sys
 from pathlib import Path
 
 import anyio
+import httpx
 import pytest
 
 from providers import make_provider
-from providers.events import Connected, Finish, StreamError, TextDelta
+from providers.events import Connected, Finish, StreamError, StreamResult, TextDelta
 from tests.run_support import config_file, sample_set
 from tests.server import RawReply, Reply, TestServer, chat_request, collect_async, model_config
 
@@ -365,3 +366,77 @@ def test_a_finished_event_loop_is_not_kept_alive_by_its_pools(srv):
     gc.collect()
     assert [ref() for ref in loops] == [None, None, None]
     assert len(pools._pools) <= before
+
+
+def test_a_large_pool_is_split_into_clients_filled_in_order():
+    """A pool for many requests in flight is several httpx clients (shards)
+    of at most SHARD_CONNECTIONS each: a request goes to the first with
+    room, so a lone request always finds the first shard's connection."""
+    from providers.pools import SHARD_CONNECTIONS, acquire, release
+
+    async def go() -> None:
+        n = 3 * SHARD_CONNECTIONS - 2
+        pool = acquire(None, httpx.Limits(max_connections=2 * n, max_keepalive_connections=n), None, True)
+        try:
+            assert len(pool.clients) == 3 and pool.client is pool.clients[0]
+            shards = [pool.lease() for _ in range(n)]
+            assert shards == sorted(shards) and set(shards) == {0, 1, 2}
+            assert max(shards.count(k) for k in range(3)) == pool.share <= SHARD_CONNECTIONS
+            assert pool.lease() == 2                       # every shard full: the least busy
+            for shard in shards:
+                pool.unlease(shard)
+            pool.unlease(2)
+            assert pool.busy == [0, 0, 0] and pool.lease() == 0
+            small = acquire(None, httpx.Limits(max_connections=8, max_keepalive_connections=4), None, True)
+            assert len(small.clients) == 1
+            await release(small)
+        finally:
+            await release(pool)
+        assert pool.is_closed and all(client.is_closed for client in pool.clients)
+
+    anyio.run(go)
+
+
+def test_many_answers_in_flight_go_over_several_clients_and_give_their_shards_back(srv):
+    """24 answers at once, twice, a third of them cut mid-way: every one is
+    answered or cancelled, no more connections than in flight, every shard
+    given back; then sequential answers reuse one kept-alive connection."""
+    from providers.pools import SHARD_CONNECTIONS
+
+    n = 3 * SHARD_CONNECTIONS
+    srv.script(Reply(text="overlapping answers, streamed slowly", chunk_chars=4, delay=0.01))
+
+    async def go() -> tuple[list, list, int, int]:
+        provider = make_provider(model_config(srv, "openai", max_retries=0, concurrency=n))
+        done: list = []
+
+        async def one(cut: bool) -> None:
+            stream, result = provider.stream(chat_request()), StreamResult()
+            async for ev in stream:
+                result.add(ev)
+                if cut and isinstance(ev, TextDelta):
+                    stream.cancel()
+            done.append(result)
+
+        try:
+            for _ in range(2):
+                async with anyio.create_task_group() as tg:
+                    for k in range(n):
+                        tg.start_soon(one, k % 3 == 0)
+            pool = provider._pool
+            assert pool is not None and len(pool.clients) == 3 and pool.busy == [0, 0, 0]
+            before = srv.connections
+            srv.script(Reply(text="one at a time"))
+            alone = [(await collect_async(provider, chat_request()))[0] for _ in range(10)]
+            return done, alone, before, srv.connections
+        finally:
+            await provider.aclose()
+
+    done, alone, before, after = anyio.run(go)
+    assert srv.max_in_flight > SHARD_CONNECTIONS          # the shards were all in use at once
+    assert len(done) == 2 * n and before <= 2 * n
+    cut = [r for r in done if r.error is not None]
+    assert len(cut) == 2 * n // 3 and all(r.error.kind == "cancelled" for r in cut)
+    assert all(r.error is None and r.text == "overlapping answers, streamed slowly"
+               for r in done if r not in cut)
+    assert [r.text for r in alone] == ["one at a time"] * 10 and after - before <= 1
