@@ -158,8 +158,7 @@ class TlsServer:
                     return
                 writer.write(b"%x\r\n%s\r\n" % (len(part), part))
                 await writer.drain()
-                if self.delay:
-                    await asyncio.sleep(self.delay)
+                await asyncio.sleep(self.delay)   # 0: a turn of the loop, which hears of a client that left
             writer.write(b"0\r\n\r\n")
             await writer.drain()
 
@@ -193,8 +192,7 @@ class TlsServer:
                     part = part[room:]
                     writer.write(conn.data_to_send())
                 await writer.drain()
-                if self.delay:
-                    await asyncio.sleep(self.delay)
+                await asyncio.sleep(self.delay)
             conn.end_stream(stream_id)
             writer.write(conn.data_to_send())
             self.streams += 1

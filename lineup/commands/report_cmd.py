@@ -91,11 +91,12 @@ def run(args: argparse.Namespace) -> int:
                                     with_ids=args.style_control)
             try:
                 from core.report.build import build_report   # loads while the bootstraps draw
+                prices = config_prices(args)
             except BaseException:
                 started.close()
                 raise
             report = build_report(store, filters, rounds=args.bootstrap, seed=args.seed,
-                                  prices=config_prices(args), judge=args.judge, judge_prompt=args.judge_prompt,
+                                  prices=prices, judge=args.judge, judge_prompt=args.judge_prompt,
                                   style_control=args.style_control, min_judge_agreement=args.min_judge_agreement,
                                   style_recipe=args.style_recipe, started=started)
     finally:
