@@ -18,7 +18,8 @@ What counts:
 Speed (100k votes, 20 models, 200k answers): the ratings of the whole, of
 each category and of each rater are independent (each draws its own seeded
 bootstrap), so they run in two threads, started as soon as the votes are
-read; meanwhile this thread reads the answers' side and scans for values
+read (`core.report.start`, which a command calls before importing this
+module); meanwhile this thread reads the answers' side and scans for values
 out of range. The ratings are numpy work that mostly runs without the GIL,
 the reading mostly holds it, so the two overlap instead of contending (two
 reading threads would: their per-row hand-offs of the GIL cost more than
