@@ -440,3 +440,31 @@ def test_many_answers_in_flight_go_over_several_clients_and_give_their_shards_ba
     assert all(r.error is None and r.text == "overlapping answers, streamed slowly"
                for r in done if r not in cut)
     assert [r.text for r in alone] == ["one at a time"] * 10 and after - before <= 1
+
+
+def test_a_run_with_many_answers_in_flight_uses_every_shard_and_answers_every_case(tmp_path):
+    """`lineup run --concurrency 24` on one model: the run's requests overlap
+    past one shard of the pool, every case is answered and recorded, and no
+    more connections are opened than the run lets be in flight."""
+    from store import Store
+
+    with TestServer() as server:
+        server.script(Reply(text="an answer streamed slowly enough to overlap", chunk_chars=6, delay=0.01))
+        config = config_file(tmp_path / "config.toml", server, {"a": {"api_key_env": "", "concurrency": 24}})
+        cases = sample_set(tmp_path / "set.jsonl", 60)
+        db = tmp_path / "run.db"
+        env = {**os.environ, "LINEUP_DB": str(db), "LINEUP_CONFIG": str(config), "PYTHONPATH": str(ROOT)}
+        done = subprocess.run([sys.executable, "-m", "lineup", "run", str(cases), "-m", "a", "--concurrency", "24",
+                               "--quiet"], env=env, cwd=ROOT, capture_output=True, text=True, timeout=180)
+        assert done.returncode == 0, done.stderr
+        assert len(server.requests) == 60
+        assert server.max_in_flight > 8                    # past the first shard of 8
+        assert server.connections <= 24                    # no more than the run lets be in flight
+    store = Store.open(db)
+    try:
+        (session,) = store.list_sessions()
+        loaded = store.load_session(session.id)
+        assert len(loaded.outputs) == 60
+        assert {o.text for o in loaded.outputs} == {"an answer streamed slowly enough to overlap"}
+    finally:
+        store.close()
