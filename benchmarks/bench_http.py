@@ -18,7 +18,7 @@ resident memory and the server's connection count for both, as medians of
 (issue 32): lineup's CPU per request <= 1.2x the bare client's; connections
 no more than the requests in flight. Prints figures only; no assertions.
 
-    .venv/bin/python benchmarks/bench_http.py [--requests 2000] [--concurrency 1,16] [--repeats 5]
+    .venv/bin/python benchmarks/bench_http.py [--requests 2000] [--concurrency 1,16,64] [--repeats 5]
 """
 
 from __future__ import annotations
@@ -156,7 +156,7 @@ def measured(path: str, url: str, n: int, concurrency: int) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--requests", type=int, default=2000)
-    ap.add_argument("--concurrency", default="1,16", help="requests in flight, comma-separated")
+    ap.add_argument("--concurrency", default="1,16,64", help="requests in flight, comma-separated")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--smoke", action="store_true", help="smallest sizes, one repeat (tests/test_benchmarks.py)")
     ap.add_argument("--child", choices=("lineup", "bare"), help=argparse.SUPPRESS)
