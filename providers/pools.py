@@ -18,10 +18,9 @@ A pool of many connections is several clients (shards) of at most
 `SHARD_CONNECTIONS` requests in flight each, filled in order: httpx's pool
 scans every connection it holds on each request and each response closed,
 asking each socket for its state, so one client's CPU per request grew with
-its connections (2.4 ms at 16 in flight, 6.0 ms at 64; in shards of 8: 1.2 and 1.3 ms,
-`bench_http.py`).
-Requests go to the first shard with room (`Pool.lease`), so sequential
-requests keep using one connection.
+its connections (`bench_http.py`: 1.9 ms at 16 in flight, 4.0 ms at 64; in
+shards of 8, 1.1-1.4 ms at either). Requests go to the first shard with room
+(`Pool.lease`), so sequential requests keep using one connection.
 """
 
 from __future__ import annotations
