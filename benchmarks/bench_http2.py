@@ -151,6 +151,7 @@ def main() -> None:
           f"medians of {args.repeats} runs")
     print(f"{'in flight':>9}  {'client':<12} {'wall s':>7} {'CPU ms/req':>10} {'connections':>11}  version")
     srv = Server(8)
+    better: dict[int, bool] = {}
     try:
         for c in (int(x) for x in args.concurrency.split(",")):
             runs: dict[str, list[dict]] = {"h1": [], "h2": [], "lineup": []}
@@ -165,18 +166,27 @@ def main() -> None:
                 print(f"{c:>9}  {label:<12} {wall:>7.2f} {cpu:>10.3f} {conns:>11.0f}  {sorted(rs[0]['versions'])}")
             h1 = statistics.median(r["cpu"] for r in runs["h1"])
             h2 = statistics.median(r["cpu"] for r in runs["h2"])
-            print(f"{'':>9}  HTTP/2 / HTTP/1.1 CPU: {h2 / h1:.2f}x")
+            mine = statistics.median(r["cpu"] for r in runs["lineup"])
+            better[c] = h2 < mine
+            print(f"{'':>9}  HTTP/2 / HTTP/1.1 CPU: {h2 / h1:.2f}x; HTTP/2 / lineup's CPU: {h2 / mine:.2f}x")
     finally:
         srv.close()
     long = Server(2000)
+    stalled: dict[str, bool] = {}
     try:
         for mode, label in (("cut-h1", "HTTP/1.1"), ("cut-h2", "HTTP/2")):
             r = run_child(long, mode, args.cuts, 1)
-            what = "none stalled" if r["cuts"] == args.cuts else f"a request stalled after {r['cuts']} cuts"
+            stalled[mode] = r["cuts"] < args.cuts
+            what = f"a request stalled after {r['cuts']} cuts" if stalled[mode] else "none stalled"
             print(f"cancelled streams, {label}: {args.cuts} long answers cut one after another: {what} "
                   f"({r['connections']} connections, {r['resets']} streams reset by the client)")
     finally:
         long.close()
+    cheaper = [c for c, yes in better.items() if yes]
+    print(f"goal: HTTP/2 where the server offers it, if it measures better: less client CPU than lineup's "
+          f"HTTP/1.1 at {', '.join(map(str, cheaper)) or 'none'} of {', '.join(map(str, better))} in flight; "
+          f"{'stalls' if stalled['cut-h2'] else 'does not stall'} on cut answers: "
+          f"{'taken' if cheaper and not stalled['cut-h2'] else 'not taken (lineup stays on HTTP/1.1)'}")
 
 
 if __name__ == "__main__":
