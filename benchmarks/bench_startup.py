@@ -31,13 +31,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import pty
 import re
 import select
 import shutil
 import signal
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
@@ -127,18 +125,10 @@ def time_batch(argv: list[str], env: dict[str, str]) -> tuple[float, float, int]
 
 def time_tui(argv: list[str], env: dict[str, str]) -> tuple[float | None, float, int]:
     """(seconds until the chat screen was painted, seconds to exit after Ctrl+Q, exit code)."""
-    import fcntl
-    import termios
+    from tests.cli_support import spawn_on_pty
 
     t0 = time.perf_counter()
-    pid, fd = pty.fork()
-    if pid == 0:   # the child: the command, on the pty
-        try:
-            os.chdir(ROOT)
-            os.execve(argv[0], argv, env)
-        finally:
-            os._exit(127)
-    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", TUI_SIZE[0], TUI_SIZE[1], 0, 0))
+    pid, fd = spawn_on_pty(argv, env, *TUI_SIZE)
     seen, painted = b"", None
     deadline = t0 + TUI_LIMIT_S
     try:

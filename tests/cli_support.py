@@ -18,8 +18,10 @@ ROOT = Path(__file__).resolve().parents[1]
 ESCAPES = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 
 
-def on_terminal(argv: list[str], rows: int, cols: int) -> str:
-    """The command's output on a pseudo-terminal of rows x cols, escapes stripped."""
+def spawn_on_pty(argv: list[str], env: dict[str, str], rows: int, cols: int) -> tuple[int, int]:
+    """`argv` (argv[0] the executable's path) started in the checkout on a new
+    pseudo-terminal of rows x cols: (its pid, the terminal's fd, to read and close).
+    Also the start of `benchmarks/bench_startup.py`'s timed chat."""
     import fcntl
     import termios
 
@@ -27,11 +29,17 @@ def on_terminal(argv: list[str], rows: int, cols: int) -> str:
     if pid == 0:
         try:
             os.chdir(ROOT)
-            env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
-            os.execve(sys.executable, [sys.executable, "-m", "lineup", *argv], {**env, "TERM": "xterm-256color"})
+            os.execve(argv[0], argv, env)
         finally:
             os._exit(127)
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    return pid, fd
+
+
+def on_terminal(argv: list[str], rows: int, cols: int) -> str:
+    """The command's output on a pseudo-terminal of rows x cols, escapes stripped."""
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    pid, fd = spawn_on_pty([sys.executable, "-m", "lineup", *argv], {**env, "TERM": "xterm-256color"}, rows, cols)
     out, deadline = b"", time.monotonic() + 60
     try:
         while time.monotonic() < deadline:
