@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -110,3 +111,57 @@ def test_the_start_loads_neither_the_report_model_nor_its_sections():
                          capture_output=True, text=True, cwd=ROOT, check=True, timeout=60)
     loaded = set(ast.literal_eval(out.stdout))
     assert loaded == {"core.report", "core.report.patterns", "core.report.start"}
+
+
+def _report_json(db: Path, *extra: str) -> dict:
+    out = subprocess.run([sys.executable, "-m", "lineup", "report", "--db", str(db), "--json", "--bootstrap", "40",
+                          *extra], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    data.pop("generated_at")
+    data.pop("database")
+    return data
+
+
+def test_lineup_report_on_a_read_only_file_is_the_report_of_a_writable_copy(voted, tmp_path):
+    import shutil
+
+    voted.close()
+    copy = tmp_path / "copy.db"
+    shutil.copy(voted.path, copy)
+    voted.path.chmod(0o444)
+    try:
+        assert _report_json(voted.path) == _report_json(copy)
+    finally:
+        voted.path.chmod(0o644)
+
+
+WRITER = r"""
+import sys
+from store import Store
+from tests.test_report import Builder
+store = Store.open(sys.argv[1])
+b = Builder(store)
+s = b.session(["alpha", "beta"])
+print("ready", flush=True)
+for k in range(int(sys.argv[2])):
+    b.vote(s, b.turn(s, k, category="code"), "alpha" if k % 3 else "beta")
+store.close()
+"""
+
+
+def test_lineup_report_while_another_process_votes_counts_a_moment_of_the_record(voted):
+    """A writer adds votes one transaction at a time while `lineup report`
+    reads the same file: every report exits 0 and counts between the votes
+    there were when it began and those there are when it ended."""
+    before = 24
+    voted.close()
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(voted.path), "150"], cwd=ROOT,
+                              stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        assert writer.stdout is not None and writer.stdout.readline().strip() == "ready"
+        seen = [_report_json(voted.path)["votes_used"] for _ in range(3)]
+    finally:
+        assert writer.wait(120) == 0
+    assert all(before <= n <= before + 150 for n in seen) and seen == sorted(seen)
+    assert _report_json(voted.path)["votes_used"] == before + 150
