@@ -227,11 +227,11 @@ def _command(db: Path, rounds: int, code: Path | None, cache: Path) -> tuple[flo
     env["XDG_CACHE_HOME"] = str(cache)
     if code is not None:
         env["PYTHONPATH"] = str(code)
-    cli = [sys.executable, "-c", "import sys; from lineup.cli import main; sys.exit(main())",
-           "report", "--db", str(db), "--json", "--bootstrap", str(rounds)]
+    # `python -m lineup`: what each tree's `lineup` script runs, its exit included
+    cli = [sys.executable, "-m", "lineup", "report", "--db", str(db), "--json", "--bootstrap", str(rounds)]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    # run from the code's own folder: `python -c` puts the working folder first
+    # run from the code's own folder: `python -m` puts the working folder first
     # on the path, ahead of PYTHONPATH, so run from this checkout the baseline
     # would import this checkout's modules (its report and ratings, not the
     # baseline's: the two printed the same JSON whatever the baseline was)

@@ -1,3 +1,3 @@
-from lineup.cli import main
+from lineup.cli import entry
 
-raise SystemExit(main())
+entry()
