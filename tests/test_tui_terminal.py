@@ -348,6 +348,46 @@ def test_launching_lineup_and_quitting_without_sending_leaves_no_session(tmp_pat
 
 
 @pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
+def test_quitting_lineup_gives_the_shell_back_as_it_was_at_80x24(tmp_path):
+    """`lineup` started from a shell, one prompt answered, Ctrl+Q: the process
+    ends without the interpreter's teardown (`lineup.cli.quick_exit`), so the
+    terminal must already be whole: the shell's screen back (the alternate
+    screen left), exit status 0, keys echoed as typed, and the session and its
+    answers closed into the record (nothing left in the write-ahead log)."""
+    tmux = Tmux(f"lineup-test-shell-{os.getpid()}")
+    db, config = tmp_path / "lineup.db", tmp_path / "config.toml"
+    config.write_text(CONFIG)
+    env_prefix = (f"LINEUP_DB={db} LINEUP_CONFIG={config} LINEUP_DEMO_SPEED=0 TERM=xterm-256color "
+                  f"PYTHONPATH={ROOT}")
+    try:
+        tmux("-f", "/dev/null", "new-session", "-d", "-s", "lineup", "-x", "80", "-y", "24",
+             "env -u COLUMNS -u LINES PS1='$ ' bash --norc --noprofile")
+        tmux("resize-window", "-t", "lineup", "-x", "80", "-y", "24", check=False)
+        tmux("send-keys", "-t", "lineup", "-l", f"cd {ROOT}; echo before-lineup")
+        tmux("send-keys", "-t", "lineup", "Enter")
+        tmux.wait_for("before-lineup\n")
+        tmux("send-keys", "-t", "lineup", "-l", f"{env_prefix} {sys.executable} -m lineup")
+        tmux("send-keys", "-t", "lineup", "Enter")
+        tmux.wait_for("quick")
+        tmux("send-keys", "-t", "lineup", "-l", "explain python lists")
+        tmux("send-keys", "-t", "lineup", "Enter")
+        tmux.wait_for("F2")                                   # the answers are in: the vote keys show
+        tmux("send-keys", "-t", "lineup", "C-q")
+        tmux.wait_for("before-lineup")                        # the shell's own screen is back
+        tmux("send-keys", "-t", "lineup", "-l", "echo status-$? sum-$((40+2))")
+        tmux("send-keys", "-t", "lineup", "Enter")
+        screen = tmux.wait_for("sum-42")
+    finally:
+        tmux("kill-server", check=False)
+    assert "status-0 sum-42" in screen, screen
+    assert "echo status-$? sum-$((40+2))" in screen          # typed keys echo: the terminal is not left raw
+    assert "\x1b" not in screen and "[?10" not in screen, screen
+    assert [turns for _, turns in _sessions(db)] == [1]
+    wal = Path(f"{db}-wal")
+    assert not wal.exists() or wal.stat().st_size == 0         # closed: every page is in the file itself
+
+
+@pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
 def test_killing_lineup_after_the_first_prompt_keeps_the_session(tmp_path):
     """kill -9 while the answers to the first prompt still stream: the session
     and its prompt were written when it was sent, and stay."""
