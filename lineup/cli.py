@@ -226,4 +226,3 @@ def quick_exit(code: object) -> NoReturn:
         except (OSError, ValueError):
             pass
     os._exit(status)
-
