@@ -1,20 +1,29 @@
 """Running lineup's commands as a person does: on a pseudo-terminal of a
-given size (what a table fits into), or piped. Shared by the tests of
-commands that draw for a terminal (sessions, models, drift)."""
+given size (what a table fits into), piped, or in a real terminal emulator
+(tmux). Shared by the tests of commands that draw for a terminal (sessions,
+models, drift) and the real-terminal tests of the app."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import pty
+import resource
 import re
 import select
+import signal
+import shutil
 import struct
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from store import Store
+from tests.synthetic import synthetic_session, write_synthetic
+
 ROOT = Path(__file__).resolve().parents[1]
+TIMEOUT = 120
 ESCAPES = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 
 
@@ -64,3 +73,128 @@ def piped(argv: list[str]) -> str:
                           timeout=60)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
+
+
+TMUX = shutil.which("tmux")
+
+
+class Tmux:
+    def __init__(self, socket: str) -> None:
+        self.socket = socket
+
+    def __call__(self, *args: str, check: bool = True) -> str:
+        proc = subprocess.run([TMUX, "-L", self.socket, *args], capture_output=True, text=True, timeout=20)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"tmux {' '.join(args)}: {proc.stderr}")
+        return proc.stdout
+
+    def screen(self) -> str:
+        return self("capture-pane", "-p", "-t", "lineup", check=False)
+
+    def wait_for(self, text: str, polls: int = 300, forbid: tuple[str, ...] = ()) -> str:
+        """Poll the screen until `text` shows (a hang guard, not a timing check);
+        fail at once if any of `forbid` shows on the way (case-insensitive)."""
+        screen = ""
+        for _ in range(polls):
+            screen = self.screen()
+            shown = [f for f in forbid if f.lower() in screen.lower()]
+            assert not shown, f"{shown} appeared on the screen:\n{screen}"
+            if text in screen:
+                return screen
+            time.sleep(0.1)
+        raise AssertionError(f"{text!r} never appeared; the screen was:\n{screen}")
+
+
+def start_in_tmux(tmux: Tmux, tmp_path: Path, args: str, speed: str) -> Path:
+    """`lineup ARGS` in a new tmux session of 140x40 with an empty config, demo
+    answers at `speed`, rater pty-tester; the database's path. The pane stays
+    after it exits (EXITED and its status)."""
+    db = tmp_path / "lineup.db"
+    config = tmp_path / "config.toml"
+    config.write_text("")
+    env_vars = {"LINEUP_DB": str(db), "LINEUP_CONFIG": str(config), "LINEUP_DEMO_SPEED": speed,
+                "LINEUP_RATER": "pty-tester", "TERM": "xterm-256color", "COLORTERM": "truecolor",
+                "PYTHONPATH": str(ROOT)}
+    env_prefix = " ".join(f"{k}={v!s}" for k, v in env_vars.items())
+    command = f"cd {ROOT} && env -u COLUMNS -u LINES {env_prefix} {sys.executable} -m lineup {args}; echo EXITED $?; sleep 30"
+    tmux("-f", "/dev/null", "new-session", "-d", "-s", "lineup", "-x", "140", "-y", "40", command)
+    tmux("resize-window", "-t", "lineup", "-x", "140", "-y", "40", check=False)
+    return db
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def lineup_env(db: Path | None, extra: dict | None = None) -> dict:
+    """This environment with the checkout first on the path, instant demo
+    answers and `db` as the database, and `extra` over it."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env["LINEUP_DEMO_SPEED"] = "0"
+    if db is not None:
+        env["LINEUP_DB"] = str(db)
+    env.update(extra or {})
+    return env
+
+
+def lineup(args: list[str], cwd: Path, db: Path | None = None, env: dict | None = None,
+           preexec=None, stdout=None) -> subprocess.CompletedProcess:
+    """`python -m lineup ARGS` in `cwd` to its end (`lineup_env`; output captured
+    as text, or standard output to the file `stdout`)."""
+    kwargs = {"stdout": stdout, "stderr": subprocess.PIPE} if stdout is not None else {"capture_output": True}
+    return subprocess.run([sys.executable, "-m", "lineup", *args], text=True, cwd=cwd, env=lineup_env(db, env),
+                          timeout=TIMEOUT, preexec_fn=preexec, **kwargs)
+
+
+def existing_db(path: Path, sessions: int = 1) -> Path:
+    """A database at `path` holding `sessions` small synthetic sessions."""
+    with Store.open(path) as store:
+        for seed in range(sessions):
+            write_synthetic(store, *synthetic_session(turns=3, seed=4 + seed, created=1.7e9 + seed))
+    return path
+
+
+def file_size_limit(limit: int):
+    """A `preexec_fn` that makes writes past `limit` bytes fail (a full disk)."""
+    def apply() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)   # a failing write(), not a killed process
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return apply
+
+
+def gone(pid: int, limit: float = 5) -> bool:
+    """Whether the process is dead (or dies within `limit`: SIGKILL is delivered
+    when it is next scheduled)."""
+    deadline = time.monotonic() + limit
+    while not _dead(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def _dead(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    # a zombie is gone too (it runs nothing); its parent, init, reaps it
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def pids_in(path: Path, n: int, limit: float = 30) -> list[int]:
+    """The first `n` process ids written to `path` (waited for up to `limit` s)."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        try:
+            pids = [int(p) for p in path.read_text().split()]
+        except (OSError, ValueError):
+            pids = []
+        if len(pids) >= n:
+            return pids
+        time.sleep(0.02)
+    raise AssertionError(f"{path} never held {n} pid(s)")

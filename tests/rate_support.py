@@ -1,6 +1,7 @@
 """`lineup rate` started as a real process on a free loopback port, for the
 HTTP and browser tests: its links read from what it prints, stopped (or
-killed) by the test that started it."""
+killed) by the test that started it; and their run of two demo models scored
+on two dimensions (`scored`, a fixture)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+import pytest
+
+from tests.run_support import scored_run
 
 ROOT = Path(__file__).resolve().parents[1]
 LINK = re.compile(r"^  (.+?): (http://\S+/[ro]/\S+)$")
@@ -91,3 +95,9 @@ def _env(db: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "LINEUP_CONFIG"}
     env["XDG_CONFIG_HOME"] = str(db.parent / "xdg-config")
     return env
+
+
+@pytest.fixture
+def scored(tmp_path, monkeypatch) -> tuple[Path, str]:
+    """A run of two demo models on two cases whose answers are scored on two dimensions."""
+    return scored_run(tmp_path, monkeypatch)

@@ -17,7 +17,7 @@ from itertools import combinations
 
 import anyio
 import pytest
-from test_tui_vote_queue import ALIASES, CASES, make_run
+from tests.tui_sessions import ALIASES, CASES, make_run
 
 from core.stats.adaptive import WARMUP, AdaptivePlanner, Candidate, Choice, boundary, misorder, standing, stop_message
 from tests.synthetic import simulate_queue
@@ -225,7 +225,7 @@ def test_the_adaptive_screen_shows_two_answers_records_why_and_says_when_to_stop
     before the vote, the vote carries its choice reason, and once people's
     votes separate the leader the screen says "you can stop" (after the
     names are shown)."""
-    from tui_support import leaks, open_store, run, wait_for
+    from tests.tui_support import leaks, open_store, run, wait_for
 
     from tui.app import LineupApp, VoteOptions
     from tui.vote_queue import VoteQueueScreen
@@ -387,7 +387,7 @@ def test_the_blinding_guess_goes_with_the_vote_just_cast(tmp_path):
 
 @pytest.mark.slow
 def test_the_vote_screen_serves_gold_pairs_and_says_what_they_were(tmp_path):
-    from tui_support import leaks, open_store, run, wait_for
+    from tests.tui_support import leaks, open_store, run, wait_for
 
     from tui.app import LineupApp, VoteOptions
     from tui.vote_queue import VoteQueueScreen
@@ -426,7 +426,7 @@ def test_the_vote_screen_serves_gold_pairs_and_says_what_they_were(tmp_path):
 
 @pytest.mark.slow
 def test_the_blinding_audit_asks_before_the_names_and_records_the_guess(tmp_path):
-    from tui_support import open_store, run, wait_for
+    from tests.tui_support import open_store, run, wait_for
 
     from tui.app import LineupApp, VoteOptions
     from tui.guess_picker import GuessPicker

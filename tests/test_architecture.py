@@ -423,3 +423,37 @@ def command_sibling_imports(root: Path = ROOT) -> list[str]:
 @pytest.mark.slow
 def test_no_command_imports_another_commands_module():
     assert command_sibling_imports() == []
+
+
+def misplaced_test_imports(root: Path = ROOT) -> list[str]:
+    """What test files import from the tests folder the wrong way: another test
+    module (its module-level code ran twice, once under each name, and a test
+    broke when a file it never named changed), or a helper by its bare name
+    (`tui_support` beside `tests.tui_support`: two modules, two TestServer
+    classes). Helpers live in support modules, imported as `tests.NAME`."""
+    folder = root / "tests"
+    local = {p.stem for p in folder.glob("*.py")}
+    found = []
+    for path in sorted(folder.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            for name in names:
+                top, _, rest = name.partition(".")
+                target = rest.partition(".")[0] if top == "tests" else top if top in local else None
+                if target is None:
+                    continue
+                if target.startswith("test_") or top != "tests":
+                    found.append(f"{path.name}:{node.lineno}: {name}")
+    return found
+
+
+def test_test_modules_import_only_support_modules_by_one_name():
+    assert misplaced_test_imports() == []
+
+
+def test_a_test_importing_another_test_module_is_reported(tmp_path):
+    _write(tmp_path, {"tests/test_a.py": "from tests.test_b import helper\nimport run_support\n",
+                      "tests/test_b.py": "def helper(): ...\n", "tests/run_support.py": "",
+                      "tests/test_c.py": "from tests.run_support import x\nimport json\n"})
+    assert misplaced_test_imports(tmp_path) == ["test_a.py:1: tests.test_b", "test_a.py:2: run_support"]

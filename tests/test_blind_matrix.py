@@ -24,7 +24,7 @@ import json
 import re
 
 from rich.console import Console
-from tui_support import Reply, TestServer, models_config, open_store, run, screen_text, visible_text, wait_for
+from tests.tui_support import Reply, TestServer, models_config, open_store, run, screen_text, visible_text, wait_for
 
 from lineup.cli import main
 from providers.model_config import ModelConfig

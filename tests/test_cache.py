@@ -174,7 +174,7 @@ def test_the_run_table_is_checked() -> None:
 
 def test_a_tool_loop_is_reused_only_with_the_same_tools_and_results_and_keeps_its_trace(tmp_path: Path) -> None:
     # the first request of a tool loop is the same whatever the scripted results say; the answer is not
-    from tests.test_tools_run import weather_case, weather_server, write_set
+    from tests.run_support import weather_case, weather_server, write_set
 
     db = tmp_path / "c.db"
     same = write_set(tmp_path / "a.jsonl", weather_case())

@@ -13,13 +13,11 @@ variable missing included) is a failed check, exit 1, named in the table.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
 import resource
 import shutil
-import signal
 import sqlite3
 import stat
 import subprocess
@@ -30,34 +28,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli_support import existing_db, file_size_limit, lineup, sha
 from tests.synthetic import synthetic_session, write_synthetic
 from store import Store
 from tests.server import Reply, TestServer
 
 REPO = Path(__file__).resolve().parents[1]
 TIMEOUT = 120
-
-
-def sha(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def lineup(args: list[str], cwd: Path, db: Path | None = None, env: dict | None = None,
-           preexec=None) -> subprocess.CompletedProcess:
-    full = dict(os.environ)
-    full["PYTHONPATH"] = str(REPO) + os.pathsep + full.get("PYTHONPATH", "")
-    full["LINEUP_DEMO_SPEED"] = "0"
-    if db is not None:
-        full["LINEUP_DB"] = str(db)
-    full.update(env or {})
-    return subprocess.run([sys.executable, "-m", "lineup", *args], capture_output=True, text=True, cwd=cwd,
-                          env=full, timeout=TIMEOUT, preexec_fn=preexec)
-
-
-def _existing_db(path: Path) -> Path:
-    with Store.open(path) as store:
-        write_synthetic(store, *synthetic_session(turns=3, seed=4))
-    return path
 
 
 def _dump(db: Path) -> dict[str, list]:
@@ -144,7 +121,7 @@ def workdir(tmp_path_factory):
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_bad_input_is_refused_clearly_and_changes_nothing(name, workdir, tmp_path):
     argv, which, want_rc, patterns = CASES[name]
-    db = _existing_db(tmp_path / "lineup.db") if which == "db" else workdir / which
+    db = existing_db(tmp_path / "lineup.db") if which == "db" else workdir / which
     before = sha(db)
     siblings = sorted(p.name for p in db.parent.iterdir())
     proc = lineup(argv, cwd=workdir, db=db, env={"XDG_CONFIG_HOME": str(tmp_path / "cfg")})
@@ -190,7 +167,7 @@ def test_a_read_only_database_refuses_writes_and_serves_reads():
     root = Path(tempfile.mkdtemp(prefix="lineup-ro-", dir="/tmp"))
     folder = root / "ro"
     folder.mkdir()
-    db = _existing_db(folder / "x.db")
+    db = existing_db(folder / "x.db")
     (root / "s.jsonl").write_text(json.dumps({"id": "a", "category": "x", "prompt": "hi"}) + "\n")
     (root / "arena.jsonl").write_text(json.dumps({"model_a": "p", "model_b": "q", "winner": "tie"}) + "\n")
     before = sha(db)
@@ -243,12 +220,6 @@ def test_a_read_only_database_refuses_writes_and_serves_reads():
 
 # ---------------------------------------------------------------------- disk full
 
-def _file_size_limit(limit: int):
-    def apply() -> None:
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)   # a failing write(), not a killed process
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-    return apply
-
 
 @pytest.mark.slow
 @pytest.mark.skipif(not hasattr(resource, "RLIMIT_FSIZE"), reason="needs RLIMIT_FSIZE")
@@ -257,14 +228,14 @@ def test_a_full_disk_is_reported_and_loses_nothing(tmp_path):
     during a run, an import and an export: exit 1, the database named, no
     traceback, the database intact with every earlier record unchanged, and
     nothing half-imported."""
-    db = _existing_db(tmp_path / "lineup.db")
+    db = existing_db(tmp_path / "lineup.db")
     before = _dump(db)
     limit = db.stat().st_size + 48 * 1024
     cases = tmp_path / "big.jsonl"
     cases.write_text("".join(json.dumps({"id": f"c{i}", "category": "x", "prompt": f"{i} " + "long prompt " * 400})
                              + "\n" for i in range(40)))
     run = lineup(["run", str(cases), "-m", "demo/concise", "-m", "demo/thorough", "--quiet"], cwd=tmp_path, db=db,
-                 preexec=_file_size_limit(limit))
+                 preexec=file_size_limit(limit))
     assert run.returncode == 1, (run.returncode, run.stderr[-2000:])
     assert "Traceback" not in run.stderr and "lineup.db" in run.stderr and "disk" in run.stderr, run.stderr
     for table, rows in before.items():
@@ -286,7 +257,7 @@ def test_a_full_disk_is_reported_and_loses_nothing(tmp_path):
                                          "conversation_b": [{"role": "user", "content": "q" * 300}]}) + "\n"
                              for i in range(2000)))
     limit = db.stat().st_size + 48 * 1024
-    imp = lineup(["import", str(arena)], cwd=tmp_path, db=db, preexec=_file_size_limit(limit))
+    imp = lineup(["import", str(arena)], cwd=tmp_path, db=db, preexec=file_size_limit(limit))
     assert imp.returncode == 1, (imp.returncode, imp.stderr[-2000:])
     assert "Traceback" not in imp.stderr and "lineup.db" in imp.stderr and "disk" in imp.stderr, imp.stderr
     assert _dump(db) == after_run, "a failed import left part of itself behind"
@@ -295,7 +266,7 @@ def test_a_full_disk_is_reported_and_loses_nothing(tmp_path):
     with Store.open(big) as store:
         write_synthetic(store, *synthetic_session(turns=40, words=400, seed=2))
     exp = lineup(["export", "--format", "jsonl", "-o", str(tmp_path / "out.jsonl")], cwd=tmp_path, db=big,
-                 preexec=_file_size_limit(64 * 1024))
+                 preexec=file_size_limit(64 * 1024))
     assert exp.returncode == 1 and "out.jsonl" in exp.stderr and "Traceback" not in exp.stderr, exp.stderr
     assert not (tmp_path / "out.jsonl").exists()
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")], "a temporary file was left behind"

@@ -26,7 +26,7 @@ from providers.events import ChatRequest, Message, StreamResult  # noqa: E402
 from providers.http import RetryPolicy  # noqa: E402
 from providers.model_config import ModelConfig  # noqa: E402
 from tests.server import RawReply, TestServer, event_stream_frame  # noqa: E402
-from tests.test_conformance import check  # noqa: E402
+from tests.conformance_support import check  # noqa: E402
 
 CASES = sorted((Path(__file__).parent / "data" / "cloud_wire").glob("*.json"))
 

@@ -22,6 +22,7 @@ from core.answering.checks import CodeTestsCheck, run_case_check_async, run_chec
 from core.answering.code_checks import CodeSpec, run_tests
 from lineup.cli import main
 from store import Store
+from tests.cli_support import gone, pids_in
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -32,42 +33,6 @@ def _spec(tests: str = "pass", **kw) -> CodeSpec:
 
 def _answer(code: str) -> str:
     return f"Here it is:\n\n```python\n{textwrap.dedent(code)}```\n"
-
-
-def _gone(pid: int, limit: float = 5) -> bool:
-    """Whether the process is dead (or dies within `limit`: SIGKILL is delivered
-    when it is next scheduled)."""
-    deadline = time.monotonic() + limit
-    while not _dead(pid):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
-
-
-def _dead(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    # a zombie is gone too (it runs nothing); its parent, init, reaps it
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
-    except OSError:
-        return True
-
-
-def _pids(path: Path, n: int, limit: float = 30) -> list[int]:
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        try:
-            pids = [int(p) for p in path.read_text().split()]
-        except (OSError, ValueError):
-            pids = []
-        if len(pids) >= n:
-            return pids
-        time.sleep(0.02)
-    raise AssertionError(f"{path} never held {n} pid(s)")
 
 
 # ---------------------------------------------------------------- outcomes
@@ -119,8 +84,8 @@ while True:
 """
     result = run_tests(_spec(timeout_s=1), code)
     assert result.status == "timed_out" and "timed out after 1 s" in result.detail
-    for pid in _pids(pids, 2):
-        assert _gone(pid), f"process {pid} outlived the time limit"
+    for pid in pids_in(pids, 2):
+        assert gone(pid), f"process {pid} outlived the time limit"
 
 
 def test_an_answer_that_kills_itself_is_reported_crashed():
@@ -220,7 +185,7 @@ def test_cancelling_a_run_kills_its_process_and_removes_its_folder(tmp_path):
     anyio.run(scenario)
     assert "outcome" not in state
     pid, folder = marker.read_text().split()
-    assert _gone(int(pid)) and not Path(folder).exists()
+    assert gone(int(pid)) and not Path(folder).exists()
 
 
 def test_ctrl_c_during_a_long_check_ends_the_run_at_once(tmp_path):
@@ -236,7 +201,7 @@ def test_ctrl_c_during_a_long_check_ends_the_run_at_once(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "lineup", "run", str(set_path), "-m", "demo/concise", "--quiet"],
                             env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        (pid,) = _pids(marker, 1, limit=60)
+        (pid,) = pids_in(marker, 1, limit=60)
         asked = time.monotonic()
         proc.send_signal(signal.SIGINT)
         _out, err = proc.communicate(timeout=60)
@@ -245,7 +210,7 @@ def test_ctrl_c_during_a_long_check_ends_the_run_at_once(tmp_path):
         proc.kill()
     assert proc.returncode == 130, err
     assert waited < 12, f"the stop waited {waited:.1f} s: for the check's time limit"
-    assert _gone(pid)
+    assert gone(pid)
 
 
 # ---------------------------------------------------------------- the shipped set, end to end

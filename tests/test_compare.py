@@ -22,15 +22,13 @@ from lineup.cli import main
 from store import Store
 from store.ids import new_ulid
 from store.records import (
-    CheckResultRecord,
     ContestantRecord,
-    OutputRecord,
     SessionRecord,
     TurnRecord,
     VoteRecord,
 )
 from tests.server import Reply, TestServer
-from tests.run_support import config_file
+from tests.run_support import config_file, planted_cases, planted_run
 
 # --------------------------------------------------------------------------- statistics
 
@@ -78,40 +76,6 @@ def test_similarity() -> None:
 # --------------------------------------------------------------------------- planted runs
 
 
-def _run(store: Store, alias: str, model: str, cases: list[dict], *, blind: bool = True,
-         others: tuple[str, ...] = ()) -> str:
-    """A recorded run of one model (plus `others` answering the same), each
-    case a dict: text, passed (the check 'contains' result, None: no check),
-    ttft, duration, cost, category, status."""
-    sid = new_ulid()
-    aliases = (alias, *others)
-    store.create_session(SessionRecord(
-        id=sid, kind="run", blind=blind, title="run",
-        contestants=[ContestantRecord(alias=a, provider="openai", model=model if a == alias else a, label="AB"[i],
-                                      position=i) for i, a in enumerate(aliases)]))
-    for i, case in enumerate(cases):
-        turn = TurnRecord(session_id=sid, position=i, case_id=case.get("id", f"c{i:03d}"),
-                          category=case.get("category", "general"), user_message=f"question {i}",
-                          repeat_index=case.get("repeat", 0))
-        store.add_turn(turn)
-        for k, a in enumerate(aliases):
-            out = OutputRecord(session_id=sid, turn_id=turn.id, contestant=a, label="AB"[k],
-                               status=case.get("status", "complete"), text=case["text"] if a == alias else "other",
-                               ttft_ms=case.get("ttft"), duration_ms=case.get("duration"), cost=case.get("cost"),
-                               served_model=case.get("served", model))
-            store.finish_output(out)
-            if case.get("passed") is not None and out.status == "complete" and a == alias:
-                store.add_check_result(CheckResultRecord(output_id=out.id, check="contains:ok",
-                                                         passed=case["passed"]))
-    return sid
-
-
-def _cases(n: int, *, fail: set[int] = frozenset(), text=lambda i: f"answer {i}", ttft=lambda i: 100.0 + i % 7,
-           duration=lambda i: 1000.0 + 10 * (i % 11), cost=0.001, category=lambda i: "general") -> list[dict]:
-    return [{"text": text(i), "passed": i not in fail, "ttft": ttft(i), "duration": duration(i), "cost": cost,
-             "category": category(i)} for i in range(n)]
-
-
 def _load(db: Path, *sids: str):
     store = Store.open(db)
     try:
@@ -124,9 +88,9 @@ def _load(db: Path, *sids: str):
 def test_a_twenty_point_drop_on_100_cases_regresses_and_identical_runs_do_not(tmp_path: Path) -> None:
     db = tmp_path / "g.db"
     with Store.open(db) as store:
-        base = _run(store, "m", "model-1", _cases(100, fail=set(range(10))))                 # 90% pass
-        same = _run(store, "m", "model-1", _cases(100, fail=set(range(10))))                 # identical
-        worse = _run(store, "m", "model-2", _cases(100, fail=set(range(30)),                # 70% pass
+        base = planted_run(store, "m", "model-1", planted_cases(100, fail=set(range(10))))                 # 90% pass
+        same = planted_run(store, "m", "model-1", planted_cases(100, fail=set(range(10))))                 # identical
+        worse = planted_run(store, "m", "model-2", planted_cases(100, fail=set(range(30)),                # 70% pass
                                                    text=lambda i: f"answer {i}" if i >= 30 else "nope"))
     a, b, c = _load(db, base, same, worse)
     identical = compare_runs(a, b)
@@ -156,8 +120,8 @@ def test_a_twenty_point_drop_on_100_cases_regresses_and_identical_runs_do_not(tm
 def test_a_small_drop_is_not_significant_and_holm_keeps_the_family_honest(tmp_path: Path) -> None:
     db = tmp_path / "g.db"
     with Store.open(db) as store:
-        base = _run(store, "m", "x", _cases(40))
-        cand = _run(store, "m", "x", _cases(40, fail={1, 2, 3}))     # 3 discordant: p = 0.25
+        base = planted_run(store, "m", "x", planted_cases(40))
+        cand = planted_run(store, "m", "x", planted_cases(40, fail={1, 2, 3}))     # 3 discordant: p = 0.25
     a, b = _load(db, base, cand)
     report = compare_runs(a, b)
     check = next(t for t in report.comparisons[0].tests if t.scope == "check")
@@ -169,12 +133,12 @@ def test_a_small_drop_is_not_significant_and_holm_keeps_the_family_honest(tmp_pa
 
 def test_an_answer_that_failed_counts_as_failing_its_checks_and_as_not_answered(tmp_path: Path) -> None:
     db = tmp_path / "g.db"
-    cand_cases = _cases(60)
+    cand_cases = planted_cases(60)
     for k in range(20):
         cand_cases[k] = {**cand_cases[k], "status": "error", "passed": None, "ttft": None, "duration": None}
     with Store.open(db) as store:
-        base = _run(store, "m", "x", _cases(60))
-        cand = _run(store, "m", "x", cand_cases)
+        base = planted_run(store, "m", "x", planted_cases(60))
+        cand = planted_run(store, "m", "x", cand_cases)
     report = compare_runs(*_load(db, base, cand))
     tests = {(t.scope, t.name): t for t in report.comparisons[0].tests}
     assert tests[("answered", "answered")].regressions == 20 and tests[("answered", "answered")].regressed
@@ -188,9 +152,9 @@ def test_latency_is_flagged_at_the_configured_threshold(tmp_path: Path) -> None:
     rng = random.Random(7)
     base_t = [rng.uniform(80, 120) for _ in range(200)]
     with Store.open(db) as store:
-        base = _run(store, "m", "x", _cases(200, ttft=lambda i: base_t[i]))
-        slow = _run(store, "m", "x", _cases(200, ttft=lambda i: base_t[i] * 1.5))       # +50%
-        noisy = _run(store, "m", "x", _cases(200, ttft=lambda i: base_t[i] + rng.uniform(-3, 3)))
+        base = planted_run(store, "m", "x", planted_cases(200, ttft=lambda i: base_t[i]))
+        slow = planted_run(store, "m", "x", planted_cases(200, ttft=lambda i: base_t[i] * 1.5))       # +50%
+        noisy = planted_run(store, "m", "x", planted_cases(200, ttft=lambda i: base_t[i] + rng.uniform(-3, 3)))
     a, b, c = _load(db, base, slow, noisy)
     at_40 = compare_runs(a, b, max_p95_regression_pct=40)
     ttft = at_40.comparisons[0].latency[0]
@@ -212,8 +176,8 @@ def test_latency_is_flagged_at_the_configured_threshold(tmp_path: Path) -> None:
 def test_cost_ratings_and_runs_on_different_models(tmp_path: Path) -> None:
     db = tmp_path / "g.db"
     with Store.open(db) as store:
-        base = _run(store, "big", "model-big", _cases(30, cost=0.01), others=("judge",))
-        cand = _run(store, "small", "model-small", _cases(30, cost=0.002), others=("judge",))
+        base = planted_run(store, "big", "model-big", planted_cases(30, cost=0.01), others=("judge",))
+        cand = planted_run(store, "small", "model-small", planted_cases(30, cost=0.002), others=("judge",))
         # votes against the common opponent: big wins 25 of 30, small 10 of 30
         for sid, alias, wins in ((base, "big", 25), (cand, "small", 10)):
             loaded = store.load_session(sid)
@@ -244,7 +208,7 @@ def test_cost_ratings_and_runs_on_different_models(tmp_path: Path) -> None:
 def test_two_models_of_one_run_compare_the_same_way(tmp_path: Path) -> None:
     db = tmp_path / "g.db"
     with Store.open(db) as store:
-        sid = _run(store, "big", "model-big", _cases(10), others=("small",), blind=False)
+        sid = planted_run(store, "big", "model-big", planted_cases(10), others=("small",), blind=False)
     (loaded,) = _load(db, sid)
     (cmp,) = compare_runs(loaded, loaded, models=["big:small"]).comparisons
     assert cmp.paired_units == 10 and cmp.answers.identical == 0
@@ -254,8 +218,8 @@ def test_two_models_of_one_run_compare_the_same_way(tmp_path: Path) -> None:
 def test_blind_runs_list_no_case_until_it_is_revealed(tmp_path: Path) -> None:
     db = tmp_path / "g.db"
     with Store.open(db) as store:
-        base = _run(store, "m", "x", _cases(30), others=("o",))
-        cand = _run(store, "m", "x", _cases(30, fail=set(range(30))), others=("o",))
+        base = planted_run(store, "m", "x", planted_cases(30), others=("o",))
+        cand = planted_run(store, "m", "x", planted_cases(30, fail=set(range(30))), others=("o",))
     report = compare_runs(*_load(db, base, cand), models=["m"])
     (cmp,) = report.comparisons
     assert cmp.cases == [] and cmp.hidden_cases > 0          # which answer failed would say who wrote it
@@ -265,8 +229,8 @@ def test_blind_runs_list_no_case_until_it_is_revealed(tmp_path: Path) -> None:
 def test_the_json_shape_is_stable(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     db = tmp_path / "g.db"
     with Store.open(db) as store:
-        base = _run(store, "m", "x", _cases(20))
-        cand = _run(store, "m", "x", _cases(20, fail={0}))
+        base = planted_run(store, "m", "x", planted_cases(20))
+        cand = planted_run(store, "m", "x", planted_cases(20, fail={0}))
     assert main(["diff", base, cand, "--db", str(db), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["schema"] == SCHEMA and data["correction"] == "holm" and data["alpha"] == 0.05
@@ -285,9 +249,9 @@ def test_the_json_shape_is_stable(tmp_path: Path, capsys: pytest.CaptureFixture)
 def test_gate_exit_codes_and_what_it_prints(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     db = tmp_path / "g.db"
     with Store.open(db) as store:
-        base = _run(store, "m", "x", _cases(100, fail=set(range(10))))
-        same = _run(store, "m", "x", _cases(100, fail=set(range(10))))
-        worse = _run(store, "m", "x", _cases(100, fail=set(range(30))))
+        base = planted_run(store, "m", "x", planted_cases(100, fail=set(range(10))))
+        same = planted_run(store, "m", "x", planted_cases(100, fail=set(range(10))))
+        worse = planted_run(store, "m", "x", planted_cases(100, fail=set(range(30))))
     common = ["--db", str(db)]
     assert main(["gate", "--baseline", base, "--candidate", same, *common]) == 0
     assert "no significant regression" in capsys.readouterr().err
@@ -310,7 +274,7 @@ def test_a_chat_session_is_not_a_run(tmp_path: Path) -> None:
         store.create_session(SessionRecord(id=chat, kind="chat", contestants=[
             ContestantRecord(alias="m", provider="demo", model="d", label="m")]))
         store.add_turn(TurnRecord(session_id=chat, position=0, user_message="hi"))
-        run = _run(store, "m", "x", _cases(3))
+        run = planted_run(store, "m", "x", planted_cases(3))
     with pytest.raises(UsageError, match="no sample-set cases"):
         compare_runs(*_load(db, chat, run))
 

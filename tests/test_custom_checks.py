@@ -18,7 +18,7 @@ from core.answering.runner import sample_set_from_run
 from core.answering.sampleset import SampleSetError, load_sample_set
 from lineup.cli import main
 from store import Store
-from tests.test_code_checks import _gone, _pids
+from tests.cli_support import gone, pids_in
 
 CHECKS = '''
 import os, sys, time
@@ -113,8 +113,8 @@ def test_a_check_that_never_returns_is_killed_at_its_time_limit(beside):
     outcome = _run(beside, "sleeps", timeout_s=1)
     assert not outcome.passed and outcome.extra["status"] == "timed_out"
     assert outcome.detail == "timed out after 1 s (killed)"
-    (pid,) = _pids(beside / "pid", 1)
-    assert _gone(pid)
+    (pid,) = pids_in(beside / "pid", 1)
+    assert gone(pid)
 
 
 def test_cancelling_kills_a_running_custom_check(beside):
@@ -128,8 +128,8 @@ def test_cancelling_kills_a_running_custom_check(beside):
                 scope.cancel()
 
     anyio.run(scenario)
-    (pid,) = _pids(beside / "pid", 1)
-    assert _gone(pid)
+    (pid,) = pids_in(beside / "pid", 1)
+    assert gone(pid)
 
 
 def test_the_set_folder_is_on_the_path_for_the_import_only_and_no_key_reaches_it(beside, monkeypatch):

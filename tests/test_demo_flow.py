@@ -15,7 +15,7 @@ import pytest
 
 from lineup.cli import main
 from store import Store
-from tests.test_tui_terminal import ROOT, TMUX, Tmux, _start
+from tests.cli_support import ROOT, TMUX, Tmux, start_in_tmux
 
 README = (ROOT / "README.md").read_text()
 SET = "sample_sets/instruction_following.jsonl"
@@ -50,7 +50,7 @@ def test_the_demo_path_ends_in_a_filled_report_marked_demo(tmp_path, monkeypatch
     cases = sum(1 for line in (ROOT / SET).read_text().splitlines() if line.strip())
 
     tmux = Tmux(f"lineup-test-demo-flow-{os.getpid()}")
-    _start(tmux, tmp_path, "vote", "0")
+    start_in_tmux(tmux, tmp_path, "vote", "0")
     try:
         for k in range(cases):
             _wait_until(tmux, lambda s: "Which answer is best?" in s and "· demo/" not in s, f"case {k + 1}")

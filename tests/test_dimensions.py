@@ -391,7 +391,7 @@ def test_lineup_serve_publishes_the_scores_of_the_answers_it_shows(tmp_path):
 
     from store.publish import write_published_copy
     from store.records import ScoreRecord
-    from test_tui_vote_queue import CASES, make_run
+    from tests.tui_sessions import CASES, make_run
 
     db = tmp_path / "open.db"
     sid = make_run(db, CASES[:1], meta={"dimensions": DIMS})      # not blind: published whole

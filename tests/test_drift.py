@@ -15,8 +15,7 @@ from lineup.cli import main
 from store import Store
 from store.runs import canary_session_ids
 from tests.server import Reply, TestServer
-from tests.test_compare import _cases, _run
-from tests.run_support import config_file
+from tests.run_support import config_file, planted_cases, planted_run
 
 
 def sample_set(path: Path, n: int) -> Path:
@@ -97,8 +96,8 @@ def test_steady_canaries_flag_nothing_and_a_plain_run_is_not_a_canary(tmp_path: 
 def test_latency_drift_and_sampled_runs(tmp_path: Path) -> None:
     db = tmp_path / "d.db"
     with Store.open(db) as store:
-        sids = [_run(store, "m", "x", _cases(60, ttft=lambda i: 100.0 + i % 5)) for _ in range(3)]
-        sids.append(_run(store, "m", "x", _cases(60, ttft=lambda i: 180.0 + i % 5)))      # +80% from here
+        sids = [planted_run(store, "m", "x", planted_cases(60, ttft=lambda i: 100.0 + i % 5)) for _ in range(3)]
+        sids.append(planted_run(store, "m", "x", planted_cases(60, ttft=lambda i: 180.0 + i % 5)))      # +80% from here
         for sid in sids:
             store.update_session(sid, meta={"canary": True}, sample_set_name="s", params={"temperature": 0})
         loaded = [store.load_session(s) for s in canary_session_ids(store)]

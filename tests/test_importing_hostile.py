@@ -20,7 +20,6 @@ the database byte for byte as it was.
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 import json
 import os
@@ -35,6 +34,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli_support import existing_db, lineup, lineup_env, sha
 from tests.synthetic import synthetic_session, write_synthetic
 from store import Store, TagRecord
 
@@ -47,40 +47,12 @@ RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2
 HOSTILE = "\x1b]0;PWNED\x07\x1b[31mred\x9b2J\u202egnp.exe\u2066\n# injected heading\r\ttab"
 
 
-def sha(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def _env(db: Path | None, extra: dict | None = None) -> dict:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-    env["LINEUP_DEMO_SPEED"] = "0"
-    if db is not None:
-        env["LINEUP_DB"] = str(db)
-    env.update(extra or {})
-    return env
-
-
-def lineup(args: list[str], cwd: Path, db: Path | None = None, env: dict | None = None,
-           preexec=None, stdout=None) -> subprocess.CompletedProcess:
-    kwargs = {"stdout": stdout, "stderr": subprocess.PIPE} if stdout is not None else {"capture_output": True}
-    return subprocess.run([sys.executable, "-m", "lineup", *args], text=True, cwd=cwd, env=_env(db, env),
-                          timeout=TIMEOUT, preexec_fn=preexec, **kwargs)
-
-
 def spawn(args: list[str], cwd: Path, db: Path | None = None, env: dict | None = None, **kw) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "lineup", *args], cwd=cwd, env=_env(db, env), **kw)
+    return subprocess.Popen([sys.executable, "-m", "lineup", *args], cwd=cwd, env=lineup_env(db, env), **kw)
 
 
 def clean(proc: subprocess.CompletedProcess) -> None:
     assert "Traceback" not in proc.stderr and "Traceback" not in (proc.stdout or ""), proc.stderr[-3000:]
-
-
-def _existing_db(path: Path, sessions: int = 1) -> Path:
-    with Store.open(path) as store:
-        for seed in range(sessions):
-            write_synthetic(store, *synthetic_session(turns=3, seed=4 + seed, created=1.7e9 + seed))
-    return path
 
 
 def _dump(db: Path) -> dict[str, list]:
@@ -100,7 +72,7 @@ def _integrity(db: Path) -> list:
         conn.close()
 
 
-def _file_size_limit(limit: int):
+def file_size_limit(limit: int):
     def apply() -> None:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)   # a failing write(), not a killed process
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
@@ -150,7 +122,7 @@ def test_a_database_deleted_while_a_run_writes_stops_the_run(tmp_path):
 
 def test_a_database_replaced_while_a_run_writes_stops_and_the_new_file_stays_intact(tmp_path):
     db, other = tmp_path / "rep.db", tmp_path / "other.db"
-    _existing_db(other)
+    existing_db(other)
     conn = sqlite3.connect(other)
     conn.execute("PRAGMA journal_mode = DELETE")   # one self-contained file, like a backup copy
     conn.close()
@@ -175,7 +147,7 @@ ARENA = {"model_a": "a", "model_b": "b", "winner": "tie", "tstamp": 1.7e9}
 
 def _ours(tmp_path: Path) -> list[dict]:
     """A real export of ours (one session), as records to spoil."""
-    src = _existing_db(tmp_path / "src.db")
+    src = existing_db(tmp_path / "src.db")
     with Store.open(src) as store:
         sid = store.latest_session_id()
         out = store.load_session(sid).outputs[0]
@@ -216,7 +188,7 @@ BAD_OURS = {  # where in the line -> (raw JSON value, the field as the message n
 
 @pytest.mark.parametrize("name", sorted(BAD_ARENA))
 def test_an_arena_time_out_of_range_is_refused_naming_file_line_and_field(tmp_path, name):
-    db = _existing_db(tmp_path / "lineup.db")
+    db = existing_db(tmp_path / "lineup.db")
     before = sha(db)
     src = tmp_path / "battles.jsonl"
     good = json.dumps(ARENA)
@@ -237,7 +209,7 @@ def test_a_number_out_of_range_in_our_jsonl_is_refused_naming_the_field(tmp_path
     lines[tagged] = _set(records[tagged], field, raw)
     src = tmp_path / "ours.jsonl"
     src.write_text("\n".join(lines) + "\n")
-    db = _existing_db(tmp_path / "lineup.db", sessions=0)
+    db = existing_db(tmp_path / "lineup.db", sessions=0)
     before = sha(db)
     proc = lineup(["import", str(src)], cwd=tmp_path, db=db)
     assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
@@ -357,7 +329,7 @@ def test_a_bad_source_database_is_refused_naming_it(tmp_path, name):
     with Store.open(source) as store:
         write_synthetic(store, *synthetic_session(turns=30, seed=5))
     spoil(source)
-    mine = _existing_db(tmp_path / "mine.db")
+    mine = existing_db(tmp_path / "mine.db")
     before, source_before = sha(mine), sha(source)
     proc = lineup(["import", str(source)], cwd=tmp_path, db=mine)
     assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
@@ -469,7 +441,7 @@ def test_a_full_standard_output_is_reported(tmp_path):
     # `> out.jsonl` on a disk that fills half way: not reported as done
     with open(tmp_path / "out.jsonl", "w") as out:
         proc = lineup(["export", "--format", "jsonl"], cwd=tmp_path, db=db, stdout=out,
-                      preexec=_file_size_limit(64 * 1024))
+                      preexec=file_size_limit(64 * 1024))
     assert proc.returncode == 1, proc.stderr
     clean(proc)
     assert "cannot write to standard output" in proc.stderr
@@ -493,7 +465,7 @@ def test_export_to_a_full_disk_leaves_the_old_file_and_no_temporary(tmp_path, fm
     target = folder / f"export.{fmt}"
     target.write_text("the previous export\n")
     proc = lineup(["export", "--format", fmt, "-o", str(target)], cwd=tmp_path, db=db,
-                  preexec=_file_size_limit(64 * 1024))
+                  preexec=file_size_limit(64 * 1024))
     assert proc.returncode == 1, proc.stderr
     clean(proc)
     assert str(target) in proc.stderr
@@ -543,7 +515,7 @@ def test_an_export_killed_while_writing_leaves_no_temporary_file(tmp_path):
 def test_temporary_files_of_dead_exports_are_removed_on_the_next_export(tmp_path):
     """What a kill leaves where no unnamed temporary file can be made (or an
     older lineup left): `.NAME.PID.tmp` of a process that is gone."""
-    db = _existing_db(tmp_path / "lineup.db")
+    db = existing_db(tmp_path / "lineup.db")
     folder = tmp_path / "out"
     folder.mkdir()
     target = folder / "x.md"

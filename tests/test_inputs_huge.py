@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_cli_bad_input import _existing_db, _file_size_limit, sha
-from tests.test_cli_bad_input import lineup as _lineup
+from tests.cli_support import existing_db, file_size_limit, sha
+from tests.cli_support import lineup as _lineup
 
 DEEP = 10_000
 
@@ -49,7 +49,7 @@ def _refused(proc, *patterns: str) -> str:
 
 @pytest.fixture
 def db(tmp_path):
-    return _existing_db(tmp_path / "lineup.db")
+    return existing_db(tmp_path / "lineup.db")
 
 
 # ---------------------------------------------------------------------- deep
@@ -256,7 +256,7 @@ def test_sample_writes_its_set_atomically_even_when_the_disk_fills(tmp_path, db)
                                                              "cat": f"c{i % 3}"}) + "\n" for i in range(200)))
     (tmp_path / "out.jsonl").write_text("the earlier set\n")
     proc = lineup(["sample", "logs.jsonl", "--by", "cat", "-n", "150", "-o", "out.jsonl"], cwd=tmp_path, db=db,
-                  preexec=_file_size_limit(64 * 1024))
+                  preexec=file_size_limit(64 * 1024))
     assert proc.returncode == 1, (proc.returncode, proc.stderr[-2000:])
     assert "Traceback" not in proc.stderr and "out.jsonl" in proc.stderr and "nothing was written" in proc.stderr
     assert (tmp_path / "out.jsonl").read_text() == "the earlier set\n"

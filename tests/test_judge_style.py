@@ -15,7 +15,7 @@ from core.stats.votes import JudgeFields
 from lineup.cli import main
 from store import Store
 from tests.synthetic import Profile, planted_store
-from tests.test_calibration import _store_with, planted
+from tests.judge_support import planted, store_with_verdicts
 
 #: The planted truth (Elo points, mean 1000): the best model writes the shortest answers.
 TRUTH = {"m0": 1120.0, "m1": 1040.0, "m2": 960.0, "m3": 880.0}
@@ -64,7 +64,7 @@ def _pairs(kappa: float, n: int = 300, seed: int = 5) -> list[tuple[str, str, in
 
 
 def test_a_judge_below_the_teams_agreement_threshold_is_flagged(tmp_path, capsys):
-    with _store_with(tmp_path, _pairs(kappa=0.1)) as store:
+    with store_with_verdicts(tmp_path, _pairs(kappa=0.1)) as store:
         low = build_report(store, ReportFilters(), rounds=50, judge="judge")
         strict_ok = build_report(store, ReportFilters(), rounds=50, judge="judge", min_judge_agreement=0.1)
     cal = low.judge.calibration
@@ -81,7 +81,7 @@ def test_a_judge_below_the_teams_agreement_threshold_is_flagged(tmp_path, capsys
 
 
 def test_a_judge_that_agrees_with_people_is_not_flagged(tmp_path):
-    with _store_with(tmp_path, _pairs(kappa=0.95)) as store:
+    with store_with_verdicts(tmp_path, _pairs(kappa=0.95)) as store:
         report = build_report(store, ReportFilters(), rounds=50, judge="judge")
     cal = report.judge.calibration
     assert cal.agreement > 0.9 and not cal.unreliable and cal.flag is None

@@ -25,7 +25,7 @@ IDS = ["openai", "openai-responses", "anthropic", "ollama", "gemini-sse", "gemin
 #: the protocols that send a key from `api_key_env` (the key tests run on these)
 KEYED = list(zip(PROTOCOLS, IDS, strict=True))
 try:   # the cloud protocols, where their extras are installed: they sign in another way (no key variable)
-    from tests.test_providers_vertex import FixedTokenCredentials
+    from tests.cloud_support import FixedTokenCredentials
 
     PROTOCOLS += [("vertex", {"credentials": FixedTokenCredentials()}),
                   ("vertex-anthropic", {"credentials": FixedTokenCredentials()})]
@@ -33,7 +33,7 @@ try:   # the cloud protocols, where their extras are installed: they sign in ano
 except pytest.skip.Exception:
     pass
 try:
-    from tests.test_providers_bedrock import ACCESS_KEY  # noqa: F401  (skips without botocore)
+    pytest.importorskip("botocore")   # the bedrock extra: SigV4 signing
 
     PROTOCOLS.append(("bedrock", {}))
     IDS.append("bedrock")

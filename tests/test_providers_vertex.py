@@ -10,45 +10,23 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("google.auth")
 
-from google.auth import credentials as ga_credentials  # noqa: E402
 
 from core.answering.config import load_config  # noqa: E402
 from lineup.cli import main  # noqa: E402
 from providers import make_provider  # noqa: E402
 from providers.events import ErrorKind, Retrying, StreamError, ToolSpec  # noqa: E402
 from providers.model_config import ModelConfig  # noqa: E402
+from tests.cloud_support import FixedTokenCredentials  # noqa: E402
 from tests.server import Reply, TestServer, chat_request, collect, model_config  # noqa: E402
 
 WEATHER = ToolSpec(name="get_weather", description="weather",
                    parameters={"type": "object", "properties": {"city": {"type": "string"}}})
-
-
-class FixedTokenCredentials(ga_credentials.Credentials):
-    """google-auth credentials that hand out `ya29.fixed-token-N` on the Nth
-    refresh, valid for an hour; no network."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.refreshes = 0
-
-    def refresh(self, request) -> None:
-        self.refreshes += 1
-        self.token = f"ya29.fixed-token-{self.refreshes}"
-        self.expiry = _utcnow() + timedelta(hours=1)
-
-    def expire(self) -> None:
-        self.expiry = _utcnow() - timedelta(minutes=1)
-
-
-def _utcnow() -> datetime:
-    return datetime.utcnow()   # google-auth keeps expiry as naive UTC  # noqa: DTZ003
 
 
 def _cfg(srv: TestServer, provider: str = "vertex", **fields) -> ModelConfig:

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from tests.rate_support import run_cli, start
-from tests.test_rate_web import scored  # noqa: F401  (the fixture: a run scored on two dimensions)
-from tests.test_share import _config_strings, owner  # noqa: F401  (the fixture: a database of two runs)
+from tests.rate_support import scored  # noqa: F401  (the fixture: a run scored on two dimensions)
+from tests.share_support import config_strings, owner  # noqa: F401  (the fixture: a database of two runs)
 
 pytest.importorskip("starlette")
 sync_api = pytest.importorskip("playwright.sync_api")
@@ -99,7 +99,7 @@ def _wait_saved(db: Path, rater: str, n: int, page) -> None:
 
 def test_two_raters_vote_in_browsers_by_keyboard_and_by_touch(owner, browser, tmp_path):
     db, sid, other = owner
-    needles = _config_strings(db, [sid, other])
+    needles = config_strings(db, [sid, other])
     with sqlite3.connect(db) as conn:
         aliases = [a for (a,) in conn.execute("SELECT DISTINCT alias FROM contestant WHERE session_id = ?", [sid])]
     shots = os.environ.get("LINEUP_SCREENSHOTS")

@@ -22,9 +22,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.rate_support import run_cli, start
-from tests.run_support import scored_run
-from tests.test_share import _config_strings, owner  # noqa: F401  (the fixture: a database of two runs)
+from tests.rate_support import run_cli, scored, start  # noqa: F401  (scored: the fixture)
+from tests.share_support import config_strings, owner  # noqa: F401  (the fixture: a database of two runs)
 
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
@@ -146,7 +145,7 @@ def _strings_in(texts: list[str], needles: list[str]) -> list[tuple[str, str]]:
 @pytest.mark.parametrize("reveal", ["never", "after-vote"])
 def test_nothing_a_browser_gets_before_the_vote_names_a_contestant(owner, reveal):
     db, sid, other = owner
-    needles = [s for s in _config_strings(db, [sid, other]) if len(s) >= 4 or not s.isdigit()]
+    needles = [s for s in config_strings(db, [sid, other]) if len(s) >= 4 or not s.isdigit()]
     with sqlite3.connect(db) as conn:
         aliases = [a for (a,) in conn.execute("SELECT DISTINCT alias FROM contestant WHERE session_id = ?", [sid])]
     r = start(db, sid, "--rater", "ann", "--reveal", reveal, "--gold-rate", "0.5")
@@ -501,12 +500,6 @@ def test_units_go_to_the_least_loaded_raters_and_late_units_are_added():
     assert [u for u, _ in later] == ["u6", "u6"]
     assert "dee" in {r for _, r in later} and len({r for _, r in later}) == 2
     assert assign(["u0"], ["ann"], 1, [("u0", "ann")]) == []
-
-
-@pytest.fixture
-def scored(tmp_path, monkeypatch) -> tuple[Path, str]:
-    """A run of two demo models on two cases whose answers are scored on two dimensions."""
-    return scored_run(tmp_path, monkeypatch)
 
 
 def _scores(db: Path) -> list[tuple[str, str, int, str, str]]:

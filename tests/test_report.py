@@ -11,18 +11,9 @@ import pytest
 
 from core.report import ReportFilters, build_report, render_html, render_markdown
 from lineup.cli import main
-from store import (
-    CheckResultRecord,
-    ContestantRecord,
-    OutputRecord,
-    SessionRecord,
-    Store,
-    TagRecord,
-    TurnRecord,
-    VoteRecord,
-)
+from store import CheckResultRecord, Store, TagRecord
+from tests.report_support import T0, Builder, two_way
 
-T0 = 1.75e9
 EVIL = "<script>alert(1)</script>|x\x1b[31m"
 
 
@@ -34,63 +25,12 @@ def db(tmp_path):
     store.close()
 
 
-class Builder:
-    """Writes sessions the way the sessions layer does: blind labels A, B, ..."""
-
-    def __init__(self, store: Store):
-        self.store = store
-
-    def session(self, aliases, *, demo=(), created=T0, prices=None, kind="chat"):
-        cs = [ContestantRecord(alias=a, provider="demo" if a in demo else "openai", model=a + "-v1",
-                               label="ABCDEFGH"[i], position=i, is_demo=a in demo,
-                               price=(prices or {}).get(a)) for i, a in enumerate(aliases)]
-        rec = SessionRecord(created=created, kind=kind, contestants=cs, blind=True)
-        self.store.create_session(rec)
-        return rec
-
-    def turn(self, session, position, *, category=None, case_id=None, prompt="Say hi", repeat=0, created=T0):
-        rec = TurnRecord(session_id=session.id, position=position, case_id=case_id, category=category,
-                         user_message=prompt, repeat_index=repeat, created=created)
-        self.store.add_turn(rec)
-        return rec
-
-    def output(self, session, turn, alias, *, status="complete", text="hello", ttft=100.0, duration=1100.0,
-               out_tokens=50, in_tokens=10, error_kind=None, cost=None, attempt=1, created=T0):
-        c = next(c for c in session.contestants if c.alias == alias)
-        rec = OutputRecord(session_id=session.id, turn_id=turn.id, contestant=alias, label=c.label,
-                           attempt=attempt, status=status, text=text, ttft_ms=ttft, duration_ms=duration,
-                           output_tokens=out_tokens, input_tokens=in_tokens, error_kind=error_kind, cost=cost,
-                           is_demo=c.is_demo, created=created)
-        self.store.finish_output(rec)
-        return rec
-
-    def vote(self, session, turn, choice_alias, *, rater="ann", positions=None, ranking=None, created=T0,
-             supersedes=None):
-        mapping = {c.label: c.alias for c in session.contestants}
-        label_of = {c.alias: c.label for c in session.contestants}
-        choice = choice_alias if choice_alias in ("tie", "both_bad", "all_bad") else label_of[choice_alias]
-        rec = VoteRecord(session_id=session.id, turn_id=turn.id, rater=rater, choice=choice, mapping=mapping,
-                         positions=positions or [c.label for c in session.contestants], created=created,
-                         ranking=[label_of[a] for a in ranking] if ranking else None, supersedes=supersedes)
-        self.store.add_vote(rec)
-        return rec
-
-
-def _two_way(b: Builder, wins: dict[tuple[str, str], int], **kw):
-    """wins[(x, y)] = votes where x beat y; one session per pair, one turn per vote."""
-    for (x, y), n in wins.items():
-        s = b.session([x, y])
-        for k in range(n):
-            t = b.turn(s, k, **kw)
-            b.vote(s, t, x)
-
-
 KEYS = {"name", "rating", "ci_low", "ci_high", "rank_low", "rank_high", "votes", "wins", "ties", "losses"}
 
 
 def test_json_shape_and_counts(db):
     b = Builder(db)
-    _two_way(b, {("alpha", "beta"): 6, ("beta", "alpha"): 3, ("beta", "gamma"): 5, ("gamma", "beta"): 2,
+    two_way(b, {("alpha", "beta"): 6, ("beta", "alpha"): 3, ("beta", "gamma"): 5, ("gamma", "beta"): 2,
                  ("alpha", "gamma"): 4, ("gamma", "alpha"): 4})
     s = b.session(["alpha", "gamma"])
     b.vote(s, b.turn(s, 0), "tie")
@@ -166,7 +106,7 @@ def test_a_report_whose_votes_are_all_on_demo_models_shows_them_marked_demo(db, 
 
 def test_votes_with_a_demo_contestant_are_left_out(db):
     b = Builder(db)
-    _two_way(b, {("real1", "real2"): 2})
+    two_way(b, {("real1", "real2"): 2})
     s = b.session(["real1", "demo-x"], demo={"demo-x"})
     b.vote(s, b.turn(s, 0), "real1")
     report = build_report(db, rounds=10)
@@ -197,7 +137,7 @@ def test_filters(db):
 
 def test_cli_filters_and_bad_input(db, capsys):
     b = Builder(db)
-    _two_way(b, {("m1", "m2"): 3})
+    two_way(b, {("m1", "m2"): 3})
     assert main(["report", "--db", str(db.path), "--since", "last tuesday"]) == 2
     assert "--since" in capsys.readouterr().err
     assert main(["report", "--db", str(db.path), "--session", "NOPE"]) == 2
@@ -315,7 +255,7 @@ def test_stability_from_repeats(db):
 
 def test_markdown_html_and_terminal_escape_recorded_text(db, tmp_path, capsys):
     b = Builder(db)
-    _two_way(b, {(EVIL, "plain"): 3, ("plain", EVIL): 1})
+    two_way(b, {(EVIL, "plain"): 3, ("plain", EVIL): 1})
     s = b.session([EVIL, "plain"])
     t = b.turn(s, 0, category="<b>cat</b>")
     o = b.output(s, t, EVIL)
@@ -347,7 +287,7 @@ def test_report_ratings_match_the_ratings_module(db):
 
     b = Builder(db)
     pairs = {("a", "b"): 7, ("b", "a"): 4, ("b", "c"): 6, ("c", "b"): 3, ("c", "a"): 2, ("a", "c"): 5}
-    _two_way(b, pairs)
+    two_way(b, pairs)
     direct = rate(BattleSet.from_votes([decompose_vote([x, y], x) for (x, y), n in pairs.items()
                                         for _ in range(n)]), rounds=0)
     via_store = build_report(db, rounds=0)
@@ -357,7 +297,7 @@ def test_report_ratings_match_the_ratings_module(db):
 
 def test_report_is_reproducible(db):
     b = Builder(db)
-    _two_way(b, {("a", "b"): 7, ("b", "a"): 4, ("b", "c"): 6, ("c", "b"): 3})
+    two_way(b, {("a", "b"): 7, ("b", "a"): 4, ("b", "c"): 6, ("c", "b"): 3})
     one = build_report(db, rounds=30, seed=5).model_dump(exclude={"generated_at"})
     two = build_report(db, rounds=30, seed=5).model_dump(exclude={"generated_at"})
     assert one == two
@@ -371,7 +311,7 @@ def test_votes_needed_is_a_number_only_where_it_means_something(db, tmp_path, ca
     one-vote model keeps its row, after the ranked ones, with no rank."""
     b = Builder(db)
     # even1 and even2 end up 0.0003 Elo points apart
-    _two_way(b, {("even1", "even2"): 20, ("even2", "even1"): 20, ("even1", "steady"): 20, ("steady", "even1"): 10,
+    two_way(b, {("even1", "even2"): 20, ("even2", "even1"): 20, ("even1", "steady"): 20, ("steady", "even1"): 10,
                  ("even2", "steady"): 22, ("steady", "even2"): 11, ("lucky", "steady"): 1})
     md, html_path = tmp_path / "r.md", tmp_path / "r.html"
     assert main(["report", "--db", str(db.path), "--bootstrap", "200", "--seed", "1", "--md", str(md),

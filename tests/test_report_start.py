@@ -16,7 +16,7 @@ import pytest
 
 from core.report import ReportFilters, build_report
 from core.report.start import start_ratings
-from tests.test_report import Builder, _two_way
+from tests.report_support import Builder, two_way
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -27,9 +27,9 @@ def voted(tmp_path):
 
     store = Store.open(tmp_path / "report.db")
     b = Builder(store)
-    _two_way(b, {("alpha", "beta"): 6, ("beta", "alpha"): 3, ("beta", "gamma"): 5, ("gamma", "alpha"): 4},
+    two_way(b, {("alpha", "beta"): 6, ("beta", "alpha"): 3, ("beta", "gamma"): 5, ("gamma", "alpha"): 4},
              category="code")
-    _two_way(b, {("alpha", "gamma"): 4, ("gamma", "beta"): 2}, category="math")
+    two_way(b, {("alpha", "gamma"): 4, ("gamma", "beta"): 2}, category="math")
     yield store
     store.close()
 
@@ -139,7 +139,7 @@ def test_lineup_report_on_a_read_only_file_is_the_report_of_a_writable_copy(vote
 WRITER = r"""
 import sys
 from store import Store
-from tests.test_report import Builder
+from tests.report_support import Builder
 store = Store.open(sys.argv[1])
 b = Builder(store)
 s = b.session(["alpha", "beta"])

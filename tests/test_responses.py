@@ -29,7 +29,7 @@ from providers.events import (
 )
 from providers.http import RetryPolicy
 from tests.server import RawReply, Reply, TestServer, collect, model_config
-from tests.test_conformance import check, replay
+from tests.conformance_support import check, replay
 
 CASES = sorted((Path(__file__).parent / "data" / "responses_wire").glob("*.json"))
 FAST = RetryPolicy(base=0.001, cap=1.0)

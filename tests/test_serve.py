@@ -19,7 +19,7 @@ import pytest
 
 from store import Store
 from store.publish import QUERIES, write_published_copy
-from tests.test_share import _share, owner  # noqa: F401  (the fixture: a database of two runs)
+from tests.share_support import owner, share_package  # noqa: F401  (the fixture: a database of two runs)
 
 pytest.importorskip("datasette")
 
@@ -65,7 +65,7 @@ def _prepare(owner_db, tmp_path):
     with sqlite3.connect(db) as conn:
         conn.execute("UPDATE session SET blind = 1, revealed_at = NULL WHERE id = ?", [hidden])
         conn.execute("UPDATE session SET blind = 1, revealed_at = 1700000000 WHERE id = ?", [shown])
-    assert _share(db, tmp_path / "pkg.db", hidden) == 0       # a share_map now holds the hidden session's mapping
+    assert share_package(db, tmp_path / "pkg.db", hidden) == 0       # a share_map now holds the hidden session's mapping
     return db, hidden, shown
 
 
@@ -200,7 +200,7 @@ def test_a_run_revealed_case_by_case_publishes_its_revealed_cases(tmp_path):
     """Runs are blind and the queue reveals per case: the cases judged (and
     revealed) are published with their models; a case still hidden is not in
     the copy (prompt, answers, votes); once every case is, the whole run is."""
-    from test_tui_vote_queue import CASES, make_run
+    from tests.tui_sessions import CASES, make_run
 
     db = tmp_path / "runs.db"
     sid = make_run(db, CASES, blind=True)
@@ -242,7 +242,7 @@ def test_a_run_revealed_case_by_case_publishes_its_revealed_cases(tmp_path):
 
 def test_lineup_serve_says_what_it_publishes_and_what_it_left_out(tmp_path):
     """The line `lineup serve` prints counts the revealed cases, not "0 sessions"."""
-    from test_tui_vote_queue import CASES, make_run
+    from tests.tui_sessions import CASES, make_run
 
     db = tmp_path / "runs.db"
     sid = make_run(db, CASES, blind=True)

@@ -14,7 +14,7 @@ import pytest
 
 from providers.events import SERVED_LIMIT, ServedBy
 from tests.server import RawReply, Reply, TestServer, chat_request, collect, model_config
-from tests.test_conformance import CASES, load, replay
+from tests.conformance_support import CASES, load, replay
 
 PROTOCOLS = ["openai", "openai-responses", "anthropic", "ollama", "gemini"]
 

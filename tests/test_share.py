@@ -19,107 +19,12 @@ from pathlib import Path
 import anyio
 import pytest
 
-from core.answering.runner import Runner
-from core.answering.sampleset import load_sample_set
 from core.answering.vote_queue import VoteQueue
 from lineup.cli import main
-from providers.events import SamplingParams
-from providers.model_config import Price
 from store import AsyncStore, Store
 from store.records import current_scores
-from tests.server import Reply, TestServer, model_config
+from tests.share_support import PHRASES, config_strings, owner, share_package  # noqa: F401  (owner: the fixture)
 
-# Each contestant's answers start with a phrase of its own (not a name from its config),
-# so a test can tell from a package which answer is whose without the package saying so.
-PHRASES = {"quokka-prime": "Ripe mango", "wombat-seven": "Blue harbor", "numbat-x": "Quiet lantern"}
-MODELS = {"quokka-prime": "zorblax-13b-instruct", "wombat-seven": "flumphcorp/thrumble-9",
-          "numbat-x": "vexillo-2-mini"}
-KEY_VAR, KEY = "ZORBLAX_TOKEN_VAR", "sk-zorb-9d8e7f6a5b4c3d2e1f"
-
-
-def _set(path: Path) -> Path:
-    cases = [{"id": f"case-{i}", "category": "math" if i % 2 else "format", "prompt": f"Question number {i}?"}
-             for i in range(4)]
-    cases[0]["follow_ups"] = ["And shorter?"]
-    cases[1]["reference"] = "the expected answer, shown after the vote"
-    cases[2]["checks"] = [{"type": "contains", "value": "mango"}]
-    path.write_text("".join(json.dumps(c) + "\n" for c in cases))
-    return path
-
-
-def _configs(srv):
-    protos = {"quokka-prime": "openai", "wombat-seven": "anthropic", "numbat-x": "gemini"}
-    return [model_config(srv, protos[alias], alias=alias, model=MODELS[alias], max_retries=0, read_timeout=5,
-                         api_key_env=KEY_VAR if alias == "quokka-prime" else None,
-                         params=SamplingParams(temperature=0.25 + 0.25 * i, max_tokens=333 + i),
-                         price=Price(input_per_mtok=1.75 + i, output_per_mtok=9.5 + i),
-                         extra_body={"zq_vendor_switch": f"thrumblemode-{i}"})
-            for i, alias in enumerate(protos)]
-
-
-def _reply_for(rec) -> Reply:
-    body = json.dumps(rec.json or {})
-    model = next(m for m in MODELS.values() if m in body or m in rec.path)
-    alias = next(a for a, m in MODELS.items() if m == model)
-    if alias == "numbat-x" and "Question number 3" in body:
-        # an error body that names the model, its vendor and its host
-        return Reply(status=500, message=f"{model} on vexillo-gateway.internal is overloaded (flumph quota)")
-    prompt = next((m.split("?")[0] for m in body.split('"') if m.startswith("Question number")), "a follow-up")
-    return Reply(text=f"{PHRASES[alias]}: my answer to {prompt}.", reasoning="Let me think step by step.",
-                 usage=(17, 23, None), chunk_chars=3)
-
-
-def _run(db: Path, set_path: Path, srv) -> str:
-    async def go():
-        store = AsyncStore(Store.open(db))
-        try:
-            await Runner(store, load_sample_set(set_path), _configs(srv), concurrency=3).run()
-        finally:
-            await store.aclose()
-
-    anyio.run(go)
-    with Store.open(db) as store:
-        return store.list_sessions(kind="run")[0].id
-
-
-@pytest.fixture
-def owner(tmp_path, monkeypatch):
-    """The owner's database with one blind run of three contestants (and a
-    second session, not shared, whose names must not reach a package)."""
-    monkeypatch.setenv(KEY_VAR, KEY)
-    db = tmp_path / "owner.db"
-    with TestServer() as srv:
-        srv.respond(_reply_for)
-        sid = _run(db, _set(tmp_path / "set.jsonl"), srv)
-        other_set = tmp_path / "other.jsonl"
-        other_set.write_text(json.dumps({"id": "other-1", "category": "x", "prompt": "Question number 9?"}) + "\n")
-        other = _run(db, other_set, srv)
-    with Store.open(db) as store:
-        store.update_session(other, title="secret-other-session-title")
-    return db, sid, other
-
-
-def _config_strings(db: Path, session_ids: list[str]) -> list[str]:
-    """Every string that could tell a contestant apart: its alias, provider,
-    model (and its parts), base URL (and its host and port), key variable and
-    key, parameter names and text values, the error bodies, the owner's ids."""
-    found = {KEY, KEY_VAR, "vexillo-gateway", "flumph quota", "secret-other-session-title", "zq_vendor_switch",
-             "thrumblemode", "max_tokens", "temperature", "input_per_mtok"}
-    with Store.open(db) as store:
-        for sid in session_ids:
-            ls = store.load_session(sid)
-            found.add(ls.session.id)
-            found.update(t.id for t in ls.turns)
-            found.update(o.id for o in ls.outputs)
-            found.add(str(ls.session.meta.get("run_key")))
-            for c in ls.session.contestants:
-                found.update({c.alias, c.provider, c.model, *c.model.split("/")})
-                if c.base_url:
-                    found.add(c.base_url)
-                    host_port = c.base_url.split("//", 1)[1].split("/", 1)[0]
-                    found.update({host_port, host_port.rsplit(":", 1)[1]})
-            found.update(o.error_message[len("HTTP 500: "):] for o in ls.outputs if o.error_message)
-    return sorted(s for s in found if s)
 
 
 def _every_value(path: Path):
@@ -140,18 +45,14 @@ def _every_value(path: Path):
         conn.close()
 
 
-def _share(db: Path, out: Path, *sessions: str, extra=()) -> int:
-    return main(["share", *sessions, "-o", str(out), "--db", str(db), *extra])
-
-
 def test_a_package_holds_no_string_of_any_contestants_config(owner, tmp_path, capsys):
     db, sid, other = owner
     pkg = tmp_path / "for-raters.db"
-    assert _share(db, pkg, sid) == 0
+    assert share_package(db, pkg, sid) == 0
     # the commands stand on lines of their own (a terminal wrapping one long line cut "then" mid-word)
     lines = capsys.readouterr().out.splitlines()
     assert f"  lineup vote {pkg} --rater NAME" in lines and "  lineup import FILE" in lines, lines
-    needles = _config_strings(db, [sid, other])
+    needles = config_strings(db, [sid, other])
     assert "zorblax-13b-instruct" in needles and "anthropic" in needles and len(needles) > 30
     seen_tables = set()
     for table, column, text in _every_value(pkg):
@@ -184,7 +85,7 @@ def test_a_package_holds_no_string_of_any_contestants_config(owner, tmp_path, ca
 def test_reasoning_goes_in_only_when_asked(owner, tmp_path):
     db, sid, _ = owner
     pkg = tmp_path / "with-reasoning.db"
-    assert _share(db, pkg, sid, extra=["--reasoning"]) == 0
+    assert share_package(db, pkg, sid, extra=["--reasoning"]) == 0
     with Store.open(pkg) as store:
         ls = store.load_session(store.list_sessions()[0].id)
     assert {o.reasoning for o in ls.outputs if o.status == "complete"} == {"Let me think step by step."}
@@ -225,7 +126,7 @@ def _owner_votes(db: Path):
 def test_two_raters_through_two_packages_merge_exactly(owner, tmp_path, capsys):
     db, sid, _ = owner
     p1, p2 = tmp_path / "alice.db", tmp_path / "bob.db"
-    assert _share(db, p1, sid) == 0 and _share(db, p2, sid) == 0
+    assert share_package(db, p1, sid) == 0 and share_package(db, p2, sid) == 0
     alice = anyio.run(lambda: _vote_all(p1, "alice", "Ripe mango", undo_first=True, tag=True))
     bob = anyio.run(lambda: _vote_all(p2, "bob", "Blue harbor"))
     assert len(alice) == len(bob) == 4
@@ -268,7 +169,7 @@ def test_two_raters_through_two_packages_merge_exactly(owner, tmp_path, capsys):
 def test_a_package_voted_in_two_sittings_merges_each_time(owner, tmp_path):
     db, sid, _ = owner
     pkg = tmp_path / "carol.db"
-    assert _share(db, pkg, sid) == 0
+    assert share_package(db, pkg, sid) == 0
     first = anyio.run(lambda: _vote_all(pkg, "carol", "Quiet lantern", limit=2))
     assert main(["import", str(pkg), "--db", str(db)]) == 0
     rest = anyio.run(lambda: _vote_all(pkg, "carol", "Quiet lantern"))   # resumes: only the cases left
@@ -288,7 +189,7 @@ def test_a_package_voted_in_two_sittings_merges_each_time(owner, tmp_path):
 def test_an_altered_package_is_refused_with_the_reason(owner, tmp_path, capsys, change, reason):
     db, sid, _ = owner
     pkg = tmp_path / "altered.db"
-    assert _share(db, pkg, sid) == 0
+    assert share_package(db, pkg, sid) == 0
     anyio.run(lambda: _vote_all(pkg, "mallory", "Ripe mango"))
     conn = sqlite3.connect(pkg)
     conn.execute("PRAGMA foreign_keys = OFF")
@@ -305,7 +206,7 @@ def test_an_altered_package_is_refused_with_the_reason(owner, tmp_path, capsys, 
 def test_a_package_from_another_database_is_refused(owner, tmp_path, capsys):
     db, sid, _ = owner
     pkg = tmp_path / "theirs.db"
-    assert _share(db, pkg, sid) == 0
+    assert share_package(db, pkg, sid) == 0
     anyio.run(lambda: _vote_all(pkg, "alice", "Ripe mango"))
     elsewhere = tmp_path / "elsewhere.db"
     shutil.copy(db, elsewhere)
@@ -323,9 +224,9 @@ def test_share_refuses_what_it_cannot_do(owner, tmp_path, capsys):
     db, sid, _ = owner
     pkg = tmp_path / "p.db"
     pkg.write_text("votes already here")
-    assert _share(db, pkg, sid) == 2
+    assert share_package(db, pkg, sid) == 2
     assert "never overwritten" in capsys.readouterr().err and pkg.read_text() == "votes already here"
-    assert _share(db, tmp_path / "q.db", "NOSUCHSESSION") == 2
+    assert share_package(db, tmp_path / "q.db", "NOSUCHSESSION") == 2
     assert "no session" in capsys.readouterr().err and not (tmp_path / "q.db").exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".q.db")]
 
@@ -335,7 +236,7 @@ def test_the_queue_over_a_package_shuffles_each_case_from_its_seed(owner, tmp_pa
     undo); the order differs between raters and between cases."""
     db, sid, _ = owner
     pkg = tmp_path / "seeded.db"
-    assert _share(db, pkg, sid) == 0
+    assert share_package(db, pkg, sid) == 0
 
     async def orders(rater: str) -> list[list[str]]:
         from store.share import package_info_at
@@ -399,7 +300,7 @@ def test_scores_given_in_a_package_come_back_on_the_real_answers(tmp_path, monke
 
     db, sid = scored_run(tmp_path, monkeypatch)
     pkg = tmp_path / "dana.db"
-    assert _share(db, pkg, sid) == 0
+    assert share_package(db, pkg, sid) == 0
     with sqlite3.connect(pkg) as conn:
         (meta,) = conn.execute("SELECT meta FROM session").fetchone()
         assert json.loads(meta)["dimensions"] == [{"name": "clarity", "scale": "1-5", "description": "easy to follow"},
@@ -438,7 +339,7 @@ def test_a_package_with_a_hostile_score_is_refused_whole(tmp_path, monkeypatch, 
 
     db, sid = scored_run(tmp_path, monkeypatch)
     pkg = tmp_path / "eve.db"
-    assert _share(db, pkg, sid) == 0
+    assert share_package(db, pkg, sid) == 0
     anyio.run(lambda: _score_all(pkg, "eve"))
     with sqlite3.connect(pkg) as conn:
         conn.execute("PRAGMA foreign_keys = OFF")
@@ -458,7 +359,7 @@ def test_a_refusal_quotes_what_a_package_holds_bounded_and_inert(tmp_path, monke
 
     db, sid = scored_run(tmp_path, monkeypatch)
     pkg = tmp_path / "mallet.db"
-    assert _share(db, pkg, sid) == 0
+    assert share_package(db, pkg, sid) == 0
     anyio.run(lambda: _score_all(pkg, "mallet"))
     with sqlite3.connect(pkg) as conn:
         conn.execute("UPDATE score SET id = printf('%.100000c', 'z'), "

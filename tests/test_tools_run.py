@@ -19,44 +19,15 @@ from core.answering.runner import Runner, sample_set_from_run
 from core.answering.sampleset import SampleSetError, load_sample_set, load_tool_script
 from lineup.cli import main
 from store import AsyncStore, Store
+from tests.run_support import WEATHER, body_text, weather_case, weather_server, write_set
 from tests.server import Received, Reply, TestServer, model_config
 
 ROOT = Path(__file__).resolve().parents[1]
 PROTOCOLS = ["openai", "openai-responses", "anthropic", "ollama", "gemini"]
-WEATHER = {"name": "get_weather", "description": "Current weather for a city.",
-           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
 DOG = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"},
                                         "owner": {"type": "object", "properties": {"email": {"type": "string"}},
                                                   "required": ["email"]}},
        "required": ["name", "age", "owner"]}
-
-
-def weather_case(**extra: Any) -> dict[str, Any]:
-    case = {"id": "w1", "category": "tools", "prompt": "Weather in Paris?", "tools": [WEATHER],
-            "tool_results": [{"name": "get_weather", "arguments": {"city": "Paris"}, "result": {"temp_c": 18}}],
-            "tool_default": {"error": "unknown city"},
-            "checks": [{"type": "tool_called", "tool": "get_weather", "arguments": {"city": "Paris"}},
-                       {"type": "tool_args_valid"}, {"type": "max_steps", "limit": 2},
-                       {"type": "contains", "value": "18"}]}
-    case.update(extra)
-    return case
-
-
-def write_set(path: Path, *cases: dict[str, Any]) -> Path:
-    path.write_text("".join(json.dumps(c) + "\n" for c in cases), encoding="utf-8")
-    return path
-
-
-def body_text(rec: Received) -> str:
-    return json.dumps(rec.json)
-
-
-def weather_server(rec: Received) -> Reply:
-    """Calls get_weather(Paris) until it sees the result, then answers with it."""
-    if "temp_c" in body_text(rec):
-        return Reply(text="It is 18 degrees in Paris.")
-    return Reply(text="Let me check.", tool_calls=[{"id": "call_1", "name": "get_weather",
-                                                    "arguments": {"city": "Paris"}}], chunk_chars=3)
 
 
 def run_set(db: Path, set_path: Path, models, **options: Any):

@@ -9,7 +9,7 @@ import importlib
 import pkgutil
 
 from textual.binding import Binding
-from tui_support import open_store, run, screen_text, wait_for
+from tests.tui_support import open_store, run, screen_text, wait_for
 
 import tui
 from tui.app import LineupApp

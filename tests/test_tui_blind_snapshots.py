@@ -7,8 +7,8 @@ Update with `pytest tests/test_tui_blind_snapshots.py --snapshot-update`."""
 
 from __future__ import annotations
 
-from test_tui_snapshots import _deterministic, chat_answered, mask, store  # noqa: F401  (fixtures)
-from tui_support import wait_for
+from tests.snapshot_support import _deterministic, chat_answered, mask, store  # noqa: F401  (fixtures)
+from tests.tui_support import wait_for
 
 from providers.demo import DEMO_MODELS
 from tui.app import ChatOptions, LineupApp

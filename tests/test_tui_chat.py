@@ -8,7 +8,7 @@ import argparse
 
 import pytest
 from textual.binding import Binding
-from tui_support import ModelServers, Reply, leaks, models_config, open_store, run, visible_text, wait_for
+from tests.tui_support import ModelServers, Reply, leaks, models_config, open_store, run, visible_text, wait_for
 
 from core.answering.config import DEFAULT_TAGS
 from store import Store

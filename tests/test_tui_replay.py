@@ -6,12 +6,12 @@ from __future__ import annotations
 import argparse
 
 import pytest
-from test_tui_vote_queue import CASES, make_run
-from tui_support import ModelServers, leaks, models_config, open_store, run, visible_text, wait_for
+from tests.tui_sessions import CASES, make_chat, make_run
+from tests.tui_support import ModelServers, leaks, models_config, open_store, run, visible_text, wait_for
 
 from core.ground.errors import UsageError
 from store import Store
-from store.records import ContestantRecord, OutputRecord, SessionRecord, TagRecord, TurnRecord, VoteRecord
+from store.records import ContestantRecord, OutputRecord, SessionRecord, TurnRecord
 from tui.app import ChatOptions, LineupApp, ReplayOptions
 from tui.playback import answer_chunks, delays
 from tui.replay_screen import ReplayScreen
@@ -29,34 +29,6 @@ def test_answer_chunks_follow_the_recorded_sizes_and_times():
     # records whose sizes do not add up are split evenly, nothing lost or reordered
     odd = answer_chunks("x" * 40, None, [100], [7])
     assert "".join(c.text for c in odd) == "x" * 40 and all(c.kind == "text" for c in odd)
-
-
-def make_chat(path, *, blind: bool, chunk_ms=(0, 100_000)) -> str:
-    """A two-contestant chat session with a vote and a tag."""
-    with Store.open(path) as store:
-        rec = SessionRecord(kind="chat", blind=blind, revealed_at=None,
-                            contestants=[ContestantRecord(alias="wren", provider="openai", model="wren-2",
-                                                          label="A" if blind else "wren", position=0),
-                                         ContestantRecord(alias="lark", provider="openai", model="lark-1",
-                                                          label="B" if blind else "lark", position=1)])
-        store.create_session(rec)
-        turn = TurnRecord(session_id=rec.id, position=0, user_message="sing something")
-        store.add_turn(turn)
-        outs = []
-        for c, text in zip(rec.contestants, ["la la la", "tweet tweet"], strict=True):
-            half = len(text) // 2
-            out = OutputRecord(session_id=rec.id, turn_id=turn.id, contestant=c.alias, label=c.label,
-                               status="complete", text=text, chunk_ms=list(chunk_ms),
-                               chunk_chars=[half, len(text) - half], ttft_ms=5.0, duration_ms=50.0,
-                               output_tokens=4)
-            store.start_output(out)
-            store.finish_output(out)
-            outs.append(out)
-        store.add_tag(TagRecord(output_id=outs[1].id, tag="too_verbose", rater="tester"))
-        if not blind:
-            store.add_vote(VoteRecord(session_id=rec.id, turn_id=turn.id, rater="tester", choice="lark",
-                                      mapping={"wren": "wren", "lark": "lark"}, positions=["wren", "lark"]))
-        return rec.id
 
 
 def test_replay_shows_turns_votes_tags_and_plays_back(tmp_path):
@@ -316,8 +288,8 @@ def test_choosing_a_turn_brings_its_prompt_into_every_pane(tmp_path, monkeypatch
     """At 80x24, answers longer than a pane: the replay opens on the chosen
     (last) turn's prompt, and [ / ] bring the prompt of the turn chosen to
     the top of every pane, not the end of the record."""
-    import test_tui_vote_queue as Q
-    from tui_support import screen_text
+    from tests import tui_sessions as Q
+    from tests.tui_support import screen_text
 
     def long_answer(alias: str, case: str, repeat: int = 0, follow: int = 0) -> str:
         lines = [f"Opening of {alias} on {case}."] + [f"Line {k} of a long answer to fill the pane." for k in range(40)]

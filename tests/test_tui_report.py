@@ -12,9 +12,9 @@ import re
 import threading
 
 import pytest
-from report_tui_data import MODELS, ODD, make_report_db
+from tests.report_tui_data import MODELS, ODD, make_report_db
 from rich.cells import cell_len
-from tui_support import open_store, run, screen_text, wait_for
+from tests.tui_support import open_store, run, screen_text, wait_for
 
 from core.stats.ratings import ModelRating
 from core.report import ReportFilters, build_report
@@ -314,7 +314,7 @@ def test_cli_tui_flag_opens_the_app_on_the_report(tmp_path, monkeypatch, capsys)
 
 
 def test_refused_over_a_blind_replay_and_an_unjudged_queue_case(tmp_path):
-    from test_tui_replay import make_chat
+    from tests.tui_sessions import make_chat
 
     from tui.app import ReplayOptions, VoteOptions
 

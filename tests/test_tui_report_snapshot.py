@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from report_tui_data import make_report_db
-from tui_support import wait_for
+from tests.report_tui_data import make_report_db
+from tests.tui_support import wait_for
 
 from store import AsyncStore
 from tui.app import LineupApp, ReportOptions

@@ -5,8 +5,8 @@ vote saved in the package and mapped back to the real model by `lineup import`."
 
 from __future__ import annotations
 
-from test_tui_vote_queue import ALIASES, CASES, IDENTITY, make_run
-from tui_support import leaks, open_store, run, wait_for
+from tests.tui_sessions import ALIASES, CASES, IDENTITY, make_run
+from tests.tui_support import leaks, open_store, run, wait_for
 
 from lineup.cli import main
 from store import Store

@@ -6,9 +6,9 @@ Deterministic as the main snapshots are (test_tui_snapshots). Update with
 
 from __future__ import annotations
 
-from test_tui_snapshots import _deterministic, mask, store  # noqa: F401  (fixtures)
-from test_tui_small_terminals import demo_models
-from tui_support import wait_for
+from tests.snapshot_support import _deterministic, mask, store  # noqa: F401  (fixtures)
+from tests.tui_sessions import demo_models
+from tests.tui_support import wait_for
 
 from tui.app import ChatOptions, LineupApp
 from tui.settings_screen import SettingsScreen

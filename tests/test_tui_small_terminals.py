@@ -14,9 +14,9 @@ import pytest
 from rich.text import Text
 from textual.binding import ActiveBinding, Binding
 from textual.widgets import Button, Input, TextArea
-from tui_support import open_store, run, screen_text, wait_for
+from tests.tui_sessions import demo_models
+from tests.tui_support import open_store, run, screen_text, wait_for
 
-from providers.model_config import ModelConfig
 from tui.app import ChatOptions, LineupApp, VoteOptions
 from tui.block_render import _code_lines
 from tui.footer_fit import fit_bindings, key_width
@@ -24,14 +24,6 @@ from tui.pane_tabs import STATUS_MARK, fit_tabs
 from tui.panes import header_text
 from tui.settings_screen import FIELDS, SettingsScreen
 from tui.vote_bar import fit_choices
-
-STYLES = ("concise", "thorough", "quirky", "thinker")
-
-
-def demo_models(n: int) -> list[ModelConfig]:
-    """`n` demo models with distinct aliases (the four demo styles, repeated)."""
-    return [ModelConfig(alias=f"demo/{STYLES[i % 4]}{'' if i < 4 else i}", provider="demo", model=STYLES[i % 4])
-            for i in range(n)]
 
 
 @pytest.fixture(autouse=True)
@@ -286,7 +278,7 @@ def test_nothing_typed_in_the_settings_is_dropped_without_a_word(tmp_path):
 def test_the_vote_queue_footer_ends_on_a_whole_key(tmp_path, width):
     """The vote queue's footer, like the chat's, names whole keys: the vote
     bar's first, then Next, Skip and Quit, none cut at the edge."""
-    from test_tui_vote_queue import CASES, make_run
+    from tests.tui_sessions import CASES, make_run
     from textual.widgets import Footer
 
     from tui.vote_queue import VoteQueueScreen

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from textual.widgets import SelectionList
-from tui_support import ModelServers, Reply, models_config, open_store, run, wait_for
+from tests.tui_support import ModelServers, Reply, models_config, open_store, run, wait_for
 
 from core.answering.config import DEFAULT_TAGS
 from core.answering.runner import Runner

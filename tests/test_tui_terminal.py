@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -14,9 +13,7 @@ from pathlib import Path
 import pytest
 
 from store import Store
-
-ROOT = Path(__file__).resolve().parents[1]
-TMUX = shutil.which("tmux")
+from tests.cli_support import ROOT, TMUX, Tmux, start_in_tmux
 
 CONFIG = """
 [models.quick]
@@ -27,33 +24,6 @@ model = "concise"
 provider = "demo"
 model = "thorough"
 """
-
-
-class Tmux:
-    def __init__(self, socket: str) -> None:
-        self.socket = socket
-
-    def __call__(self, *args: str, check: bool = True) -> str:
-        proc = subprocess.run([TMUX, "-L", self.socket, *args], capture_output=True, text=True, timeout=20)
-        if check and proc.returncode != 0:
-            raise AssertionError(f"tmux {' '.join(args)}: {proc.stderr}")
-        return proc.stdout
-
-    def screen(self) -> str:
-        return self("capture-pane", "-p", "-t", "lineup", check=False)
-
-    def wait_for(self, text: str, polls: int = 300, forbid: tuple[str, ...] = ()) -> str:
-        """Poll the screen until `text` shows (a hang guard, not a timing check);
-        fail at once if any of `forbid` shows on the way (case-insensitive)."""
-        screen = ""
-        for _ in range(polls):
-            screen = self.screen()
-            shown = [f for f in forbid if f.lower() in screen.lower()]
-            assert not shown, f"{shown} appeared on the screen:\n{screen}"
-            if text in screen:
-                return screen
-            time.sleep(0.1)
-        raise AssertionError(f"{text!r} never appeared; the screen was:\n{screen}")
 
 
 @pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
@@ -98,20 +68,6 @@ def test_lineup_in_a_real_terminal_records_a_vote(tmp_path):
 NAMES_SHOWN = ("demo/concise", "demo/quirky", "concise", "quirky")
 
 
-def _start(tmux: Tmux, tmp_path: Path, args: str, speed: str) -> Path:
-    db = tmp_path / "lineup.db"
-    config = tmp_path / "config.toml"
-    config.write_text("")
-    env_vars = {"LINEUP_DB": str(db), "LINEUP_CONFIG": str(config), "LINEUP_DEMO_SPEED": speed,
-                "LINEUP_RATER": "pty-tester", "TERM": "xterm-256color", "COLORTERM": "truecolor",
-                "PYTHONPATH": str(ROOT)}
-    env_prefix = " ".join(f"{k}={v!s}" for k, v in env_vars.items())
-    command = f"cd {ROOT} && env -u COLUMNS -u LINES {env_prefix} {sys.executable} -m lineup {args}; echo EXITED $?; sleep 30"
-    tmux("-f", "/dev/null", "new-session", "-d", "-s", "lineup", "-x", "140", "-y", "40", command)
-    tmux("resize-window", "-t", "lineup", "-x", "140", "-y", "40", check=False)
-    return db
-
-
 @pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
 def test_blind_follow_ups_typed_after_and_while_answers_finish_never_vote(tmp_path):
     """The path of a blind chat: blind, send, wait for both answers, type a
@@ -119,7 +75,7 @@ def test_blind_follow_ups_typed_after_and_while_answers_finish_never_vote(tmp_pa
     is a vote, no name shows. Then keys typed while answers are still coming."""
     tmux = Tmux(f"lineup-test-blind-{os.getpid()}")
     # speed 0.5: the demo answers take a second or two, long enough to type into
-    db = _start(tmux, tmp_path, "chat --blind -m demo/concise -m demo/quirky --seed 2", "0.5")
+    db = start_in_tmux(tmux, tmp_path, "chat --blind -m demo/concise -m demo/quirky --seed 2", "0.5")
     try:
         tmux.wait_for("Enter sends to all", forbid=NAMES_SHOWN)
         tmux("send-keys", "-t", "lineup", "-l", "Name a colour.")
@@ -258,7 +214,7 @@ def test_adaptive_vote_with_the_blinding_audit_typed_in_a_real_terminal(tmp_path
     # seeded: demo/quirky's 5% of simulated server errors would otherwise fail one run in about seven
     assert main(["run", str(sample), "-m", "demo/concise", "-m", "demo/quirky", "-m", "demo/thorough",
                  "--seed", "0", "--quiet", "--db", str(db)]) == 0
-    _start(tmux, tmp_path, "vote --adaptive --blinding-audit", "0")
+    start_in_tmux(tmux, tmp_path, "vote --adaptive --blinding-audit", "0")
     try:
         tmux.wait_for("Which answer is best?", forbid=NAMES_SHOWN + ("thorough",))
         tmux("send-keys", "-t", "lineup", "a")
@@ -423,7 +379,7 @@ def test_a_press_on_a_panes_scrollbar_pages_it_in_a_real_terminal(tmp_path):
     at 80x24, a mouse press (the terminal's own SGR report) on the track above
     the thumb of a pane whose answer is longer than it pages the pane up."""
     tmux = Tmux(f"lineup-test-bar-{os.getpid()}")
-    _start(tmux, tmp_path, "chat -m demo/thorough -m demo/concise --seed 1", "0")
+    start_in_tmux(tmux, tmp_path, "chat -m demo/thorough -m demo/concise --seed 1", "0")
     tmux("resize-window", "-t", "lineup", "-x", "80", "-y", "24", check=False)
     try:
         tmux.wait_for("Enter sends to all")

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_tui_terminal import ROOT, TMUX, Tmux
+from tests.cli_support import ROOT, TMUX, Tmux
 
 from store import Store
 

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from test_tui_terminal import Tmux
+from tests.cli_support import ROOT, TMUX, Tmux
 
 from store import Store
 from tui.chat_screen import ChatScreen
@@ -24,8 +23,6 @@ from tui.panes import Pane
 from tui.prompt_box import PromptBox
 from tui.vote_bar import VoteBar
 
-ROOT = Path(__file__).resolve().parents[1]
-TMUX = shutil.which("tmux")
 STYLES = ("concise", "thorough", "quirky", "thinker")
 ALIASES = [f"{STYLES[i % 4]}{'' if i < 4 else i}" for i in range(8)]
 CONFIG = "".join(f'[models.{alias}]\nprovider = "demo"\nmodel = "{STYLES[i % 4]}"\n\n'

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 import anyio
-from tui_support import ModelServers, Reply, leaks, models_config, open_store, run, visible_text, wait_for
+from tests.tui_support import ModelServers, Reply, leaks, models_config, open_store, run, visible_text, wait_for
 
 from core.answering.runner import Runner
 from core.answering.sampleset import load_sample_set

@@ -5,72 +5,13 @@ before its vote."""
 
 from __future__ import annotations
 
-from tui_support import leaks, open_store, run, screen_text, visible_text, wait_for
+from tests.tui_sessions import ALIASES, CASES, IDENTITY, make_run, pane_aliases
+from tests.tui_support import leaks, open_store, run, screen_text, visible_text, wait_for
 
 from store import Store
-from store.records import ContestantRecord, OutputRecord, SessionRecord, TurnRecord, VoteRecord
 from tui.app import LineupApp, VoteOptions
 from tui.tag_picker import TagPicker
 from tui.vote_queue import VoteQueueScreen
-
-ALIASES = ["kestrel", "heron", "plover"]
-IDENTITY = ALIASES + ["kestrel-large", "heron-small", "plover-mini", "anthropic"]
-
-
-def answer(alias: str, case: str, repeat: int = 0, follow: int = 0) -> str:
-    return f"Answer from {alias} to {case} (repeat {repeat}, step {follow})"
-
-
-def make_run(path, cases, *, aliases=ALIASES, repeats=1, voted=(), created=1_700_000_000.0, sid=None,
-             blind=False, meta=None, kind="run"):
-    """A `run` session: cases = [(case_id, category, [prompt, follow-up...])]. Blind: labels A, B, C
-    by position, as `lineup run` makes them."""
-    with Store.open(path) as store:
-        rec = SessionRecord(
-            id=sid or SessionRecord.model_fields["id"].default_factory(), created=created, kind=kind,
-            title="nightly set",
-            contestants=[ContestantRecord(alias=a, provider="anthropic", model=f"{a}-{size}",
-                                          label="ABC"[i] if blind else a, position=i)
-                         for i, (a, size) in enumerate(zip(aliases, ["large", "small", "mini"], strict=True))],
-            blind=blind, meta=meta or {})
-        store.create_session(rec)
-        pos = 0
-        turns = {}
-        for case_id, category, prompts in cases:
-            for r in range(repeats):
-                for f, prompt in enumerate(prompts):
-                    turn = TurnRecord(session_id=rec.id, position=pos, case_id=case_id, category=category,
-                                      user_message=prompt, follow_up_index=f, repeat_index=r, created=created + pos)
-                    pos += 1
-                    store.add_turn(turn)
-                    turns[(case_id, r, f)] = turn
-                    for a in aliases:
-                        label = next(c.label for c in rec.contestants if c.alias == a)
-                        out = OutputRecord(session_id=rec.id, turn_id=turn.id, contestant=a, label=label,
-                                           text=answer(a, case_id, r, f), status="complete",
-                                           chunk_ms=[5], chunk_chars=[len(answer(a, case_id, r, f))])
-                        store.start_output(out)
-                        store.finish_output(out)
-        for case_id in voted:
-            turn = turns[(case_id, 0, 0)]
-            store.add_vote(VoteRecord(session_id=rec.id, turn_id=turn.id, rater="tester", choice="tie",
-                                      mapping={c.label: c.alias for c in rec.contestants},
-                                      positions=[c.label for c in rec.contestants]))
-        return rec.id
-
-
-CASES = [("c1", "math", ["two plus two?"]),
-         ("c2", "code", ["write a loop", "now in reverse"]),
-         ("c3", "format", ["a haiku"])]
-
-
-def pane_aliases(screen) -> list[str]:
-    """Which model's answer each pane shows (read from the answer text)."""
-    out = []
-    for pane in screen.panes:
-        text = pane.body.answer_text()
-        out.append(next(a for a in ALIASES if f"from {a} " in text))
-    return out
 
 
 def queue_app(store, **opts):
@@ -495,14 +436,14 @@ def test_a_case_opens_at_its_prompt_not_at_the_end_of_long_answers(tmp_path, mon
     first prompt and the answer's first lines (a rater reads from there), not
     scrolled to the end of the answer as a stream in flight is followed. The
     same for every pane: where a pane opens tells nothing of whose it is."""
-    import sys
+    from tests import tui_sessions
 
     def long_answer(alias: str, case: str, repeat: int = 0, follow: int = 0) -> str:
         lines = [f"First line from {alias} to {case}, step {follow}."]
         lines += [f"Line {k} of the answer, long enough to fill the pane." for k in range(2, 61)]
         return "\n\n".join(lines + [f"Last line from {alias} to {case}, step {follow}."])
 
-    monkeypatch.setattr(sys.modules[__name__], "answer", long_answer)
+    monkeypatch.setattr(tui_sessions, "answer", long_answer)      # what make_run writes
 
     def first_screen(db, sid) -> tuple[str, VoteQueueScreen]:
         """The queue's first case at 80x24: (the screen as text, the queue)."""

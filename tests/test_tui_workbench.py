@@ -16,7 +16,7 @@ import subprocess
 import pytest
 from textual import events
 from textual.widgets import DataTable, Input, TextArea
-from tui_support import ModelServers, Reply, leaks, models_config, open_store, run, screen_text, visible_text, wait_for
+from tests.tui_support import ModelServers, Reply, leaks, models_config, open_store, run, screen_text, visible_text, wait_for
 
 from providers.model_config import ModelConfig
 from store import Store

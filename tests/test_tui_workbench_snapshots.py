@@ -9,8 +9,8 @@ server's scripts. Update with `--snapshot-update`."""
 from __future__ import annotations
 
 import pytest
-from test_tui_snapshots import SIZE, _deterministic, mask, store  # noqa: F401  (fixtures)
-from tui_support import ModelServers, Reply, models_config, wait_for
+from tests.snapshot_support import SIZE, _deterministic, mask, store  # noqa: F401  (fixtures)
+from tests.tui_support import ModelServers, Reply, models_config, wait_for
 
 from core.answering.config import Config
 from providers.demo import DEMO_MODELS

@@ -13,8 +13,8 @@ import csv
 import io
 import json
 
-from test_tui_vote_queue import ALIASES, CASES, make_run, pane_aliases
-from tui_support import leaks, open_store, run, visible_text, wait_for
+from tests.tui_sessions import ALIASES, CASES, make_run, pane_aliases
+from tests.tui_support import leaks, open_store, run, visible_text, wait_for
 
 from core.report import build_report
 from lineup.cli import main

@@ -10,7 +10,7 @@ import random
 
 import anyio
 import pytest
-from test_tui_vote_queue import ALIASES, CASES, make_run
+from tests.tui_sessions import ALIASES, CASES, make_run
 
 from core.stats import votes as V
 from tests.synthetic import synthetic_session, write_synthetic

@@ -15,10 +15,7 @@ from core.answering.config import Config
 from providers.model_config import ModelConfig
 from store import AsyncStore
 
-try:
-    from server import Reply, TestServer  # tests/ is on sys.path (rootdir conftest)
-except ImportError:  # pragma: no cover - imported as tests.tui_support
-    from tests.server import Reply, TestServer  # type: ignore[no-redef]
+from tests.server import Reply, TestServer
 
 __all__ = ["Reply", "TestServer", "ModelServers", "open_store", "wait_for", "screen_text", "visible_text",
            "models_config"]
