@@ -1,7 +1,8 @@
-"""Running lineup's commands as a person does: on a pseudo-terminal of a
-given size (what a table fits into), piped, or in a real terminal emulator
-(tmux). Shared by the tests of commands that draw for a terminal (sessions,
-models, drift) and the real-terminal tests of the app."""
+"""Running lineup's commands as a person does: in a process of its own
+(`lineup`), on a pseudo-terminal of a given size (what a table fits into),
+piped, or in a real terminal emulator (tmux); and what the tests around them
+need: a small database, a disk that fills up, whether a process is gone.
+Shared by the tests of commands, of bad input and of the app in a terminal."""
 
 from __future__ import annotations
 
