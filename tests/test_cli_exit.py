@@ -5,26 +5,19 @@ teardown, and the usual way where the teardown could still matter."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 from store import Store
+from tests.cli_support import TIMEOUT, lineup, lineup_env
 from tests.synthetic import synthetic_session, write_synthetic
 
-ROOT = Path(__file__).resolve().parents[1]
 
-
-def python(code: str, tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "LINEUP_DB": str(tmp_path / "lineup.db"),
-           "XDG_CACHE_HOME": str(tmp_path / "cache")}
-    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=tmp_path,
-                          env=env, timeout=120)
-
-
-def lineup(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    return python("import runpy; runpy.run_module('lineup', run_name='__main__')", tmp_path, *args)
+def python(code: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    """`python -c CODE` in `tmp_path`, the checkout on its path."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
+                          env=lineup_env(None), timeout=TIMEOUT)
 
 
 def test_a_report_ends_with_its_whole_output_and_files_written(tmp_path):
@@ -32,7 +25,7 @@ def test_a_report_ends_with_its_whole_output_and_files_written(tmp_path):
         for seed in range(3):
             write_synthetic(store, *synthetic_session(turns=30, seed=seed, created=1.7e9 + seed,
                                                       aliases=["m-a", "m-b"]))
-    proc = lineup(tmp_path, "report", "--json", "--md", str(tmp_path / "report.md"))
+    proc = lineup(["report", "--json", "--md", str(tmp_path / "report.md")], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["votes_used"] == 90
     markdown = (tmp_path / "report.md").read_text(encoding="utf-8")
@@ -77,8 +70,8 @@ quick_exit(3)
 
 
 def test_exit_codes_are_those_of_sys_exit(tmp_path):
-    assert lineup(tmp_path, "--help").returncode == 0
-    bad = lineup(tmp_path, "report", "--no-such-option")
+    assert lineup(["--help"], cwd=tmp_path).returncode == 0
+    bad = lineup(["report", "--no-such-option"], cwd=tmp_path)
     assert bad.returncode == 2 and "usage:" in bad.stderr and "Traceback" not in bad.stderr
     none = python("from lineup.cli import quick_exit; quick_exit(None)", tmp_path)
     assert none.returncode == 0, none.stderr
