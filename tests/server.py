@@ -1527,6 +1527,19 @@ async def collect_async(provider: Any, request: Any = None) -> tuple[Any, list]:
     return result, events
 
 
+async def cancelled_at_first_text(provider: Any, request: Any = None) -> list:
+    """Stream one answer and cancel it at its first piece of text, as a person
+    stopping it does: the events seen, the last of them its end."""
+    from providers.events import TextDelta
+
+    stream, seen = provider.stream(request or chat_request()), []
+    async for ev in stream:
+        seen.append(ev)
+        if isinstance(ev, TextDelta):
+            stream.cancel()
+    return seen
+
+
 def collect(cfg: Any, request: Any = None, **options: Any) -> tuple[Any, list]:
     """Make the provider for `cfg` (`options` to `make_provider`), run one stream in a
     fresh event loop, close the provider: (StreamResult, [events])."""

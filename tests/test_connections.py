@@ -19,7 +19,7 @@ import pytest
 from providers import make_provider
 from providers.events import Connected, Finish, StreamError, StreamResult, TextDelta
 from tests.run_support import config_file, sample_set
-from tests.server import RawReply, Reply, TestServer, chat_request, collect_async, model_config
+from tests.server import RawReply, Reply, TestServer, cancelled_at_first_text, chat_request, collect_async, model_config
 
 ROOT = Path(__file__).resolve().parents[1]
 PROTOCOLS = ("openai", "anthropic", "ollama", "gemini")
@@ -158,12 +158,7 @@ def test_a_cancelled_stream_closes_its_connection_and_the_next_request_opens_one
     async def go() -> tuple[list, object]:
         provider = make_provider(model_config(srv, "openai", max_retries=0))
         try:
-            stream = provider.stream(chat_request())
-            seen = []
-            async for ev in stream:
-                seen.append(ev)
-                if isinstance(ev, TextDelta):
-                    stream.cancel()
+            seen = await cancelled_at_first_text(provider)
             result, _ = await collect_async(provider, chat_request())
             return seen, result
         finally:

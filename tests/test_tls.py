@@ -16,9 +16,9 @@ import pytest
 
 from providers import make_provider
 from providers import http as provider_http
-from providers.events import StreamError, TextDelta
+from providers.events import StreamError
 from providers.model_config import ModelConfig
-from tests.server import chat_request, collect_async
+from tests.server import cancelled_at_first_text, chat_request, collect_async
 from tests.tls_server import TlsServer
 
 
@@ -83,12 +83,7 @@ def test_a_cut_stream_over_tls_closes_its_connection_and_the_next_answer_opens_o
     async def go() -> tuple[list, object]:
         provider = make_provider(_config(srv))
         try:
-            stream = provider.stream(chat_request())
-            seen = []
-            async for ev in stream:
-                seen.append(ev)
-                if isinstance(ev, TextDelta):
-                    stream.cancel()
+            seen = await cancelled_at_first_text(provider)
             srv.deltas, srv.delay = 2, 0.0
             result, _ = await collect_async(provider, chat_request())
             return seen, result
