@@ -208,21 +208,21 @@ def quick_exit(code: object) -> NoReturn:
     mode (its warnings at teardown are what it is for)."""
     others = [t for t in threading.enumerate() if t is not threading.current_thread() and not t.daemon]
     if others or not isinstance(code, int | None) or sys.flags.dev_mode \
-            or threading.current_thread() is not threading.main_thread():
+            or threading.current_thread() is not threading.main_thread() or not _flushed():
         raise SystemExit(code)
-    status = int(code or 0)
-    streams = (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__)
-    try:
-        for stream in streams:
-            if stream is not None:
-                stream.flush()
-    except (OSError, ValueError):
-        raise SystemExit(code) from None
     atexit._run_exitfuncs()
-    for stream in streams:
+    _flushed()                       # what the handlers wrote
+    os._exit(int(code or 0))
+
+
+def _flushed() -> bool:
+    """Flush standard output and error (and the originals under them), each
+    whatever the others did: whether all went."""
+    ok = True
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
         try:
             if stream is not None:
                 stream.flush()
         except (OSError, ValueError):
-            pass
-    os._exit(status)
+            ok = False
+    return ok
