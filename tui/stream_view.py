@@ -43,7 +43,7 @@ from textual.widget import Widget
 
 from tui.markdown_blocks import BlockSplitter, Piece, fenced_code_blocks
 from core.ground.text import neutralise
-from tui.block_render import estimate_height, render_piece
+from tui.block_render import TailRender, estimate_height, render_piece
 from tui.flush_clock import FlushClock
 from tui.line_scroll_view import LineScrollView
 
@@ -138,6 +138,7 @@ class StreamView(LineScrollView, can_focus=True):
         self._new_entry = True
         self._tail: list[Strip] = []
         self._tail_piece: Piece | None = None
+        self._tail_render = TailRender()
         self._tail_dirty = False
         self._width = 0
         self._follow = True
@@ -477,8 +478,8 @@ class StreamView(LineScrollView, can_focus=True):
         if self._tail_piece is None or self._tail_hidden() or not self._width:
             self._tail = []
         else:
-            self._tail = render_piece(self._render_console(), self._tail_piece, self._width,
-                                       self._tail_gap(), self._style())
+            self._tail = self._tail_render.render(self._render_console(), self._tail_piece, self._width,
+                                                  self._tail_gap(), self._style())
 
     # ----------------------------------------------------------------- layout
     def _set_width(self, width: int) -> None:
