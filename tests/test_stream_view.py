@@ -178,6 +178,31 @@ async def test_rows_moved_by_a_scroll_are_not_styled_again_and_paint_the_same():
         assert len(styled) < (scrolls * height) // 2 + 60 * region.height
 
 
+async def test_a_streamed_table_and_code_paint_what_the_answer_loaded_at_once_paints():
+    """The tail's table rows and code lines are kept between flushes and the
+    finished block goes on from them (`tui.tail_render`): every painted line
+    is still the one a fresh render of the whole answer gives."""
+    rows = "\n".join(f"| model-{k} | {k * 37} | " + "a note that goes on " * (k % 4) + "|" for k in range(18))
+    answer = ("A table:\n\n| model | score | note |\n|---|--:|---|\n" + rows + "\n\nAnd code:\n\n```python\n"
+              + "\n".join(f"def f{k}(x):\n    return x * {k}  # {'why ' * (k % 5)}" for k in range(20))
+              + "\n```\n\nDone.")
+    app = ViewApp()
+    async with app.run_test(size=(70, 24)) as pilot:
+        view = app.query_one(StreamView)
+        view.start_answer()
+        for index in range(0, len(answer), 5):
+            view.append(answer[index:index + 5])
+            if index % 15 == 0:
+                await settle(pilot, view)
+        view.end_answer()
+        await settle(pilot, view)
+        streamed = all_painted_strips(view)
+        view.set_conversation([("assistant", answer)])
+        await settle(pilot, view)
+        assert all_painted_strips(view) == streamed
+        assert any("model-17" in strip.text for strip in streamed)
+
+
 # ---------------------------------------------------------------- width
 async def test_width_change_rerenders_every_block():
     app = ViewApp()

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from markdown_it import MarkdownIt
@@ -41,7 +40,7 @@ if TYPE_CHECKING:
     from pygments.token import _TokenType
     from rich.console import RenderableType
 
-__all__ = ["CODE_THEME", "TailRender", "estimate_height", "render_piece"]
+__all__ = ["CODE_THEME", "estimate_height", "render_piece", "strips_of"]
 
 CODE_THEME = "monokai"
 _NO_LINK_ELEMENTS = dict(Markdown.elements)
@@ -308,6 +307,12 @@ def render_piece(console: Console, piece: Piece, width: int, gap: bool,
         lines = _lines(console, Text(piece.text, style=_TOOL_STYLE, overflow="fold"), width - 2)
     else:  # plain
         lines = _lines(console, Text(piece.text, overflow="fold"), width)
+    return strips_of(lines, width, gap, style, prefix)
+
+
+def strips_of(lines: list[list[Segment]], width: int, gap: bool, style: Style | None = None,
+              prefix: Segment | None = None) -> list[Strip]:
+    """Rendered lines as Strips of exactly `width` cells (`render_piece`'s last step)."""
     style = style or None  # a null style changes nothing
     strips = [Strip.blank(width, style)] if gap else []
     adjust = Segment.adjust_line_length
@@ -324,64 +329,6 @@ def render_piece(console: Console, piece: Piece, width: int, gap: bool,
     if not strips:
         strips.append(Strip.blank(width, style))
     return strips
-
-
-class TailRender:
-    """Renders one view's unfinished tail, flush after flush.
-
-    A code tail keeps the lines it rendered for its complete lines and, on
-    each flush, renders only the lines completed since and the line being
-    written: lexing the whole chunk again (up to `CODE_CHUNK_LINES` lines,
-    pygments at ~3.5 us a character) on every flush was a third of the CPU
-    of panes streaming code. New lines are lexed on their own, which starts
-    them outside any string or comment; so while the complete lines may end
-    inside one that goes on (`_may_continue`), the tail is lexed whole, as
-    before. What is left approximate is state that check does not know of
-    (a type after a Rust `name:` at a line's end), and only in the colours
-    of a chunk being written: a finished block is always rendered whole.
-    Kept lines stay the same objects, so Textual does not style them again
-    after a scroll (`LineScrollView._reuse_moved_lines`).
-    """
-
-    def __init__(self) -> None:
-        self._head: tuple[tuple, str, list[Strip]] | None = None   # (how, complete lines, their lines)
-
-    def render(self, console: Console, piece: Piece, width: int, gap: bool,
-               style: Style | None = None) -> list[Strip]:
-        head, _, line = piece.text.rpartition("\n")
-        head += "\n"   # ends the last complete line: without it an empty last line would not show
-        if piece.kind != "code" or head == "\n" or _may_continue(head):
-            self._head = None
-            return render_piece(console, piece, width, gap, style)
-        how = (piece.lang, piece.first, width, gap, style)
-        kept = self._head
-        if kept is None or kept[0] != how or not head.startswith(kept[1]):
-            kept = (how, head, render_piece(console, replace(piece, text=head, last=False), width, gap, style))
-        elif len(head) > len(kept[1]):
-            more = replace(piece, text=head[len(kept[1]):], gap=False, first=False, last=False)
-            kept = (how, head, kept[2] + render_piece(console, more, width, False, style))
-        self._head = kept
-        return kept[2] + render_piece(console, replace(piece, text=line, gap=False, first=False), width,
-                                      False, style)
-
-
-#: Openers and closers of constructs that lexers carry from one line to the next.
-_SPANNING = (('"""', '"""'), ("'''", "'''"), ("/*", "*/"), ("`", "`"))
-
-
-def _may_continue(code: str) -> bool:
-    """Whether `code` may end inside a string or comment that goes on to the
-    next line (a triple quote, block comment or backtick string left open, in
-    the order they come), or on a line continued by a backslash. Rough, and
-    on the side of lexing whole: it knows nothing of the language."""
-    for opener, closer in _SPANNING:
-        at = code.find(opener)
-        while at >= 0:
-            end = code.find(closer, at + len(opener))
-            if end < 0:
-                return True
-            at = code.find(opener, end + len(closer))
-    return code.endswith("\\\n")
 
 
 def estimate_height(piece: Piece, width: int, gap: bool) -> int:

@@ -43,9 +43,10 @@ from textual.widget import Widget
 
 from tui.markdown_blocks import BlockSplitter, Piece, fenced_code_blocks
 from core.ground.text import neutralise
-from tui.block_render import TailRender, estimate_height, render_piece
+from tui.block_render import estimate_height, render_piece
 from tui.flush_clock import FlushClock
 from tui.line_scroll_view import LineScrollView
+from tui.tail_render import TailRender
 
 __all__ = ["StreamView"]
 
@@ -139,6 +140,7 @@ class StreamView(LineScrollView, can_focus=True):
         self._tail: list[Strip] = []
         self._tail_piece: Piece | None = None
         self._tail_render = TailRender()
+        self._tail_successor: tuple[int, _Block] | None = None   # the block the shown tail became, at its index
         self._tail_dirty = False
         self._width = 0
         self._follow = True
@@ -455,6 +457,8 @@ class StreamView(LineScrollView, can_focus=True):
             gap = bool(self._blocks) and (piece.gap or self._new_entry)
             self._new_entry = False
             block = _Block(piece, gap, width)
+            if self._tail and self._tail_successor is None:
+                self._tail_successor = (len(self._blocks), block)   # rendered first (`_render_tail`)
             if self._relayout_from is None:
                 self._starts.append(self._total)
                 self._total += self._visible_height(block)
@@ -474,6 +478,13 @@ class StreamView(LineScrollView, can_focus=True):
 
     def _render_tail(self) -> None:
         self._tail_dirty = False
+        if self._tail_successor is not None:
+            # The block the shown tail became, before the new tail: its lines go on from the
+            # tail's (`TailRender`), the same lines as rendering it whole, at the cost of the rest.
+            index, block = self._tail_successor
+            if index < len(self._blocks) and self._blocks[index] is block and self._width:
+                self._strips_for(index, schedule_fix=False)
+            self._tail_successor = None
         self._tail_piece = self._splitter.tail() if self._splitter is not None else None
         if self._tail_piece is None or self._tail_hidden() or not self._width:
             self._tail = []
@@ -549,7 +560,13 @@ class StreamView(LineScrollView, can_focus=True):
             return block.strips
         if block.width != width and schedule_fix and not self._follow:
             self._capture_anchor()
-        strips = render_piece(self._render_console(), block.piece, width, block.gap, self._style())
+        successor = self._tail_successor is not None and self._tail_successor[1] is block
+        if successor and width == self._width:
+            strips = self._tail_render.render(self._render_console(), block.piece, width, block.gap, self._style())
+        else:
+            strips = render_piece(self._render_console(), block.piece, width, block.gap, self._style())
+        if successor:
+            self._tail_successor = None
         if block.width != width:
             if width == self._width:
                 self._stale -= 1

@@ -1,4 +1,4 @@
-"""tui.block_render: the tail of a code block streamed flush after flush."""
+"""tui.tail_render: the tail of a code block or a table, rendered flush after flush."""
 
 from __future__ import annotations
 
@@ -7,9 +7,12 @@ import random
 import pytest
 from rich.console import Console
 from rich.style import Style
+from rich.table import Table
 
 import tui.block_render as block_render
-from tui.block_render import TailRender, render_piece
+import tui.tail_render as tail_render
+from tui.block_render import render_piece
+from tui.tail_render import TailRender
 from tui.markdown_blocks import BlockSplitter
 
 PYTHON = [
@@ -30,13 +33,13 @@ PYTHON = [
 ]
 
 
-def streamed_tails(text: str, seed: int):
-    """Each tail a view shows while `text` arrives in pieces of 1 to 6 characters."""
+def streamed_tails(text: str, seed: int, most: int = 6):
+    """Each tail a view shows while `text` arrives in pieces of 1 to `most` characters."""
     rng = random.Random(seed)
     splitter = BlockSplitter("md")
     at = 0
     while at < len(text):
-        step = rng.randint(1, 6)
+        step = rng.randint(1, most)
         splitter.feed(text[at:at + step])
         at += step
         splitter.take()
@@ -126,7 +129,7 @@ def test_inside_an_open_docstring_the_tail_is_lexed_whole():
     ("*/ closes one the chunk before opened /* opens", True),
 ])
 def test_may_continue_finds_constructs_left_open_in_order(code, open_):
-    assert block_render._may_continue(code) is open_
+    assert tail_render._may_continue(code) is open_
 
 
 def test_other_tails_render_as_before():
@@ -137,3 +140,64 @@ def test_other_tails_render_as_before():
         splitter.feed(text)
         piece = splitter.tail()
         assert tail.render(console, piece, 30, False) == render_piece(console, piece, 30, False)
+
+
+CELLS = ["gpt-4o", "**bold** word", "`a | b`", "漢字 wide", "a b c d e f", "x" * 14, "", "right", r"a \| b",
+         "[link](http://example.com)", "1.5", "*em*"]
+
+
+def streamed_table(rng: random.Random) -> str:
+    columns = rng.randint(1, 5)
+    header = "| " + " | ".join(rng.choice(CELLS) or "h" for _ in range(columns)) + " |"
+    delimiter = "|" + "|".join(rng.choice(["---", ":--", "--:", ":-:"]) for _ in range(columns)) + "|"
+    rows = []
+    for _ in range(rng.randint(1, 16)):
+        cells = [rng.choice(CELLS) for _ in range(columns + rng.choice([0, 0, 0, -1, 1]))]
+        rows.append(("| " if rng.random() < 0.9 else "") + " | ".join(cells) + (" |" if rng.random() < 0.9 else ""))
+    before = rng.choice(["", "", "Here is the table:\n"])
+    return before + "\n".join([header, delimiter, *rows]) + "\n\nAfter it.\n"
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, pytest.param(3, marks=pytest.mark.slow),
+                                  pytest.param(4, marks=pytest.mark.slow), pytest.param(5, marks=pytest.mark.slow)])
+def test_a_table_tail_renders_as_the_whole_tail_does_after_every_flush(seed):
+    """Random tables (1-5 columns, aligned, inline Markdown, wide characters,
+    escaped pipes, rows short or long of a cell, wider than the pane or not),
+    a few characters a flush: each flush's lines are the whole tail's."""
+    rng = random.Random(seed)
+    console = Console(width=120)
+    style = Style(color="white") if seed % 2 else None
+    tail = TailRender()
+    checked = 0
+    for _ in range(5):
+        width = rng.choice([20, 40, 78, 120])
+        for piece in streamed_tails(streamed_table(rng), seed=seed, most=12):
+            assert tail.render(console, piece, width, seed % 3 == 0, style) == \
+                render_piece(console, piece, width, seed % 3 == 0, style), (width, piece.text)
+            checked += 1
+    assert checked > 100
+
+
+def test_a_table_tail_draws_the_new_rows_not_the_whole_table_at_each_flush(monkeypatch):
+    """40 rows arriving a few characters a flush: drawing the whole table
+    each time draws ~40 times the rows; kept rows are drawn again only when
+    a column's width changes."""
+    drawn: list[int] = []
+    draw = Table.__rich_console__
+
+    def counting(self, console, options):
+        drawn.append(len(self.rows))
+        return draw(self, console, options)
+
+    monkeypatch.setattr(Table, "__rich_console__", counting)
+    rows = "\n".join(f"| model-{k % 7} | {100 + k} | fine, {'quick ' * (k % 3)}and sure |" for k in range(40))
+    text = "| model | score | note |\n|---|--:|---|\n" + rows
+    console = Console(width=120)
+    tails = list(streamed_tails(text, seed=1, most=12))
+    tail = TailRender()
+    for piece in tails:
+        tail.render(console, piece, 78, True)
+    by_tail, drawn[:] = sum(drawn), []
+    for piece in tails:
+        render_piece(console, piece, 78, True)
+    assert by_tail * 4 < sum(drawn)   # 932 against 5,035 rows when written

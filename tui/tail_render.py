@@ -1,0 +1,301 @@
+"""Re-rendering a view's unfinished tail, flush after flush, at the cost of
+what changed since the last flush rather than of the whole tail.
+
+Why a module of its own: `block_render` renders a block once; the tail is
+the one block rendered again on every flush (40 times a second per pane),
+and the two kinds that grow large there cost most: a fenced code chunk (up
+to `CODE_CHUNK_LINES` lines, lexed by pygments at ~3.5 us a character) and
+a Markdown table (rich's Table, ~0.4 ms a row: a 40-row table took 15 ms a
+flush, and six panes streaming tables stalled the event loop for 200 ms).
+Each keeps what it rendered for its complete lines or rows and renders
+only the rest; every shortcut is checked to give the lines the whole
+render gives (tests/test_tail_render.py compares them flush by flush), and
+anything it cannot vouch for is rendered whole, as before.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from rich import box
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.measure import Measurement
+from rich.markdown import TableElement
+from rich.style import Style
+from rich.table import Table
+from rich.text import Text
+from textual.strip import Strip
+
+from tui.block_render import _NO_LINK_ELEMENTS, _BlockMarkdown, _lines, render_piece, strips_of
+from tui.markdown_blocks import Piece
+
+__all__ = ["TailRender"]
+
+
+class TailRender:
+    """Renders one view's unfinished tail, flush after flush.
+
+    A table tail keeps the lines of its header and of each row, and renders
+    only the rows that are new or changed since (the last one is usually
+    being written), in a table of the same column widths: rich lays a row
+    out from the widths alone, so the lines come out as the whole table's.
+    When the widths change (a wider cell), or the table is wider than the
+    pane (rich then wraps and shares the width by every cell), it is
+    rendered whole.
+
+    A code tail keeps the lines it rendered for its complete lines and, on
+    each flush, renders only the lines completed since and the line being
+    written: lexing the whole chunk again (up to `CODE_CHUNK_LINES` lines,
+    pygments at ~3.5 us a character) on every flush was a third of the CPU
+    of panes streaming code. New lines are lexed on their own, which starts
+    them outside any string or comment; so while the complete lines may end
+    inside one that goes on (`_may_continue`), the tail is lexed whole, as
+    before. What is left approximate is state that check does not know of
+    (a type after a Rust `name:` at a line's end), and only in the colours
+    of a chunk being written: a finished block is always rendered whole.
+    Kept lines stay the same objects, so Textual does not style them again
+    after a scroll (`LineScrollView._reuse_moved_lines`).
+    """
+
+    def __init__(self) -> None:
+        self._head: tuple[tuple, str, list[Strip]] | None = None   # (how, complete lines, their lines)
+        self._table: _Table | None = None
+
+    def render(self, console: Console, piece: Piece, width: int, gap: bool,
+               style: Style | None = None) -> list[Strip]:
+        if piece.kind == "md":
+            self._head = None
+            return self._render_table(console, piece, width, gap, style)
+        self._table = None
+        head, _, line = piece.text.rpartition("\n")
+        head += "\n"   # ends the last complete line: without it an empty last line would not show
+        if piece.kind != "code" or head == "\n" or _may_continue(head):
+            self._head = None
+            return render_piece(console, piece, width, gap, style)
+        how = (piece.lang, piece.first, width, gap, style)
+        kept = self._head
+        if kept is None or kept[0] != how or not head.startswith(kept[1]):
+            kept = (how, head, render_piece(console, replace(piece, text=head, last=False), width, gap, style))
+        elif len(head) > len(kept[1]):
+            more = replace(piece, text=head[len(kept[1]):], gap=False, first=False, last=False)
+            kept = (how, head, kept[2] + render_piece(console, more, width, False, style))
+        self._head = kept
+        return kept[2] + render_piece(console, replace(piece, text=line, gap=False, first=False), width,
+                                      False, style)
+
+    def _render_table(self, console: Console, piece: Piece, width: int, gap: bool,
+                      style: Style | None) -> list[Strip]:
+        lines = piece.text.split("\n")
+        head, rows = "\n".join(lines[:2]), lines[2:]
+        how = (max(4, width), gap, style, head)
+        kept = self._table
+        if kept is not None and kept.how == how:
+            same = 0
+            for was, now in zip(kept.rows, rows, strict=False):
+                if was != now:
+                    break
+                same += 1
+            if kept.more_rows(console, rows, same):
+                return kept.strips()
+        self._table = _Table.drawn(console, how, rows) if len(rows) >= _TABLE_ROWS and _WIDTHS_METHOD else None
+        if self._table is not None:
+            return self._table.strips()
+        return render_piece(console, piece, width, gap, style)
+
+
+#: Openers and closers of constructs that lexers carry from one line to the next.
+_SPANNING = (('"""', '"""'), ("'''", "'''"), ("/*", "*/"), ("`", "`"))
+
+
+def _may_continue(code: str) -> bool:
+    """Whether `code` may end inside a string or comment that goes on to the
+    next line (a triple quote, block comment or backtick string left open, in
+    the order they come), or on a line continued by a backslash. Rough, and
+    on the side of lexing whole: it knows nothing of the language."""
+    for opener, closer in _SPANNING:
+        at = code.find(opener)
+        while at >= 0:
+            end = code.find(closer, at + len(opener))
+            if end < 0:
+                return True
+            at = code.find(opener, end + len(closer))
+    return code.endswith("\\\n")
+
+
+# --------------------------------------------------------------------------- tables
+
+#: A table tail with fewer rows is rendered whole: keeping rows would cost more than it saves.
+_TABLE_ROWS = 3
+#: Where rich lays a table's rows out from (`_MarkdownTable`); another rich renders tables whole.
+_WIDTHS_METHOD = hasattr(Table, "_calculate_column_widths")
+
+
+@dataclass
+class _Table:
+    """A table tail as last drawn: its cells, rich's column widths for them,
+    and the lines of the header (after a blank line when it has a gap) and
+    of each row, each drawn alone at those widths."""
+
+    how: tuple                       # (width, gap, style, the header and delimiter lines)
+    header: list[Text]
+    rows: list[str]                  # each row's text
+    body: list[list[Text]]           # each row's cells
+    ranges: list[list[tuple[int, int]]]   # each row's cells' (least, most) widths, the header's first
+    widths: list[int]                # rich's column widths for these ranges, padding included
+    head_strips: list[Strip]
+    row_strips: list[list[Strip]]
+
+    def strips(self) -> list[Strip]:
+        return self.head_strips + [strip for row in self.row_strips for strip in row]
+
+    @classmethod
+    def drawn(cls, console: Console, how: tuple, rows: list[str]) -> _Table | None:
+        """The table of `rows` under the header `how[3]`, drawn row by row,
+        or None when it is not one table (then it is rendered whole)."""
+        width, gap, style, head = how
+        found = _cells(console, head + "\n" + "\n".join(rows))
+        if found is None or len(found[1]) != len(rows):
+            return None
+        header, body = found
+        ranges = [_ranges(console, width, header)] + [_ranges(console, width, row) for row in body]
+        widths = _column_widths(console, width, header, body)
+        if widths is None:
+            return None
+        head_lines = _lines(console, _table(header, [], widths), width)
+        if len(head_lines) < 2:
+            return None
+        head_strips = strips_of(head_lines, width, gap, style)
+        if len(head_lines) == 2 and body and _shows(header) and _shows(body[-1]):
+            # One table for every row: when it has a line for each, each row's line is its own (a
+            # row has one line at least, and only an empty row at an end would be trimmed away).
+            lines = _lines(console, _table(header, body, widths), width)
+            if len(lines) == 2 + len(body) and lines[:2] == head_lines:
+                return cls(how, header, rows, body, ranges, widths, head_strips,
+                           [strips_of([line], width, False, style) for line in lines[2:]])
+        table = cls(how, header, rows, body, ranges, widths, head_strips, [])
+        return table if table.more_rows(console, rows, 0, body) else None
+
+    def more_rows(self, console: Console, rows: list[str], same: int,
+                  body: list[list[Text]] | None = None) -> bool:
+        """Bring the table up to `rows`, of which the first `same` are as
+        kept: draw the others alone, at the kept widths. False (and nothing
+        changed) when that would not give the whole table's lines: their
+        cells change a column's width, or are not one row each."""
+        width, _, style, head = self.how
+        if body is None:
+            if same == len(rows) == len(self.rows):
+                return True
+            found = _cells(console, head + "\n" + "\n".join(rows[same:])) if same < len(rows) else ([], [])
+            if found is None or len(found[1]) != len(rows) - same:
+                return False
+            body = self.body[:same] + found[1]
+            ranges = self.ranges[:same + 1] + [_ranges(console, width, row) for row in found[1]]
+            if _column_ranges(ranges) != _column_ranges(self.ranges) and \
+                    _column_widths(console, width, self.header, body) != self.widths:
+                return False   # (a column's range changed but not its width: nothing to draw again)
+        else:
+            ranges = self.ranges
+        drawn = []
+        for row in body[same:]:
+            lines = _lines(console, _table(self.header, [row], self.widths, show_header=False), width)
+            if not lines:    # a row of empty cells: its blank line would be trimmed here
+                return False
+            drawn.append(strips_of(lines, width, False, style))
+        self.rows, self.body, self.ranges = rows, body, ranges
+        self.row_strips = self.row_strips[:same] + drawn
+        return True
+
+
+class _Recorded(TableElement):
+    """A Markdown table's cells as rich reads them, kept instead of drawn."""
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        _CellsMarkdown.found.append(self)
+        return iter(())
+
+
+class _CellsMarkdown(_BlockMarkdown):
+    elements = {**_NO_LINK_ELEMENTS, "table_open": _Recorded}
+    found: list[_Recorded] = []
+
+
+def _cells(console: Console, text: str) -> tuple[list[Text], list[list[Text]]] | None:
+    """The header's and each row's cells of `text`, when it is one table and nothing else."""
+    _CellsMarkdown.found = []
+    markdown = _CellsMarkdown(text)
+    tokens = markdown.parsed
+    if not tokens or tokens[0].type != "table_open" or tokens[-1].type != "table_close" \
+            or sum(token.type == "table_open" for token in tokens) != 1:
+        return None
+    list(console.render(markdown, console.options.update(width=max(1, console.width))))
+    found, _CellsMarkdown.found = _CellsMarkdown.found, []
+    head = found[0].header if len(found) == 1 else None
+    if head is None or head.row is None:
+        return None
+    table = found[0]
+    header = [cell.content for cell in head.row.cells]
+    body = [[cell.content for cell in row.cells] for row in (table.body.rows if table.body is not None else [])]
+    return header, body
+
+
+class _MarkdownTable(Table):
+    """The table rich's Markdown draws (`rich.markdown.TableElement`), at
+    given column widths, padding included, when given (rich lays each row
+    out from the widths alone: `_calculate_column_widths`)."""
+
+    def __init__(self, widths: list[int] | None = None, show_header: bool = True) -> None:
+        super().__init__(box=box.SIMPLE, pad_edge=False, style="markdown.table.border", show_edge=True,
+                         collapse_padding=True, show_header=show_header)
+        self._widths = widths
+
+    def _calculate_column_widths(self, console: Console, options: ConsoleOptions) -> list[int]:
+        if self._widths is None:
+            return super()._calculate_column_widths(console, options)
+        return list(self._widths)
+
+
+def _table(header: list[Text], body: list[list[Text]], widths: list[int] | None = None,
+           show_header: bool = True) -> Table:
+    table = _MarkdownTable(widths, show_header)
+    for heading in header:
+        heading = heading.copy()
+        heading.stylize("markdown.table.header")
+        table.add_column(heading)
+    for row in body:
+        table.add_row(*row)
+    return table
+
+
+def _shows(cells: list[Text]) -> bool:
+    """Whether a row draws something: a row of blank cells is a blank line."""
+    return any(cell.plain.strip() for cell in cells)
+
+
+def _options(console: Console, width: int) -> ConsoleOptions:
+    """The options a tail's table is drawn with (`block_render._lines`)."""
+    return console.options.update(width=max(1, width), height=None, highlight=False, markup=False, no_wrap=False)
+
+
+def _column_widths(console: Console, width: int, header: list[Text], body: list[list[Text]]) -> list[int] | None:
+    """The column widths rich gives this table in `width` cells (as `Table.__rich_console__` asks them)."""
+    table = _table(header, body)
+    options = _options(console, width)
+    edges = 2 + len(table.columns) - 1
+    try:
+        widths = table._calculate_column_widths(console, options.update_width(options.max_width - edges))
+    except (AttributeError, TypeError):   # another rich: every table tail is rendered whole
+        return None
+    return [int(size) for size in widths]
+
+
+def _ranges(console: Console, width: int, cells: list[Text]) -> list[tuple[int, int]]:
+    """Each cell's (least, most) width as rich measures it for a column."""
+    options = _options(console, width)
+    return [tuple(Measurement.get(console, options, cell)) for cell in cells]  # type: ignore[misc]
+
+
+def _column_ranges(ranges: list[list[tuple[int, int]]]) -> list[tuple[int, int]]:
+    """Each column's range of widths: what rich's column widths are made from."""
+    columns = len(ranges[0])
+    return [(max((row[k][0] for row in ranges if k < len(row)), default=0),
+             max((row[k][1] for row in ranges if k < len(row)), default=0)) for k in range(columns)]
