@@ -6,7 +6,7 @@ the one block rendered again on every flush (40 times a second per pane),
 and the two kinds that grow large there cost most: a fenced code chunk (up
 to `CODE_CHUNK_LINES` lines, lexed by pygments at ~3.5 us a character) and
 a Markdown table (rich's Table, ~0.4 ms a row: a 40-row table took 15 ms a
-flush, and six panes streaming tables stalled the event loop for 200 ms).
+flush, and six panes streaming tables stalled the event loop for up to 200 ms).
 Each keeps what it rendered for its complete lines or rows and renders
 only the rest; every shortcut is checked to give the lines the whole
 render gives (tests/test_tail_render.py compares them flush by flush), and
@@ -15,6 +15,7 @@ anything it cannot vouch for is rendered whole, as before.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 
 from rich import box
@@ -39,9 +40,9 @@ class TailRender:
     only the rows that are new or changed since (the last one is usually
     being written), in a table of the same column widths: rich lays a row
     out from the widths alone, so the lines come out as the whole table's.
-    When the widths change (a wider cell), or the table is wider than the
-    pane (rich then wraps and shares the width by every cell), it is
-    rendered whole.
+    When rich would give a column another width (a wider cell; in a table
+    wider than the pane, any change to how it shares the width out), the
+    table is drawn whole again.
 
     A code tail keeps the lines it rendered for its complete lines and, on
     each flush, renders only the lines completed since and the line being
@@ -60,6 +61,7 @@ class TailRender:
     def __init__(self) -> None:
         self._head: tuple[tuple, str, list[Strip]] | None = None   # (how, complete lines, their lines)
         self._table: _Table | None = None
+        self._not_table: tuple | None = None   # the `how` of a tail found not to be one table
 
     def render(self, console: Console, piece: Piece, width: int, gap: bool,
                style: Style | None = None) -> list[Strip]:
@@ -86,6 +88,9 @@ class TailRender:
     def _render_table(self, console: Console, piece: Piece, width: int, gap: bool,
                       style: Style | None) -> list[Strip]:
         lines = piece.text.split("\n")
+        if len(lines) < 2 + _TABLE_ROWS or not _DELIMITER_ROW.match(lines[1]) or "|" not in lines[1]:
+            self._table = None   # not a table: no cells to read
+            return render_piece(console, piece, width, gap, style)
         head, rows = "\n".join(lines[:2]), lines[2:]
         how = (max(4, width), gap, style, head)
         kept = self._table
@@ -97,9 +102,13 @@ class TailRender:
                 same += 1
             if kept.more_rows(console, rows, same):
                 return kept.strips()
-        self._table = _Table.drawn(console, how, rows) if len(rows) >= _TABLE_ROWS and _WIDTHS_METHOD else None
-        if self._table is not None:
-            return self._table.strips()
+        self._table = None
+        if how != self._not_table and _WIDTHS_METHOD:
+            self._table, one = _Table.drawn(console, how, rows)
+            if self._table is not None:
+                return self._table.strips()
+            if not one:
+                self._not_table = how   # (not one table: its rows are not read as one again)
         return render_piece(console, piece, width, gap, style)
 
 
@@ -126,6 +135,8 @@ def _may_continue(code: str) -> bool:
 
 #: A table tail with fewer rows is rendered whole: keeping rows would cost more than it saves.
 _TABLE_ROWS = 3
+#: A Markdown table's delimiter row (`|---|:--:|`), before its cells are read to be sure.
+_DELIMITER_ROW = re.compile(r"^ {0,3}\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
 #: Where rich lays a table's rows out from (`_MarkdownTable`); another rich renders tables whole.
 _WIDTHS_METHOD = hasattr(Table, "_calculate_column_widths")
 
@@ -149,21 +160,23 @@ class _Table:
         return self.head_strips + [strip for row in self.row_strips for strip in row]
 
     @classmethod
-    def drawn(cls, console: Console, how: tuple, rows: list[str]) -> _Table | None:
+    def drawn(cls, console: Console, how: tuple, rows: list[str]) -> tuple[_Table | None, bool]:
         """The table of `rows` under the header `how[3]`, drawn row by row,
-        or None when it is not one table (then it is rendered whole)."""
+        and whether the text is one table: (None, False) when it is not,
+        (None, True) when this one cannot be kept as it is (a row of empty
+        cells at its end: the row being begun)."""
         width, gap, style, head = how
         found = _cells(console, head + "\n" + "\n".join(rows))
         if found is None or len(found[1]) != len(rows):
-            return None
+            return None, False
         header, body = found
         ranges = [_ranges(console, width, header)] + [_ranges(console, width, row) for row in body]
         widths = _column_widths(console, width, header, body)
         if widths is None:
-            return None
+            return None, False
         head_lines = _lines(console, _table(header, [], widths), width)
         if len(head_lines) < 2:
-            return None
+            return None, False
         head_strips = strips_of(head_lines, width, gap, style)
         if len(head_lines) == 2 and body and _shows(header) and _shows(body[-1]):
             # One table for every row: when it has a line for each, each row's line is its own (a
@@ -171,9 +184,9 @@ class _Table:
             lines = _lines(console, _table(header, body, widths), width)
             if len(lines) == 2 + len(body) and lines[:2] == head_lines:
                 return cls(how, header, rows, body, ranges, widths, head_strips,
-                           [strips_of([line], width, False, style) for line in lines[2:]])
+                           [strips_of([line], width, False, style) for line in lines[2:]]), True
         table = cls(how, header, rows, body, ranges, widths, head_strips, [])
-        return table if table.more_rows(console, rows, 0, body) else None
+        return (table if table.more_rows(console, rows, 0, body) else None), True
 
     def more_rows(self, console: Console, rows: list[str], same: int,
                   body: list[list[Text]] | None = None) -> bool:
