@@ -201,3 +201,62 @@ def test_a_table_tail_draws_the_new_rows_not_the_whole_table_at_each_flush(monke
     for piece in tails:
         render_piece(console, piece, 78, True)
     assert by_tail * 4 < sum(drawn)   # 932 against 5,035 rows when written
+
+
+def test_a_tail_found_not_to_be_a_table_does_not_stop_the_next_table_with_its_header_being_kept(monkeypatch):
+    """Answers repeat their table headers: a tail that was no table under a
+    header (a table followed by a list item, before the split) leaves the
+    next table under the same header kept row by row, not drawn whole."""
+    drawn: list[int] = []
+    draw = Table.__rich_console__
+
+    def counting(self, console, options):
+        drawn.append(len(self.rows))
+        return draw(self, console, options)
+
+    monkeypatch.setattr(Table, "__rich_console__", counting)
+    head = "| model | score |\n|---|--:|\n"
+    console = Console(width=120)
+    tail = TailRender()
+    not_one = BlockSplitter("md")
+    not_one.feed(head + "| a | 1 |\n| b | 2 |\n| c | 3 |\n- x")
+    piece = not_one.tail()
+    assert piece is not None and piece.text.endswith("- x")
+    assert tail.render(console, piece, 78, False) == render_piece(console, piece, 78, False)
+    tails = list(streamed_tails(head + "\n".join(f"| model-{k % 7} | {100 + k} |" for k in range(30)), seed=2))
+    drawn[:] = []
+    for piece in tails:
+        tail.render(console, piece, 78, False)
+    by_tail, drawn[:] = sum(drawn), []
+    for piece in tails:
+        render_piece(console, piece, 78, False)
+    assert by_tail * 4 < sum(drawn)
+
+
+def test_a_row_being_begun_leaves_the_rows_before_it_kept(monkeypatch):
+    """A flush often ends just after a new row's first pipe: that row is
+    blank (and trimmed, as the whole table's last line is), and the rows
+    before it are not drawn again, nor when its cells come."""
+    drawn: list[int] = []
+    draw = Table.__rich_console__
+
+    def counting(self, console, options):
+        drawn.append(len(self.rows))
+        return draw(self, console, options)
+
+    monkeypatch.setattr(Table, "__rich_console__", counting)
+    console = Console(width=120)
+    tail = TailRender()
+    text = "| model | score |\n|---|--:|\n| model-0 | 100 |"
+    splitter = BlockSplitter("md")
+    splitter.feed(text)
+    for k in range(1, 30):
+        for more in ("\n| ", f"model-{k % 7} | {100 + k} |"):
+            splitter.feed(more)
+            splitter.take()
+            piece = splitter.tail()
+            assert piece is not None
+            drawn[:] = []
+            assert tail.render(console, piece, 78, False) == render_piece(console, piece, 78, False)
+            if k > 2:   # (from three rows on: fewer are drawn whole)
+                assert sum(drawn[:-1]) <= 1, (k, more, drawn)   # by the tail: the new row alone

@@ -41,8 +41,10 @@ class TailRender:
     being written), in a table of the same column widths: rich lays a row
     out from the widths alone, so the lines come out as the whole table's.
     When rich would give a column another width (a wider cell; in a table
-    wider than the pane, any change to how it shares the width out), the
-    table is drawn whole again.
+    wider than the pane, any change to how it shares the width out), every
+    row is drawn again, from the cells kept. A flush that ends just after a
+    new row's first pipe leaves a blank last row: it has no lines (the whole
+    table's blank last line is trimmed), and the rows before it stand.
 
     A code tail keeps the lines it rendered for its complete lines and, on
     each flush, renders only the lines completed since and the line being
@@ -61,7 +63,7 @@ class TailRender:
     def __init__(self) -> None:
         self._head: tuple[tuple, str, list[Strip]] | None = None   # (how, complete lines, their lines)
         self._table: _Table | None = None
-        self._not_table: tuple | None = None   # the `how` of a tail found not to be one table
+        self._not_table: tuple[tuple, str] | None = None   # (how, text) of a tail found not to be one table
 
     def render(self, console: Console, piece: Piece, width: int, gap: bool,
                style: Style | None = None) -> list[Strip]:
@@ -103,12 +105,13 @@ class TailRender:
             if kept.more_rows(console, rows, same):
                 return kept.strips()
         self._table = None
-        if how != self._not_table and _WIDTHS_METHOD:
+        memo = self._not_table
+        if _WIDTHS_METHOD and not (memo and memo[0] == how and piece.text.startswith(memo[1])):
             self._table, one = _Table.drawn(console, how, rows)
             if self._table is not None:
                 return self._table.strips()
-            if not one:
-                self._not_table = how   # (not one table: its rows are not read as one again)
+            if not one:   # not one table: read again only for another text than this one grown
+                self._not_table = (how, piece.text)
         return render_piece(console, piece, width, gap, style)
 
 
@@ -163,9 +166,9 @@ class _Table:
     def drawn(cls, console: Console, how: tuple, rows: list[str]) -> tuple[_Table | None, bool]:
         """The table of `rows` under the header `how[3]`, drawn row by row,
         and whether the text is one table: (None, False) when it is not,
-        (None, True) when this one cannot be kept as it is (a row of empty
-        cells at its end: the row being begun)."""
-        width, gap, style, head = how
+        (None, True) when this one cannot be kept as it is (a blank row
+        amid its rows)."""
+        width, _, _, head = how
         found = _cells(console, head + "\n" + "\n".join(rows))
         if found is None or len(found[1]) != len(rows):
             return None, False
@@ -174,49 +177,79 @@ class _Table:
         widths = _column_widths(console, width, header, body)
         if widths is None:
             return None, False
-        head_lines = _lines(console, _table(header, [], widths), width)
-        if len(head_lines) < 2:
-            return None, False
-        head_strips = strips_of(head_lines, width, gap, style)
-        if len(head_lines) == 2 and body and _shows(header) and _shows(body[-1]):
-            # One table for every row: when it has a line for each, each row's line is its own (a
-            # row has one line at least, and only an empty row at an end would be trimmed away).
-            lines = _lines(console, _table(header, body, widths), width)
-            if len(lines) == 2 + len(body) and lines[:2] == head_lines:
-                return cls(how, header, rows, body, ranges, widths, head_strips,
-                           [strips_of([line], width, False, style) for line in lines[2:]]), True
-        table = cls(how, header, rows, body, ranges, widths, head_strips, [])
-        return (table if table.more_rows(console, rows, 0, body) else None), True
+        table = cls(how, header, [], [], [], [], [], [])
+        drawn = table._draw_all(console, rows, body, ranges, widths)
+        return (table if drawn else None), drawn is not None
 
-    def more_rows(self, console: Console, rows: list[str], same: int,
-                  body: list[list[Text]] | None = None) -> bool:
+    def more_rows(self, console: Console, rows: list[str], same: int) -> bool:
         """Bring the table up to `rows`, of which the first `same` are as
-        kept: draw the others alone, at the kept widths. False (and nothing
-        changed) when that would not give the whole table's lines: their
-        cells change a column's width, or are not one row each."""
-        width, _, style, head = self.how
-        if body is None:
-            if same == len(rows) == len(self.rows):
-                return True
-            found = _cells(console, head + "\n" + "\n".join(rows[same:])) if same < len(rows) else ([], [])
-            if found is None or len(found[1]) != len(rows) - same:
-                return False
-            body = self.body[:same] + found[1]
-            ranges = self.ranges[:same + 1] + [_ranges(console, width, row) for row in found[1]]
-            if _column_ranges(ranges) != _column_ranges(self.ranges) and \
-                    _column_widths(console, width, self.header, body) != self.widths:
-                return False   # (a column's range changed but not its width: nothing to draw again)
-        else:
-            ranges = self.ranges
-        drawn = []
-        for row in body[same:]:
-            lines = _lines(console, _table(self.header, [row], self.widths, show_header=False), width)
-            if not lines:    # a row of empty cells: its blank line would be trimmed here
-                return False
-            drawn.append(strips_of(lines, width, False, style))
+        kept: draw the others alone, at the kept widths, or every row again
+        from the cells kept when their cells change a column's width. False
+        when that would not give the whole table's lines (cells that are
+        not one row each, a blank row amid the rows): then it is drawn anew."""
+        width, _, _, head = self.how
+        if self.row_strips and not self.row_strips[-1]:
+            same = min(same, len(self.rows) - 1)   # a blank last row: drawn again when not last
+        if same == len(rows) == len(self.rows):
+            return True
+        found = _cells(console, head + "\n" + "\n".join(rows[same:])) if same < len(rows) else ([], [])
+        if found is None or len(found[1]) != len(rows) - same:
+            return False
+        body = self.body[:same] + found[1]
+        ranges = self.ranges[:same + 1] + [_ranges(console, width, row) for row in found[1]]
+        if _column_ranges(ranges) != _column_ranges(self.ranges):
+            widths = _column_widths(console, width, self.header, body)
+            if widths != self.widths:   # (the same widths: the kept rows stand as drawn)
+                return widths is not None and bool(self._draw_all(console, rows, body, ranges, widths))
+        drawn = self._rows_drawn(console, body, same, self.widths)
+        if drawn is None:
+            return False
         self.rows, self.body, self.ranges = rows, body, ranges
         self.row_strips = self.row_strips[:same] + drawn
         return True
+
+    def _draw_all(self, console: Console, rows: list[str], body: list[list[Text]],
+                  ranges: list[list[tuple[int, int]]], widths: list[int]) -> bool | None:
+        """Draw the header and every row at `widths`, and keep them: False
+        when a row cannot be drawn alone, None when the header is not one
+        line and its rule (too narrow a pane: not kept at this width)."""
+        width, gap, style, _ = self.how
+        head_lines = _lines(console, _table(self.header, [], widths), width)
+        if len(head_lines) < 2:
+            return None
+        row_strips: list[list[Strip]] | None = None
+        if len(head_lines) == 2 and body and _shows(self.header) and _shows(body[-1]):
+            # One table for every row: when it has a line for each, each row's line is its own (a
+            # row has one line at least, and only an empty row at an end would be trimmed away).
+            lines = _lines(console, _table(self.header, body, widths), width)
+            if len(lines) == 2 + len(body) and lines[:2] == head_lines:
+                row_strips = [strips_of([line], width, False, style) for line in lines[2:]]
+        if row_strips is None:
+            row_strips = self._rows_drawn(console, body, 0, widths)
+            if row_strips is None:
+                return False
+        self.rows, self.body, self.ranges, self.widths = rows, body, ranges, widths
+        self.head_strips, self.row_strips = strips_of(head_lines, width, gap, style), row_strips
+        return True
+
+    def _rows_drawn(self, console: Console, body: list[list[Text]], start: int,
+                    widths: list[int]) -> list[list[Strip]] | None:
+        """The lines of each row from `start` on, each drawn alone at `widths`."""
+        width, _, style, _ = self.how
+        if len(body) - start > 1 and 0 < start <= len(self.row_strips) and len(self.row_strips[start - 1]) == 1 \
+                and all(_shows(row) for row in body[start:]):
+            # One table for these rows, as for the whole table (`_draw_all`), when rows have been a line each.
+            lines = _lines(console, _table(self.header, body[start:], widths, show_header=False), width)
+            if len(lines) == len(body) - start:
+                return [strips_of([line], width, False, style) for line in lines]
+        drawn = []
+        for at, row in enumerate(body[start:], start):
+            lines = _lines(console, _table(self.header, [row], widths, show_header=False), width)
+            if not lines and at < len(body) - 1:
+                return None   # a blank row amid the table: its line would be trimmed here, not there
+            # (a blank last row, the row being begun, has no lines: the whole table's are trimmed too)
+            drawn.append(strips_of(lines, width, False, style) if lines else [])
+        return drawn
 
 
 class _Recorded(TableElement):
