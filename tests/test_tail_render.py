@@ -48,6 +48,20 @@ def streamed_tails(text: str, seed: int, most: int = 6):
             yield piece
 
 
+def counted(counts: list[int], tails, width: int, gap: bool, tail: TailRender | None = None) -> tuple[int, int]:
+    """What `counts` adds up to while `tails` render one after another by a
+    TailRender, then each whole: (by the tail, whole)."""
+    console = Console(width=120)
+    tail = tail or TailRender()
+    counts[:] = []
+    for piece in tails:
+        tail.render(console, piece, width, gap)
+    by_tail, counts[:] = sum(counts), []
+    for piece in tails:
+        render_piece(console, piece, width, gap)
+    return by_tail, sum(counts)
+
+
 @pytest.mark.parametrize("width", [12, 40, 100])
 def test_a_code_tail_renders_as_the_whole_tail_does_after_every_flush(width):
     console = Console(width=120)
@@ -78,22 +92,16 @@ def test_a_code_tail_lexes_each_line_about_once_not_once_per_flush(monkeypatch):
     monkeypatch.setattr(block_render, "_lexer", lambda lang: Counting())
     code = "\n".join(f"    value_{k} = compute(value_{k - 1}, {k})  # step {k}" for k in range(23))
     text = "```python\n" + code + "\n"
-    console = Console(width=120)
     tails = []
     for end in range(4, len(text) + 1, 4):   # the tail at each flush
         splitter = BlockSplitter("md")
         splitter.feed(text[:end])
         if (piece := splitter.tail()) is not None:
             tails.append(piece)
-    tail = TailRender()
-    for piece in tails:
-        tail.render(console, piece, 80, True)
-    by_tail, lexed[:] = sum(lexed), []
-    for piece in tails:
-        render_piece(console, piece, 80, True)
+    by_tail, whole = counted(lexed, tails, 80, True)
     longest = max(len(line) for line in code.split("\n"))
     assert by_tail <= 2 * len(code) + len(tails) * (longest + 1)   # each line once, the one being written each flush
-    assert by_tail * 10 < sum(lexed)
+    assert by_tail * 10 < whole
 
 
 def test_kept_lines_of_a_code_tail_stay_the_same_objects():
@@ -178,43 +186,34 @@ def test_a_table_tail_renders_as_the_whole_tail_does_after_every_flush(seed):
     assert checked > 100
 
 
-def test_a_table_tail_draws_the_new_rows_not_the_whole_table_at_each_flush(monkeypatch):
+@pytest.fixture
+def drawn(monkeypatch) -> list[int]:
+    """The number of rows of each rich Table drawn while a test runs."""
+    counts: list[int] = []
+    draw = Table.__rich_console__
+
+    def counting(self, console, options):
+        counts.append(len(self.rows))
+        return draw(self, console, options)
+
+    monkeypatch.setattr(Table, "__rich_console__", counting)
+    return counts
+
+
+def test_a_table_tail_draws_the_new_rows_not_the_whole_table_at_each_flush(drawn):
     """40 rows arriving a few characters a flush: drawing the whole table
     each time draws ~40 times the rows; kept rows are drawn again only when
     a column's width changes."""
-    drawn: list[int] = []
-    draw = Table.__rich_console__
-
-    def counting(self, console, options):
-        drawn.append(len(self.rows))
-        return draw(self, console, options)
-
-    monkeypatch.setattr(Table, "__rich_console__", counting)
     rows = "\n".join(f"| model-{k % 7} | {100 + k} | fine, {'quick ' * (k % 3)}and sure |" for k in range(40))
     text = "| model | score | note |\n|---|--:|---|\n" + rows
-    console = Console(width=120)
-    tails = list(streamed_tails(text, seed=1, most=12))
-    tail = TailRender()
-    for piece in tails:
-        tail.render(console, piece, 78, True)
-    by_tail, drawn[:] = sum(drawn), []
-    for piece in tails:
-        render_piece(console, piece, 78, True)
-    assert by_tail * 4 < sum(drawn)   # 932 against 5,035 rows when written
+    by_tail, whole = counted(drawn, list(streamed_tails(text, seed=1, most=12)), 78, True)
+    assert by_tail * 4 < whole   # 932 against 5,035 rows when written
 
 
-def test_a_tail_found_not_to_be_a_table_does_not_stop_the_next_table_with_its_header_being_kept(monkeypatch):
+def test_a_tail_found_not_to_be_a_table_does_not_stop_the_next_table_with_its_header_being_kept(drawn):
     """Answers repeat their table headers: a tail that was no table under a
     header (a table followed by a list item, before the split) leaves the
     next table under the same header kept row by row, not drawn whole."""
-    drawn: list[int] = []
-    draw = Table.__rich_console__
-
-    def counting(self, console, options):
-        drawn.append(len(self.rows))
-        return draw(self, console, options)
-
-    monkeypatch.setattr(Table, "__rich_console__", counting)
     head = "| model | score |\n|---|--:|\n"
     console = Console(width=120)
     tail = TailRender()
@@ -224,27 +223,14 @@ def test_a_tail_found_not_to_be_a_table_does_not_stop_the_next_table_with_its_he
     assert piece is not None and piece.text.endswith("- x")
     assert tail.render(console, piece, 78, False) == render_piece(console, piece, 78, False)
     tails = list(streamed_tails(head + "\n".join(f"| model-{k % 7} | {100 + k} |" for k in range(30)), seed=2))
-    drawn[:] = []
-    for piece in tails:
-        tail.render(console, piece, 78, False)
-    by_tail, drawn[:] = sum(drawn), []
-    for piece in tails:
-        render_piece(console, piece, 78, False)
-    assert by_tail * 4 < sum(drawn)
+    by_tail, whole = counted(drawn, tails, 78, False, tail)
+    assert by_tail * 4 < whole
 
 
-def test_a_row_being_begun_leaves_the_rows_before_it_kept(monkeypatch):
+def test_a_row_being_begun_leaves_the_rows_before_it_kept(drawn):
     """A flush often ends just after a new row's first pipe: that row is
     blank (and trimmed, as the whole table's last line is), and the rows
     before it are not drawn again, nor when its cells come."""
-    drawn: list[int] = []
-    draw = Table.__rich_console__
-
-    def counting(self, console, options):
-        drawn.append(len(self.rows))
-        return draw(self, console, options)
-
-    monkeypatch.setattr(Table, "__rich_console__", counting)
     console = Console(width=120)
     tail = TailRender()
     text = "| model | score |\n|---|--:|\n| model-0 | 100 |"
