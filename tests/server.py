@@ -39,8 +39,11 @@ and `GET .../models` list `srv.models`.
 
 `Reply` scripts an answer: `text`, `reasoning` (sent first), `chunk_chars`
 (characters per delta; one delta = one flushed HTTP chunk), `delay` between
-deltas, `first_delay` before the first body byte, `header_delay` before the
-status line, `status` (an error status with the protocol's error body and
+deltas, `first_delay` before the first body byte, `gate` (hold that byte
+until `srv.max_in_flight` reaches it, at most `_GATE_HOLD` seconds: a test
+that needs requests to overlap gets them however slow the machine, and
+fails on its count, not by hanging, when the client cannot overlap them),
+`header_delay` before the status line, `status` (an error status with the protocol's error body and
 `message`), `retry_after` / `retry_after_ms` headers, `finish_reason`,
 `usage` (input, output, reasoning), and `fault`, one of `FAULTS`, applied
 after `fault_after` deltas:
@@ -171,6 +174,7 @@ _REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden"
             408: "Request Timeout", 409: "Conflict", 429: "Too Many Requests", 500: "Internal Server Error",
             502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout", 529: "Overloaded"}
 _MAX_HOLD = 60.0   # a stall never outlives this (a test that forgot to close still ends)
+_GATE_HOLD = 10.0  # a gate opens after this even when too few requests came (`Reply.gate`)
 
 
 @dataclass
@@ -198,6 +202,7 @@ class Reply:
     refuse_fields: tuple[str, ...] = ()
     whole: bool = False
     whole_content_type: str = "application/json"
+    gate: int = 0                             # hold the first body byte until this many were in flight at once
 
     def __post_init__(self) -> None:
         if self.fault is not None and self.fault not in FAULTS:
@@ -582,6 +587,12 @@ class _Responder:
         self.server, self.rec, self.writer, self.closed = server, rec, writer, closed
         self.finished = False   # the body was ended properly: the connection may take another request
 
+    async def _gate(self, count: int) -> None:
+        """Wait until `count` model requests have been in flight at once (`Reply.gate`)."""
+        deadline = time.monotonic() + _GATE_HOLD
+        while self.server.max_in_flight < count and time.monotonic() < deadline:
+            await self.wait(0.005)
+
     async def wait(self, seconds: float) -> None:
         """Sleep, but stop at once if the client hangs up."""
         if seconds <= 0:
@@ -688,6 +699,7 @@ class _Responder:
                  "gemini-json": "application/json; charset=UTF-8",
                  "bedrock": "application/vnd.amazon.eventstream"}[proto]
         await self.head(200, {"content-type": ctype, **extra})
+        await self._gate(reply.gate)
         await self.wait(reply.first_delay)
         enc = _ENCODERS[proto](reply)
         enc.request = rec.json if isinstance(rec.json, dict) else {}

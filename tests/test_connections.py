@@ -399,7 +399,8 @@ def test_many_answers_in_flight_go_over_several_clients_and_give_their_shards_ba
     from providers.pools import SHARD_CONNECTIONS
 
     n = 3 * SHARD_CONNECTIONS
-    srv.script(Reply(text="overlapping answers, streamed slowly", chunk_chars=4, delay=0.01))
+    srv.script(Reply(text="overlapping answers, streamed slowly", chunk_chars=4, delay=0.01,
+                     gate=SHARD_CONNECTIONS + 1))   # held until they overlap past one shard, however slow the machine
 
     async def go() -> tuple[list, list, int, int]:
         provider = make_provider(model_config(srv, "openai", max_retries=0, concurrency=n))
@@ -444,7 +445,8 @@ def test_a_run_with_many_answers_in_flight_uses_every_shard_and_answers_every_ca
     from store import Store
 
     with TestServer() as server:
-        server.script(Reply(text="an answer streamed slowly enough to overlap", chunk_chars=6, delay=0.01))
+        server.script(Reply(text="an answer streamed slowly enough to overlap", chunk_chars=6, delay=0.01,
+                            gate=9))   # held until 9 are in flight: on a loaded machine they came 7 at most
         config = config_file(tmp_path / "config.toml", server, {"a": {"api_key_env": "", "concurrency": 24}})
         cases = sample_set(tmp_path / "set.jsonl", 60)
         db = tmp_path / "run.db"
