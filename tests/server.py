@@ -42,9 +42,9 @@ and `GET .../models` list `srv.models`.
 deltas, `first_delay` before the first body byte, `gate` (hold that byte
 until `srv.max_in_flight` reaches it, at most `_GATE_HOLD` seconds: a test
 that needs requests to overlap gets them however slow the machine, and
-fails on its count, not by hanging, when the client cannot overlap them),
-`header_delay` before the status line, `status` (an error status with the protocol's error body and
-`message`), `retry_after` / `retry_after_ms` headers, `finish_reason`,
+fails rather than hangs when the client cannot overlap them),
+`header_delay` before the status line, `status` (an error status with the
+protocol's error body and `message`), `retry_after` / `retry_after_ms` headers, `finish_reason`,
 `usage` (input, output, reasoning), and `fault`, one of `FAULTS`, applied
 after `fault_after` deltas:
 
