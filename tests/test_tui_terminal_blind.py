@@ -1,7 +1,8 @@
 """Real-terminal tests of what a blind rater sees (tmux: a real pty and
 terminal emulator, at 80x24 and large), with a reasoning model among the
-contestants (demo/thinker streams reasoning before its answer): before the
-vote no pane shows reasoning, after the vote it does. And the keys around
+contestants (demo/thinker, or a model on the loopback server, streams
+reasoning before its answer): before the vote no pane shows reasoning,
+after the vote it does; a table streamed row by row ends drawn as one. And the keys around
 it: tagging from the vote queue, Down from the sessions filter, the case
 count after a vote."""
 
@@ -191,3 +192,62 @@ def test_a_chat_rater_named_with_rater_is_the_one_replay_shows(tmp_path):
         assert "EXITED 0" in tmux.wait_for("EXITED")
     finally:
         tmux("kill-server", check=False)
+
+
+# an answer whose tail is code, then a table growing row by row (tui/tail_render.py), in both panes
+TABLE_ROWS = 24
+TABLE_ANSWER = ("First the code:\n\n```python\ndef total(items):\n    return sum(items)\n```\n\n"
+                "| model | score | note |\n|---|--:|---|\n"
+                + "\n".join(f"| row-{k:02d} | {100 + k} | ok{'!' * (k % 3)} |" for k in range(TABLE_ROWS)))
+THINKING = ("Weighing each row", "before the table")
+
+
+@pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_a_blind_chat_streams_code_and_a_table_as_rows_with_a_reasoning_contestant(tmp_path, size):
+    """Two models on the loopback server stream the same answer, code then a
+    24-row table, a few characters at a time; one reasons first. Typed as a
+    person would, blind: no name and no reasoning shows on the way, and once
+    answered each pane ends on the table's last rows, one line each, in
+    order, with nothing between them (a flush ending inside a row left no
+    blank or doubled line behind); the vote then shows the names, and
+    the record keeps the reasoning."""
+    from tests.run_support import config_file
+    from tests.server import Received, Reply, TestServer
+
+    names = ("zorro", "quokka")
+    with TestServer() as srv:
+        def reply(rec: Received) -> Reply:
+            model = rec.json.get("model") if isinstance(rec.json, dict) else None
+            reasoning = " ".join(THINKING) + ", step by step." if model == "zorro-model" else ""
+            return Reply(text=TABLE_ANSWER, reasoning=reasoning, chunk_chars=5, delay=0.01)
+
+        srv.respond(reply)
+        config_file(tmp_path / "config.toml", srv, {name: {"api_key_env": ""} for name in names})
+        tmux = Tmux(f"lineup-test-blind-table-{os.getpid()}")
+        db = _start(tmux, tmp_path, "chat --blind -m zorro -m quokka --seed 2", size)
+        try:
+            tmux.wait_for("Enter sends to all", forbid=names + THINKING)
+            tmux("send-keys", "-t", "lineup", "-l", "compare them in a table")
+            tmux("send-keys", "-t", "lineup", "Enter")
+            screen = tmux.wait_for("Which answer is best?", forbid=names + THINKING)
+            screen = tmux.wait_for(f"row-{TABLE_ROWS - 1}", forbid=names + THINKING)
+            lines = screen.splitlines()
+            last = max(i for i, line in enumerate(lines) if f"row-{TABLE_ROWS - 1}" in line)
+            for back in range(4):    # the last rows, a line each, side by side in both panes
+                assert lines[last - back].count(f"row-{TABLE_ROWS - 1 - back:02d}") == 2, screen
+            assert "|---" not in screen and "| row-" not in screen, screen   # drawn as a table, not as text
+            tmux("send-keys", "-t", "lineup", "F2")
+            tmux.wait_for("b best", forbid=names + THINKING)
+            tmux("send-keys", "-t", "lineup", "a")
+            tmux.wait_for("Vote saved")
+            tmux.wait_for("zorro")                       # the names, once voted (the reasoning is above, scrolled off)
+            tmux("send-keys", "-t", "lineup", "C-q")
+            assert "EXITED 0" in tmux.wait_for("EXITED")
+        finally:
+            tmux("kill-server", check=False)
+    with Store.open(db) as store:
+        (summary,) = store.list_sessions()
+        loaded = store.load_session(summary.id)
+    assert sorted(o.text for o in loaded.outputs) == [TABLE_ANSWER, TABLE_ANSWER]
+    assert [bool(o.reasoning) for o in sorted(loaded.outputs, key=lambda o: o.contestant)] == [False, True]
