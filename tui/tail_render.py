@@ -20,8 +20,9 @@ from dataclasses import dataclass, replace
 
 from rich import box
 from rich.console import Console, ConsoleOptions, RenderResult
-from rich.measure import Measurement
 from rich.markdown import TableElement
+from rich.measure import Measurement
+from rich.segment import Segment
 from rich.style import Style
 from rich.table import Table
 from rich.text import Text
@@ -107,11 +108,10 @@ class TailRender:
         self._table = None
         memo = self._not_table
         if _WIDTHS_METHOD and not (memo and memo[0] == how and piece.text.startswith(memo[1])):
-            self._table, one = _Table.drawn(console, how, rows)
+            self._table = _Table.drawn(console, how, rows)
             if self._table is not None:
                 return self._table.strips()
-            if not one:   # not one table: read again only for another text than this one grown
-                self._not_table = (how, piece.text)
+            self._not_table = (how, piece.text)   # (what failed stays failed as the text grows)
         return render_piece(console, piece, width, gap, style)
 
 
@@ -163,23 +163,19 @@ class _Table:
         return self.head_strips + [strip for row in self.row_strips for strip in row]
 
     @classmethod
-    def drawn(cls, console: Console, how: tuple, rows: list[str]) -> tuple[_Table | None, bool]:
+    def drawn(cls, console: Console, how: tuple, rows: list[str]) -> _Table | None:
         """The table of `rows` under the header `how[3]`, drawn row by row,
-        and whether the text is one table: (None, False) when it is not,
-        (None, True) when this one cannot be kept as it is (a blank row
-        amid its rows)."""
+        or None when it cannot be kept: not one table, a blank row amid its
+        rows, or a pane too narrow for its header (nor can that text grown)."""
         width, _, _, head = how
         found = _cells(console, head + "\n" + "\n".join(rows))
         if found is None or len(found[1]) != len(rows):
-            return None, False
+            return None
         header, body = found
         ranges = [_ranges(console, width, header)] + [_ranges(console, width, row) for row in body]
         widths = _column_widths(console, width, header, body)
-        if widths is None:
-            return None, False
         table = cls(how, header, [], [], [], [], [], [])
-        drawn = table._draw_all(console, rows, body, ranges, widths)
-        return (table if drawn else None), drawn is not None
+        return table if widths is not None and table._draw_all(console, rows, body, ranges, widths) else None
 
     def more_rows(self, console: Console, rows: list[str], same: int) -> bool:
         """Bring the table up to `rows`, of which the first `same` are as
@@ -200,7 +196,7 @@ class _Table:
         if _column_ranges(ranges) != _column_ranges(self.ranges):
             widths = _column_widths(console, width, self.header, body)
             if widths != self.widths:   # (the same widths: the kept rows stand as drawn)
-                return widths is not None and bool(self._draw_all(console, rows, body, ranges, widths))
+                return widths is not None and self._draw_all(console, rows, body, ranges, widths)
         drawn = self._rows_drawn(console, body, same, self.widths)
         if drawn is None:
             return False
@@ -209,21 +205,17 @@ class _Table:
         return True
 
     def _draw_all(self, console: Console, rows: list[str], body: list[list[Text]],
-                  ranges: list[list[tuple[int, int]]], widths: list[int]) -> bool | None:
-        """Draw the header and every row at `widths`, and keep them: False
-        when a row cannot be drawn alone, None when the header is not one
-        line and its rule (too narrow a pane: not kept at this width)."""
+                  ranges: list[list[tuple[int, int]]], widths: list[int]) -> bool:
+        """Draw the header and every row at `widths`, and keep them; False
+        when a row cannot be drawn alone, or the header is not one line and
+        its rule (too narrow a pane)."""
         width, gap, style, _ = self.how
         head_lines = _lines(console, _table(self.header, [], widths), width)
         if len(head_lines) < 2:
-            return None
-        row_strips: list[list[Strip]] | None = None
+            return False
+        row_strips = None
         if len(head_lines) == 2 and body and _shows(self.header) and _shows(body[-1]):
-            # One table for every row: when it has a line for each, each row's line is its own (a
-            # row has one line at least, and only an empty row at an end would be trimmed away).
-            lines = _lines(console, _table(self.header, body, widths), width)
-            if len(lines) == 2 + len(body) and lines[:2] == head_lines:
-                row_strips = [strips_of([line], width, False, style) for line in lines[2:]]
+            row_strips = self._one_line_each(console, body, widths, head_lines)
         if row_strips is None:
             row_strips = self._rows_drawn(console, body, 0, widths)
             if row_strips is None:
@@ -237,11 +229,10 @@ class _Table:
         """The lines of each row from `start` on, each drawn alone at `widths`."""
         width, _, style, _ = self.how
         if len(body) - start > 1 and 0 < start <= len(self.row_strips) and len(self.row_strips[start - 1]) == 1 \
-                and all(_shows(row) for row in body[start:]):
-            # One table for these rows, as for the whole table (`_draw_all`), when rows have been a line each.
-            lines = _lines(console, _table(self.header, body[start:], widths, show_header=False), width)
-            if len(lines) == len(body) - start:
-                return [strips_of([line], width, False, style) for line in lines]
+                and all(_shows(row) for row in body[start:]):   # (rows so far have been a line each)
+            together = self._one_line_each(console, body[start:], widths, [])
+            if together is not None:
+                return together
         drawn = []
         for at, row in enumerate(body[start:], start):
             lines = _lines(console, _table(self.header, [row], widths, show_header=False), width)
@@ -250,6 +241,18 @@ class _Table:
             # (a blank last row, the row being begun, has no lines: the whole table's are trimmed too)
             drawn.append(strips_of(lines, width, False, style) if lines else [])
         return drawn
+
+    def _one_line_each(self, console: Console, body: list[list[Text]], widths: list[int],
+                       head_lines: list[list[Segment]]) -> list[list[Strip]] | None:
+        """`body`'s rows drawn as one table, under the header when given its
+        `head_lines`, when that gives a line for each row: then each line is
+        its row's (a row has a line at least, and only a blank row at an end
+        would be trimmed away). None when a row took more."""
+        width, _, style, _ = self.how
+        lines = _lines(console, _table(self.header, body, widths, show_header=bool(head_lines)), width)
+        if len(lines) != len(head_lines) + len(body) or lines[:len(head_lines)] != head_lines:
+            return None
+        return [strips_of([line], width, False, style) for line in lines[len(head_lines):]]
 
 
 class _Recorded(TableElement):
