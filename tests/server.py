@@ -690,6 +690,7 @@ class _Responder:
             return await self.finish()
         if reply.whole:
             await self.head(200, {"content-type": reply.whole_content_type, **extra})
+            await self._gate(reply.gate)
             await self.wait(reply.first_delay)
             await self.piece(json.dumps(_whole_body(proto, reply), indent=2).encode())
             return await self.finish()
