@@ -188,15 +188,22 @@ def test_a_table_tail_renders_as_the_whole_tail_does_after_every_flush(seed):
 
 @pytest.fixture
 def drawn(monkeypatch) -> list[int]:
-    """The number of rows of each rich Table drawn while a test runs."""
+    """The number of rows of each rich Table drawn while a test runs, and a
+    1 for each row painted without one (`_RowPainter`)."""
     counts: list[int] = []
     draw = Table.__rich_console__
+    paint = tail_render._RowPainter.line
 
     def counting(self, console, options):
         counts.append(len(self.rows))
         return draw(self, console, options)
 
+    def painting(self, cells):
+        counts.append(1)
+        return paint(self, cells)
+
     monkeypatch.setattr(Table, "__rich_console__", counting)
+    monkeypatch.setattr(tail_render._RowPainter, "line", painting)
     return counts
 
 
@@ -207,7 +214,29 @@ def test_a_table_tail_draws_the_new_rows_not_the_whole_table_at_each_flush(drawn
     rows = "\n".join(f"| model-{k % 7} | {100 + k} | fine, {'quick ' * (k % 3)}and sure |" for k in range(40))
     text = "| model | score | note |\n|---|--:|---|\n" + rows
     by_tail, whole = counted(drawn, list(streamed_tails(text, seed=1, most=12)), 78, True)
-    assert by_tail * 4 < whole   # 932 against 5,035 rows when written
+    assert by_tail * 4 < whole   # 286 against 5,035 rows when written
+
+
+def test_rows_that_fit_a_line_each_are_painted_without_a_rich_table(monkeypatch):
+    """Rich's Table is left for the header and for rows that wrap: a table
+    whose rows fit a line each streams with none of its rows drawn by one,
+    and every flush is still the whole tail's lines."""
+    rich_rows: list[int] = []
+    draw = Table.__rich_console__
+
+    def counting(self, console, options):
+        rich_rows.append(len(self.rows))
+        return draw(self, console, options)
+
+    monkeypatch.setattr(Table, "__rich_console__", counting)
+    rows = "\n".join(f"| model-{k % 7} | **{100 + k}** | `fine` 漢字 |" for k in range(30))
+    console = Console(width=120)
+    tail = TailRender()
+    for piece in streamed_tails("| model | score | note |\n|---|--:|:-:|\n" + rows, seed=3, most=12):
+        rich_rows[:] = []
+        assert tail.render(console, piece, 78, True) == render_piece(console, piece, 78, True)
+        if tail._table is not None:
+            assert sum(rich_rows[:-1]) == 0, piece.text   # (the last: the whole render's)
 
 
 def test_a_tail_found_not_to_be_a_table_does_not_stop_the_next_table_with_its_header_being_kept(drawn):

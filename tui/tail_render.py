@@ -28,7 +28,8 @@ from rich.table import Table
 from rich.text import Text
 from textual.strip import Strip
 
-from tui.block_render import _NO_LINK_ELEMENTS, _BlockMarkdown, _lines, render_piece, strips_of
+from tui.block_render import (_NO_LINK_ELEMENTS, _BlockMarkdown, _clean, _is_blank, _lines, render_piece,
+                              strips_of)
 from tui.markdown_blocks import Piece
 
 __all__ = ["TailRender"]
@@ -39,8 +40,10 @@ class TailRender:
 
     A table tail keeps the lines of its header and of each row, and renders
     only the rows that are new or changed since (the last one is usually
-    being written), in a table of the same column widths: rich lays a row
+    being written), each alone at the same column widths: rich lays a row
     out from the widths alone, so the lines come out as the whole table's.
+    A row whose cells fit a line each is painted without a rich Table
+    (`_RowPainter`, 3x cheaper).
     When rich would give a column another width (a wider cell; in a table
     wider than the pane, any change to how it shares the width out), every
     row is drawn again, from the cells kept. A flush that ends just after a
@@ -213,46 +216,94 @@ class _Table:
         head_lines = _lines(console, _table(self.header, [], widths), width)
         if len(head_lines) < 2:
             return False
-        row_strips = None
-        if len(head_lines) == 2 and body and _shows(self.header) and _shows(body[-1]):
-            row_strips = self._one_line_each(console, body, widths, head_lines)
+        row_strips = self._rows_drawn(console, body, 0, widths)
         if row_strips is None:
-            row_strips = self._rows_drawn(console, body, 0, widths)
-            if row_strips is None:
-                return False
+            return False
         self.rows, self.body, self.ranges, self.widths = rows, body, ranges, widths
         self.head_strips, self.row_strips = strips_of(head_lines, width, gap, style), row_strips
         return True
 
     def _rows_drawn(self, console: Console, body: list[list[Text]], start: int,
                     widths: list[int]) -> list[list[Strip]] | None:
-        """The lines of each row from `start` on, each drawn alone at `widths`."""
+        """The lines of each row from `start` on, each drawn alone at
+        `widths`: painted when its cells fit a line each (`_RowPainter`),
+        else by a rich Table of that row."""
         width, _, style, _ = self.how
-        if len(body) - start > 1 and 0 < start <= len(self.row_strips) and len(self.row_strips[start - 1]) == 1 \
-                and all(_shows(row) for row in body[start:]):   # (rows so far have been a line each)
-            together = self._one_line_each(console, body[start:], widths, [])
-            if together is not None:
-                return together
+        painter = _RowPainter.of(console, self.header, widths)
         drawn = []
         for at, row in enumerate(body[start:], start):
-            lines = _lines(console, _table(self.header, [row], widths, show_header=False), width)
+            line = painter.line(row) if painter is not None else None
+            if line is None:
+                lines = _lines(console, _table(self.header, [row], widths, show_header=False), width)
+            else:   # (trimmed as rich's lines are)
+                lines = [] if _is_blank(line) else [line]
             if not lines and at < len(body) - 1:
                 return None   # a blank row amid the table: its line would be trimmed here, not there
             # (a blank last row, the row being begun, has no lines: the whole table's are trimmed too)
             drawn.append(strips_of(lines, width, False, style) if lines else [])
         return drawn
 
-    def _one_line_each(self, console: Console, body: list[list[Text]], widths: list[int],
-                       head_lines: list[list[Segment]]) -> list[list[Strip]] | None:
-        """`body`'s rows drawn as one table, under the header when given its
-        `head_lines`, when that gives a line for each row: then each line is
-        its row's (a row has a line at least, and only a blank row at an end
-        would be trimmed away). None when a row took more."""
-        width, _, style, _ = self.how
-        lines = _lines(console, _table(self.header, body, widths, show_header=bool(head_lines)), width)
-        if len(lines) != len(head_lines) + len(body) or lines[:len(head_lines)] != head_lines:
+
+class _RowPainter:
+    """Draws a row whose cells fit a line each as rich's Table draws it
+    (`Table._render`), without the table: rich costs ~0.4 ms a row, most of
+    it in the layers around `Text.wrap`, and a column width change draws
+    every row of a tail again. Only for the table `_table` makes: a box of
+    spaces, each cell padded a cell on its right but the last
+    (`collapse_padding`, no `pad_edge`), edges and dividers in the border's
+    style. Other rows are None, drawn by rich; tests/test_tail_render.py
+    compares the lines with the whole table's."""
+
+    def __init__(self, console: Console, table: Table, widths: list[int]) -> None:
+        border = console.get_style(table.style or "") + console.get_style(table.border_style or "")
+        self.console = console
+        self.widths = widths
+        self.columns = table.columns
+        self.edge = Segment(" ", border)
+        self.divider = Segment(" ", Style.null().background_style + border)
+        self.pad = console.get_style("none")   # a cell's padding (rich's `Padding` style)
+
+    @classmethod
+    def of(cls, console: Console, header: list[Text], widths: list[int]) -> _RowPainter | None:
+        table = _table(header, [], widths, show_header=False)
+        chars = (table.box.head_left, table.box.head_vertical, table.box.head_right, table.box.mid_left,
+                 table.box.mid_vertical, table.box.mid_right, table.box.foot_left, table.box.foot_vertical,
+                 table.box.foot_right) if table.box is not None else ("",)
+        if (table.padding != (0, 1, 0, 1) or not table.collapse_padding or table.pad_edge or not table.show_edge
+                or table.show_lines or table.leading or table.row_styles or any(c.style for c in table.columns)
+                or any(char != " " for char in chars) or len(widths) != len(table.columns)):
             return None
-        return [strips_of([line], width, False, style) for line in lines[len(head_lines):]]
+        return cls(console, table, widths)
+
+    def line(self, cells: list[Text]) -> list[Segment] | None:
+        """The row's line, or None when a cell takes more than one (or the
+        row has not a cell for each column, which rich fills in)."""
+        console, last = self.console, len(self.widths) - 1
+        if len(cells) != len(self.widths):
+            return None
+        line = [self.edge]
+        for k, (cell, column, width) in enumerate(zip(cells, self.columns, self.widths, strict=True)):
+            right = 0 if k == last else 1
+            inner = width - right
+            tab_size = console.tab_size if cell.tab_size is None else cell.tab_size
+            wrapped = cell.wrap(console, inner, justify=cell.justify or column.justify or "default",
+                                overflow=cell.overflow or column.overflow or "fold", tab_size=tab_size or 8,
+                                no_wrap=column.no_wrap if cell.no_wrap is None else cell.no_wrap)
+            if len(wrapped) != 1:
+                return None
+            segments = list(wrapped[0].render(console, end=""))
+            size = Segment.get_line_length(segments)
+            if size > inner:
+                return None
+            line += segments
+            if size < inner:
+                line.append(Segment(" " * (inner - size), self.pad))
+            if right:
+                line.append(Segment(" " * right, self.pad))
+            if k != last:
+                line.append(self.divider)
+        line.append(self.edge)
+        return _clean(line)
 
 
 class _Recorded(TableElement):
@@ -313,11 +364,6 @@ def _table(header: list[Text], body: list[list[Text]], widths: list[int] | None 
     for row in body:
         table.add_row(*row)
     return table
-
-
-def _shows(cells: list[Text]) -> bool:
-    """Whether a row draws something: a row of blank cells is a blank line."""
-    return any(cell.plain.strip() for cell in cells)
 
 
 def _options(console: Console, width: int) -> ConsoleOptions:
