@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from store import Store
+from store import LoadedSession, Store
 from tests.synthetic import synthetic_session, write_synthetic
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,6 +91,14 @@ class Tmux:
 
     def screen(self) -> str:
         return self("capture-pane", "-p", "-t", "lineup", check=False)
+
+    def quit(self) -> str:
+        """Ctrl+Q, then the screen once lineup has exited, with status 0
+        (`start_in_tmux` and its kind print EXITED and the status)."""
+        self("send-keys", "-t", "lineup", "C-q")
+        screen = self.wait_for("EXITED")
+        assert "EXITED 0" in screen, screen
+        return screen
 
     def wait_for(self, text: str, polls: int = 300, forbid: tuple[str, ...] = ()) -> str:
         """Poll the screen until `text` shows (a hang guard, not a timing check);
@@ -199,3 +207,10 @@ def pids_in(path: Path, n: int, limit: float = 30) -> list[int]:
             return pids
         time.sleep(0.02)
     raise AssertionError(f"{path} never held {n} pid(s)")
+
+
+def only_session(db: Path) -> LoadedSession:
+    """The one session the database at `db` holds, loaded (fails unless it holds exactly one)."""
+    with Store.open(db) as store:
+        (summary,) = store.list_sessions()
+        return store.load_session(summary.id)

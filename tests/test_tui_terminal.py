@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from store import Store
-from tests.cli_support import ROOT, TMUX, Tmux, start_in_tmux
+from tests.cli_support import ROOT, TMUX, Tmux, only_session, start_in_tmux
 
 CONFIG = """
 [models.quick]
@@ -49,14 +49,10 @@ def test_lineup_in_a_real_terminal_records_a_vote(tmp_path):
         tmux.wait_for("a b best")                     # the letter keys, named once
         tmux("send-keys", "-t", "lineup", "b")           # the second answer is best
         tmux.wait_for("Vote saved")
-        tmux("send-keys", "-t", "lineup", "C-q")
-        screen = tmux.wait_for("EXITED")
-        assert "EXITED 0" in screen
+        tmux.quit()
     finally:
         tmux("kill-server", check=False)
-    with Store.open(db) as store:
-        (summary,) = store.list_sessions()
-        loaded = store.load_session(summary.id)
+    loaded = only_session(db)
     (vote,) = loaded.votes
     second = next(c.label for c in loaded.session.contestants if c.position == 1)
     assert vote.choice == second and vote.rater == "pty-tester"
@@ -91,14 +87,10 @@ def test_blind_follow_ups_typed_after_and_while_answers_finish_never_vote(tmp_pa
         tmux("send-keys", "-t", "lineup", "Enter")
         tmux.wait_for("▌ and a bat", forbid=NAMES_SHOWN + ("Vote saved",))
         tmux.wait_for("Which answer is best?", forbid=NAMES_SHOWN + ("Vote saved",))
-        tmux("send-keys", "-t", "lineup", "C-q")
-        screen = tmux.wait_for("EXITED")
-        assert "EXITED 0" in screen
+        tmux.quit()
     finally:
         tmux("kill-server", check=False)
-    with Store.open(db) as store:
-        (summary,) = store.list_sessions()
-        loaded = store.load_session(summary.id)
+    loaded = only_session(db)
     assert loaded.votes == [] and loaded.session.revealed_at is None
     assert [t.user_message for t in loaded.turns] == ["Name a colour.", "also a fruit", "and a bat"]
     for turn in loaded.turns:
@@ -179,8 +171,7 @@ def test_picker_image_attach_and_copy_in_a_real_terminal(tmp_path):
         tmux("send-keys", "-t", "lineup", "-l", str(saved))
         tmux("send-keys", "-t", "lineup", "Enter")
         tmux.wait_for("Wrote the answer of")
-        tmux("send-keys", "-t", "lineup", "C-q")
-        assert "EXITED 0" in tmux.wait_for("EXITED")
+        tmux.quit()
     finally:
         tmux("kill-server", check=False)
     assert saved.read_text().rstrip("\n") == copied
@@ -221,9 +212,7 @@ def test_adaptive_vote_with_the_blinding_audit_typed_in_a_real_terminal(tmp_path
         tmux.wait_for("Which model do you think wrote A?")
         tmux("send-keys", "-t", "lineup", "n")
         tmux.wait_for("A · demo/")
-        tmux("send-keys", "-t", "lineup", "C-q")
-        screen = tmux.wait_for("EXITED")
-        assert "EXITED 0" in screen
+        tmux.quit()
     finally:
         tmux("kill-server", check=False)
     with Store.open(db) as store:
@@ -367,9 +356,7 @@ def test_killing_lineup_after_the_first_prompt_keeps_the_session(tmp_path):
     finally:
         tmux("kill-server", check=False)
     assert [turns for _, turns in _sessions(db)] == [1]
-    with Store.open(db) as store:
-        (summary,) = store.list_sessions()
-        loaded = store.load_session(summary.id)
+    loaded = only_session(db)
     assert [t.user_message for t in loaded.turns] == ["explain python lists"]
 
 

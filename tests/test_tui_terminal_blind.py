@@ -15,9 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.cli_support import ROOT, TMUX, Tmux
+from tests.cli_support import ROOT, TMUX, Tmux, only_session
 
-from store import Store
 
 SIZES = [(80, 24), (160, 48)]
 # words of demo/thinker's reasoning (providers/demo.py `_reasoning`), never of an answer
@@ -91,13 +90,10 @@ def test_a_blind_chat_shows_reasoning_only_after_the_vote(tmp_path, size):
         tmux("send-keys", "-t", "lineup", "r")
         tmux.wait_for("Title for session", forbid=("chatr",))
         tmux("send-keys", "-t", "lineup", "Escape")
-        tmux("send-keys", "-t", "lineup", "C-q")
-        assert "EXITED 0" in tmux.wait_for("EXITED")
+        tmux.quit()
     finally:
         tmux("kill-server", check=False)
-    with Store.open(db) as store:
-        (summary,) = store.list_sessions()
-        loaded = store.load_session(summary.id)
+    loaded = only_session(db)
     thinker = [o for o in loaded.outputs if o.contestant == "demo/thinker"]
     assert thinker and all(o.reasoning for o in thinker)    # kept in the record all along
     assert "show_reasoning" not in loaded.session.meta
@@ -144,13 +140,10 @@ def test_the_vote_queue_hides_reasoning_counts_the_case_and_tags_by_key(tmp_path
         tmux.wait_for("case 2 of 3")
         screen = tmux.wait_for("Which answer is best?", forbid=NAMES + REASONING)
         assert "case 2 of 3" in screen and "voted" not in screen
-        tmux("send-keys", "-t", "lineup", "C-q")
-        assert "EXITED 0" in tmux.wait_for("EXITED")
+        tmux.quit()
     finally:
         tmux("kill-server", check=False)
-    with Store.open(db) as store:
-        (summary,) = store.list_sessions()
-        loaded = store.load_session(summary.id)
+    loaded = only_session(db)
     (vote,) = [v for v in loaded.current_votes() if v.rater == "pty-tester"]
     assert vote.choice == "A" and vote.revealed_at is not None
 
@@ -174,22 +167,19 @@ def test_a_chat_rater_named_with_rater_is_the_one_replay_shows(tmp_path):
         tmux.wait_for("b best")
         tmux("send-keys", "-t", "lineup", "b")
         tmux.wait_for("Vote saved")
-        tmux("send-keys", "-t", "lineup", "C-q")
-        assert "EXITED 0" in tmux.wait_for("EXITED")
+        tmux.quit()
     finally:
         tmux("kill-server", check=False)
-    with Store.open(db) as store:
-        (summary,) = store.list_sessions()
-        (vote,) = store.load_session(summary.id).votes
+    loaded = only_session(db)
+    (vote,) = loaded.votes
     assert vote.rater == "Ada L"
     tmux = Tmux(f"lineup-test-rater-replay-{os.getpid()}")
-    _start(tmux, tmp_path, f"replay {summary.id}", SIZES[1], db, rater=None)
+    _start(tmux, tmp_path, f"replay {loaded.session.id}", SIZES[1], db, rater=None)
     try:
         screen = tmux.wait_for("votes: Ada L: B best")
         login = getpass.getuser()
         assert f"{login}:" not in screen or login == "Ada L"
-        tmux("send-keys", "-t", "lineup", "C-q")
-        assert "EXITED 0" in tmux.wait_for("EXITED")
+        tmux.quit()
     finally:
         tmux("kill-server", check=False)
 
@@ -242,12 +232,9 @@ def test_a_blind_chat_streams_code_and_a_table_as_rows_with_a_reasoning_contesta
             tmux("send-keys", "-t", "lineup", "a")
             tmux.wait_for("Vote saved")
             tmux.wait_for("zorro")                       # the names, once voted (the reasoning is above, scrolled off)
-            tmux("send-keys", "-t", "lineup", "C-q")
-            assert "EXITED 0" in tmux.wait_for("EXITED")
+            tmux.quit()
         finally:
             tmux("kill-server", check=False)
-    with Store.open(db) as store:
-        (summary,) = store.list_sessions()
-        loaded = store.load_session(summary.id)
+    loaded = only_session(db)
     assert sorted(o.text for o in loaded.outputs) == [TABLE_ANSWER, TABLE_ANSWER]
     assert [bool(o.reasoning) for o in sorted(loaded.outputs, key=lambda o: o.contestant)] == [False, True]

@@ -15,9 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.cli_support import ROOT, TMUX, Tmux
+from tests.cli_support import ROOT, TMUX, Tmux, only_session
 
-from store import Store
 from tui.chat_screen import ChatScreen
 from tui.panes import Pane
 from tui.prompt_box import PromptBox
@@ -121,13 +120,10 @@ def test_at_80x24_every_pane_and_every_vote_choice_is_on_screen(tmp_path, n):
         assert_footer_whole(screen)
         tmux("send-keys", "-t", "lineup", "x")
         tmux.wait_for("Vote saved")
-        tmux("send-keys", "-t", "lineup", "C-q")
-        assert "EXITED 0" in tmux.wait_for("EXITED")
+        tmux.quit()
     finally:
         tmux("kill-server", check=False)
-    with Store.open(db) as store:
-        (summary,) = store.list_sessions()
-        (vote,) = store.load_session(summary.id).votes
+    (vote,) = only_session(db).votes
     assert vote.choice == ("both_bad" if n == 2 else "all_bad")
 
 
@@ -152,8 +148,7 @@ def test_at_80x24_the_settings_show_every_column_and_keep_what_is_typed(tmp_path
         screen = tmux.wait_for("session        0.5")                     # typed into the first field
         tmux("send-keys", "-t", "lineup", "C-s")
         tmux.wait_for("temperature 0.5")                                 # the session bar
-        tmux("send-keys", "-t", "lineup", "C-q")
-        assert "EXITED 0" in tmux.wait_for("EXITED")
+        tmux.quit()
     finally:
         tmux("kill-server", check=False)
 
@@ -174,7 +169,6 @@ def test_at_160x45_code_folds_between_tokens_and_lines_end_on_whole_words(tmp_pa
                 assert not cell.rstrip().endswith("·"), line             # a header cut inside its figures
         assert_footer_whole(screen)
         assert "`lineup models`." in screen                               # the banner, whole
-        tmux("send-keys", "-t", "lineup", "C-q")
-        assert "EXITED 0" in tmux.wait_for("EXITED")
+        tmux.quit()
     finally:
         tmux("kill-server", check=False)
