@@ -198,9 +198,9 @@ def drawn(monkeypatch) -> list[int]:
         counts.append(len(self.rows))
         return draw(self, console, options)
 
-    def painting(self, cells):
+    def painting(self, cells, ranges):
         counts.append(1)
-        return paint(self, cells)
+        return paint(self, cells, ranges)
 
     monkeypatch.setattr(Table, "__rich_console__", counting)
     monkeypatch.setattr(tail_render._RowPainter, "line", painting)

@@ -200,7 +200,7 @@ class _Table:
             widths = _column_widths(console, width, self.header, body)
             if widths != self.widths:   # (the same widths: the kept rows stand as drawn)
                 return widths is not None and self._draw_all(console, rows, body, ranges, widths)
-        drawn = self._rows_drawn(console, body, same, self.widths)
+        drawn = self._rows_drawn(console, body, ranges, same, self.widths)
         if drawn is None:
             return False
         self.rows, self.body, self.ranges = rows, body, ranges
@@ -216,23 +216,23 @@ class _Table:
         head_lines = _lines(console, _table(self.header, [], widths), width)
         if len(head_lines) < 2:
             return False
-        row_strips = self._rows_drawn(console, body, 0, widths)
+        row_strips = self._rows_drawn(console, body, ranges, 0, widths)
         if row_strips is None:
             return False
         self.rows, self.body, self.ranges, self.widths = rows, body, ranges, widths
         self.head_strips, self.row_strips = strips_of(head_lines, width, gap, style), row_strips
         return True
 
-    def _rows_drawn(self, console: Console, body: list[list[Text]], start: int,
-                    widths: list[int]) -> list[list[Strip]] | None:
+    def _rows_drawn(self, console: Console, body: list[list[Text]], ranges: list[list[tuple[int, int]]],
+                    start: int, widths: list[int]) -> list[list[Strip]] | None:
         """The lines of each row from `start` on, each drawn alone at
-        `widths`: painted when its cells fit a line each (`_RowPainter`),
-        else by a rich Table of that row."""
+        `widths`: painted when its cells fit a line each (`_RowPainter`;
+        `ranges` as kept, the header's first), else by a rich Table of that row."""
         width, _, style, _ = self.how
         painter = _RowPainter.of(console, self.header, widths)
         drawn = []
         for at, row in enumerate(body[start:], start):
-            line = painter.line(row) if painter is not None else None
+            line = painter.line(row, ranges[at + 1]) if painter is not None else None
             if line is None:
                 lines = _lines(console, _table(self.header, [row], widths, show_header=False), width)
             else:   # (trimmed as rich's lines are)
@@ -275,11 +275,15 @@ class _RowPainter:
             return None
         return cls(console, table, widths)
 
-    def line(self, cells: list[Text]) -> list[Segment] | None:
-        """The row's line, or None when a cell takes more than one (or the
-        row has not a cell for each column, which rich fills in)."""
+    def line(self, cells: list[Text], ranges: list[tuple[int, int]]) -> list[Segment] | None:
+        """The row's line, or None when a cell takes more than one (by its
+        measured range, before any is wrapped: rows of a table narrower
+        than its cells mostly do) or the row has not a cell for each
+        column (which rich fills in)."""
         console, last = self.console, len(self.widths) - 1
-        if len(cells) != len(self.widths):
+        if len(cells) != len(self.widths) or len(ranges) != len(cells):
+            return None
+        if any(most > width - (k != last) for k, ((_, most), width) in enumerate(zip(ranges, self.widths, strict=True))):
             return None
         line = [self.edge]
         for k, (cell, column, width) in enumerate(zip(cells, self.columns, self.widths, strict=True)):
