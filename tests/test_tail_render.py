@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 from rich.console import Console
 from rich.style import Style
 from rich.table import Table
+from rich.text import Text
 
 import tui.block_render as block_render
 import tui.tail_render as tail_render
@@ -33,10 +35,10 @@ PYTHON = [
 ]
 
 
-def streamed_tails(text: str, seed: int, most: int = 6):
+def streamed_tails(text: str, seed: int, most: int = 6, kind: str = "md"):
     """Each tail a view shows while `text` arrives in pieces of 1 to `most` characters."""
     rng = random.Random(seed)
-    splitter = BlockSplitter("md")
+    splitter = BlockSplitter(kind)
     at = 0
     while at < len(text):
         step = rng.randint(1, most)
@@ -275,3 +277,50 @@ def test_a_row_being_begun_leaves_the_rows_before_it_kept(drawn):
             assert tail.render(console, piece, 78, False) == render_piece(console, piece, 78, False)
             if k > 2:   # (from three rows on: fewer are drawn whole)
                 assert sum(drawn[:-1]) <= 1, (k, more, drawn)   # by the tail: the new row alone
+
+
+WORDS = ["so", "the", "answer", "is", "ab" * 9, "漢字", "wait,", "  ", "x" * 45, "reconsider", "\n", "é"]
+
+
+def streamed_reasoning(rng: random.Random, words: int) -> str:
+    """Reasoning as models write it: long runs of words, some wide, some
+    longer than a line, odd spaces, a line break here and there."""
+    return " ".join(rng.choice(WORDS) for _ in range(words)).replace("\n ", "\n") + "\n\nNext thought.\n"
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, pytest.param(3, marks=pytest.mark.slow)])
+def test_a_reasoning_tail_renders_as_the_whole_tail_does_after_every_flush(seed):
+    """Long reasoning paragraphs a few characters a flush, at widths from
+    one that folds most words to a wide pane: each flush's lines are the
+    whole tail's, and lines are kept from one flush to the next."""
+    rng = random.Random(seed)
+    console = Console(width=120)
+    style = Style(color="white") if seed % 2 else None
+    tail = TailRender()
+    checked = kept = 0
+    for first in (True, False):
+        for width in (12, 40, 100):
+            for piece in streamed_tails(streamed_reasoning(rng, 160), seed=seed, most=9, kind="reasoning"):
+                piece = replace(piece, first=first)
+                before = tail._prose.lines[0] if tail._prose is not None and tail._prose.lines else None
+                assert tail.render(console, piece, width, seed % 3 == 0, style) == \
+                    render_piece(console, piece, width, seed % 3 == 0, style), (width, piece.text)
+                kept += before is not None and tail._prose is not None and tail._prose.lines[0] is before
+                checked += 1
+    assert checked > 300 and kept > checked // 2
+
+
+def test_a_reasoning_tail_wraps_its_last_lines_not_the_whole_paragraph(monkeypatch):
+    """A 600-word paragraph, a few characters a flush: the characters
+    wrapped per flush stay a few lines' worth instead of growing with it."""
+    wrapped: list[int] = []
+    wrap = Text.wrap
+
+    def counting(self, *args, **kwargs):
+        wrapped.append(len(self.plain))
+        return wrap(self, *args, **kwargs)
+
+    monkeypatch.setattr(Text, "wrap", counting)
+    text = " ".join(random.Random(4).choice(["so", "the", "answer", "is", "reconsider"]) for _ in range(600))
+    by_tail, whole = counted(wrapped, list(streamed_tails(text, seed=4, kind="reasoning")), 78, True)
+    assert by_tail * 8 < whole   # 81k characters against 836k when written

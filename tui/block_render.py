@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from pygments.token import _TokenType
     from rich.console import RenderableType
 
-__all__ = ["CODE_THEME", "estimate_height", "render_piece", "strips_of"]
+__all__ = ["CODE_THEME", "estimate_height", "prose", "render_piece", "strips_of"]
 
 CODE_THEME = "monokai"
 _NO_LINK_ELEMENTS = dict(Markdown.elements)
@@ -284,30 +284,32 @@ def render_piece(console: Console, piece: Piece, width: int, gap: bool,
     """
     width = max(4, width)
     kind = piece.kind
-    prefix: Segment | None = None
-    head: list[list[Segment]] = []
     if kind == "md":
-        lines = _lines(console, _BlockMarkdown(piece.text), width)
-    elif kind == "code":
-        lines = [_clean(line) for line in
-                 _code_lines(piece.text, piece.lang, width, piece.first, piece.last)]
-    elif kind == "user":
-        prefix = _USER_BAR
-        lines = _lines(console, Text(piece.text, style=_USER_STYLE, overflow="fold"), width - 2)
-    elif kind == "reasoning":
-        prefix = _REASONING_BAR
-        if piece.first:
-            head = _lines(console, _REASONING_HEAD, width - 2)
-        lines = head + _lines(console, Text(piece.text, style=_REASONING_STYLE, overflow="fold"),
-                              width - 2)
-    elif kind == "note":
-        lines = _lines(console, Text(piece.text, style=_NOTE_STYLE, overflow="fold"), width)
-    elif kind == "tool":   # a tool call or its result: plain text behind its own bar
-        prefix = _TOOL_BAR
-        lines = _lines(console, Text(piece.text, style=_TOOL_STYLE, overflow="fold"), width - 2)
-    else:  # plain
-        lines = _lines(console, Text(piece.text, overflow="fold"), width)
-    return strips_of(lines, width, gap, style, prefix)
+        return strips_of(_lines(console, _BlockMarkdown(piece.text), width), width, gap, style)
+    if kind == "code":
+        lines = [_clean(line) for line in _code_lines(piece.text, piece.lang, width, piece.first, piece.last)]
+        return strips_of(lines, width, gap, style)
+    text, room, prefix, head = prose(piece, width)
+    lines = _lines(console, head, room) if head is not None else []
+    return strips_of(lines + _lines(console, text, room), width, gap, style, prefix)
+
+
+#: The plain-text kinds: (the bar before each line, the text's style). A tool
+#: call or its result is plain text behind its own bar; "plain" is a Markdown
+#: block too long to parse (`MAX_BLOCK_CHARS`).
+_PROSE: dict[str, tuple[Segment | None, Style | None]] = {
+    "user": (_USER_BAR, _USER_STYLE), "reasoning": (_REASONING_BAR, _REASONING_STYLE),
+    "note": (None, _NOTE_STYLE), "tool": (_TOOL_BAR, _TOOL_STYLE), "plain": (None, None)}
+
+
+def prose(piece: Piece, width: int) -> tuple[Text, int, Segment | None, Text | None]:
+    """A plain-text piece (any kind but md and code) as `render_piece` draws
+    it in `width` cells: (its text, folded at word ends; the cells it is
+    wrapped in; the bar before each line; a heading above it)."""
+    prefix, text_style = _PROSE.get(piece.kind, _PROSE["plain"])
+    head = _REASONING_HEAD if piece.kind == "reasoning" and piece.first else None
+    text = Text(piece.text, style=text_style or "", overflow="fold")
+    return text, width - (prefix.cell_length if prefix is not None else 0), prefix, head
 
 
 def strips_of(lines: list[list[Segment]], width: int, gap: bool, style: Style | None = None,

@@ -28,8 +28,13 @@ from rich.table import Table
 from rich.text import Text
 from textual.strip import Strip
 
-from tui.block_render import (_NO_LINK_ELEMENTS, _BlockMarkdown, _clean, _is_blank, _lines, render_piece,
-                              strips_of)
+try:   # where rich breaks a line of text: a plain-text tail keeps what it wrapped (`_Prose`)
+    from rich._wrap import divide_line as _divide_line
+except ImportError:   # another rich: plain-text tails are rendered whole
+    _divide_line = None  # type: ignore[assignment]
+
+from tui.block_render import (_NO_LINK_ELEMENTS, _BlockMarkdown, _clean, _is_blank, _lines, prose,
+                              render_piece, strips_of)
 from tui.markdown_blocks import Piece
 
 __all__ = ["TailRender"]
@@ -68,16 +73,28 @@ class TailRender:
         self._head: tuple[tuple, str, list[Strip]] | None = None   # (how, complete lines, their lines)
         self._table: _Table | None = None
         self._not_table: tuple[tuple, str] | None = None   # (how, text) of a tail found not to be one table
+        self._prose: _Prose | None = None
 
     def render(self, console: Console, piece: Piece, width: int, gap: bool,
                style: Style | None = None) -> list[Strip]:
-        if piece.kind == "md":
+        kind = piece.kind
+        if kind != "md":
+            self._table = None
+        if kind != "code":
             self._head = None
+        if kind in ("md", "code"):
+            self._prose = None
+        if kind == "md":
             return self._render_table(console, piece, width, gap, style)
-        self._table = None
+        if kind == "code":
+            return self._render_code(console, piece, width, gap, style)
+        return self._render_prose(console, piece, width, gap, style)
+
+    def _render_code(self, console: Console, piece: Piece, width: int, gap: bool,
+                     style: Style | None) -> list[Strip]:
         head, _, line = piece.text.rpartition("\n")
         head += "\n"   # ends the last complete line: without it an empty last line would not show
-        if piece.kind != "code" or head == "\n" or _may_continue(head):
+        if head == "\n" or _may_continue(head):
             self._head = None
             return render_piece(console, piece, width, gap, style)
         how = (piece.lang, piece.first, width, gap, style)
@@ -90,6 +107,38 @@ class TailRender:
         self._head = kept
         return kept[2] + render_piece(console, replace(piece, text=line, gap=False, first=False), width,
                                       False, style)
+
+    def _render_prose(self, console: Console, piece: Piece, width: int, gap: bool,
+                      style: Style | None) -> list[Strip]:
+        """Plain text (reasoning, mostly): while it only grows, the lines it
+        wrapped into stand but the last two, and only the text from there
+        is wrapped again (`_Prose`)."""
+        width = max(4, width)
+        how = (piece.kind, piece.first, width, gap, style)
+        kept, self._prose = self._prose, None
+        if _divide_line is None or "\t" in piece.text:   # (tabs are expanded: the offsets would not be the text's)
+            return render_piece(console, piece, width, gap, style)
+        text, room, prefix, head = prose(piece, width)
+        if kept is not None and kept.how == how and piece.text.startswith(kept.text):
+            at = kept.restart()
+            if at:
+                start = kept.starts[at]
+                rest = piece.text[start:]
+                lines = _lines(console, prose(replace(piece, text=rest), width)[0], room)
+                starts = [start + offset for offset in _line_starts(rest, room)]
+                if lines and len(lines) == len(starts):
+                    kept.text, kept.starts = piece.text, kept.starts[:at] + starts
+                    kept.lines = kept.lines[:at] + strips_of(lines, width, False, style, prefix)
+                    self._prose = kept
+                    return kept.head + kept.lines
+        head_lines = _lines(console, head, room) if head is not None else []
+        lines = _lines(console, text, room)
+        strips = strips_of(head_lines + lines, width, gap, style, prefix)
+        starts = _line_starts(piece.text, room)
+        if lines and len(lines) == len(starts):   # (no blank line trimmed away: each line has its start)
+            cut = len(strips) - len(lines)
+            self._prose = _Prose(how, piece.text, starts, strips[:cut], strips[cut:])
+        return strips
 
     def _render_table(self, console: Console, piece: Piece, width: int, gap: bool,
                       style: Style | None) -> list[Strip]:
@@ -135,6 +184,56 @@ def _may_continue(code: str) -> bool:
                 return True
             at = code.find(opener, end + len(closer))
     return code.endswith("\\\n")
+
+
+# --------------------------------------------------------------------------- plain text
+
+
+@dataclass
+class _Prose:
+    """A plain-text tail as last drawn: its text, where each line it wraps
+    into begins in it, and the Strips of its gap and heading and of each line.
+
+    rich wraps a line greedily, word by word (`divide_line`): where a line
+    breaks depends on the words up to the one that did not fit, so text
+    written after leaves every break before its own words where it was.
+    The last word may still be growing, so the last two lines are wrapped
+    again, from the start of a word (a break inside a word folded over
+    lines is not restarted from); tests/test_tail_render.py compares the
+    lines flush by flush with wrapping the whole text."""
+
+    how: tuple                  # (kind, first, width, gap, style)
+    text: str
+    starts: list[int]
+    head: list[Strip]
+    lines: list[Strip]
+
+    def restart(self) -> int:
+        """The line to wrap again from: the last but one, or the nearest
+        before it that begins a word; 0 when there is none (all again)."""
+        at = len(self.starts) - 2
+        while at > 0 and not self._begins_word(self.starts[at]):
+            at -= 1
+        return max(at, 0)
+
+    def _begins_word(self, start: int) -> bool:
+        """Whether one of the words `divide_line` reads (non-spaces and the
+        spaces after them) begins at `start`: a space or a line's end before
+        it, none at it."""
+        return 0 < start < len(self.text) and self.text[start - 1].isspace() and not self.text[start].isspace()
+
+
+def _line_starts(text: str, room: int) -> list[int]:
+    """Where each line of `text` begins when rich wraps it in `room` cells
+    (`Text.wrap`: each line of the text divided at `divide_line`'s breaks)."""
+    assert _divide_line is not None
+    starts: list[int] = []
+    at = 0
+    for line in text.split("\n"):
+        starts.append(at)
+        starts.extend(at + offset for offset in _divide_line(line, room, fold=True))
+        at += len(line) + 1
+    return starts
 
 
 # --------------------------------------------------------------------------- tables
