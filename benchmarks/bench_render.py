@@ -27,8 +27,8 @@ Then the fast-pane goals (issue 32): 8 panes at 1,000 tokens/s each, p95
 display lag < 50 ms and no stall over 33 ms; 6 panes at 300 tokens/s, p95
 < 33 ms and CPU <= 120 us per token; each beside today's paced run,
 interleaved in the same process (--goals runs only these), and 6 panes at
-300 tokens/s of code (`make_code`) and of 40-row tables (`make_tables`)
-against the same goals. Beside each
+300 tokens/s of code (`make_code`), of 40-row tables (`make_tables`) and
+of reasoning (`make_reasoning`) against the same goals. Beside each
 paced run's CPU per token, the paced feed's own CPU with no view (a
 wake-up per token: the stand-in for the network, included in the figure).
 
@@ -145,8 +145,24 @@ def make_tables(n_tokens: int, seed: int, rows: int = 40) -> list[str]:
     return [text[i:i + 4] for i in range(0, len(text), 4)][:n_tokens]
 
 
+def make_reasoning(n_tokens: int, seed: int) -> list[str]:
+    """Reasoning as thinking models write it, tokenised like `make_markdown`:
+    paragraphs of 60-400 words, no markup (fed as reasoning, shown as plain
+    text: the tail is the paragraph being written)."""
+    rng = random.Random(seed)
+    out: list[str] = []
+    chars = 0
+    while chars // 4 < n_tokens:
+        out.append(" ".join(rng.choices(WORDS, k=rng.randint(60, 400))) + ".\n\n")
+        chars += len(out[-1])
+    text = "".join(out)
+    return [text[i:i + 4] for i in range(0, len(text), 4)][:n_tokens]
+
+
 class BenchView(StreamView):
     """StreamView that stamps tokens: arrival, flush, first paint after it."""
+
+    reasoning = False   # tokens fed as reasoning (shown), not as the answer
 
     def __init__(self) -> None:
         super().__init__()
@@ -156,7 +172,10 @@ class BenchView(StreamView):
 
     def feed(self, token: str, arrival: float) -> None:
         self.arrivals.append(arrival)
-        self.append(token)
+        if self.reasoning:
+            self.append_reasoning(token)
+        else:
+            self.append(token)
 
     def _flush(self) -> None:
         count = len(self.arrivals)
@@ -294,10 +313,13 @@ async def run_feed_alone(streams: list[list[str]], rate: float) -> float:
     return (time.process_time() - cpu) / sum(len(s) for s in streams) * 1e6
 
 
-async def run_paced(streams: list[list[str]], preloaded: int = 0, rate: float = RATE) -> dict:
+async def run_paced(streams: list[list[str]], preloaded: int = 0, rate: float = RATE,
+                    reasoning: bool = False) -> dict:
     app = ViewsApp(len(streams))
     async with app.run_test(size=SIZE) as pilot:
         views = list(app.query(BenchView))
+        for view in views:
+            view.reasoning = reasoning
         await pilot.pause()
         if preloaded:
             await preload(pilot, views, preloaded)
@@ -420,12 +442,14 @@ async def fast_pane_goals(n: int, runs: int) -> None:
     base_runs: list[dict] = []
     code_runs: list[dict] = []
     table_runs: list[dict] = []
+    reasoning_runs: list[dict] = []
     goal_runs: dict[int, list[dict]] = {i: [] for i in range(len(FAST_GOALS))}
     feed_alone: dict[int, list[float]] = {i: [] for i in range(len(FAST_GOALS))}
     for _ in range(runs):
         base_runs.append(await run_paced([make_markdown(n, seed) for seed in range(PANES)]))
         code_runs.append(await run_paced([make_code(n, seed) for seed in range(PANES)]))
         table_runs.append(await run_paced([make_tables(n, seed) for seed in range(PANES)]))
+        reasoning_runs.append(await run_paced([make_reasoning(n, seed) for seed in range(PANES)], reasoning=True))
         for i, (panes, rate, *_) in enumerate(FAST_GOALS):
             streams = [make_markdown(n, seed) for seed in range(panes)]
             goal_runs[i].append(await run_paced(streams, rate=rate))
@@ -447,7 +471,7 @@ async def fast_pane_goals(n: int, runs: int) -> None:
         print(f"{'  of which the paced feed alone (no view)':<52} {statistics.median(feed_alone[i]):>8.0f}us  "
               "(the stand-in for the network: a wake-up per token)")
     _, _, p95_goal, _, cpu_goal = FAST_GOALS[-1]   # coding answers and tables: the same goals
-    for kind, kind_runs in (("all code", code_runs), ("40-row tables", table_runs)):
+    for kind, kind_runs in (("all code", code_runs), ("40-row tables", table_runs), ("reasoning", reasoning_runs)):
         r = median_run(kind_runs)
         cpu = r["cpu"] / r["tokens"] * 1e6
         name = f"{PANES} panes @ {RATE:.0f}/s, {kind}"

@@ -3,12 +3,13 @@ what changed since the last flush rather than of the whole tail.
 
 Why a module of its own: `block_render` renders a block once; the tail is
 the one block rendered again on every flush (40 times a second per pane),
-and the two kinds that grow large there cost most: a fenced code chunk (up
-to `CODE_CHUNK_LINES` lines, lexed by pygments at ~3.5 us a character) and
-a Markdown table (rich's Table, ~0.4 ms a row: a 40-row table took 15 ms a
-flush, and six panes streaming tables stalled the event loop for up to 200 ms).
-Each keeps what it rendered for its complete lines or rows and renders
-only the rest; every shortcut is checked to give the lines the whole
+and the kinds that grow large there cost most: a fenced code chunk (up
+to `CODE_CHUNK_LINES` lines, lexed by pygments at ~3.5 us a character), a
+Markdown table (rich's Table, ~0.4 ms a row: a 40-row table took 15 ms a
+flush, and six panes streaming tables stalled the event loop for up to 200 ms)
+and reasoning (plain text, wrapped whole: up to `MAX_BLOCK_CHARS` before
+it is committed). Each keeps what it rendered for its complete lines, rows
+or wrapped lines and renders only the rest; every shortcut is checked to give the lines the whole
 render gives (tests/test_tail_render.py compares them flush by flush), and
 anything it cannot vouch for is rendered whole, as before.
 """
@@ -48,8 +49,7 @@ class TailRender:
     being written), each alone at the same column widths: rich lays a row
     out from the widths alone, so the lines come out as the whole table's.
     A row whose cells fit a line each is painted without a rich Table
-    (`_RowPainter`, 3x cheaper).
-    When rich would give a column another width (a wider cell; in a table
+    (`_RowPainter`, 3x cheaper). When rich would give a column another width (a wider cell; in a table
     wider than the pane, any change to how it shares the width out), every
     row is drawn again, from the cells kept. A flush that ends just after a
     new row's first pipe leaves a blank last row: it has no lines (the whole
@@ -65,6 +65,9 @@ class TailRender:
     before. What is left approximate is state that check does not know of
     (a type after a Rust `name:` at a line's end), and only in the colours
     of a chunk being written: a finished block is always rendered whole.
+    A plain-text tail (reasoning) keeps its wrapped lines but the last two
+    while its text only grows (`_Prose`).
+
     Kept lines stay the same objects, so Textual does not style them again
     after a scroll (`LineScrollView._reuse_moved_lines`).
     """
