@@ -324,3 +324,38 @@ def test_a_reasoning_tail_wraps_its_last_lines_not_the_whole_paragraph(monkeypat
     text = " ".join(random.Random(4).choice(["so", "the", "answer", "is", "reconsider"]) for _ in range(600))
     by_tail, whole = counted(wrapped, list(streamed_tails(text, seed=4, kind="reasoning")), 78, True)
     assert by_tail * 8 < whole   # 81k characters against 836k when written
+
+
+INLINE = ["plain", "words", "**bold words**", "*em*", "`code`", "**open", "close**", "[a link](http://x.y)",
+          r"\*escaped", "漢字", "y" * 30, "&amp;", "_under_", "~~gone~~", "end.  \n", "\n", "<b>", "a*b*c"]
+
+
+def streamed_paragraph(rng: random.Random, words: int) -> str:
+    """One Markdown paragraph of prose: inline markup opened and closed
+    later (or never), links, escapes, wide characters, a long word, soft
+    and hard line breaks; some paragraphs plain until a late `code`."""
+    pool = ["plain", "words", "so", "it", "is"] if rng.random() < 0.3 else INLINE
+    body = " ".join(rng.choice(pool) for _ in range(words)).replace("\n ", "\n")
+    return body + (" then `late`" if pool is not INLINE else "") + "\n\nAfter it.\n"
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, pytest.param(3, marks=pytest.mark.slow),
+                                  pytest.param(4, marks=pytest.mark.slow)])
+def test_a_paragraph_tail_renders_as_the_whole_tail_does_after_every_flush(seed):
+    """Markdown paragraphs a few characters a flush: each flush's lines are
+    the whole tail's (a closing `**` restyling what came before, a first
+    span in a paragraph that had none), and lines are kept between flushes."""
+    rng = random.Random(seed)
+    console = Console(width=120)
+    style = Style(color="white") if seed % 2 else None
+    tail = TailRender()
+    checked = kept = 0
+    for width in (16, 40, 100):
+        for _ in range(2):
+            for piece in streamed_tails(streamed_paragraph(rng, 90), seed=seed, most=9):
+                before = tail._prose.lines[0] if tail._prose is not None and tail._prose.lines else None
+                assert tail.render(console, piece, width, seed % 3 == 0, style) == \
+                    render_piece(console, piece, width, seed % 3 == 0, style), (width, piece.text)
+                kept += before is not None and tail._prose is not None and tail._prose.lines[0] is before
+                checked += 1
+    assert checked > 200 and kept > checked // 3

@@ -74,12 +74,13 @@ class _BlockMarkdown(Markdown):
     elements = _NO_LINK_ELEMENTS
     _parser: MarkdownIt | None = None
 
-    def __init__(self, markup: str, style: str | Style = "none") -> None:
+    def __init__(self, markup: str, style: str | Style = "none", parsed: list[Token] | None = None) -> None:
+        """`parsed`: `markup`'s tokens, when another _BlockMarkdown parsed it."""
         parser = _BlockMarkdown._parser
         if parser is None:
             parser = _BlockMarkdown._parser = MarkdownIt().enable("strikethrough").enable("table")
         self.markup = markup
-        self.parsed = parser.parse(markup)
+        self.parsed = parser.parse(markup) if parsed is None else parsed
         self.code_theme = CODE_THEME
         self.justify = None
         self.style = style

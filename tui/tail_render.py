@@ -7,11 +7,12 @@ and the kinds that grow large there cost most: a fenced code chunk (up
 to `CODE_CHUNK_LINES` lines, lexed by pygments at ~3.5 us a character), a
 Markdown table (rich's Table, ~0.4 ms a row: a 40-row table took 15 ms a
 flush, and six panes streaming tables stalled the event loop for up to 200 ms)
-and reasoning (plain text, wrapped whole: up to `MAX_BLOCK_CHARS` before
-it is committed). Each keeps what it rendered for its complete lines, rows
-or wrapped lines and renders only the rest; every shortcut is checked to give the lines the whole
-render gives (tests/test_tail_render.py compares them flush by flush), and
-anything it cannot vouch for is rendered whole, as before.
+and wrapped text: reasoning and Markdown paragraphs, up to `MAX_BLOCK_CHARS`
+before they are committed. Each keeps what it rendered for its complete
+lines, rows or wrapped lines and renders only the rest; every shortcut is
+checked to give the lines the whole render gives (tests/test_tail_render.py
+compares them flush by flush), and anything it cannot vouch for is
+rendered whole, as before.
 """
 
 from __future__ import annotations
@@ -21,12 +22,12 @@ from dataclasses import dataclass, replace
 
 from rich import box
 from rich.console import Console, ConsoleOptions, RenderResult
-from rich.markdown import TableElement
+from rich.markdown import Paragraph, TableElement
 from rich.measure import Measurement
 from rich.segment import Segment
 from rich.style import Style
 from rich.table import Table
-from rich.text import Text
+from rich.text import Span, Text
 from textual.strip import Strip
 
 try:   # where rich breaks a line of text: a plain-text tail keeps what it wrapped (`_Prose`)
@@ -65,8 +66,10 @@ class TailRender:
     before. What is left approximate is state that check does not know of
     (a type after a Rust `name:` at a line's end), and only in the colours
     of a chunk being written: a finished block is always rendered whole.
-    A plain-text tail (reasoning) keeps its wrapped lines but the last two
-    while its text only grows (`_Prose`).
+    A tail of wrapped text, reasoning or a Markdown paragraph, keeps its
+    lines but the last two while its text begins as it did (`_Prose`): a
+    paragraph is still parsed at each flush, for what a closing `**` does
+    to the words before it, but only its last lines are wrapped again.
 
     Kept lines stay the same objects, so Textual does not style them again
     after a scroll (`LineScrollView._reuse_moved_lines`).
@@ -85,7 +88,7 @@ class TailRender:
             self._table = None
         if kind != "code":
             self._head = None
-        if kind in ("md", "code"):
+        if kind == "code":
             self._prose = None
         if kind == "md":
             return self._render_table(console, piece, width, gap, style)
@@ -113,34 +116,60 @@ class TailRender:
 
     def _render_prose(self, console: Console, piece: Piece, width: int, gap: bool,
                       style: Style | None) -> list[Strip]:
-        """Plain text (reasoning, mostly): while it only grows, the lines it
-        wrapped into stand but the last two, and only the text from there
-        is wrapped again (`_Prose`)."""
+        """Plain text (reasoning, mostly), wrapped again only from its last
+        lines while it grows (`_wrapped`)."""
         width = max(4, width)
-        how = (piece.kind, piece.first, width, gap, style)
-        kept, self._prose = self._prose, None
-        if _divide_line is None or "\t" in piece.text:   # (tabs are expanded: the offsets would not be the text's)
-            return render_piece(console, piece, width, gap, style)
         text, room, prefix, head = prose(piece, width)
-        if kept is not None and kept.how == how and piece.text.startswith(kept.text):
-            at = kept.restart()
-            if at:
-                start = kept.starts[at]
-                rest = piece.text[start:]
-                lines = _lines(console, prose(replace(piece, text=rest), width)[0], room)
-                starts = [start + offset for offset in _line_starts(rest, room)]
-                if lines and len(lines) == len(starts):
-                    kept.text, kept.starts = piece.text, kept.starts[:at] + starts
-                    kept.lines = kept.lines[:at] + strips_of(lines, width, False, style, prefix)
-                    self._prose = kept
-                    return kept.head + kept.lines
+        strips = self._wrapped(console, (piece.kind, piece.first, width, gap, style), text, room, width, gap,
+                               style, prefix, head)
+        return strips if strips is not None else render_piece(console, piece, width, gap, style)
+
+    def _render_paragraph(self, console: Console, piece: Piece, width: int, gap: bool,
+                          style: Style | None) -> list[Strip]:
+        """A Markdown tail that is one paragraph: its text as rich's Markdown
+        makes it (parsed again: a closing `**` restyles what came before),
+        wrapped again only from its last lines (`_wrapped`)."""
+        width = max(4, width)
+        markdown = _BlockMarkdown(piece.text)
+        text = _paragraph_text(console, markdown, width)
+        strips = None if text is None else self._wrapped(console, ("md", width, gap, style), text, width, width,
+                                                         gap, style, None, None)
+        if strips is None:   # (what render_piece draws, from the tokens parsed here)
+            self._prose = None
+            return strips_of(_lines(console, markdown, width), width, gap, style)
+        return strips
+
+    def _wrapped(self, console: Console, how: tuple, text: Text, room: int, width: int, gap: bool,
+                 style: Style | None, prefix: Segment | None, head: Text | None) -> list[Strip] | None:
+        """The Strips `render_piece` gives for `text` wrapped in `room` cells
+        (behind `prefix`, under `head`): the lines kept from the last flush
+        where it still begins as it did (`_Prose.restart`), the rest wrapped
+        anew. None when it has tabs (expanded: the offsets would not be the
+        text's) or rich has no `divide_line`."""
+        kept, self._prose = self._prose, None
+        plain = text.plain
+        if _divide_line is None or "\t" in plain or len(plain) < _KEPT_FROM * room:
+            return None
+        styled = _styled(text)
+        at = kept.restart(text) if kept is not None and kept.how == how and _styled(kept.text) == styled else 0
+        if kept is not None and at:
+            start = kept.starts[at]
+            rest = text[start:]
+            if styled and not _styled(rest):   # drawn as the whole text is: its plain runs in a null style
+                rest.spans = [Span(0, len(rest), Style.null())]
+            lines = _lines(console, rest, room)
+            starts = [start + offset for offset in _line_starts(plain[start:], room)]
+            if lines and len(lines) == len(starts):
+                self._prose = _Prose(how, text, kept.starts[:at] + starts, kept.head,
+                                     kept.lines[:at] + strips_of(lines, width, False, style, prefix))
+                return self._prose.head + self._prose.lines
         head_lines = _lines(console, head, room) if head is not None else []
         lines = _lines(console, text, room)
         strips = strips_of(head_lines + lines, width, gap, style, prefix)
-        starts = _line_starts(piece.text, room)
+        starts = _line_starts(plain, room)
         if lines and len(lines) == len(starts):   # (no blank line trimmed away: each line has its start)
             cut = len(strips) - len(lines)
-            self._prose = _Prose(how, piece.text, starts, strips[:cut], strips[cut:])
+            self._prose = _Prose(how, text, starts, strips[:cut], strips[cut:])
         return strips
 
     def _render_table(self, console: Console, piece: Piece, width: int, gap: bool,
@@ -148,7 +177,8 @@ class TailRender:
         lines = piece.text.split("\n")
         if len(lines) < 2 + _TABLE_ROWS or not _DELIMITER_ROW.match(lines[1]) or "|" not in lines[1]:
             self._table = None   # not a table: no cells to read
-            return render_piece(console, piece, width, gap, style)
+            return self._render_paragraph(console, piece, width, gap, style)
+        self._prose = None
         head, rows = "\n".join(lines[:2]), lines[2:]
         how = (max(4, width), gap, style, head)
         kept = self._table
@@ -192,38 +222,60 @@ def _may_continue(code: str) -> bool:
 # --------------------------------------------------------------------------- plain text
 
 
+#: Wrapped text shorter than this many lines' width is wrapped whole: keeping
+#: lines would cost more than it saves (parsing and wrapping a short paragraph
+#: twice, reading the breaks).
+_KEPT_FROM = 4
+
+
 @dataclass
 class _Prose:
-    """A plain-text tail as last drawn: its text, where each line it wraps
-    into begins in it, and the Strips of its gap and heading and of each line.
+    """A tail of wrapped text (reasoning, a Markdown paragraph) as last
+    drawn: its text, where each line it wraps into begins in it, and the
+    Strips of its gap and heading and of each line.
 
     rich wraps a line greedily, word by word (`divide_line`): where a line
-    breaks depends on the words up to the one that did not fit, so text
-    written after leaves every break before its own words where it was.
-    The last word may still be growing, so the last two lines are wrapped
-    again, from the start of a word (a break inside a word folded over
-    lines is not restarted from); tests/test_tail_render.py compares the
+    breaks depends on the words up to the one that did not fit. So where
+    the text still begins as it did, up to and including the word a kept
+    line begins with, every break before stands, and so do the lines
+    between (their characters and styles unchanged). Growing text keeps
+    all but its last two lines; text restyled before (a `**` closed) is
+    wrapped again from where it changed. Restarts are at a word's start, not
+    inside a word folded over lines; tests/test_tail_render.py compares the
     lines flush by flush with wrapping the whole text."""
 
-    how: tuple                  # (kind, first, width, gap, style)
-    text: str
+    how: tuple                  # (kind, ..., width, gap, style)
+    text: Text
     starts: list[int]
     head: list[Strip]
     lines: list[Strip]
 
-    def restart(self) -> int:
-        """The line to wrap again from: the last but one, or the nearest
-        before it that begins a word; 0 when there is none (all again)."""
+    def restart(self, new: Text) -> int:
+        """The line to wrap `new` again from: the last but one, or the
+        nearest before it that begins a word that `new` begins with too,
+        all it has before it the same; 0 when there is none (all again)."""
+        old, now = self.text.plain, new.plain
         at = len(self.starts) - 2
-        while at > 0 and not self._begins_word(self.starts[at]):
+        while at > 0:
+            start = self.starts[at]
+            if 0 < start < len(old) and old[start - 1].isspace() and not old[start].isspace():
+                end = start
+                while end < len(old) and not old[end].isspace():
+                    end += 1
+                # (the plain text alike, then its styles: a restyle leaves no plain text as it was
+                # in the Markdown seen so far, a closing `**` drops the pair, but lines are kept
+                # only where they would be drawn alike)
+                if end < len(old) and now[:end + 1] == old[:end + 1] and new[:start] == self.text[:start]:
+                    return at
             at -= 1
-        return max(at, 0)
+        return 0
 
-    def _begins_word(self, start: int) -> bool:
-        """Whether one of the words `divide_line` reads (non-spaces and the
-        spaces after them) begins at `start`: a space or a line's end before
-        it, none at it."""
-        return 0 < start < len(self.text) and self.text[start - 1].isspace() and not self.text[start].isspace()
+
+def _styled(text: Text) -> bool:
+    """Whether rich draws `text`'s plain runs in a (null) Style or in none
+    (`Text.render`: none when the text it draws, wrapped and joined, has no
+    spans): a line's segments depend on the whole text's spans."""
+    return bool(text.style) or bool(text.spans)
 
 
 def _line_starts(text: str, room: int) -> list[int]:
@@ -410,6 +462,33 @@ class _RowPainter:
                 line.append(self.divider)
         line.append(self.edge)
         return _clean(line)
+
+
+class _ParagraphText(Paragraph):
+    """A Markdown paragraph's text as rich makes it, kept instead of drawn."""
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        self.text.justify = self.justify   # (as rich's Paragraph does before it draws its text)
+        _TextMarkdown.found.append(self.text)
+        return iter(())
+
+
+class _TextMarkdown(_BlockMarkdown):
+    elements = {**_NO_LINK_ELEMENTS, "paragraph_open": _ParagraphText}
+    found: list[Text] = []
+
+
+def _paragraph_text(console: Console, markdown: _BlockMarkdown, width: int) -> Text | None:
+    """The text of `markdown` when it is one paragraph and nothing else (what
+    rich's Markdown draws it as: that text, wrapped), and long enough to
+    keep lines of (`_KEPT_FROM`)."""
+    if len(markdown.markup) < _KEPT_FROM * width or \
+            [token.type for token in markdown.parsed] != ["paragraph_open", "inline", "paragraph_close"]:
+        return None
+    _TextMarkdown.found = []
+    list(console.render(_TextMarkdown(markdown.markup, parsed=markdown.parsed), _options(console, width)))
+    found, _TextMarkdown.found = _TextMarkdown.found, []
+    return found[0] if len(found) == 1 else None
 
 
 class _Recorded(TableElement):
