@@ -294,20 +294,28 @@ def test_a_reasoning_tail_renders_as_the_whole_tail_does_after_every_flush(seed)
     one that folds most words to a wide pane: each flush's lines are the
     whole tail's, and lines are kept from one flush to the next."""
     rng = random.Random(seed)
-    console = Console(width=120)
     style = Style(color="white") if seed % 2 else None
     tail = TailRender()
-    checked = kept = 0
-    for first in (True, False):
-        for width in (12, 40, 100):
-            for piece in streamed_tails(streamed_reasoning(rng, 160), seed=seed, most=9, kind="reasoning"):
-                piece = replace(piece, first=first)
-                before = tail._prose.lines[0] if tail._prose is not None and tail._prose.lines else None
-                assert tail.render(console, piece, width, seed % 3 == 0, style) == \
-                    render_piece(console, piece, width, seed % 3 == 0, style), (width, piece.text)
-                kept += before is not None and tail._prose is not None and tail._prose.lines[0] is before
-                checked += 1
+    counts = [wrapped_as_whole(tail, [replace(piece, first=first) for piece in streamed_tails(
+                  streamed_reasoning(rng, 160), seed=seed, most=9, kind="reasoning")], width, seed % 3 == 0, style)
+              for first in (True, False) for width in (12, 40, 100)]
+    checked, kept = sum(c for c, _ in counts), sum(k for _, k in counts)
     assert checked > 300 and kept > checked // 2
+
+
+def wrapped_as_whole(tail: TailRender, pieces, width: int, gap: bool, style: Style | None) -> tuple[int, int]:
+    """Each piece rendered by `tail`, its lines asserted to be the whole
+    render's: (how many, of which how many kept their first line's Strip
+    from the flush before)."""
+    console = Console(width=120)
+    checked = kept = 0
+    for piece in pieces:
+        before = tail._prose.lines[0] if tail._prose is not None and tail._prose.lines else None
+        assert tail.render(console, piece, width, gap, style) == render_piece(console, piece, width, gap, style), \
+            (width, piece.text)
+        kept += before is not None and tail._prose is not None and tail._prose.lines[0] is before
+        checked += 1
+    return checked, kept
 
 
 def test_a_reasoning_tail_wraps_its_last_lines_not_the_whole_paragraph(monkeypatch):
@@ -346,16 +354,9 @@ def test_a_paragraph_tail_renders_as_the_whole_tail_does_after_every_flush(seed)
     the whole tail's (a closing `**` restyling what came before, a first
     span in a paragraph that had none), and lines are kept between flushes."""
     rng = random.Random(seed)
-    console = Console(width=120)
     style = Style(color="white") if seed % 2 else None
     tail = TailRender()
-    checked = kept = 0
-    for width in (16, 40, 100):
-        for _ in range(2):
-            for piece in streamed_tails(streamed_paragraph(rng, 90), seed=seed, most=9):
-                before = tail._prose.lines[0] if tail._prose is not None and tail._prose.lines else None
-                assert tail.render(console, piece, width, seed % 3 == 0, style) == \
-                    render_piece(console, piece, width, seed % 3 == 0, style), (width, piece.text)
-                kept += before is not None and tail._prose is not None and tail._prose.lines[0] is before
-                checked += 1
+    counts = [wrapped_as_whole(tail, list(streamed_tails(streamed_paragraph(rng, 90), seed=seed, most=9)), width,
+                               seed % 3 == 0, style) for width in (16, 40, 100) for _ in range(2)]
+    checked, kept = sum(c for c, _ in counts), sum(k for _, k in counts)
     assert checked > 200 and kept > checked // 3
