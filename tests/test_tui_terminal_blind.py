@@ -2,7 +2,9 @@
 terminal emulator, at 80x24 and large), with a reasoning model among the
 contestants (demo/thinker, or a model on the loopback server, streams
 reasoning before its answer): before the vote no pane shows reasoning,
-after the vote it does; a table streamed row by row ends drawn as one. And the keys around
+after the vote it does; a table streamed row by row ends drawn as one; long
+reasoning and a long paragraph (not blind) wrap at whole words as they
+stream. And the keys around
 it: tagging from the vote queue, Down from the sessions filter, the case
 count after a vote."""
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -238,3 +241,68 @@ def test_a_blind_chat_streams_code_and_a_table_as_rows_with_a_reasoning_contesta
     loaded = only_session(db)
     assert sorted(o.text for o in loaded.outputs) == [TABLE_ANSWER, TABLE_ANSWER]
     assert [bool(o.reasoning) for o in sorted(loaded.outputs, key=lambda o: o.contestant)] == [False, True]
+
+
+# a long paragraph of Markdown (a word in nine bold) and long reasoning, numbered word by word
+LONG_WORDS = 240
+
+
+def _words(letter: str, bold: bool = False) -> str:
+    return " ".join(f"**{letter}{k:03d}**" if bold and k % 9 == 0 else f"{letter}{k:03d}"
+                    for k in range(1, LONG_WORDS + 1))
+
+
+def _consecutive(screen: str, letter: str) -> list[int]:
+    """The numbers of the words `letter`NNN on the screen in reading order,
+    asserted to follow each other (a word cut at a line's end, a line
+    doubled or lost between flushes, would break the run)."""
+    found = [int(n) for n in re.findall(rf"\b{letter}(\d{{3}})\b", screen)]
+    if found:
+        assert found == list(range(found[0], found[0] + len(found))), screen
+    return found
+
+
+@pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_long_reasoning_and_a_long_paragraph_stream_wrapped_at_whole_words(tmp_path, size):
+    """Two models on the loopback server, not blind: one reasons at length
+    (240 words, no blank line) and then answers with a 240-word paragraph of
+    Markdown; the other answers with its own. A few characters at a time:
+    on every screen polled on the way, each pane's words follow each other
+    in reading order, none cut at a line's end; at the end each pane's last
+    lines hold its last words, the bold drawn as bold (no asterisks)."""
+    from tests.run_support import config_file
+    from tests.server import Received, Reply, TestServer
+
+    with TestServer() as srv:
+        def reply(rec: Received) -> Reply:
+            model = rec.json.get("model") if isinstance(rec.json, dict) else None
+            if model == "zorro-model":
+                return Reply(text=_words("a", bold=True), reasoning=_words("r"), chunk_chars=7, delay=0.005)
+            return Reply(text=_words("b", bold=True), chunk_chars=5, delay=0.005)
+
+        srv.respond(reply)
+        config_file(tmp_path / "config.toml", srv, {name: {"api_key_env": ""} for name in ("zorro", "quokka")})
+        tmux = Tmux(f"lineup-test-long-text-{os.getpid()}")
+        _start(tmux, tmp_path, "chat -m zorro -m quokka", size)
+        try:
+            tmux.wait_for("Enter sends to all")
+            tmux("send-keys", "-t", "lineup", "-l", "think it through")
+            tmux("send-keys", "-t", "lineup", "Enter")
+            seen = {"a": set(), "b": set(), "r": set()}
+            for _ in range(600):             # every screen on the way (a hang guard, not a timing check)
+                screen = tmux.screen()
+                for letter in seen:
+                    seen[letter].update(_consecutive(screen, letter))
+                if f"a{LONG_WORDS:03d}" in screen and f"b{LONG_WORDS:03d}" in screen:
+                    break
+                time.sleep(0.05)
+            else:
+                raise AssertionError(f"the answers never ended:\n{screen}")
+            assert len(seen["r"]) > 20 and len(seen["a"]) > 20 and len(seen["b"]) > 20, seen   # all three streamed
+            assert "**" not in screen, screen
+            for letter in ("a", "b"):
+                assert _consecutive(screen, letter)[-1] == LONG_WORDS, screen
+            tmux.quit()
+        finally:
+            tmux("kill-server", check=False)
