@@ -144,7 +144,8 @@ class TailRender:
         """The Strips `render_piece` gives for `text` wrapped in `room` cells
         (behind `prefix`, under `head`): the lines kept from the last flush
         where it still begins as it did (`_Prose.restart`), the rest wrapped
-        anew. None when it has tabs (expanded: the offsets would not be the
+        anew. None, for a render of the whole, when it is shorter than
+        `_KEPT_FROM` lines, has tabs (expanded: the offsets would not be the
         text's) or rich has no `divide_line`."""
         kept, self._prose = self._prose, None
         plain = text.plain
