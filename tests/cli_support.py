@@ -92,6 +92,12 @@ class Tmux:
     def screen(self) -> str:
         return self("capture-pane", "-p", "-t", "lineup", check=False)
 
+    def type_line(self, text: str) -> None:
+        """`text` typed key by key as it is (`send-keys -l`: no key names
+        read in it), then Enter."""
+        self("send-keys", "-t", "lineup", "-l", text)
+        self("send-keys", "-t", "lineup", "Enter")
+
     def quit(self) -> str:
         """Ctrl+Q, then the screen once lineup has exited, with status 0
         (`start_in_tmux` and its kind print EXITED and the status)."""

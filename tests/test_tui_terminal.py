@@ -41,8 +41,7 @@ def test_lineup_in_a_real_terminal_records_a_vote(tmp_path):
     try:
         tmux("resize-window", "-t", "lineup", "-x", "140", "-y", "40", check=False)
         tmux.wait_for("Enter sends to all")
-        tmux("send-keys", "-t", "lineup", "-l", "explain python lists")
-        tmux("send-keys", "-t", "lineup", "Enter")
+        tmux.type_line("explain python lists")
         screen = tmux.wait_for("Which answer is best?")
         assert "quick" in screen and "wordy" in screen
         tmux("send-keys", "-t", "lineup", "F2")          # to the vote bar: its keys show in the footer
@@ -74,11 +73,9 @@ def test_blind_follow_ups_typed_after_and_while_answers_finish_never_vote(tmp_pa
     db = start_in_tmux(tmux, tmp_path, "chat --blind -m demo/concise -m demo/quirky --seed 2", "0.5")
     try:
         tmux.wait_for("Enter sends to all", forbid=NAMES_SHOWN)
-        tmux("send-keys", "-t", "lineup", "-l", "Name a colour.")
-        tmux("send-keys", "-t", "lineup", "Enter")
+        tmux.type_line("Name a colour.")
         tmux.wait_for("Which answer is best?", forbid=NAMES_SHOWN)   # shown once both answers are done
-        tmux("send-keys", "-t", "lineup", "-l", "also a fruit")
-        tmux("send-keys", "-t", "lineup", "Enter")
+        tmux.type_line("also a fruit")
         tmux.wait_for("▌ also a fruit", forbid=NAMES_SHOWN + ("Vote saved",))   # a turn, in the panes
         tmux.wait_for("streaming", forbid=NAMES_SHOWN + ("Vote saved",))
         tmux("send-keys", "-t", "lineup", "-l", "and a bat")     # while the answers finish
@@ -151,8 +148,7 @@ def test_picker_image_attach_and_copy_in_a_real_terminal(tmp_path):
         tmux("set-buffer", str(shots / "receipt.png"))
         tmux("paste-buffer", "-p", "-t", "lineup")                      # a bracketed paste of a path
         tmux.wait_for("[image: receipt.png")
-        tmux("send-keys", "-t", "lineup", "-l", "what do these show?")
-        tmux("send-keys", "-t", "lineup", "Enter")
+        tmux.type_line("what do these show?")
         screen = tmux.wait_for("Which answer is best?")
         assert "[image: chart.png" in screen and "[image: receipt.png" in screen
         tmux("send-keys", "-t", "lineup", "Tab")                         # the first pane
@@ -168,8 +164,7 @@ def test_picker_image_attach_and_copy_in_a_real_terminal(tmp_path):
         tmux.wait_for("Write the copied text to a file?")
         tmux("send-keys", "-t", "lineup", "C-u")
         tmux.wait_for("a file to write")                                 # the suggested name is gone
-        tmux("send-keys", "-t", "lineup", "-l", str(saved))
-        tmux("send-keys", "-t", "lineup", "Enter")
+        tmux.type_line(str(saved))
         tmux.wait_for("Wrote the answer of")
         tmux.quit()
     finally:
@@ -279,8 +274,7 @@ def test_launching_lineup_and_quitting_without_sending_leaves_no_session(tmp_pat
 
         db, pid = _launch(tmux, tmp_path, speed="0", size=size)
         tmux.wait_for("quick")
-        tmux("send-keys", "-t", "lineup", "-l", "explain python lists")
-        tmux("send-keys", "-t", "lineup", "Enter")
+        tmux.type_line("explain python lists")
         tmux.wait_for("Which answer is best?" if size[0] > 100 else "F2")
         tmux("send-keys", "-t", "lineup", "C-q")
         for _ in range(200):
@@ -308,19 +302,15 @@ def test_quitting_lineup_gives_the_shell_back_as_it_was_at_80x24(tmp_path):
         tmux("-f", "/dev/null", "new-session", "-d", "-s", "lineup", "-x", "80", "-y", "24",
              "env -u COLUMNS -u LINES PS1='$ ' bash --norc --noprofile")
         tmux("resize-window", "-t", "lineup", "-x", "80", "-y", "24", check=False)
-        tmux("send-keys", "-t", "lineup", "-l", f"cd {ROOT}; echo before-lineup")
-        tmux("send-keys", "-t", "lineup", "Enter")
+        tmux.type_line(f"cd {ROOT}; echo before-lineup")
         tmux.wait_for("before-lineup\n")
-        tmux("send-keys", "-t", "lineup", "-l", f"{env_prefix} {sys.executable} -m lineup")
-        tmux("send-keys", "-t", "lineup", "Enter")
+        tmux.type_line(f"{env_prefix} {sys.executable} -m lineup")
         tmux.wait_for("quick")
-        tmux("send-keys", "-t", "lineup", "-l", "explain python lists")
-        tmux("send-keys", "-t", "lineup", "Enter")
+        tmux.type_line("explain python lists")
         tmux.wait_for("F2")                                   # the answers are in: the vote keys show
         tmux("send-keys", "-t", "lineup", "C-q")
         tmux.wait_for("before-lineup")                        # the shell's own screen is back
-        tmux("send-keys", "-t", "lineup", "-l", "echo status-$? sum-$((40+2))")
-        tmux("send-keys", "-t", "lineup", "Enter")
+        tmux.type_line("echo status-$? sum-$((40+2))")
         screen = tmux.wait_for("sum-42")
     finally:
         tmux("kill-server", check=False)
@@ -342,8 +332,7 @@ def test_killing_lineup_after_the_first_prompt_keeps_the_session(tmp_path):
     try:
         db, pid = _launch(tmux, tmp_path, speed="0.2")       # slow demo answers: still streaming when killed
         tmux.wait_for("quick")
-        tmux("send-keys", "-t", "lineup", "-l", "explain python lists")
-        tmux("send-keys", "-t", "lineup", "Enter")
+        tmux.type_line("explain python lists")
         for _ in range(300):                                   # until the prompt is in the record
             if any(turns for _, turns in _sessions(db)):
                 break
@@ -370,8 +359,7 @@ def test_a_press_on_a_panes_scrollbar_pages_it_in_a_real_terminal(tmp_path):
     tmux("resize-window", "-t", "lineup", "-x", "80", "-y", "24", check=False)
     try:
         tmux.wait_for("Enter sends to all")
-        tmux("send-keys", "-t", "lineup", "-l", "Explain python decorators with a long example")
-        tmux("send-keys", "-t", "lineup", "Enter")
+        tmux.type_line("Explain python decorators with a long example")
         tmux.wait_for("Which answer is best?")
         screen = tmux.screen()
         lines = screen.split("\n")

@@ -73,8 +73,7 @@ def test_a_blind_chat_shows_reasoning_only_after_the_vote(tmp_path, size):
     db = _start(tmux, tmp_path, "chat --blind -m demo/concise -m demo/thinker --seed 2", size)
     try:
         tmux.wait_for("Enter sends to all", forbid=NAMES + REASONING)
-        tmux("send-keys", "-t", "lineup", "-l", "explain recursion")
-        tmux("send-keys", "-t", "lineup", "Enter")
+        tmux.type_line("explain recursion")
         tmux.wait_for("Which answer is best?", forbid=NAMES + REASONING)
         tmux("send-keys", "-t", "lineup", "F2")
         tmux.wait_for("b best", forbid=NAMES + REASONING)   # the vote bar's keys in the footer
@@ -163,8 +162,7 @@ def test_a_chat_rater_named_with_rater_is_the_one_replay_shows(tmp_path):
            rater=None)
     try:
         tmux.wait_for("Enter sends to all")
-        tmux("send-keys", "-t", "lineup", "-l", "explain recursion")
-        tmux("send-keys", "-t", "lineup", "Enter")
+        tmux.type_line("explain recursion")
         tmux.wait_for("Which answer is best?")
         tmux("send-keys", "-t", "lineup", "F2")
         tmux.wait_for("b best")
@@ -221,8 +219,7 @@ def test_a_blind_chat_streams_code_and_a_table_as_rows_with_a_reasoning_contesta
         db = _start(tmux, tmp_path, "chat --blind -m zorro -m quokka --seed 2", size)
         try:
             tmux.wait_for("Enter sends to all", forbid=names + THINKING)
-            tmux("send-keys", "-t", "lineup", "-l", "compare them in a table")
-            tmux("send-keys", "-t", "lineup", "Enter")
+            tmux.type_line("compare them in a table")
             screen = tmux.wait_for("Which answer is best?", forbid=names + THINKING)
             screen = tmux.wait_for(f"row-{TABLE_ROWS - 1}", forbid=names + THINKING)
             lines = screen.splitlines()
@@ -287,8 +284,7 @@ def test_long_reasoning_and_a_long_paragraph_stream_wrapped_at_whole_words(tmp_p
         _start(tmux, tmp_path, "chat -m zorro -m quokka", size)
         try:
             tmux.wait_for("Enter sends to all")
-            tmux("send-keys", "-t", "lineup", "-l", "think it through")
-            tmux("send-keys", "-t", "lineup", "Enter")
+            tmux.type_line("think it through")
             seen = {"a": set(), "b": set(), "r": set()}
             for _ in range(600):             # every screen on the way (a hang guard, not a timing check)
                 screen = tmux.screen()

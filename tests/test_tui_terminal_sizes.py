@@ -63,8 +63,7 @@ def start(tmux: Tmux, tmp_path: Path, args: str, size: tuple[int, int], config: 
 
 def ask(tmux: Tmux) -> str:
     tmux.wait_for("Enter sends to all")
-    tmux("send-keys", "-t", "lineup", "-l", PROMPT)
-    tmux("send-keys", "-t", "lineup", "Enter")
+    tmux.type_line(PROMPT)
     return tmux.wait_for("Which answer is best?")
 
 
