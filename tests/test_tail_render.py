@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 import tui.block_render as block_render
+import tui.table_cells as table_cells
 import tui.tail_render as tail_render
 from tui.block_render import render_piece
 from tui.tail_render import TailRender
@@ -277,6 +278,42 @@ def test_a_row_being_begun_leaves_the_rows_before_it_kept(drawn):
             assert tail.render(console, piece, 78, False) == render_piece(console, piece, 78, False)
             if k > 2:   # (from three rows on: fewer are drawn whole)
                 assert sum(drawn[:-1]) <= 1, (k, more, drawn)   # by the tail: the new row alone
+
+
+#: Pieces of rows: plain text, what trims or splits a cell, and what an inline rule acts on.
+ROW_BITS = ["a", "Zeta", "gpt-4o", "漢字", "é", "1.5", " ", "   ", "|", "||", "-", ":", "#", "+", "=", ">", "%",
+            "'", '"', "(x)", "\u3000", "\xa0", "\t", "\x0b", "\x1c", "\x1b[31m", "*", "_", "`", "\\", "\\|",
+            "&amp;", "<b>", "[x]", "~~", "!", "http://x.y"]
+
+
+def described(rows: list[list[Text]]) -> list[list[tuple]]:
+    return [[(c.plain, c.spans, c.style, c.justify, c.overflow, c.no_wrap, c.end, c.tab_size) for c in row]
+            for row in rows]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_rows_of_plain_text_are_read_into_the_cells_rich_reads(seed):
+    """The table tail reads a plain row's cells without the parser
+    (`row_cells`): for random rows of plain text, of white characters
+    other than the space, of pipes and of inline Markdown, under headers
+    of 1-5 aligned columns, its cells are rich's, and most plain rows take
+    that path."""
+    rng = random.Random(seed)
+    console = Console(width=120)
+    plain = 0
+    for _ in range(600):
+        columns = rng.randint(1, 5)
+        head = ("| " + " | ".join(rng.choice(["model", "score", "note", "漢字"]) for _ in range(columns)) + " |\n|"
+                + "|".join(rng.choice(["---", ":--", "--:", ":-:"]) for _ in range(columns)) + "|")
+        header = table_cells.table_cells(console, head)[0]
+        row = rng.choice(["|", "| ", "", " |"]) + "".join(rng.choices(ROW_BITS[:rng.choice([20, 26, 36])],
+                                                                     k=rng.randint(0, 12)))
+        parsed = table_cells.table_cells(console, head + "\n" + row)
+        read = table_cells.row_cells(console, head, [row], header)
+        assert (None if read is None else described(read)) == \
+            (None if parsed is None or len(parsed[1]) != 1 else described(parsed[1])), (head, row)
+        plain += bool(table_cells._PLAIN_ROW.fullmatch(row) and row.isprintable())
+    assert plain > 100
 
 
 WORDS = ["so", "the", "answer", "is", "ab" * 9, "漢字", "wait,", "  ", "x" * 45, "reconsider", "\n", "é"]

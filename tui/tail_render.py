@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 
 from rich import box
 from rich.console import Console, ConsoleOptions, RenderResult
-from rich.markdown import Paragraph, TableElement
+from rich.markdown import Paragraph
 from rich.measure import Measurement
 from rich.segment import Segment
 from rich.style import Style
@@ -38,6 +38,7 @@ except ImportError:   # another rich: plain-text tails are rendered whole
 from tui.block_render import (_NO_LINK_ELEMENTS, _BlockMarkdown, _clean, _is_blank, _lines, prose,
                               render_piece, strips_of)
 from tui.markdown_blocks import Piece
+from tui.table_cells import row_cells, table_cells
 
 __all__ = ["TailRender"]
 
@@ -326,7 +327,7 @@ class _Table:
         or None when it cannot be kept: not one table, a blank row amid its
         rows, or a pane too narrow for its header (nor can that text grown)."""
         width, _, _, head = how
-        found = _cells(console, head + "\n" + "\n".join(rows))
+        found = table_cells(console, head + "\n" + "\n".join(rows))
         if found is None or len(found[1]) != len(rows):
             return None
         header, body = found
@@ -346,11 +347,11 @@ class _Table:
             same = min(same, len(self.rows) - 1)   # a blank last row: drawn again when not last
         if same == len(rows) == len(self.rows):
             return True
-        found = _cells(console, head + "\n" + "\n".join(rows[same:])) if same < len(rows) else ([], [])
-        if found is None or len(found[1]) != len(rows) - same:
+        new = row_cells(console, head, rows[same:], self.header)
+        if new is None:
             return False
-        body = self.body[:same] + found[1]
-        ranges = self.ranges[:same + 1] + [_ranges(console, width, row) for row in found[1]]
+        body = self.body[:same] + new
+        ranges = self.ranges[:same + 1] + [_ranges(console, width, row) for row in new]
         if _column_ranges(ranges) != _column_ranges(self.ranges):
             widths = _column_widths(console, width, self.header, body)
             if widths != self.widths:   # (the same widths: the kept rows stand as drawn)
@@ -490,38 +491,6 @@ def _paragraph_text(console: Console, markdown: _BlockMarkdown, width: int) -> T
     list(console.render(_TextMarkdown(markdown.markup, parsed=markdown.parsed), _options(console, width)))
     found, _TextMarkdown.found = _TextMarkdown.found, []
     return found[0] if len(found) == 1 else None
-
-
-class _Recorded(TableElement):
-    """A Markdown table's cells as rich reads them, kept instead of drawn."""
-
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        _CellsMarkdown.found.append(self)
-        return iter(())
-
-
-class _CellsMarkdown(_BlockMarkdown):
-    elements = {**_NO_LINK_ELEMENTS, "table_open": _Recorded}
-    found: list[_Recorded] = []
-
-
-def _cells(console: Console, text: str) -> tuple[list[Text], list[list[Text]]] | None:
-    """The header's and each row's cells of `text`, when it is one table and nothing else."""
-    _CellsMarkdown.found = []
-    markdown = _CellsMarkdown(text)
-    tokens = markdown.parsed
-    if not tokens or tokens[0].type != "table_open" or tokens[-1].type != "table_close" \
-            or sum(token.type == "table_open" for token in tokens) != 1:
-        return None
-    list(console.render(markdown, console.options.update(width=max(1, console.width))))
-    found, _CellsMarkdown.found = _CellsMarkdown.found, []
-    head = found[0].header if len(found) == 1 else None
-    if head is None or head.row is None:
-        return None
-    table = found[0]
-    header = [cell.content for cell in head.row.cells]
-    body = [[cell.content for cell in row.cells] for row in (table.body.rows if table.body is not None else [])]
-    return header, body
 
 
 class _MarkdownTable(Table):
