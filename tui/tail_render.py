@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass, replace
 
 from rich import box
+from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.markdown import Paragraph
 from rich.measure import Measurement
@@ -445,13 +446,18 @@ class _RowPainter:
         for k, (cell, column, width) in enumerate(zip(cells, self.columns, self.widths, strict=True)):
             right = 0 if k == last else 1
             inner = width - right
-            tab_size = console.tab_size if cell.tab_size is None else cell.tab_size
-            wrapped = cell.wrap(console, inner, justify=cell.justify or column.justify or "default",
-                                overflow=cell.overflow or column.overflow or "fold", tab_size=tab_size or 8,
-                                no_wrap=column.no_wrap if cell.no_wrap is None else cell.no_wrap)
-            if len(wrapped) != 1:
-                return None
-            segments = list(wrapped[0].render(console, end=""))
+            justify = cell.justify or column.justify or "default"
+            plain = cell.plain
+            if justify == "default" and "\n" not in plain and "\t" not in plain and cell_len(plain) <= inner:
+                segments = list(cell.render(console, end=""))   # (what Text.wrap makes of it: itself)
+            else:
+                tab_size = console.tab_size if cell.tab_size is None else cell.tab_size
+                wrapped = cell.wrap(console, inner, justify=justify,
+                                    overflow=cell.overflow or column.overflow or "fold", tab_size=tab_size or 8,
+                                    no_wrap=column.no_wrap if cell.no_wrap is None else cell.no_wrap)
+                if len(wrapped) != 1:
+                    return None
+                segments = list(wrapped[0].render(console, end=""))
             size = Segment.get_line_length(segments)
             if size > inner:
                 return None
