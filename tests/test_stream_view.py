@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import os
 import re
 import subprocess
 import sys
+import weakref
 
 import pytest
 from textual.app import App, ComposeResult
@@ -71,6 +74,30 @@ async def test_streamed_text_is_painted_without_being_asked():
         view.end_answer()
         await settle(pilot, view)
         assert "Done here." in view.plain_text()
+
+
+async def test_an_app_that_streamed_is_freed_when_it_ends():
+    """The flush clock all of an app's views share is the app's alone: kept
+    in a table keyed weakly by the app, it held its app, and so every app
+    that had streamed stayed in memory with all it drew (each run of the
+    render benchmark, each test app: the collector's pauses grew with them)."""
+    async def stream() -> weakref.ref:
+        app = ViewApp()
+        async with app.run_test(size=(60, 20)) as pilot:
+            view = app.query_one(StreamView)
+            view.start_answer()
+            for word in ("flushed ", "on ", "the ", "clock"):
+                view.append(word)
+                await pilot.pause(0.03)
+            await settle(pilot, view)
+            view.end_answer()
+            await settle(pilot, view)
+        return weakref.ref(app)
+
+    # (in a task of its own: Textual leaves its app in a context variable of the task that ran it)
+    ended = await asyncio.create_task(stream())
+    gc.collect()
+    assert ended() is None
 
 
 async def test_partial_line_shows_before_its_newline():

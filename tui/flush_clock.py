@@ -17,13 +17,15 @@ from __future__ import annotations
 import time
 from math import ceil
 from typing import TYPE_CHECKING, Protocol
-from weakref import WeakKeyDictionary
 
 if TYPE_CHECKING:
     from textual.app import App
     from textual.timer import Timer
 
 __all__ = ["FlushClock"]
+
+#: The attribute of an app that holds its clock.
+_ON_APP = "_lineup_flush_clock"
 
 
 class _Flushable(Protocol):
@@ -35,8 +37,6 @@ class FlushClock:
 
     MAX_PERIOD = 0.25  # ticks at least this often, however long they take
     SHARE = 4          # a tick's flushing takes at most about 1/SHARE of the period
-
-    _clocks: WeakKeyDictionary[App, FlushClock] = WeakKeyDictionary()
 
     def __init__(self, app: App, interval: float) -> None:
         self._app = app
@@ -51,9 +51,13 @@ class FlushClock:
 
     @classmethod
     def of(cls, app: App, interval: float) -> FlushClock:
-        clock = cls._clocks.get(app)
-        if clock is None:
-            clock = cls._clocks[app] = cls(app, interval)
+        """The app's clock, made on first use. Kept on the app, so that it
+        goes with it: in a table keyed weakly by the app (as it was), the
+        clock's hold on its app kept every app that had streamed alive."""
+        clock = getattr(app, _ON_APP, None)
+        if not isinstance(clock, FlushClock):
+            clock = cls(app, interval)
+            setattr(app, _ON_APP, clock)
         return clock
 
     def request(self, view: _Flushable, at: float) -> Timer:
