@@ -21,7 +21,7 @@ from rich.segment import Segment
 from textual.cache import FIFOCache
 from textual.strip import Strip
 
-__all__ = ["LEAN_DEFAULTS", "LeanStrip", "NoCache"]
+__all__ = ["LEAN_DEFAULTS", "LeanStrip", "NoCache", "lean"]
 
 
 class NoCache(FIFOCache):
@@ -75,3 +75,16 @@ class LeanStrip(Strip):
             setter(self, name, value)
         self._segments = segments
         self._cell_length = cell_length
+
+
+def lean(strip: Strip) -> Strip:
+    """`strip` as a lean strip (the same segments, shared), to hand to the
+    compositor: it divides every line it paints, and a plain Strip keeps the
+    division of itself into itself (`[self]`) in its own memo cache, a cycle
+    that only the cycle collector frees. Painted lines made ~160k such
+    objects in ten seconds of six streaming panes, and their collections
+    were the longest stalls of eight fast ones. A lean strip stores nothing,
+    so a painted line is freed as soon as it is replaced."""
+    if LEAN_DEFAULTS is None or type(strip) is LeanStrip:
+        return strip
+    return LeanStrip(strip._segments, strip.cell_length)

@@ -33,7 +33,7 @@ from textual.scrollbar import ScrollBarRender
 from textual.strip import Strip
 from textual.timer import Timer
 
-from tui.lean_strip import LeanStrip
+from tui.lean_strip import LeanStrip, lean
 
 __all__ = ["LineScrollView", "bar_cells"]
 
@@ -330,7 +330,7 @@ class LineScrollView(ScrollView):
             if top != self._painted_top:  # else the rows to style again are new lines
                 self._painted_top = top
                 self._reuse_moved_lines(crop)
-            return super().render_lines(crop)
+            return [lean(strip) for strip in super().render_lines(crop)]   # (no cycles: `lean`)
         finally:
             self._remember_sources(crop)
             self._paint_lines = None
