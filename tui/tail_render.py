@@ -18,7 +18,7 @@ rendered whole, as before.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from rich import box
 from rich.cells import cell_len
@@ -318,6 +318,8 @@ class _Table:
     widths: list[int]                # rich's column widths for these ranges, padding included
     head_strips: list[Strip]
     row_strips: list[list[Strip]]
+    tops: list[list[tuple[int, int]]] = field(default_factory=list)   # column ranges of ranges[:k + 1], each k
+    painter: tuple = ()              # (console, border style, widths, the _RowPainter for them) last used
 
     def strips(self) -> list[Strip]:
         return self.head_strips + [strip for row in self.row_strips for strip in row]
@@ -352,15 +354,17 @@ class _Table:
         if new is None:
             return False
         body = self.body[:same] + new
-        ranges = self.ranges[:same + 1] + [_ranges(console, width, row) for row in new]
-        if _column_ranges(ranges) != _column_ranges(self.ranges):
+        added = [_ranges(console, width, row) for row in new]
+        ranges = self.ranges[:same + 1] + added
+        tops = self.tops[:same + 1] + _tops(self.tops[same], added)
+        if tops[-1] != self.tops[-1]:
             widths = _column_widths(console, width, self.header, body)
             if widths != self.widths:   # (the same widths: the kept rows stand as drawn)
                 return widths is not None and self._draw_all(console, rows, body, ranges, widths)
         drawn = self._rows_drawn(console, body, ranges, same, self.widths)
         if drawn is None:
             return False
-        self.rows, self.body, self.ranges = rows, body, ranges
+        self.rows, self.body, self.ranges, self.tops = rows, body, ranges, tops
         self.row_strips = self.row_strips[:same] + drawn
         return True
 
@@ -377,6 +381,7 @@ class _Table:
         if row_strips is None:
             return False
         self.rows, self.body, self.ranges, self.widths = rows, body, ranges, widths
+        self.tops = [ranges[0]] + _tops(ranges[0], ranges[1:])
         self.head_strips, self.row_strips = strips_of(head_lines, width, gap, style), row_strips
         return True
 
@@ -386,7 +391,11 @@ class _Table:
         `widths`: painted when its cells fit a line each (`_RowPainter`;
         `ranges` as kept, the header's first), else by a rich Table of that row."""
         width, _, style, _ = self.how
-        painter = _RowPainter.of(console, self.header, widths)
+        border = console.get_style("markdown.table.border")
+        kept = self.painter
+        if not kept or kept[0] is not console or kept[1] != border or kept[2] != widths:
+            kept = self.painter = (console, border, list(widths), _RowPainter.of(console, self.header, widths))
+        painter = kept[3]
         drawn = []
         for at, row in enumerate(body[start:], start):
             line = painter.line(row, ranges[at + 1]) if painter is not None else None
@@ -550,8 +559,13 @@ def _ranges(console: Console, width: int, cells: list[Text]) -> list[tuple[int, 
     return [tuple(Measurement.get(console, options, cell)) for cell in cells]  # type: ignore[misc]
 
 
-def _column_ranges(ranges: list[list[tuple[int, int]]]) -> list[tuple[int, int]]:
-    """Each column's range of widths: what rich's column widths are made from."""
-    columns = len(ranges[0])
-    return [(max((row[k][0] for row in ranges if k < len(row)), default=0),
-             max((row[k][1] for row in ranges if k < len(row)), default=0)) for k in range(columns)]
+def _tops(top: list[tuple[int, int]], rows: list[list[tuple[int, int]]]) -> list[list[tuple[int, int]]]:
+    """Each column's range of widths (what rich's column widths are made
+    from) over the rows so far, after each of `rows` in turn, from `top`,
+    the ranges over the rows before them (the header's first)."""
+    tops = []
+    for row in rows:
+        top = [(max(least, row[k][0]), max(most, row[k][1])) if k < len(row) else (least, most)
+               for k, (least, most) in enumerate(top)]
+        tops.append(top)
+    return tops
