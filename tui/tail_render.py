@@ -51,10 +51,11 @@ class TailRender:
     only the rows that are new or changed since (the last one is usually
     being written), each alone at the same column widths: rich lays a row
     out from the widths alone, so the lines come out as the whole table's.
-    A row whose cells fit a line each is painted without a rich Table
-    (`_RowPainter`, 3x cheaper). When rich would give a column another width (a wider cell; in a table
-    wider than the pane, any change to how it shares the width out), every
-    row is drawn again, from the cells kept. A flush that ends just after a
+    A new row of plain text is read without a parse (`tui.table_cells`),
+    and a row whose cells fit a line each is painted without a rich Table
+    (`_RowPainter`, 3x cheaper). When rich would give a column another
+    width (a wider cell; in a table wider than the pane, any change to how
+    it shares the width out), every row is drawn again, from the cells kept. A flush that ends just after a
     new row's first pipe leaves a blank last row: it has no lines (the whole
     table's blank last line is trimmed), and the rows before it stand.
 
