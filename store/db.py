@@ -113,13 +113,9 @@ class Store(Reads):
         if exists:
             if not path.is_file():
                 raise StoreError(f"{path}: not a file")
-            try:
-                with open(path, "rb") as fh:
-                    header = fh.read(16)
-            except OSError as exc:
-                raise StoreError(f"{path}: cannot read ({exc.strerror or exc})") from None
-            if header and header != SQLITE_HEADER:
-                raise StoreError(f"{path} is not a SQLite database (left untouched)")
+            # (A file that is not a database is found by SQLite's first read, before anything is
+            # written. Not by reading its header here: closing a descriptor of the file drops
+            # every lock this process holds on it, a writer's SQLite locks included.)
             if not readonly and (not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK)):
                 readonly = True
         elif not memory:
@@ -153,6 +149,8 @@ class Store(Reads):
                 return sqlite3.connect(str(path), **kw)
             return connect_readonly(path, **kw)
         except sqlite3.Error as exc:
+            if _not_a_database(exc):
+                raise StoreError(f"{path} is not a SQLite database (left untouched)") from None
             raise StoreError(f"{path}: cannot open ({exc})") from None
 
     def _prepare(self) -> None:
@@ -273,6 +271,8 @@ class Store(Reads):
     # ------------------------------------------------------------------ transactions
 
     def _translate(self, exc: BaseException, action: str) -> StoreError:
+        if _not_a_database(exc):
+            return StoreError(f"{self.path} is not a SQLite database (left untouched)")
         msg = str(exc)
         low = msg.lower()
         if "disk is full" in low or "disk full" in low:
@@ -732,6 +732,11 @@ def connect_readonly(path: str | os.PathLike, **kw: Any) -> sqlite3.Connection:
         raise sqlite3.OperationalError(f"its write-ahead log ({wal.name}) holds changes not yet in the file, and "
                                        "it is in a read-only place; copy both files somewhere writable")
     return sqlite3.connect(uri + "&immutable=1", uri=True, **kw)
+
+
+def _not_a_database(exc: BaseException) -> bool:
+    """SQLite found the file is not a database (SQLITE_NOTADB): a foreign file, left as it was."""
+    return getattr(exc, "sqlite_errorname", None) == "SQLITE_NOTADB" or "file is not a database" in str(exc)
 
 
 def _identity(path: str | os.PathLike) -> tuple[int, int] | None:

@@ -200,3 +200,31 @@ def test_a_switch_to_wal_refused_at_once_is_retried_like_a_write(tmp_path, monke
     with Store.open(tmp_path / "new.db") as store:
         assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert made[0].refused == 1
+
+
+def test_a_reader_opened_beside_a_writer_leaves_it_its_locks_and_its_log(tmp_path):
+    """POSIX drops every lock a process holds on a file when it closes any
+    descriptor of that file. Store.open read a file's header with Python's
+    own open(), so each store opened beside a writer in the same process
+    (the raters' server reads on a connection of its own) dropped the
+    writer's SQLite locks; another process closing its connection then took
+    itself for the last one, checkpointed and deleted the write-ahead log
+    under the writer, and the server's next read failed (a short read: a
+    rater's progress page answered 500)."""
+    from tests.synthetic import synthetic_session, write_synthetic
+
+    path = tmp_path / "lineup.db"
+    writer = Store.open(path)
+    try:
+        write_synthetic(writer, *synthetic_session(turns=2, seed=1))
+        reader = Store.open(path, readonly=True)
+        reader.list_sessions()
+        reader.close()
+        subprocess.run([sys.executable, "-c", "import sqlite3, sys\nc = sqlite3.connect(sys.argv[1])\n"
+                        "c.execute('SELECT count(*) FROM sqlite_master').fetchone()\nc.close()", str(path)],
+                       check=True, timeout=60)
+        assert (tmp_path / "lineup.db-wal").exists()   # the writer still has its log: nobody took it for the last
+        write_synthetic(writer, *synthetic_session(turns=2, seed=2))
+        assert len(Store.open(path, readonly=True).list_sessions()) == 2
+    finally:
+        writer.close()
