@@ -17,6 +17,7 @@ from textual.strip import Strip
 
 from core.ground.text import neutralise
 from tests.tui_support import settle
+from tui.lean_strip import LeanStrip
 from tui.stream_view import StreamView
 
 pytestmark = pytest.mark.anyio
@@ -127,6 +128,26 @@ async def test_lines_painted_while_streaming_are_freed_without_the_cycle_collect
             gc.enable()
         assert "Line 29 of an answer" in "\n".join(visible(view))
     assert cycles == 0
+
+
+async def test_a_row_painted_again_unchanged_is_handed_over_as_the_same_line():
+    """The compositor renders the box around all of a frame's changes, so a
+    pane paints rows that did not change whenever another pane's did: an
+    unchanged row is given as the lean line it was last time, not a new one."""
+    app = ViewApp()
+    async with app.run_test(size=(60, 20)) as pilot:
+        view = app.query_one(StreamView)
+        view.start_answer()
+        view.append("".join(f"Line {k} of an answer.\n\n" for k in range(12)))
+        await settle(pilot, view)
+        first = view.render_lines(view.size.region)
+        again = view.render_lines(view.size.region)
+        assert len(first) == view.size.height and all(type(line) is LeanStrip for line in first)
+        assert all(a is b for a, b in zip(first, again, strict=True))
+        view.append("one more line")
+        await settle(pilot, view)
+        after = view.render_lines(view.size.region)
+        assert any(a is not b for a, b in zip(first, after, strict=True))   # (what changed is drawn anew)
 
 
 async def test_partial_line_shows_before_its_newline():

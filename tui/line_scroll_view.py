@@ -101,6 +101,7 @@ class LineScrollView(ScrollView):
         self._bar_glyphs: dict[Segment, Segment] = {}  # one object per drawn bar cell
         # (line, bar cell) -> that line with that cell, for the lines on screen
         self._bar_lines: dict[tuple[int, int], tuple[Strip, Segment, Strip]] = {}
+        self._leaned: dict[int, tuple[Strip, Strip]] = {}   # id(styled line) -> (it, its lean strip)
         self._bar_style_cache: dict[str, dict[str, Style]] = {}
         self._bar_at = 0.0          # when the bar was last drawn differently
         self._bar_timer: Timer | None = None
@@ -330,11 +331,28 @@ class LineScrollView(ScrollView):
             if top != self._painted_top:  # else the rows to style again are new lines
                 self._painted_top = top
                 self._reuse_moved_lines(crop)
-            return [lean(strip) for strip in super().render_lines(crop)]   # (no cycles: `lean`)
+            return self._lean_lines(super().render_lines(crop))
         finally:
             self._remember_sources(crop)
             self._paint_lines = None
             self._prune_bar_lines()
+
+    def _lean_lines(self, strips: list[Strip]) -> list[Strip]:
+        """The styled lines as lean strips (no cycles: `lean`), the same lean
+        strip for the same styled line as in the paints before: Textual
+        hands back the line it styled and kept for an unchanged row, and
+        every paint of a pane covers the rows of every other pane's change
+        (the compositor renders the box around all of a frame's changes)."""
+        kept = self._leaned
+        out = []
+        for strip in strips:
+            hit = kept.get(id(strip))
+            if hit is None or hit[0] is not strip:
+                hit = kept[id(strip)] = (strip, lean(strip))
+            out.append(hit[1])
+        if len(kept) > 4 * len(out) + 64:   # keep this paint's lines, drop the rest
+            self._leaned = {id(hit[0]): hit for hit in (kept[id(strip)] for strip in strips)}
+        return out
 
     def _reuse_moved_lines(self, crop: Region) -> None:
         """Give rows whose line was painted at another row last time that row's
