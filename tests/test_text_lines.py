@@ -15,7 +15,7 @@ from rich.style import Style
 from rich.text import Span, Text
 
 from tui.block_render import _NO_LINK_ELEMENTS, _BlockMarkdown, _lines
-from tui.text_lines import _one_cell, breaks, text_lines
+from tui.text_lines import one_cell, breaks, text_lines
 
 PIECES = ["a", "to", "word", "answer", "x" * 9, "y" * 23, " ", " ", "  ", "   ", "\u00a0", "\u2014", "\u2019",
           "\u2026", "\u00e9t\u00e9", "\u0416\u0443\u043a", "\u2500\u2500", "-", ".", ","]
@@ -50,7 +50,7 @@ def test_random_texts_are_drawn_segment_for_segment_as_rich_draws_them(seed):
         options = console.options.update(width=width, height=None, no_wrap=False)
         got = text_lines(console, options, text.copy())
         if got is None:
-            assert not text.plain or not _one_cell(text.plain), repr(text)
+            assert not text.plain or not one_cell(text.plain), repr(text)
             continue
         drawn += 1
         assert got == rich_lines(console, text, width), (width, repr(text), text.spans)
@@ -74,7 +74,7 @@ def test_line_breaks_are_richs_for_one_cell_text():
     for _ in range(20000):
         plain = "".join(rng.choice(PIECES) for _ in range(rng.randint(0, 20)))
         width = rng.randint(1, 15)
-        if _one_cell(plain):
+        if one_cell(plain):
             checked += 1
             assert breaks(plain, width) == divide_line(plain, width, fold=True), (plain, width)
     assert checked > 15000

@@ -40,6 +40,7 @@ from tui.block_render import (_NO_LINK_ELEMENTS, _BlockMarkdown, _clean, _is_bla
                               render_piece, strips_of)
 from tui.markdown_blocks import Piece
 from tui.table_cells import row_cells, table_cells
+from tui.text_lines import breaks, one_cell
 
 __all__ = ["TailRender"]
 
@@ -269,7 +270,9 @@ class _Prose:
                 # (the plain text alike, then its styles: a restyle leaves no plain text as it was
                 # in the Markdown seen so far, a closing `**` drops the pair, but lines are kept
                 # only where they would be drawn alike)
-                if end < len(old) and now[:end + 1] == old[:end + 1] and new[:start] == self.text[:start]:
+                # (Text equality is of the plain text and the spans: with no spans, the plain's)
+                if end < len(old) and now[:end + 1] == old[:end + 1] and (
+                        not new.spans and not self.text.spans or new[:start] == self.text[:start]):
                     return at
             at -= 1
         return 0
@@ -290,7 +293,8 @@ def _line_starts(text: str, room: int) -> list[int]:
     at = 0
     for line in text.split("\n"):
         starts.append(at)
-        starts.extend(at + offset for offset in _divide_line(line, room, fold=True))
+        found = breaks(line, room) if one_cell(line) else _divide_line(line, room, fold=True)
+        starts.extend(at + offset for offset in found)
         at += len(line) + 1
     return starts
 

@@ -32,14 +32,14 @@ try:
 except ImportError:  # pragma: no cover
     _RICH_ONE_CELL = frozenset(map(chr, range(0x20, 0x7F)))
 
-__all__ = ["text_lines"]
+__all__ = ["breaks", "one_cell", "text_lines"]
 
 #: Characters one cell wide, for which rich's cell counts are character
 #: counts: rich's own set, and the general punctuation models write (dashes,
 #: curly quotes, the ellipsis) that it measures one at a time.
 _ONE_CELL = _RICH_ONE_CELL | frozenset(
     ch for ch in map(chr, range(0x2010, 0x2070)) if ch.isprintable() and get_character_cell_size(ch) == 1)
-_one_cell = _ONE_CELL.issuperset
+one_cell = _ONE_CELL.issuperset
 _WORD = re.compile(r"(\s*\S+)\s*")        # rich's word (`rich._wrap.re_word`), its spaces apart
 
 
@@ -81,7 +81,7 @@ def text_lines(console: Console, options: ConsoleOptions, text: Text) -> list[li
     width = options.max_width
     justify = text.justify or options.justify or "default"
     if (not plain or width < 1 or "\n" in plain or "\t" in plain
-            or not _one_cell(plain) or justify not in ("default", "left")
+            or not one_cell(plain) or justify not in ("default", "left")
             or (text.overflow or options.overflow or "fold") != "fold"
             or (text.no_wrap if text.no_wrap is not None else options.no_wrap) or text.end != "\n"):
         return None
