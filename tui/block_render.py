@@ -68,8 +68,9 @@ class _HtmlBlock(MarkdownElement):
 
 class _Paragraph(Paragraph):
     """A paragraph's lines straight from its text (`tui.text_lines`): what
-    rich's Paragraph draws, at under half the cost, in answers and in list
-    items alike; text it cannot vouch for is drawn by rich."""
+    rich's Paragraph draws, its text wrapped at ~40% of rich's cost, in
+    answers, list items and quotes alike; text it cannot vouch for is drawn
+    by rich."""
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         self.text.justify = self.justify
