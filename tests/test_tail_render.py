@@ -14,7 +14,6 @@ from rich.text import Text
 import tui.block_render as block_render
 import tui.table_cells as table_cells
 import tui.tail_render as tail_render
-import tui.text_lines as text_lines
 from tui.block_render import render_piece
 from tui.tail_render import TailRender
 from tui.markdown_blocks import BlockSplitter
@@ -358,21 +357,22 @@ def wrapped_as_whole(tail: TailRender, pieces, width: int, gap: bool, style: Sty
 
 def test_a_reasoning_tail_wraps_its_last_lines_not_the_whole_paragraph(monkeypatch):
     """A 600-word paragraph, a few characters a flush: the characters
-    wrapped per flush (by rich, or by `tui.text_lines`) stay a few lines'
-    worth instead of growing with it."""
+    wrapped into lines per flush (by rich, or by `tui.text_lines` for the
+    lines `block_render` draws) stay a few lines' worth instead of growing
+    with it."""
     wrapped: list[int] = []
-    wrap, breaks = Text.wrap, text_lines.breaks
+    wrap, draw = Text.wrap, block_render.text_lines
 
     def counting(self, *args, **kwargs):
         wrapped.append(len(self.plain))
         return wrap(self, *args, **kwargs)
 
-    def counting_breaks(plain, width):
-        wrapped.append(len(plain))
-        return breaks(plain, width)
+    def counting_lines(console, options, text):
+        wrapped.append(len(text.plain))
+        return draw(console, options, text)
 
     monkeypatch.setattr(Text, "wrap", counting)
-    monkeypatch.setattr(text_lines, "breaks", counting_breaks)
+    monkeypatch.setattr(block_render, "text_lines", counting_lines)
     text = " ".join(random.Random(4).choice(["so", "the", "answer", "is", "reconsider"]) for _ in range(600))
     by_tail, whole = counted(wrapped, list(streamed_tails(text, seed=4, kind="reasoning")), 78, True)
     assert by_tail * 8 < whole   # 81k characters against 836k when written

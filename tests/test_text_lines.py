@@ -15,7 +15,7 @@ from rich.style import Style
 from rich.text import Span, Text
 
 from tui.block_render import _NO_LINK_ELEMENTS, _BlockMarkdown, _lines
-from tui.text_lines import one_cell, breaks, text_lines
+from tui.text_lines import breaks, line_breaks, one_cell, text_lines
 
 PIECES = ["a", "to", "word", "answer", "x" * 9, "y" * 23, " ", " ", "  ", "   ", "\u00a0", "\u2014", "\u2019",
           "\u2026", "\u00e9t\u00e9", "\u0416\u0443\u043a", "\u2500\u2500", "-", ".", ","]
@@ -68,12 +68,15 @@ def test_text_it_cannot_vouch_for_is_left_to_rich():
     assert text_lines(console, options, Text("plain words")) is not None
 
 
-def test_line_breaks_are_richs_for_one_cell_text():
+def test_line_breaks_are_richs():
     rng = random.Random(5)
     checked = 0
     for _ in range(20000):
         plain = "".join(rng.choice(PIECES) for _ in range(rng.randint(0, 20)))
         width = rng.randint(1, 15)
+        wide = plain + "\u6f22\u5b57 " + plain   # (two cells each: rich's own breaks)
+        assert line_breaks(wide, width) == divide_line(wide, width, fold=True), (wide, width)
+        assert line_breaks(plain, width) == divide_line(plain, width, fold=True), (plain, width)
         if one_cell(plain):
             checked += 1
             assert breaks(plain, width) == divide_line(plain, width, fold=True), (plain, width)

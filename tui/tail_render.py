@@ -31,16 +31,11 @@ from rich.table import Table
 from rich.text import Span, Text
 from textual.strip import Strip
 
-try:   # where rich breaks a line of text: a plain-text tail keeps what it wrapped (`_Prose`)
-    from rich._wrap import divide_line as _divide_line
-except ImportError:   # another rich: plain-text tails are rendered whole
-    _divide_line = None  # type: ignore[assignment]
-
 from tui.block_render import (_NO_LINK_ELEMENTS, _BlockMarkdown, _clean, _is_blank, _lines, prose,
                               render_piece, strips_of)
 from tui.markdown_blocks import Piece
 from tui.table_cells import row_cells, table_cells
-from tui.text_lines import breaks, one_cell
+from tui.text_lines import line_breaks
 
 __all__ = ["TailRender"]
 
@@ -149,11 +144,12 @@ class TailRender:
         (behind `prefix`, under `head`): the lines kept from the last flush
         where it still begins as it did (`_Prose.restart`), the rest wrapped
         anew. None, for a render of the whole, when it is shorter than
-        `_KEPT_FROM` lines, has tabs (expanded: the offsets would not be the
-        text's) or rich has no `divide_line`."""
+        `_KEPT_FROM` lines or has tabs (expanded: the offsets would not be the
+        text's). Its lines are kept only where it is known where rich breaks
+        them (`text_lines.line_breaks`)."""
         kept, self._prose = self._prose, None
         plain = text.plain
-        if _divide_line is None or "\t" in plain or len(plain) < _KEPT_FROM * room:
+        if "\t" in plain or len(plain) < _KEPT_FROM * room:
             return None
         styled = _styled(text)
         at = kept.restart(text) if kept is not None and kept.how == how and _styled(kept.text) == styled else 0
@@ -163,18 +159,19 @@ class TailRender:
             if styled and not _styled(rest):   # drawn as the whole text is: its plain runs in a null style
                 rest.spans = [Span(0, len(rest), Style.null())]
             lines = _lines(console, rest, room)
-            starts = [start + offset for offset in _line_starts(plain[start:], room)]
-            if lines and len(lines) == len(starts):
+            found = _line_starts(plain[start:], room)
+            if lines and found is not None and len(lines) == len(found):
+                starts = [start + offset for offset in found]
                 self._prose = _Prose(how, text, kept.starts[:at] + starts, kept.head,
                                      kept.lines[:at] + strips_of(lines, width, False, style, prefix))
                 return self._prose.head + self._prose.lines
         head_lines = _lines(console, head, room) if head is not None else []
         lines = _lines(console, text, room)
         strips = strips_of(head_lines + lines, width, gap, style, prefix)
-        starts = _line_starts(plain, room)
-        if lines and len(lines) == len(starts):   # (no blank line trimmed away: each line has its start)
+        found = _line_starts(plain, room)
+        if lines and found is not None and len(lines) == len(found):   # (no blank line trimmed away)
             cut = len(strips) - len(lines)
-            self._prose = _Prose(how, text, starts, strips[:cut], strips[cut:])
+            self._prose = _Prose(how, text, found, strips[:cut], strips[cut:])
         return strips
 
     def _render_table(self, console: Console, piece: Piece, width: int, gap: bool,
@@ -285,15 +282,17 @@ def _styled(text: Text) -> bool:
     return bool(text.style) or bool(text.spans)
 
 
-def _line_starts(text: str, room: int) -> list[int]:
+def _line_starts(text: str, room: int) -> list[int] | None:
     """Where each line of `text` begins when rich wraps it in `room` cells
-    (`Text.wrap`: each line of the text divided at `divide_line`'s breaks)."""
-    assert _divide_line is not None
+    (`Text.wrap`: each line of the text divided at its breaks), or None
+    when that is not known (`text_lines.line_breaks`)."""
     starts: list[int] = []
     at = 0
     for line in text.split("\n"):
         starts.append(at)
-        found = breaks(line, room) if one_cell(line) else _divide_line(line, room, fold=True)
+        found = line_breaks(line, room)
+        if found is None:
+            return None
         starts.extend(at + offset for offset in found)
         at += len(line) + 1
     return starts

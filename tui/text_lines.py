@@ -27,12 +27,17 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 
+try:   # rich's breaks, for a line of characters wider or narrower than a cell
+    from rich._wrap import divide_line as _divide_line
+except ImportError:  # pragma: no cover - another rich: only one-cell text is broken here
+    _divide_line = None  # type: ignore[assignment]
+
 try:
     from rich.cells import _SINGLE_CELLS as _RICH_ONE_CELL
 except ImportError:  # pragma: no cover
     _RICH_ONE_CELL = frozenset(map(chr, range(0x20, 0x7F)))
 
-__all__ = ["breaks", "one_cell", "text_lines"]
+__all__ = ["breaks", "line_breaks", "one_cell", "text_lines"]
 
 #: Characters one cell wide, for which rich's cell counts are character
 #: counts: rich's own set, and the general punctuation models write (dashes,
@@ -72,6 +77,15 @@ def breaks(plain: str, width: int) -> list[int]:
             offset = end - start
         at = end
     return out
+
+
+def line_breaks(line: str, width: int) -> list[int] | None:
+    """Where rich breaks a line of text in `width` cells (`Text.wrap`:
+    `divide_line`, folding): read by `breaks` when its characters are a
+    cell each, else by rich; None when this rich cannot say."""
+    if one_cell(line):
+        return breaks(line, width)
+    return None if _divide_line is None else _divide_line(line, width, fold=True)
 
 
 def text_lines(console: Console, options: ConsoleOptions, text: Text) -> list[list[Segment]] | None:
