@@ -25,7 +25,8 @@ from textual.color import Color
 from textual.filter import ANSIToTruecolor, DimFilter
 from textual.strip import Strip
 
-from tui.lean_strip import LEAN_DEFAULTS, LeanStrip, NoCache
+from tui import lean_strip
+from tui.lean_strip import DRAWN_LINES, LEAN_DEFAULTS, LeanStrip, NoCache, blank_line, drawn_line
 
 STRIP_SLOTS = [
     "_segments", "_cell_length", "_divide_cache", "_crop_cache", "_style_cache",
@@ -107,3 +108,20 @@ def test_a_lean_strip_behaves_like_a_strip_and_its_shared_cache_stays_empty():
     assert other.crop(1, 5).text == "1234"
     assert other.divide([2, 4])[1].text == "23"
     assert len(shared) == 0
+
+
+def test_lines_drawn_alike_are_one_lean_line_and_the_table_of_them_stays_bounded():
+    red = Style(color="red")
+    line = drawn_line((Segment("ab", red), Segment("  ")), 4)
+    assert type(line) is LeanStrip and line.text == "ab  " and line.cell_length == 4
+    assert drawn_line((Segment("ab", Style(color="red")), Segment("  ")), 4) is line
+    assert drawn_line((Segment("ab", Style(color="blue")), Segment("  ")), 4) is not line
+    assert drawn_line((Segment("ab", red), Segment("   ")), 5) is not line
+    assert blank_line(4, red) is drawn_line((Segment("    ", red),), 4)
+    assert list(blank_line(4, red)) == list(Strip.blank(4, red))
+    # control codes given in a list cannot be a key: drawn anew, not refused
+    bell = (Segment("", None, [(1,)]),)
+    assert drawn_line(bell, 0) is not drawn_line(bell, 0)
+    for k in range(2 * DRAWN_LINES + 3):
+        drawn_line((Segment(f"{k:>6}"),), 6)
+        assert len(lean_strip._DRAWN) <= DRAWN_LINES

@@ -17,6 +17,7 @@ from textual.strip import Strip
 
 from core.ground.text import neutralise
 from tests.tui_support import settle
+from tui import block_render
 from tui.lean_strip import LeanStrip
 from tui.stream_view import StreamView
 
@@ -253,6 +254,53 @@ async def test_rows_moved_by_a_scroll_are_not_styled_again_and_paint_the_same():
         height = view.scrollable_content_region.height
         # Without the reuse each scroll restyles every row (plus the fresh renders above).
         assert len(styled) < (scrolls * height) // 2 + 60 * region.height
+
+
+async def styled_rows_following_code(monkeypatch, new_objects: bool) -> tuple[int, int]:
+    """(rows Textual styled, scrolls) while a view follows 40 flushes of code
+    lines each followed by a blank line; with `new_objects`, every line
+    drawn is a new object, as before `lean_strip.drawn_line`."""
+    if new_objects:
+        monkeypatch.setattr(block_render, "drawn_line", lambda segments, width: LeanStrip(list(segments), width))
+    app = ViewApp()
+    async with app.run_test(size=(60, 14)) as pilot:
+        view = app.query_one(StreamView)
+        styles_cache = view._styles_cache
+        styled = 0
+        render_line = styles_cache.render_line
+
+        def counting(*args, **kwargs):
+            nonlocal styled
+            styled += 1
+            return render_line(*args, **kwargs)
+
+        region = Region(0, 0, view.region.width, view.region.height)
+        view.start_answer()
+        view.append("```python\n")
+        await settle(pilot, view)
+        view.render_lines(region)
+        styles_cache.render_line = counting
+        scrolls = 0
+        for k in range(40):
+            top = view.scroll_offset.y
+            view.append(f"value_{k} = {k}\n\n")
+            await settle(pilot, view)
+            scrolls += view.scroll_offset.y != top
+            view.render_lines(region)
+    monkeypatch.undo()
+    return styled, scrolls
+
+
+async def test_a_line_drawn_like_one_already_styled_is_not_styled_again(monkeypatch):
+    """Textual finds a row's styled line by the line object: the blank lines
+    of streamed code and a code block's bottom padding, drawn again at each
+    flush, are the line it styled before (`lean_strip.drawn_line`). Each
+    flush adds a line of code and a blank line and draws the bottom padding
+    again: two restyles a flush fewer than with a new object per line."""
+    styled, scrolls = await styled_rows_following_code(monkeypatch, new_objects=False)
+    before, _ = await styled_rows_following_code(monkeypatch, new_objects=True)
+    assert scrolls > 20
+    assert styled + 60 <= before, (styled, before)
 
 
 async def test_a_streamed_table_and_code_paint_what_the_answer_loaded_at_once_paints():

@@ -32,7 +32,7 @@ from textual.strip import Strip
 
 from tui.markdown_blocks import Piece
 from core.ground.text import one_line, shows_as_is_on_one_line
-from tui.lean_strip import LeanStrip
+from tui.lean_strip import blank_line, drawn_line
 from tui.text_lines import text_lines
 
 if TYPE_CHECKING:
@@ -338,7 +338,8 @@ def strips_of(lines: list[list[Segment]], width: int, gap: bool, style: Style | 
               prefix: Segment | None = None) -> list[Strip]:
     """Rendered lines as Strips of exactly `width` cells (`render_piece`'s last step)."""
     style = style or None  # a null style changes nothing
-    strips = [Strip.blank(width, style)] if gap else []
+    blank = blank_line(width, style)
+    strips = [blank] if gap else []
     adjust = Segment.adjust_line_length
     simplify = Segment.simplify  # fewer segments: fewer objects kept
     add = style.__add__ if style is not None else None
@@ -349,9 +350,9 @@ def strips_of(lines: list[list[Segment]], width: int, gap: bool, style: Style | 
         if add is not None:  # what Strip.apply_style does, without the extra Strip
             line = [Segment(text, None if control else add(seg_style), control)
                     for text, seg_style, control in line]
-        strips.append(LeanStrip(list(simplify(line)), width))
+        strips.append(drawn_line(tuple(simplify(line)), width))
     if not strips:
-        strips.append(Strip.blank(width, style))
+        strips.append(blank)
     return strips
 
 

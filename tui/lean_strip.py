@@ -18,10 +18,11 @@ and pyproject.toml pins the Textual range it was checked with.
 from __future__ import annotations
 
 from rich.segment import Segment
+from rich.style import Style
 from textual.cache import FIFOCache
 from textual.strip import Strip
 
-__all__ = ["LEAN_DEFAULTS", "LeanStrip", "NoCache", "lean"]
+__all__ = ["LEAN_DEFAULTS", "LeanStrip", "NoCache", "blank_line", "drawn_line", "lean"]
 
 
 class NoCache(FIFOCache):
@@ -88,3 +89,35 @@ def lean(strip: Strip) -> Strip:
     if LEAN_DEFAULTS is None or type(strip) is LeanStrip:
         return strip
     return LeanStrip(strip._segments, strip.cell_length)
+
+
+#: Lines drawn, by their segments (`drawn_line`); emptied when it reaches `DRAWN_LINES`.
+_DRAWN: dict[tuple[Segment, ...], Strip] = {}
+DRAWN_LINES = 2048
+
+
+def drawn_line(segments: tuple[Segment, ...], width: int) -> Strip:
+    """The lean strip of a line of `width` cells: the same object as the last
+    line drawn with the same segments, while it is in `_DRAWN`.
+
+    Textual styles a row again when its line is another object than the
+    one it styled (`LineScrollView._reuse_moved_lines` finds lines only by
+    identity), at ~30 us a row in the paced runs of `bench_render`. Most
+    lines drawn alike are blank lines and lines drawn again: a paragraph's
+    last lines, a list or a table row redrawn, a blank line under a code
+    line; in streaming code they were a third of the rows styled. A line
+    whose segments cannot be hashed (control codes in a list) is not kept."""
+    try:
+        strip = _DRAWN.get(segments)
+    except TypeError:
+        return LeanStrip(list(segments), width)
+    if strip is None:
+        if len(_DRAWN) >= DRAWN_LINES:
+            _DRAWN.clear()
+        strip = _DRAWN[segments] = LeanStrip(list(segments), width)
+    return strip
+
+
+def blank_line(width: int, style: Style | None) -> Strip:
+    """What `Strip.blank` draws, as the drawn line (`drawn_line`)."""
+    return drawn_line((Segment(" " * width, style),), width)

@@ -46,6 +46,7 @@ from core.ground.text import neutralise
 from tui.block_render import estimate_height, render_piece
 from tui.flush_clock import FlushClock
 from tui.line_scroll_view import LineScrollView
+from tui.lean_strip import blank_line
 from tui.tail_render import TailRender
 
 __all__ = ["StreamView"]
@@ -821,7 +822,7 @@ class StreamView(LineScrollView, can_focus=True):
         style = self._style()
         blank = self._blank
         if blank is None or blank[0] != width or blank[1] is not style:
-            blank = self._blank = (width, style, Strip.blank(width, style))
+            blank = self._blank = (width, style, blank_line(width, style))
         return blank[2]
 
     def notify_style_update(self) -> None:
