@@ -7,7 +7,9 @@ from __future__ import annotations
 import argparse
 
 import pytest
+from textual._styles_cache import StylesCache
 from textual.binding import Binding
+from textual.screen import Screen
 from tests.tui_support import ModelServers, Reply, leaks, models_config, open_store, run, visible_text, wait_for
 
 from core.answering.config import DEFAULT_TAGS
@@ -46,6 +48,49 @@ def statuses(app) -> list[str]:
 async def started(pilot, app) -> None:
     await wait_for(pilot, lambda: app.chat_screen is not None and app.screen is app.chat_screen, "chat screen")
     await pilot.pause()
+
+
+def test_live_figures_repaint_the_pane_header_not_the_whole_pane_nor_the_layout(tmp_path, monkeypatch):
+    """While answers stream, each pane's figures tick four times a second. They
+    are drawn in the pane's header: the pane itself (its border, around the
+    conversation) is styled again only when its own look changes (streaming,
+    done), not at each tick, where every row of it was restyled; and the
+    header's one line does not lay the screen out again (which repaints it all)."""
+    styled: dict[str, int] = {}
+    render_line = StylesCache.render_line
+    layouts = 0
+    refresh_layout = Screen._refresh_layout
+
+    def counting_layouts(self, *args, **kwargs):
+        nonlocal layouts
+        layouts += 1
+        return refresh_layout(self, *args, **kwargs)
+
+    def counting(self, styles, *args, **kwargs):
+        kind = type(styles.node).__name__
+        styled[kind] = styled.get(kind, 0) + 1
+        return render_line(self, styles, *args, **kwargs)
+
+    async def scenario():
+        store = await open_store(tmp_path / "t.db")
+        with ModelServers(NAMES[:2]) as srv:
+            for alias, _ in NAMES[:2]:
+                srv[alias].script(Reply(text="A steady answer, word after word. " * 12, chunk_chars=4, delay=0.025))
+            app = make_app(store, srv)
+            async with app.run_test(size=(120, 30)) as pilot:
+                await started(pilot, app)
+                monkeypatch.setattr(StylesCache, "render_line", counting)
+                monkeypatch.setattr(Screen, "_refresh_layout", counting_layouts)
+                await send(pilot, "Go on")
+                await settle(pilot)
+                height = app.chat_screen.panes[0].size.height
+        return height
+
+    height = run(scenario())
+    assert styled.get("PaneHeader", 0) >= 2 * 8, styled     # the figures ticked, in each pane's header
+    # each pane restyled whole a few times (its look when streaming and done), not once a tick
+    assert styled.get("Pane", 0) <= 2 * 4 * height, (styled, height)
+    assert layouts <= 8, layouts      # the send, the answers starting and ending, the vote bar
 
 
 def test_three_models_stream_and_follow_ups_keep_separate_histories(tmp_path):

@@ -107,11 +107,13 @@ class Pane(Vertical):
             self.index = index
             self.action = action
 
-    status: reactive[str] = reactive("idle")
-    name_shown: reactive[str] = reactive("")
-    figures: reactive[str] = reactive("")
-    show_figures: reactive[bool] = reactive(True)
-    detail: reactive[str] = reactive("")
+    # Drawn in the header (`_render_header`), not by the pane: a repaint of the
+    # pane restyles every row of it, and the figures change four times a second.
+    status: reactive[str] = reactive("idle", repaint=False)
+    name_shown: reactive[str] = reactive("", repaint=False)
+    figures: reactive[str] = reactive("", repaint=False)
+    show_figures: reactive[bool] = reactive(True, repaint=False)
+    detail: reactive[str] = reactive("", repaint=False)
 
     ALL_ACTIONS = frozenset({"cancel", "retry", "copy", "copy_code", "maximise", "reasoning", "tag"})
 
@@ -149,8 +151,8 @@ class Pane(Vertical):
     def _render_header(self) -> None:
         width = self.header.content_size.width or 10_000    # not laid out yet: redrawn on its resize
         figures = self.figures if self.show_figures else ""
-        self.header.update(header_text(self.name_shown, self.status, self.detail, figures, width))
-        self.border_title = None
+        # (one line whatever it says: no layout, which would repaint the whole screen)
+        self.header.update(header_text(self.name_shown, self.status, self.detail, figures, width), layout=False)
 
     def watch_status(self) -> None:
         self.set_class(self.status == "streaming", "-streaming")
