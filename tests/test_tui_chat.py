@@ -55,11 +55,19 @@ def test_live_figures_repaint_the_pane_header_not_the_whole_pane_nor_the_layout(
     are drawn in the pane's header: the pane itself (its border, around the
     conversation) is styled again only when its own look changes (streaming,
     done), not at each tick, where every row of it was restyled; and the
-    header's one line does not lay the screen out again (which repaints it all)."""
+    header's one line does not lay the screen out again (which repaints it all).
+    The grid around the panes, which draws nothing of its own, is not painted."""
     styled: dict[str, int] = {}
     render_line = StylesCache.render_line
     layouts = 0
     refresh_layout = Screen._refresh_layout
+    grid_painted = 0
+    render_widget = StylesCache.render_widget
+
+    def counting_renders(self, widget, crop):
+        nonlocal grid_painted
+        grid_painted += widget.id == "panes"
+        return render_widget(self, widget, crop)
 
     def counting_layouts(self, *args, **kwargs):
         nonlocal layouts
@@ -81,6 +89,7 @@ def test_live_figures_repaint_the_pane_header_not_the_whole_pane_nor_the_layout(
                 await started(pilot, app)
                 monkeypatch.setattr(StylesCache, "render_line", counting)
                 monkeypatch.setattr(Screen, "_refresh_layout", counting_layouts)
+                monkeypatch.setattr(StylesCache, "render_widget", counting_renders)
                 await send(pilot, "Go on")
                 await settle(pilot)
                 height = app.chat_screen.panes[0].size.height
@@ -91,6 +100,7 @@ def test_live_figures_repaint_the_pane_header_not_the_whole_pane_nor_the_layout(
     # each pane restyled whole a few times (its look when streaming and done), not once a tick
     assert styled.get("Pane", 0) <= 2 * 4 * height, (styled, height)
     assert layouts <= 8, layouts      # the send, the answers starting and ending, the vote bar
+    assert grid_painted == 0          # the panes' grid shows only the screen: hidden, it is not painted
 
 
 def test_three_models_stream_and_follow_ups_keep_separate_histories(tmp_path):
