@@ -338,8 +338,7 @@ def strips_of(lines: list[list[Segment]], width: int, gap: bool, style: Style | 
               prefix: Segment | None = None) -> list[Strip]:
     """Rendered lines as Strips of exactly `width` cells (`render_piece`'s last step)."""
     style = style or None  # a null style changes nothing
-    blank = blank_line(width, style)
-    strips = [blank] if gap else []
+    strips = [blank_line(width, style)] if gap else []
     adjust = Segment.adjust_line_length
     simplify = Segment.simplify  # fewer segments: fewer objects kept
     add = style.__add__ if style is not None else None
@@ -352,7 +351,7 @@ def strips_of(lines: list[list[Segment]], width: int, gap: bool, style: Style | 
                     for text, seg_style, control in line]
         strips.append(drawn_line(tuple(simplify(line)), width))
     if not strips:
-        strips.append(blank)
+        strips.append(blank_line(width, style))
     return strips
 
 
