@@ -15,6 +15,10 @@ server (run in its own process, so its CPU time is not the client's).
    complete response, ~96 KiB of text): client CPU per reply, from the
    request to the last event, vs. bare httpx reading the body and
    `json.loads` of it, in the same run.
+4. The network layer alone: the bare httpx loop of 1 on the paced streams
+   (each delta its own read), through httpcore's default backend (anyio) and
+   through lineup's (`providers.network`: asyncio's streams), rounds taking
+   turns: client CPU per delta, and their ratio.
 
 Prints figures only; no assertions. `python benchmarks/bench_client.py [--quick]`
 """
@@ -36,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from providers import make_provider  # noqa: E402
+from providers import make_provider, network  # noqa: E402
 from providers.events import ChatRequest, Message  # noqa: E402
 from providers.model_config import ModelConfig  # noqa: E402
 
@@ -108,10 +112,11 @@ def raw_request(url: str, provider: str, opts: dict) -> tuple[str, dict]:
     return target, body
 
 
-async def baseline_round(url: str, provider: str, opts: dict, stamped: bool, parse: bool
-                         ) -> tuple[float, list[float], int]:
+async def baseline_round(url: str, provider: str, opts: dict, stamped: bool, parse: bool,
+                         asyncio_streams: bool = False) -> tuple[float, list[float], int]:
     target, body = raw_request(url, provider, opts)
-    clients = [httpx.AsyncClient(timeout=60) for _ in range(STREAMS)]
+    clients = [httpx.AsyncClient(timeout=60, transport=network.transport(httpx.Limits(), True)
+                                 if asyncio_streams else None) for _ in range(STREAMS)]
     delays: list[float] = []
     count = 0
     perf = time.perf_counter
@@ -214,6 +219,18 @@ def main() -> None:
                 bare.append(asyncio.run(whole_baseline_round(whole_url, provider, opts)) / STREAMS)
             o, b = statistics.median(ours), statistics.median(bare)
             print(f"   {label(provider, opts):<13} {o * 1e3:>7.2f} ms {b * 1e3:>7.2f} ms {o / b:>5.2f}x")
+
+        print(f"\n4. the network layer: bare httpx on the paced streams, client CPU per delta (median of {rounds})")
+        provider, opts = PROTOCOLS[0]
+        layers: dict[bool, list[float]] = {False: [], True: []}
+        for _ in range(rounds):
+            for asyncio_streams, runs in layers.items():
+                cpu, stamps, _ = asyncio.run(baseline_round(paced_url, provider, opts, True, False, asyncio_streams))
+                assert len(stamps) == STREAMS * paced_chunks, len(stamps)
+                runs.append(cpu / len(stamps))
+        anyio_cpu, asyncio_cpu = statistics.median(layers[False]), statistics.median(layers[True])
+        print(f"   httpcore's backend (anyio) {anyio_cpu * 1e6:6.1f} us   providers.network (asyncio streams) "
+              f"{asyncio_cpu * 1e6:6.1f} us   ratio {asyncio_cpu / anyio_cpu:.2f}x")
     finally:
         for proc in (paced, fast, whole):
             proc.kill()

@@ -21,16 +21,23 @@ asking each socket for its state, so one client's CPU per request grew with
 its connections (`bench_http.py`: 1.9 ms at 16 in flight, 4.0 ms at 64; in
 shards of 8, 1.1-1.4 ms at either). Requests go to the first shard with room
 (`Pool.lease`), so sequential requests keep using one connection.
+
+A pool's connections are made and read by `providers.network` (asyncio's
+streams, a third of anyio's cost per streamed chunk), unless a transport is
+given or the environment names a proxy (`_transport`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
+import urllib.request
 from dataclasses import dataclass, field
 from weakref import WeakKeyDictionary, WeakValueDictionary
 
 import httpx
+
+from providers import network
 
 __all__ = ["SHARD_CONNECTIONS", "Pool", "acquire", "release"]
 
@@ -106,14 +113,25 @@ def acquire(server: str | None, limits: httpx.Limits, transport: httpx.AsyncBase
         part = httpx.Limits(
             max_connections=None if limits.max_connections is None else math.ceil(limits.max_connections / shards),
             max_keepalive_connections=share, keepalive_expiry=limits.keepalive_expiry)
-        clients = [httpx.AsyncClient(limits=part if shards > 1 else limits, headers={"user-agent": "lineup"},
-                                     transport=transport, verify=verify,  # type: ignore[arg-type]
+        each = part if shards > 1 else limits
+        clients = [httpx.AsyncClient(limits=each, headers={"user-agent": "lineup"},
+                                     transport=transport or _transport(each, verify),
+                                     verify=verify,  # type: ignore[arg-type]
                                      follow_redirects=False) for _ in range(shards)]
         pool = Pool(clients, key, pools, share=share, busy=[0] * shards)
         if pools is not None:
             pools[key] = pool
     pool.users += 1
     return pool
+
+
+def _transport(limits: httpx.Limits, verify: object) -> httpx.AsyncBaseTransport | None:
+    """`providers.network`'s transport for one client, or None (httpx's own)
+    when the environment names a proxy: httpx routes through the proxies
+    the environment names only for a client made without a transport."""
+    if urllib.request.getproxies():
+        return None
+    return network.transport(limits, verify)  # type: ignore[arg-type]
 
 
 async def release(pool: Pool) -> None:
