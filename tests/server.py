@@ -1514,6 +1514,14 @@ class PairwiseJudge:
 # --- client-side helpers for tests ----------------------------------------------
 
 
+def free_port() -> int:
+    """A loopback port nobody listens on (bound, read and let go): a refused
+    connection, a proxy that is not there, or a port for a server to take."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def model_config(srv: TestServer, provider: str, **fields: Any):
     """A `ModelConfig` (alias "test") for `provider` pointing at `srv`."""
     from providers.model_config import ModelConfig

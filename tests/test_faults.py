@@ -21,16 +21,11 @@ from core.answering.sessions import ChatSession
 from core.stats.votes import error_line
 from providers.model_config import ModelConfig
 from store import AsyncStore, Store
-from tests.server import Reply, TestServer
+from tests.server import Reply, TestServer, free_port
 
 SECRET_MODEL = "zebra-ultra-9"      # a model name that must never show before the vote
 HANG_GUARD_S = 30                   # a bound on every test, not a speed assertion
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # fault name -> (how to break the faulty contestant, expected status, expected kind)
@@ -63,7 +58,7 @@ def _faulty_model(name: str, protocol: str):
     common = dict(alias="zebra", provider=protocol, model=SECRET_MODEL, max_retries=1,
                   read_timeout=0.5, connect_timeout=2)
     if how == "refused":
-        yield ModelConfig(base_url=f"http://127.0.0.1:{_free_port()}", **common), None
+        yield ModelConfig(base_url=f"http://127.0.0.1:{free_port()}", **common), None
     elif how == "dns":
         yield ModelConfig(base_url="http://no-such-host.invalid:9", **common), None
     elif how == "tls":

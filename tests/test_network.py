@@ -20,11 +20,17 @@ import httpx
 import pytest
 
 from providers import make_provider, network
-from tests.server import Reply, TestServer, chat_request, collect_async, model_config
+from tests.server import Reply, TestServer, chat_request, collect_async, free_port, model_config
 from tests.tls_server import TlsServer
 
 LIMITS = httpx.Limits(max_connections=4, max_keepalive_connections=4)
 OK = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"
+BODY = {"model": "test-model", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+
+
+def _chat(srv: TestServer) -> tuple[str, dict]:
+    """A streamed OpenAI chat request to the test server: its URL and body."""
+    return srv.base_url("openai") + "/chat/completions", BODY
 
 
 def _client(verify: object = True, **limits: int) -> httpx.AsyncClient:
@@ -97,8 +103,7 @@ def test_a_providers_pool_reads_its_answers_through_asyncio_streams(srv):
     async def go() -> object:
         provider = make_provider(model_config(srv, "openai", max_retries=0))
         try:
-            url = srv.base_url("openai") + "/chat/completions"
-            body = {"model": "test-model", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+            url, body = _chat(srv)
             async with provider.client.stream("POST", url, json=body) as response:
                 assert (await response.aread()).endswith(b"data: [DONE]\n\n")
                 return response.extensions["network_stream"]
@@ -113,9 +118,7 @@ def test_a_proxy_named_in_the_environment_is_still_used(srv, monkeypatch):
     the pool leaves the transport to httpx, which goes through the proxy
     (here a closed port, so the answer is a connection error, not the
     server's text)."""
-    with socket.socket() as closed:
-        closed.bind(("127.0.0.1", 0))
-        port = closed.getsockname()[1]
+    port = free_port()
     monkeypatch.setenv("ALL_PROXY", f"http://127.0.0.1:{port}")
     monkeypatch.delenv("NO_PROXY", raising=False)
     monkeypatch.delenv("no_proxy", raising=False)
@@ -140,8 +143,7 @@ def test_an_answer_streamed_over_asyncio_streams_arrives_whole_and_the_connectio
         async with _client() as client:
             texts = []
             for _ in range(5):
-                url = srv.base_url("openai") + "/chat/completions"
-                body = {"model": "test-model", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+                url, body = _chat(srv)
                 async with client.stream("POST", url, json=body) as response:
                     texts.append("".join([chunk async for chunk in response.aiter_text()]))
             return texts
@@ -156,8 +158,7 @@ def test_a_read_past_its_deadline_is_a_read_timeout(srv):
 
     async def go() -> None:
         async with _client() as client:
-            url = srv.base_url("openai") + "/chat/completions"
-            body = {"model": "test-model", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+            url, body = _chat(srv)
             async with client.stream("POST", url, json=body, timeout=httpx.Timeout(5, read=0.3)) as response:
                 async for _ in response.aiter_raw():
                     pass
@@ -186,9 +187,7 @@ def test_a_connection_reset_mid_body_is_a_read_error():
 
 
 def test_a_refused_connection_is_a_connect_error():
-    with socket.socket() as closed:
-        closed.bind(("127.0.0.1", 0))
-        port = closed.getsockname()[1]
+    port = free_port()
 
     async def go() -> None:
         async with _client() as client:
@@ -261,8 +260,7 @@ def test_a_cancelled_read_hangs_up_at_once(srv):
 
     async def go() -> int:
         async with _client() as client:
-            url = srv.base_url("openai") + "/chat/completions"
-            body = {"model": "test-model", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+            url, body = _chat(srv)
             seen = 0
             with anyio.move_on_after(0.3):
                 async with client.stream("POST", url, json=body) as response:
@@ -278,8 +276,7 @@ def test_tls_over_asyncio_streams_and_a_certificate_not_trusted_is_a_connect_err
     with TlsServer(protocols=("http/1.1",), deltas=3) as tls:
         async def go(verify: object) -> tuple[str, object]:
             async with _client(verify) as client:
-                body = {"model": "test-model", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
-                async with client.stream("POST", tls.base_url + "/chat/completions", json=body) as response:
+                async with client.stream("POST", tls.base_url + "/chat/completions", json=BODY) as response:
                     text = (await response.aread()).decode()
                     stream = response.extensions["network_stream"]
                     return text, stream.get_extra_info("ssl_object")

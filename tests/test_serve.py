@@ -6,7 +6,6 @@ mappings) is not in anything it serves, nor are the package mappings."""
 from __future__ import annotations
 
 import json
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -19,15 +18,11 @@ import pytest
 
 from store import Store
 from store.publish import QUERIES, write_published_copy
+from tests.server import free_port
 from tests.share_support import owner, share_package  # noqa: F401  (the fixture: a database of two runs)
 
 pytest.importorskip("datasette")
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _get(url: str):
@@ -88,7 +83,7 @@ def test_the_published_copy_leaves_out_unrevealed_sessions(owner, tmp_path):
 
 def test_lineup_serve_answers_on_loopback_without_blind_mappings(owner, tmp_path):
     db, hidden, shown = _prepare(owner, tmp_path)
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "lineup", "serve", "--db", str(db), "--port", str(port)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
@@ -124,7 +119,7 @@ def test_stopping_lineup_serve_stops_datasette_and_removes_the_copy(owner, tmp_p
     import signal
 
     db, hidden, shown = _prepare(owner, tmp_path)
-    port = _free_port()
+    port = free_port()
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     proc = subprocess.Popen([sys.executable, "-m", "lineup", "serve", "--db", str(db), "--port", str(port)],
@@ -155,7 +150,7 @@ def test_a_killed_lineup_serve_takes_datasette_with_it(owner, tmp_path):
     import signal
 
     db, hidden, shown = _prepare(owner, tmp_path)
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "lineup", "serve", "--db", str(db), "--port", str(port)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}/lineup.json"
@@ -248,7 +243,7 @@ def test_lineup_serve_says_what_it_publishes_and_what_it_left_out(tmp_path):
     sid = make_run(db, CASES, blind=True)
     make_run(db, CASES, blind=True)             # a second run, nothing judged
     _queue_votes(db, sid, 1)
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "lineup", "serve", "--db", str(db), "--port", str(port)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
